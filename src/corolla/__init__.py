@@ -1,0 +1,24 @@
+"""Corolla: the Kaggle "Petals to the Metal" workflow as a library and a command-line tool.
+
+Importing `corolla` is cheap and does not import Keras: the Keras backend has to be chosen (by
+`corolla.runtime.detect`) before Keras is first imported.
+
+    import corolla
+    plan = corolla.runtime.detect()          # hardware, backend, strategy, replicas, batch
+    with plan.scope():
+        model = corolla.models.create_model("small_cnn", num_classes=104, image_size=192)
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+# Submodules load on first attribute access so that `import corolla` stays light.
+_SUBMODULES = {"config", "runtime", "data", "models", "train", "evaluate", "predict", "report",
+               "submission", "rundir", "demo", "errors"}
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"corolla.{name}")
+    raise AttributeError(f"module 'corolla' has no attribute {name!r}")

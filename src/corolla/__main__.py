@@ -1,0 +1,3 @@
+from corolla.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,202 @@
+"""The `corolla` command. Thin: it parses flags into a RunConfig and calls library functions.
+
+A user mistake ends with one line on stderr and exit status 2; a bug keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from corolla import __version__
+from corolla import config as config_lib
+from corolla.errors import UserError
+
+# Flag destination -> config key: the one place where flags meet the config.
+FLAG_KEYS = {
+    "data": "data.path", "image_size": "data.image_size", "augment": "data.augment",
+    "cache": "data.cache", "model": "model.name", "weights": "model.weights",
+    "train_backbone": "model.train_backbone", "epochs": "train.epochs",
+    "batch_size": "train.batch_size", "global_batch_size": "train.global_batch_size",
+    "learning_rate": "train.learning_rate", "steps_per_epoch": "train.steps_per_epoch",
+    "seed": "train.seed", "backend": "runtime.backend", "strategy": "runtime.strategy",
+    "precision": "runtime.precision", "runs_dir": "output.runs_dir", "name": "output.name",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse would print the usage block too)
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _runtime_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("runtime")
+    g.add_argument("--backend", choices=config_lib.BACKENDS,
+                   help="Keras backend (default: auto, or KERAS_BACKEND)")
+    g.add_argument("--strategy", choices=config_lib.STRATEGIES,
+                   help="distribution strategy (default: auto, from the hardware)")
+    g.add_argument("--precision", choices=config_lib.PRECISIONS,
+                   help="dtype policy (default: auto, from the hardware)")
+    g.add_argument("--batch-size", type=int, help="per-replica batch (default 16)")
+    g.add_argument("--global-batch-size", type=int,
+                   help="fixed global batch, split over the replicas (default: per-replica x "
+                        "replicas)")
+
+
+def _train_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="TOML file with [data] [model] [train] [runtime] [output]")
+    p.add_argument("--data", help="folder (local or gs://) holding tfrecords-jpeg-SxS/")
+    p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read")
+    p.add_argument("--model", help="registered model name (corolla info --models)")
+    p.add_argument("--weights", help="none, imagenet, or a local backbone weights file")
+    p.add_argument("--freeze-backbone", dest="train_backbone", action="store_false",
+                   default=None, help="train only the classifier head")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--lr", dest="learning_rate", type=float, help="peak learning rate")
+    p.add_argument("--steps-per-epoch", type=int, help="default: one pass over train")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--no-augment", dest="augment", action="store_false", default=None)
+    p.add_argument("--cache", action="store_true", default=None,
+                   help="keep decoded training images in memory")
+    p.add_argument("--runs-dir", help="where run directories go (default: runs)")
+    p.add_argument("--name", help="run directory name (default: <model>-<timestamp>)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="corolla", description="Train, evaluate and submit flower "
+                     "classifiers on TPUs, GPUs or CPUs.")
+    parser.add_argument("--version", action="version", version=f"corolla {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("info", help="hardware, backend, strategy, replicas, global batch")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--models", action="store_true", help="list the registered models")
+    _runtime_flags(p)
+
+    p = sub.add_parser("demo", help="offline: synthetic petals -> train -> evaluate -> submit")
+    p.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "corolla"),
+                   help="where the synthetic data set is generated (default ~/.cache/corolla)")
+    p.add_argument("--runs-dir", default="runs")
+    p.add_argument("--name", default="")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--tiny", action="store_true", help="a few dozen images, one epoch (tests)")
+    _runtime_flags(p)
+
+    p = sub.add_parser("train", help="train on data in the competition layout, then evaluate "
+                       "on val and write submission.csv")
+    _train_flags(p)
+    _runtime_flags(p)
+
+    for name, text in (("evaluate", "score a run on val: metrics.json and plots"),
+                       ("predict", "write a run's submission.csv for the test split")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("run", help="a run directory, e.g. runs/small_cnn-20261122-101500")
+        p.add_argument("--data", help="read the data from here instead of the run's data path")
+        if name == "predict":
+            p.add_argument("--out", help="submission file (default: RUN/submission.csv)")
+        _runtime_flags(p)
+    return parser
+
+
+def overrides(args: argparse.Namespace) -> dict:
+    return {key: getattr(args, dest) for dest, key in FLAG_KEYS.items()
+            if getattr(args, dest, None) is not None}
+
+
+def _info(args) -> int:
+    from corolla import models, runtime
+
+    if args.models:
+        for name in models.names():
+            spec = models.get(name)
+            print(f"{name:18s} {spec.image_size:4d}px  lr {spec.learning_rate:g}  "
+                  f"{spec.description}")
+        return 0
+    cfg = config_lib.load(overrides=overrides(args))
+    plan = runtime.detect_for(cfg)
+    info = plan.to_dict()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    hw = info["hardware"]
+    found = (f"TPU ({hw['tpu']}, {hw['tpu_cores']} cores)" if hw["tpu"] else
+             f"{hw['gpus']} GPU(s)" if hw["gpus"] else
+             f"{hw['jax_devices']} {hw['jax_platform'].upper()} device(s) via JAX"
+             if hw["jax_platform"] in ("tpu", "gpu") else
+             f"CPU ({hw['cpu_devices']} logical device(s))")
+    print(f"hardware     {found}")
+    print(f"backend      {info['backend']}")
+    print(f"strategy     {info['strategy']}")
+    print(f"REPLICAS     {info['replicas']}")
+    print(f"processes    {info['num_processes']} (this is #{info['process_id']}"
+          f"{', chief' if info['is_chief'] else ''})")
+    print(f"batch        {info['batch_per_replica']} per replica -> global {info['global_batch']}")
+    print(f"precision    {info['precision']}")
+    return 0
+
+
+def _demo(args) -> int:
+    from corolla import demo
+
+    flags = overrides(args)
+    if args.epochs is not None:
+        flags["train.epochs"] = args.epochs
+    run_dir, metrics = demo.run(args.cache_dir, args.runs_dir, tiny=args.tiny, name=args.name,
+                                overrides=flags)
+    if run_dir is not None:
+        print(f"demo finished: val macro F1 {metrics['f1_macro']:.4f}; everything is in {run_dir}")
+    return 0
+
+
+def _train(args) -> int:
+    from corolla import runtime
+    from corolla.flow import train_evaluate_predict
+
+    cfg = config_lib.load(args.config, overrides(args))
+    if not cfg.data.path:
+        raise UserError("no data given; pass --data with a folder holding tfrecords-jpeg-SxS/ "
+                        "(or data.path in --config)")
+    plan = runtime.detect_for(cfg)
+    run_dir, _ = train_evaluate_predict(cfg, plan)
+    if run_dir is not None:
+        print(f"done: {run_dir}")
+    return 0
+
+
+def _inference(args) -> int:
+    from corolla import evaluate, predict, rundir, runtime
+
+    _, run_cfg = rundir.load(args.run)
+    flags = {k: v for k, v in overrides(args).items() if k.startswith(("runtime.", "train."))}
+    cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", **flags})
+    plan = runtime.detect_for(cfg)
+    if args.command == "evaluate":
+        evaluate.evaluate_run(args.run, plan, data_path=args.data)
+    else:
+        predict.predict_run(args.run, plan, data_path=args.data, out=args.out)
+    return 0
+
+
+COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
+            "predict": _inference}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from corolla.runtime.hardware import quiet_logs
+
+    args = build_parser().parse_args(argv)
+    quiet_logs()
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as e:
+        print(f"corolla: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("corolla: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Data: the competition layout -> parsed records -> `tf.data` pipelines -> augmentation."""

@@ -1,0 +1,38 @@
+"""Class names: the competition's 104 flowers, or a data set's own `classes.txt`."""
+
+from __future__ import annotations
+
+# The Kaggle "Petals to the Metal" classes, index = label. Two names end with a space in the
+# competition's own list ('cyclamen ', 'hippeastrum '); they are kept exactly.
+COMPETITION_CLASSES = (
+    'pink primrose', 'hard-leaved pocket orchid', 'canterbury bells', 'sweet pea',
+    'wild geranium', 'tiger lily', 'moon orchid', 'bird of paradise', 'monkshood',
+    'globe thistle', 'snapdragon', "colt's foot", 'king protea', 'spear thistle', 'yellow iris',
+    'globe-flower', 'purple coneflower', 'peruvian lily', 'balloon flower',
+    'giant white arum lily', 'fire lily', 'pincushion flower', 'fritillary', 'red ginger',
+    'grape hyacinth', 'corn poppy', 'prince of wales feathers', 'stemless gentian', 'artichoke',
+    'sweet william', 'carnation', 'garden phlox', 'love in the mist', 'cosmos',
+    'alpine sea holly', 'ruby-lipped cattleya', 'cape flower', 'great masterwort', 'siam tulip',
+    'lenten rose', 'barberton daisy', 'daffodil', 'sword lily', 'poinsettia', 'bolero deep blue',
+    'wallflower', 'marigold', 'buttercup', 'daisy', 'common dandelion', 'petunia', 'wild pansy',
+    'primula', 'sunflower', 'lilac hibiscus', 'bishop of llandaff', 'gaura', 'geranium',
+    'orange dahlia', 'pink-yellow dahlia', 'cautleya spicata', 'japanese anemone',
+    'black-eyed susan', 'silverbush', 'californian poppy', 'osteospermum', 'spring crocus',
+    'iris', 'windflower', 'tree poppy', 'gazania', 'azalea', 'water lily', 'rose',
+    'thorn apple', 'morning glory', 'passion flower', 'lotus', 'toad lily', 'anthurium',
+    'frangipani', 'clematis', 'hibiscus', 'columbine', 'desert-rose', 'tree mallow', 'magnolia',
+    'cyclamen ', 'watercress', 'canna lily', 'hippeastrum ', 'bee balm', 'pink quill',
+    'foxglove', 'bougainvillea', 'camellia', 'mallow', 'mexican petunia', 'bromelia',
+    'blanket flower', 'trumpet creeper', 'blackberry lily', 'common tulip', 'wild rose',
+)
+
+CLASSES_FILE = "classes.txt"  # optional, beside the tfrecords-jpeg-SxS folders: one name a line
+
+
+def parse_classes_file(text: str) -> tuple[str, ...]:
+    # Only the line break is stripped: trailing spaces are part of a name, as in the competition.
+    return tuple(line.rstrip("\r") for line in text.split("\n") if line.strip())
+
+
+def format_classes_file(names) -> str:
+    return "".join(f"{name}\n" for name in names)

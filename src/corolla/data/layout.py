@@ -1,0 +1,124 @@
+"""Finds a data set in the competition layout, on a local disk or on gs://:
+
+    PATH/tfrecords-jpeg-192x192/{train,val,test}/NN-192x192-COUNT.tfrec
+    PATH/classes.txt            (optional; without it, the competition's 104 classes)
+
+Record counts come from the file names, as in the competition (no pass over the data).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES, parse_classes_file
+from corolla.errors import UserError
+
+SPLITS = ("train", "val", "test")
+_SIZE_DIR = re.compile(r"^tfrecords-jpeg-(\d+)x(\d+)$")
+_FILE = re.compile(r"^\d+-(\d+)x(\d+)-(\d+)\.tfrec$")
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    path: str
+    count: int
+
+
+@dataclass(frozen=True)
+class Split:
+    name: str
+    files: tuple[RecordFile, ...]
+    labelled: bool
+
+    @property
+    def count(self) -> int:
+        return sum(f.count for f in self.files)
+
+    @property
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: str
+    image_size: int
+    class_names: tuple[str, ...]
+    available_sizes: tuple[int, ...]
+
+    @property
+    def size_dir(self) -> str:
+        return f"{self.root}/tfrecords-jpeg-{self.image_size}x{self.image_size}"
+
+    def split(self, name: str) -> Split:
+        """The split's files; a missing or empty split is a user error."""
+        folder = f"{self.size_dir}/{name}"
+        paths = sorted(tf.io.gfile.glob(f"{folder}/*.tfrec"))
+        if not paths:
+            raise UserError(f"no .tfrec files in {folder}; the {name} split is needed here "
+                            f"(layout: tfrecords-jpeg-SxS/{{train,val,test}}/NN-SxS-COUNT.tfrec)")
+        return Split(name, tuple(RecordFile(p, _count(p)) for p in paths),
+                     labelled=name != "test")
+
+    def has_split(self, name: str) -> bool:
+        return bool(tf.io.gfile.glob(f"{self.size_dir}/{name}/*.tfrec"))
+
+
+def _count(path: str) -> int:
+    match = _FILE.match(path.rsplit("/", 1)[-1])
+    if match:
+        return int(match.group(3))
+    # Not named like the competition's files: count the records once (a full read).
+    return int(tf.data.TFRecordDataset(path).reduce(0, lambda n, _: n + 1))
+
+
+def available_sizes(path: str) -> dict[int, str]:
+    """{image size: folder} for the tfrecords-jpeg-SxS folders at `path` (or `path` itself)."""
+    path = path.rstrip("/")
+    if not path:
+        raise UserError("no data path given; pass --data with a folder holding "
+                        "tfrecords-jpeg-SxS/{train,val,test}/")
+    if not tf.io.gfile.isdir(path):
+        raise UserError(f"data path {path!r} does not exist or is not a folder; pass --data "
+                        f"with a folder holding tfrecords-jpeg-SxS/{{train,val,test}}/")
+    own = _SIZE_DIR.match(path.rsplit("/", 1)[-1])
+    if own:
+        return {int(own.group(1)): path}
+    sizes = {}
+    for name in tf.io.gfile.listdir(path):
+        match = _SIZE_DIR.match(name.rstrip("/"))
+        if match and match.group(1) == match.group(2):
+            sizes[int(match.group(1))] = f"{path}/{name.rstrip('/')}"
+    if not sizes:
+        raise UserError(f"no tfrecords-jpeg-SxS folder in {path!r}; expected the competition "
+                        f"layout {path}/tfrecords-jpeg-192x192/{{train,val,test}}/*.tfrec")
+    return sizes
+
+
+def choose_size(sizes, requested: int, preferred: int) -> int:
+    """The requested size, else the available size nearest the model's preferred one."""
+    if requested:
+        if requested not in sizes:
+            found = ", ".join(map(str, sorted(sizes)))
+            raise UserError(f"image size {requested} is not present in the data (found {found});"
+                            f" pass --image-size {min(sizes, key=lambda s: abs(s - requested))}")
+        return requested
+    return min(sizes, key=lambda s: (abs(s - preferred), -s))
+
+
+def open_layout(path: str, image_size: int = 0, preferred_size: int = 224) -> Layout:
+    sizes = available_sizes(path)
+    size = choose_size(sizes, image_size, preferred_size)
+    size_dir = sizes[size]
+    root = size_dir.rsplit("/", 1)[0]
+    classes_path = f"{root}/{CLASSES_FILE}"
+    if tf.io.gfile.exists(classes_path):
+        with tf.io.gfile.GFile(classes_path) as f:
+            class_names = parse_classes_file(f.read())
+    else:
+        class_names = COMPETITION_CLASSES
+    return Layout(root=root, image_size=size, class_names=class_names,
+                  available_sizes=tuple(sorted(sizes)))

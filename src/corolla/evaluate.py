@@ -1,0 +1,103 @@
+"""Evaluation on the labelled validation split: returns plain data; `write` makes the files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from corolla import metrics as metrics_lib
+from corolla import report, rundir
+from corolla.data import layout as layout_lib
+from corolla.data import pipeline
+from corolla.runtime import Plan
+
+
+@dataclass
+class Evaluation:
+    metrics: dict
+    ids: list[str]
+    y_true: np.ndarray
+    y_pred: np.ndarray
+    probabilities: np.ndarray
+
+
+def load_model(run_dir: Path, plan: Plan):
+    import keras
+
+    import corolla.models.layers  # noqa: F401  (registers Corolla's layers for loading)
+
+    with plan.inference_scope():
+        return keras.saving.load_model(run_dir / rundir.MODEL, compile=False)
+
+
+def open_run(run_dir, data_path: str | None = None):
+    """(run folder, its config, its data layout at the trained image size)."""
+    run_dir, config = rundir.load(run_dir)
+    layout = layout_lib.open_layout(data_path or config.data.path, config.data.image_size)
+    return run_dir, config, layout
+
+
+def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan: Plan):
+    """Class probabilities [N, C] in the split's file order (padding dropped)."""
+    with plan.inference_scope():
+        batch = plan.inference_batch
+        ds = pipeline.eval_dataset(split, image_size, batch)
+        # Exact step count: Keras warns when a dataset "runs out" before steps are given.
+        return model.predict(ds, steps=-(-split.count // batch), verbose=0)[: split.count]
+
+
+def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val") -> Evaluation:
+    data = layout.split(split)
+    meta = pipeline.metadata(data)
+    probabilities = predict_probabilities(model, data, layout.image_size, plan)
+    y_true, y_pred = np.asarray(meta["labels"]), probabilities.argmax(axis=1)
+    if y_true.max(initial=0) >= len(layout.class_names):
+        from corolla.errors import UserError
+
+        raise UserError(f"the {split} split has label {int(y_true.max())} but the data set "
+                        f"names {len(layout.class_names)} classes; fix classes.txt")
+    metrics = metrics_lib.classification_metrics(y_true, y_pred, layout.class_names)
+    metrics["split"] = split
+    return Evaluation(metrics, meta["ids"], y_true, y_pred, probabilities)
+
+
+def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
+          samples: int = 18) -> dict[str, Path]:
+    """metrics.json, the confusion matrix, the training curves (if a history exists) and a grid
+    of sample predictions."""
+    names = layout.class_names
+    matrix, labels = metrics_lib.confusion(evaluation.y_true, evaluation.y_pred)
+    written = {
+        "metrics": report.write_json(evaluation.metrics, out_dir / rundir.METRICS),
+        "confusion_matrix": report.plot_confusion_matrix(
+            matrix, [names[i] for i in labels], out_dir / rundir.CONFUSION),
+    }
+    if (out_dir / rundir.HISTORY).is_file():
+        curves = report.plot_history(out_dir / rundir.HISTORY, out_dir / rundir.CURVES)
+        if curves:
+            written["curves"] = curves
+    split = layout.split(evaluation.metrics["split"])
+    images = np.stack([e["image"].numpy() for e in
+                       pipeline.read(split, layout.image_size, ordered=True).take(samples)])
+    written["samples"] = report.plot_samples(images, evaluation.y_true[:samples],
+                                             evaluation.y_pred[:samples], names,
+                                             out_dir / rundir.SAMPLES)
+    return written
+
+
+def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print):
+    """`corolla evaluate`: loads the run's model (unless given), scores it on val, writes files
+    into the run directory and returns the metrics."""
+    run_dir, _, layout = open_run(run_dir, data_path)
+    model = model if model is not None else load_model(run_dir, plan)
+    evaluation = evaluate(model, layout, plan)
+    written = write(evaluation, layout, run_dir)
+    m = evaluation.metrics
+    log(f"val: accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
+        f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "
+        f"({m['num_examples']} images, {m['num_classes_present']} classes)")
+    for path in written.values():
+        log(f"wrote {path}")
+    return m

@@ -1,0 +1,201 @@
+"""What this machine has: the boundary where Corolla touches devices and the environment.
+
+Every probe lives here so that tests can fake the machine by replacing these functions, and so
+that the decision (`corolla.runtime.decide`) stays a pure function of what they return.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corolla.errors import UserError
+
+# Signs that a TPU may be attached. TPUClusterResolver() is only tried when one is present:
+# without it the resolver asks the GCE metadata server, which stalls on machines off Google Cloud.
+_TPU_ENV = ("TPU_NAME", "TPU_ACCELERATOR_TYPE", "COLAB_TPU_ADDR", "TPU_WORKER_ID")
+_TPU_DEVICE_FILES = ("/dev/accel0", "/dev/vfio/0")
+_GPU_DEVICE_FILES = ("/dev/nvidia0", "/dev/dri/renderD128")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The processes of a multi-host job, from TF_CONFIG (TensorFlow) or KERAS_DISTRIBUTION_*
+    (JAX); `kind` is "none" for a single process."""
+
+    kind: str = "none"  # "none" | "tf_config" | "keras"
+    num_processes: int = 1
+    process_id: int = 0
+    is_chief: bool = True
+    addresses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the installed frameworks can see. Counts are local to this process's host."""
+
+    tensorflow: bool = True  # TensorFlow is installed
+    jax: bool = False  # JAX is installed
+    tpu: str | None = None  # "vm" or "node" when TensorFlow connected to a TPU
+    tpu_cores: int = 0
+    gpus: int = 0  # GPUs TensorFlow can use
+    gpu_compute_capability: tuple[int, int] | None = None
+    cpus: int = 1  # logical CPU devices (more than 1 only when split on purpose, as in tests)
+    jax_platform: str | None = None  # "tpu" / "gpu" / "cpu" when JAX was asked
+    jax_devices: int = 0  # all processes' devices, as JAX counts them
+    jax_compute_capability: tuple[int, int] | None = None
+    accelerator_hint: bool = False  # device files or env vars suggest a TPU or GPU
+    tpu_resolver: object = field(default=None, compare=False, repr=False)
+
+
+def installed(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+def env_backend() -> str | None:
+    """KERAS_BACKEND, or the backend of a Keras the user already imported (a notebook)."""
+    import sys
+
+    if "keras" in sys.modules:
+        return sys.modules["keras"].backend.backend()
+    return os.environ.get("KERAS_BACKEND") or None
+
+
+def tpu_hint() -> bool:
+    return any(os.environ.get(k) for k in _TPU_ENV) or any(map(os.path.exists, _TPU_DEVICE_FILES))
+
+
+def accelerator_hint() -> bool:
+    return tpu_hint() or any(map(os.path.exists, _GPU_DEVICE_FILES))
+
+
+def read_cluster(environ=os.environ) -> Cluster:
+    """Parses TF_CONFIG or KERAS_DISTRIBUTION_*; malformed values are user errors."""
+    if environ.get("TF_CONFIG"):
+        return _parse_tf_config(environ["TF_CONFIG"])
+    if environ.get("KERAS_DISTRIBUTION_JOB_ADDRESSES"):
+        return _parse_keras_env(environ)
+    return Cluster()
+
+
+_TF_CONFIG_SHAPE = ('expected {"cluster": {"worker": ["host:port", ...]}, '
+                    '"task": {"type": "worker", "index": N}}')
+
+
+def _parse_tf_config(text: str) -> Cluster:
+    try:
+        tf_config = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"TF_CONFIG is not valid JSON ({e}); {_TF_CONFIG_SHAPE}") from None
+    cluster, task = (tf_config.get("cluster"), tf_config.get("task")) \
+        if isinstance(tf_config, dict) else (None, None)
+    if not isinstance(cluster, dict) or not isinstance(task, dict):
+        raise UserError(f"TF_CONFIG needs a 'cluster' and a 'task' object, got {text!r}; "
+                        f"{_TF_CONFIG_SHAPE}")
+    jobs = {k: v for k, v in cluster.items() if k in ("chief", "worker")}
+    if not jobs or not all(isinstance(v, list) and v for v in jobs.values()):
+        raise UserError(f"TF_CONFIG cluster must list 'worker' (and optionally 'chief') "
+                        f"addresses, got {cluster!r}; {_TF_CONFIG_SHAPE}")
+    kind, index = task.get("type"), task.get("index", 0)
+    if kind not in jobs or not isinstance(index, int) or not 0 <= index < len(jobs[kind]):
+        raise UserError(f"TF_CONFIG task {task!r} does not name one of the cluster's "
+                        f"{', '.join(f'{len(v)} {k}' for k, v in jobs.items())} tasks")
+    order = jobs.get("chief", []) + jobs.get("worker", [])
+    process_id = index + (len(jobs.get("chief", [])) if kind == "worker" else 0)
+    return Cluster(kind="tf_config", num_processes=len(order), process_id=process_id,
+                   is_chief=process_id == 0, addresses=tuple(order))
+
+
+def _parse_keras_env(environ) -> Cluster:
+    addresses = tuple(a for a in environ["KERAS_DISTRIBUTION_JOB_ADDRESSES"].split(",") if a)
+    try:
+        num = int(environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES", len(addresses)))
+        pid = int(environ.get("KERAS_DISTRIBUTION_PROCESS_ID", "-1"))
+    except ValueError:
+        raise UserError("KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID must "
+                        "be integers") from None
+    if not 0 <= pid < num:
+        raise UserError(f"KERAS_DISTRIBUTION_PROCESS_ID must be in [0, {num}), got {pid}")
+    return Cluster(kind="keras", num_processes=num, process_id=pid, is_chief=pid == 0,
+                   addresses=addresses)
+
+
+def find_tpu(resolver_cls=None):
+    """Connects to a TPU and initialises it; returns (resolver, "vm" | "node") or (None, None).
+
+    A TPU VM needs tpu="local" (the no-argument resolver raises ValueError there); a TPU node is
+    found by the default resolver through TPU_NAME.
+    """
+    import tensorflow as tf
+
+    resolver_cls = resolver_cls or tf.distribute.cluster_resolver.TPUClusterResolver
+    for name, kind in (("local", "vm"), (None, "node")):
+        try:
+            return resolver_cls.connect(tpu=name), kind
+        except (ValueError, tf.errors.NotFoundError, tf.errors.InvalidArgumentError):
+            continue
+    return None, None
+
+
+def probe_tensorflow(cluster: Cluster) -> dict:
+    """TPU, GPUs and logical CPUs as TensorFlow sees them, without starting its runtime (a
+    MultiWorkerMirroredStrategy must be created before the runtime starts)."""
+    import tensorflow as tf
+
+    found: dict = {}
+    if tpu_hint():
+        resolver, kind = find_tpu()
+        if resolver is not None:
+            found.update(tpu=kind, tpu_resolver=resolver,
+                         tpu_cores=resolver.num_accelerators().get("TPU", 0))
+    gpus = tf.config.list_physical_devices("GPU")
+    found["gpus"] = len(gpus)
+    if gpus:
+        cc = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
+        found["gpu_compute_capability"] = tuple(cc) if cc else None
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    found["cpus"] = len(tf.config.get_logical_device_configuration(cpu) or [cpu])
+    return found
+
+
+def probe_jax(cluster: Cluster) -> dict:
+    """JAX's devices. In a multi-process JAX job this first joins the job (all processes' devices
+    are then visible), which must happen before JAX touches any device."""
+    import jax
+
+    if cluster.kind == "keras":
+        import keras
+
+        # JAX's CPU backend has no cross-process collectives unless gloo is chosen.
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        keras.distribution.initialize()
+    devices = jax.devices()
+    cc = getattr(devices[0], "compute_capability", None)
+    return {"jax_platform": devices[0].platform, "jax_devices": len(devices),
+            "jax_compute_capability": tuple(int(x) for x in cc.split(".")) if cc else None}
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def hostname() -> str:
+    return os.uname().nodename
+
+
+def run_scratch(name: str) -> Path:
+    """A private, per-process scratch folder (backups of non-chief workers)."""
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / f"corolla-{os.getpid()}" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def quiet_logs() -> None:
+    """Keeps TensorFlow's C++ start-up chatter (CUDA probes on CPU machines) off the terminal,
+    unless the user asked for it with TF_CPP_MIN_LOG_LEVEL."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -1,0 +1,229 @@
+"""The distribution plan: made once by `detect()`, used by every other layer.
+
+It holds the chosen backend, the live strategy (TensorFlow) or Keras distribution (JAX), the
+replica and process counts, the global batch and the precision policy. Nothing outside
+`corolla.runtime` reads devices or environment variables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+
+from corolla.errors import UserError
+from corolla.runtime import hardware
+from corolla.runtime.decide import Decision, decide
+from corolla.runtime.hardware import Cluster, Hardware
+
+STRATEGY_NAMES = {"tpu": "TPUStrategy", "mirrored": "MirroredStrategy",
+                  "multiworker": "MultiWorkerMirroredStrategy", "one_device": "OneDeviceStrategy",
+                  "data_parallel": "DataParallel"}
+
+
+@dataclass
+class Plan:
+    backend: str
+    accelerator: str
+    strategy_name: str
+    devices: int  # devices this process drives
+    replicas: int  # num_replicas_in_sync: model copies over all processes
+    num_processes: int
+    process_id: int
+    is_chief: bool  # only the chief writes a run's final artefacts
+    batch_per_replica: int
+    global_batch: int
+    precision: str
+    steps_per_execution: int
+    hardware: Hardware = field(repr=False)
+    strategy: object = field(default=None, repr=False)  # tf.distribute.Strategy (TensorFlow)
+    distribution: object = field(default=None, repr=False)  # keras.distribution (JAX)
+
+    def scope(self):
+        """Where models and optimizers must be created."""
+        if self.strategy is not None:
+            return self.strategy.scope()
+        if self.distribution is not None:
+            return self.distribution.scope()
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def inference_scope(self):
+        """Where one process alone may run a model: the plan's scope in a single-process job;
+        in a multi-process job (where the strategy's collectives would wait for the other
+        processes) plain local devices."""
+        if not self.multi_worker:
+            with self.scope():
+                yield
+        elif self.distribution is not None:
+            import keras
+
+            keras.distribution.set_distribution(None)
+            try:
+                yield
+            finally:
+                keras.distribution.set_distribution(self.distribution)
+        else:
+            yield  # outside strategy.scope() TensorFlow uses the default strategy
+
+    @property
+    def multi_worker(self) -> bool:
+        return self.num_processes > 1
+
+    @property
+    def inference_batch(self) -> int:
+        """The batch for `inference_scope`: this process's devices only in a multi-process job."""
+        return self.batch_per_replica * self.devices if self.multi_worker else self.global_batch
+
+    @property
+    def identical_input(self) -> bool:
+        """Every process of a JAX job must read the same input stream: Keras cuts each
+        process's part out of every global batch."""
+        return self.backend == "jax" and self.multi_worker
+
+    @property
+    def input_shards(self) -> int:
+        """TensorFlow multi-worker input is sharded by the strategy: each worker its own part."""
+        return self.num_processes if self.backend == "tensorflow" else 1
+
+    @property
+    def static_shapes(self) -> bool:
+        """TPUs compile one program per input shape: feed them full batches only."""
+        return self.accelerator == "tpu"
+
+    def to_dict(self) -> dict:
+        hw = self.hardware
+        return {
+            "accelerator": self.accelerator,
+            "devices": self.devices,
+            "hardware": {"tpu": hw.tpu, "tpu_cores": hw.tpu_cores, "gpus": hw.gpus,
+                         "cpu_devices": hw.cpus, "jax_platform": hw.jax_platform,
+                         "jax_devices": hw.jax_devices},
+            "backend": self.backend,
+            "strategy": self.strategy_name,
+            "replicas": self.replicas,
+            "num_processes": self.num_processes,
+            "process_id": self.process_id,
+            "is_chief": self.is_chief,
+            "batch_per_replica": self.batch_per_replica,
+            "global_batch": self.global_batch,
+            "precision": self.precision,
+            "steps_per_execution": self.steps_per_execution,
+        }
+
+
+def global_batch(replicas: int, batch_size: int, global_batch_size: int = 0) -> tuple[int, int]:
+    """(per-replica, global) batch. A fixed global batch must split evenly over the replicas."""
+    if global_batch_size:
+        if global_batch_size % replicas:
+            raise UserError(f"global batch size ({global_batch_size}) must be divisible by the "
+                            f"number of replicas ({replicas}); use a multiple of {replicas}")
+        return global_batch_size // replicas, global_batch_size
+    return batch_size, batch_size * replicas
+
+
+def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
+    """Runs only the probes the decision needs: JAX is asked only where it may matter, since
+    asking it claims the accelerators and, in a multi-process job, joins the job."""
+    cluster = hardware.read_cluster()
+    env_backend = hardware.env_backend()
+    want = backend if backend != "auto" else (env_backend or "auto")
+    if want == "auto" and cluster.kind == "keras":
+        want = "jax"
+    found = {"tensorflow": hardware.installed("tensorflow"), "jax": hardware.installed("jax"),
+             "accelerator_hint": hardware.accelerator_hint()}
+    if found["tensorflow"] and want in ("auto", "tensorflow"):
+        found.update(hardware.probe_tensorflow(cluster))
+    tf_accelerated = found.get("tpu") or found.get("gpus")
+    ask_jax = want == "jax" or (want == "auto" and not tf_accelerated and
+                                (found["accelerator_hint"] or not found["tensorflow"]))
+    if found["jax"] and ask_jax:
+        if cluster.kind == "keras":
+            os.environ["KERAS_BACKEND"] = "jax"  # joining the job goes through Keras
+        found.update(hardware.probe_jax(cluster))
+    return Hardware(**found), cluster, env_backend
+
+
+def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto",
+           batch_size: int = 16, global_batch_size: int = 0) -> Plan:
+    """Finds the hardware, decides, and builds the strategy or distribution.
+
+    Call it before the first `import keras` of the process: it selects the Keras backend.
+    """
+    hw, cluster, env_backend = probe(backend)
+    decision = decide(hw, cluster, backend=backend, strategy=strategy, precision=precision,
+                      env_backend=env_backend)
+    keras = _import_keras(decision.backend)
+    if decision.backend == "tensorflow":
+        strategy_obj, distribution = _tf_strategy(decision, hw), None
+        replicas = strategy_obj.num_replicas_in_sync
+        devices = replicas // max(cluster.num_processes, 1)
+    else:
+        strategy_obj, distribution = None, _jax_distribution(decision, keras)
+        replicas = len(keras.distribution.list_devices()) if distribution else 1
+        devices = max(1, replicas // cluster.num_processes)
+    per_replica, total = global_batch(replicas, batch_size, global_batch_size)
+    keras.config.set_dtype_policy(decision.precision)
+    return Plan(backend=decision.backend, accelerator=decision.accelerator,
+                strategy_name=STRATEGY_NAMES.get(decision.strategy, "default"),
+                devices=devices, replicas=replicas, num_processes=cluster.num_processes,
+                process_id=cluster.process_id, is_chief=cluster.is_chief,
+                batch_per_replica=per_replica, global_batch=total, precision=decision.precision,
+                steps_per_execution=_steps_per_execution(decision), hardware=hw,
+                strategy=strategy_obj, distribution=distribution)
+
+
+def detect_for(config) -> Plan:
+    """`detect` with a RunConfig's runtime and batch settings."""
+    return detect(backend=config.runtime.backend, strategy=config.runtime.strategy,
+                  precision=config.runtime.precision, batch_size=config.train.batch_size,
+                  global_batch_size=config.train.global_batch_size)
+
+
+def _steps_per_execution(decision: Decision) -> int:
+    # Several steps per host round-trip pay off on TPUs; under multi-replica MirroredStrategy
+    # Keras 3 fails with more than 1, and on CPU/GPU the gain is small.
+    return 16 if decision.accelerator == "tpu" else 1
+
+
+def _import_keras(backend: str):
+    os.environ["KERAS_BACKEND"] = backend
+    import keras
+
+    if keras.backend.backend() != backend:
+        raise UserError(f"Keras was already imported with the {keras.backend.backend()} backend; "
+                        f"restart Python and call corolla.runtime.detect() before importing "
+                        f"keras (or set KERAS_BACKEND={backend})")
+    return keras
+
+
+def _tf_strategy(decision: Decision, hw: Hardware):
+    import tensorflow as tf
+
+    name = decision.strategy
+    if name == "tpu":
+        return tf.distribute.TPUStrategy(hw.tpu_resolver)
+    if name == "multiworker":
+        from corolla.runtime.multiworker import apply_keras_multiworker_fixes
+
+        apply_keras_multiworker_fixes()
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "mirrored":
+        kind = "GPU" if hw.gpus else "CPU"
+        return tf.distribute.MirroredStrategy(
+            devices=[d.name for d in tf.config.list_logical_devices(kind)])
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy("/gpu:0" if hw.gpus else "/cpu:0")
+    return tf.distribute.get_strategy()
+
+
+def _jax_distribution(decision: Decision, keras):
+    # tf.data runs beside JAX: keep TensorFlow off the accelerators JAX owns.
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")
+    if decision.strategy != "data_parallel":
+        return None
+    distribution = keras.distribution.DataParallel(devices=keras.distribution.list_devices())
+    keras.distribution.set_distribution(distribution)
+    return distribution

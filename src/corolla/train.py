@@ -1,0 +1,116 @@
+"""Training: compile + fit + callbacks + checkpoints, then the run's evaluation and submission.
+
+`run(config, plan)` is what `corolla train` and `corolla demo` call.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from corolla import config as config_lib
+from corolla import rundir
+from corolla.data import layout as layout_lib
+from corolla.data import pipeline
+from corolla.runtime import Plan
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path | None  # None on a worker that is not the chief: it writes no run
+    model: object
+    history: dict
+
+
+def resolve(config: config_lib.RunConfig) -> tuple[config_lib.RunConfig, layout_lib.Layout]:
+    """Checks the config against the registry and the data, and fills in what `0`/auto left
+    open (image size, learning rate): the saved config says exactly what was run."""
+    from corolla import models
+
+    spec = models.get(config.model.name)
+    models.registry.check_weights(spec, config.model.weights)
+    layout = layout_lib.open_layout(config.data.path, config.data.image_size, spec.image_size)
+    layout.split("train"), layout.split("val")  # both must exist before anything starts
+    config = config_lib.apply(config, {
+        "data.image_size": layout.image_size,
+        "train.learning_rate": config.train.learning_rate or spec.learning_rate,
+    })
+    return config, layout
+
+
+def learning_rate_schedule(peak: float, total_steps: int, warmup_steps: int):
+    """Linear ramp-up to `peak`, then cosine decay to 1% of it: the tutorial's ramp-up /
+    sustain / decay, per step instead of per epoch, from Keras' own schedule."""
+    import keras
+
+    warmup_steps = min(warmup_steps, max(total_steps - 1, 0))
+    return keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=peak / 10 if warmup_steps else peak,
+        decay_steps=max(total_steps - warmup_steps, 1), alpha=0.01,
+        warmup_target=peak if warmup_steps else None, warmup_steps=warmup_steps)
+
+
+def compile_model(model, plan: Plan, schedule) -> None:
+    import keras
+
+    model.compile(optimizer=keras.optimizers.Adam(schedule),
+                  loss="sparse_categorical_crossentropy",
+                  metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                  steps_per_execution=plan.steps_per_execution, jit_compile="auto")
+
+
+def run(config: config_lib.RunConfig, plan: Plan, log=print) -> TrainResult:
+    import keras
+
+    from corolla import models
+
+    config, layout = resolve(config)
+    train_split, val_split = layout.split("train"), layout.split("val")
+    keras.utils.set_random_seed(config.train.seed)
+    size = layout.image_size
+    steps = config.train.steps_per_epoch or train_split.count // plan.global_batch
+    total = steps * config.train.epochs
+    # The model comes first: a failure here (weights that will not load) leaves no empty run.
+    with plan.scope():
+        model = models.create_model(config.model.name, len(layout.class_names), size,
+                                    config.model.weights, config.model.train_backbone)
+        schedule = learning_rate_schedule(config.train.learning_rate, total,
+                                          math.ceil(config.train.warmup_epochs * steps))
+        compile_model(model, plan, schedule)
+    if plan.is_chief:
+        run_dir = rundir.create(config.output.runs_dir, config.output.name, config.model.name)
+        config_lib.save(config, run_dir / rundir.CONFIG)
+        backup_dir = run_dir / "backup"
+        log(f"run directory: {run_dir}")
+    else:
+        from corolla.runtime.hardware import run_scratch
+
+        run_dir, backup_dir = None, run_scratch(f"worker-{plan.process_id}-backup")
+
+    train_ds = pipeline.train_dataset(
+        train_split, size, plan.global_batch, seed=config.train.seed,
+        augment=config.data.augment, cache=config.data.cache,
+        shuffle_buffer=config.data.shuffle_buffer, ordered=plan.identical_input,
+        workers=plan.input_shards)
+    val_ds = pipeline.validation_dataset(val_split, size, plan.global_batch,
+                                         full_batches=plan.static_shapes,
+                                         workers=plan.input_shards)
+    val_steps = (val_split.count // plan.global_batch if plan.static_shapes
+                 else -(-val_split.count // plan.global_batch))
+    callbacks = [keras.callbacks.BackupAndRestore(str(backup_dir))]
+    if plan.is_chief:
+        callbacks += [keras.callbacks.CSVLogger(str(run_dir / rundir.HISTORY)),
+                      keras.callbacks.TensorBoard(str(run_dir / "logs"), write_graph=False)]
+    log(f"training {config.model.name} at {size}x{size} on {plan.strategy_name} "
+        f"({plan.replicas} replica(s), global batch {plan.global_batch}): "
+        f"{config.train.epochs} epochs x {steps} steps")
+    history = model.fit(train_ds, epochs=config.train.epochs, steps_per_epoch=steps,
+                        validation_data=val_ds, validation_steps=val_steps,
+                        callbacks=callbacks, shuffle=False,
+                        verbose=(1 if sys.stdout.isatty() else 2) if plan.is_chief else 0)
+    # Every worker saves (saving may read mirrored variables collectively); only the chief's
+    # copy is the run's.
+    model.save(run_dir / rundir.MODEL if plan.is_chief else backup_dir.parent / rundir.MODEL)
+    return TrainResult(run_dir=run_dir, model=model, history=history.history)

@@ -1,0 +1,110 @@
+"""The reader (competition layout, record format) and the tf.data pipelines."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from corolla.data import layout, pipeline, records
+from corolla.data.classes import COMPETITION_CLASSES
+from corolla.errors import UserError
+
+
+def test_competition_classes_are_kept_exactly():
+    assert len(COMPETITION_CLASSES) == 104
+    assert COMPETITION_CLASSES[48] == "daisy" and COMPETITION_CLASSES[102] == "common tulip"
+    assert COMPETITION_CLASSES[87] == "cyclamen " and COMPETITION_CLASSES[90] == "hippeastrum "
+
+
+def test_layout_is_found_with_counts_from_file_names(tiny_petals):
+    data = layout.open_layout(str(tiny_petals))
+    assert data.image_size == 32 and data.available_sizes == (32,)
+    assert len(data.class_names) == 4  # from the data set's classes.txt
+    train = data.split("train")
+    assert [f.path.rsplit("/", 1)[-1] for f in train.files] == ["00-32x32-32.tfrec",
+                                                               "01-32x32-32.tfrec"]
+    assert (train.count, data.split("val").count, data.split("test").count) == (64, 32, 20)
+    assert not data.split("test").labelled
+    # The size folder itself is accepted too.
+    assert layout.open_layout(data.size_dir).split("val").count == 32
+
+
+def test_records_parse_to_fixed_shapes(tiny_petals):
+    data = layout.open_layout(str(tiny_petals))
+    example = next(iter(pipeline.read(data.split("train"), 32, ordered=True)))
+    assert example["image"].shape == (32, 32, 3) and example["image"].dtype == tf.uint8
+    assert 0 <= int(example["label"]) < 4 and len(example["id"].numpy()) == 9
+    test_example = next(iter(pipeline.read(data.split("test"), 32, ordered=True)))
+    assert set(test_example) == {"image", "id"}
+
+
+def test_serialize_round_trip():
+    jpeg = tf.io.encode_jpeg(tf.zeros([8, 8, 3], tf.uint8)).numpy()
+    parsed = records.parse(records.serialize(jpeg, "0123abcde", 7), 8, labelled=True)
+    assert int(parsed["label"]) == 7 and parsed["id"].numpy() == b"0123abcde"
+    assert records.shard_name(3, 192, 680) == "03-192x192-680.tfrec"
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p / "missing", "does not exist"),
+    (lambda p: p, "no tfrecords-jpeg-SxS folder"),
+])
+def test_bad_data_paths_are_user_errors(tmp_path, make, message):
+    with pytest.raises(UserError, match=message):
+        layout.open_layout(str(make(tmp_path)))
+
+
+def test_missing_split_and_missing_size_are_user_errors(tmp_path, tiny_petals):
+    (tmp_path / "tfrecords-jpeg-64x64" / "train").mkdir(parents=True)
+    with pytest.raises(UserError, match="no .tfrec files in .*train"):
+        layout.open_layout(str(tmp_path)).split("train")
+    with pytest.raises(UserError, match="image size 224 is not present .*found 32.*--image-size 32"):
+        layout.open_layout(str(tiny_petals), image_size=224)
+
+
+def test_size_nearest_the_models_default_is_chosen():
+    sizes = {192: "a", 224: "b", 512: "c"}
+    assert layout.choose_size(sizes, 0, 224) == 224
+    assert layout.choose_size(sizes, 0, 64) == 192
+    assert layout.choose_size(sizes, 512, 64) == 512
+
+
+def test_train_pipeline_batches_are_full_float_and_reproducible(tiny_petals):
+    split = layout.open_layout(str(tiny_petals)).split("train")
+
+    def first_batches(n):
+        ds = pipeline.train_dataset(split, 32, 8, seed=3, ordered=True)
+        return [(x.numpy(), y.numpy()) for x, y in ds.take(n)]
+
+    batches = first_batches(10)  # more than one epoch: the stream repeats
+    for images, labels in batches:
+        assert images.shape == (8, 32, 32, 3) and images.dtype == np.float32
+        assert images.min() >= 0 and images.max() <= 255 and labels.shape == (8,)
+    again = first_batches(10)
+    for (a, la), (b, lb) in zip(batches, again):
+        np.testing.assert_array_equal(la, lb)
+        np.testing.assert_allclose(a, b)
+
+
+def test_train_pipeline_refuses_a_batch_larger_than_the_split(tiny_petals):
+    split = layout.open_layout(str(tiny_petals)).split("train")
+    with pytest.raises(UserError, match="64 examples, fewer than one global batch \\(128\\)"):
+        pipeline.train_dataset(split, 32, 128)
+
+
+def test_eval_pipeline_pads_to_full_batches_in_metadata_order(tiny_petals):
+    split = layout.open_layout(str(tiny_petals)).split("val")
+    batches = list(pipeline.eval_dataset(split, 32, 12))
+    assert [b.shape[0] for b in batches] == [12, 12, 12]  # 32 images + 4 blanks
+    assert float(tf.reduce_max(batches[-1][-4:])) == 0.0
+    meta = pipeline.metadata(split)
+    ordered = list(pipeline.read(split, 32, ordered=True))
+    assert meta["ids"] == [e["id"].numpy().decode() for e in ordered]
+    assert meta["labels"] == [int(e["label"]) for e in ordered]
+
+
+def test_flowers5_layout(flowers5):
+    data = layout.open_layout(str(flowers5))
+    assert data.image_size == 192 and len(data.class_names) == 104
+    assert [data.split(s).count for s in ("train", "val", "test")] == [2717, 583, 583]
+    labels = set(pipeline.metadata(data.split("val"))["labels"])
+    assert labels == {48, 49, 53, 73, 102}
