@@ -186,7 +186,10 @@ COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inferenc
 def main(argv: list[str] | None = None) -> int:
     from corolla.runtime.hardware import quiet_logs
 
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help, --version, or a flag error (already printed)
+        return e.code
     quiet_logs()
     try:
         return COMMANDS[args.command](args)

@@ -70,7 +70,16 @@ def main():
     task = tf_config.get("task", {}).get("index", 0)
 
     if not args.no_patch:
+        fix = _load_fix_module()
+        assert fix.apply_keras_multiworker_fixes()
+        assert fix.apply_keras_multiworker_fixes()  # idempotent
+        # Reloading the module must not wrap the wrappers again.
         assert _load_fix_module().apply_keras_multiworker_fixes()
+        from keras.src.backend.tensorflow import trainer as tf_trainer
+
+        wrapped = tf_trainer.TensorFlowTrainer._maybe_symbolic_build.__wrapped__
+        assert not hasattr(wrapped, "__wrapped__")
+        assert not hasattr(tf_trainer.reduce_per_replica.__wrapped__, "__wrapped__")
 
     import numpy as np
     import tensorflow as tf

@@ -219,11 +219,11 @@ def draw_flower(rng: np.random.Generator, label: int, image_size: int) -> np.nda
     sc = np.minimum(s, 1.0)
     v = np.abs(rl * np.sin(phi))
     if shape == "round":
-        half = min(0.5, 0.95 * np.sin(np.pi / k)) * rng.uniform(0.7, 1.0)
+        half = min(0.5, 0.95 * np.sin(np.pi / k)) * rng.uniform(0.85, 1.0)
         width = half * np.sqrt(np.maximum(1.0 - (2.0 * sc - 1.0) ** 2, 0.0))
     elif shape == "pointed":
-        half = min(0.42, 0.8 * np.sin(np.pi / k)) * rng.uniform(0.75, 1.05)
-        width = (half / 0.385) * np.sqrt(np.maximum(sc, 0.0)) * (1.0 - sc)  # teardrop, sharp tip
+        half = min(0.42, 0.8 * np.sin(np.pi / k)) * rng.uniform(0.7, 0.95)
+        width = (half / 0.345) * np.sqrt(np.maximum(sc, 0.0)) * (1.0 - sc) ** 1.3  # teardrop, sharp tip
     else:  # narrow
         half = rng.uniform(0.09, 0.16)
         width = half * np.sqrt(np.maximum(1.0 - (2.0 * sc - 1.0) ** 2, 0.0))

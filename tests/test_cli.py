@@ -1,0 +1,125 @@
+"""The command line: the tiny demo end to end, evaluate/predict on its run, and user mistakes
+ending in one line and exit status 2."""
+
+import csv
+import json
+import tomllib
+
+import pytest
+
+from corolla import submission
+from corolla.cli import main
+from corolla.data import layout, pipeline
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    assert main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
+                 str(root / "runs"), "--name", "tiny"]) == 0
+    return root, root / "runs" / "tiny"
+
+
+def test_demo_writes_a_complete_run(demo_run):
+    root, run = demo_run
+    for name in ("config.toml", "model.keras", "history.csv", "metrics.json", "submission.csv",
+                 "confusion_matrix.png", "training_curves.png", "sample_predictions.png"):
+        assert (run / name).is_file() and (run / name).stat().st_size > 0, name
+    config = tomllib.loads((run / "config.toml").read_text())
+    assert config["model"]["name"] == "small_cnn" and config["data"]["image_size"] == 32
+    assert config["train"]["learning_rate"] > 0  # resolved, not the "0 = default" placeholder
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["split"] == "val" and metrics["num_examples"] == 32
+    assert metrics["num_classes_present"] == 4
+    for key in ("accuracy", "f1_macro", "precision_macro", "recall_macro"):
+        assert 0.0 <= metrics[key] <= 1.0
+    with (run / "history.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1 and {"loss", "val_loss", "accuracy", "val_accuracy"} <= set(rows[0])
+
+
+def test_submission_has_each_test_id_exactly_once(demo_run):
+    root, run = demo_run
+    data = layout.open_layout(str(next((root / "cache").iterdir())))
+    test_ids = pipeline.metadata(data.split("test"))["ids"]
+    lines = (run / "submission.csv").read_text().splitlines()
+    assert lines[0] == "id,label" and len(lines) == 1 + len(test_ids) == 21
+    rows = submission.read(run / "submission.csv")
+    assert sorted(rows) == sorted(test_ids)
+    assert all(0 <= label < 4 for label in rows.values())
+
+
+def test_evaluate_and_predict_reproduce_the_run(demo_run, tmp_path):
+    _, run = demo_run
+    before = json.loads((run / "metrics.json").read_text())
+    assert main(["evaluate", str(run)]) == 0
+    after = json.loads((run / "metrics.json").read_text())
+    assert after["f1_macro"] == pytest.approx(before["f1_macro"])
+    out = tmp_path / "sub.csv"
+    assert main(["predict", str(run), "--out", str(out)]) == 0
+    assert submission.read(out) == submission.read(run / "submission.csv")
+
+
+def test_an_existing_run_is_never_overwritten(demo_run, capsys):
+    root, run = demo_run
+    stamp = (run / "model.keras").stat().st_mtime_ns
+    code = main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
+                 str(root / "runs"), "--name", "tiny"])
+    assert code == 2 and "already exists" in capsys.readouterr().err
+    assert (run / "model.keras").stat().st_mtime_ns == stamp
+
+
+def _one_line_error(capsys, argv, *needles):
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [l for l in err.splitlines() if l.startswith("corolla")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_user_mistakes_end_in_one_line_and_exit_2(tmp_path, tiny_petals, capsys):
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    (tmp_path / "empty" / "tfrecords-jpeg-32x32" / "train").mkdir(parents=True)
+    cases = [
+        (["train", "--data", str(tmp_path / "nope")] + runs, "does not exist", "--data"),
+        (["train", "--data", str(tmp_path / "empty")] + runs, "no .tfrec files", "train"),
+        (["train"] + runs, "no data given"),
+        (["train", "--data", str(tiny_petals), "--image-size", "192"] + runs,
+         "image size 192 is not present", "--image-size 32"),
+        (["train", "--data", str(tiny_petals), "--model", "resnet9000"] + runs,
+         "unknown model 'resnet9000'"),
+        (["train", "--data", str(tiny_petals), "--model", "small_cnn", "--weights",
+          "imagenet"] + runs, "no ImageNet weights"),
+        (["train", "--data", str(tiny_petals), "--strategy", "sideways"] + runs,
+         "invalid choice: 'sideways'"),
+        (["train", "--data", str(tiny_petals), "--global-batch-size", "0", "--epochs",
+          "-1"] + runs, "train.epochs must be at least 1"),
+        (["evaluate", str(tmp_path)], "is not a run directory"),
+        (["info", "--strategy", "tpu"], "found no TPU"),
+    ]
+    for argv, *needles in cases:
+        _one_line_error(capsys, argv, *needles)
+    assert not (tmp_path / "runs").exists()  # no half-made run was left behind
+
+
+def test_imagenet_offline_is_one_line(tiny_petals, tmp_path, capsys, monkeypatch):
+    import keras
+    from keras.src.utils import file_utils
+
+    def offline(*args, **kwargs):
+        raise Exception("URL fetch failure on https://example: None -- offline")
+
+    monkeypatch.setattr(file_utils, "get_file", offline)
+    monkeypatch.setattr(keras.utils, "get_file", offline)
+    _one_line_error(capsys, ["train", "--data", str(tiny_petals), "--model", "vgg16",
+                             "--weights", "imagenet", "--image-size", "32", "--runs-dir",
+                             str(tmp_path)], "could not download ImageNet weights", "--weights")
+
+
+def test_info_json(capsys):
+    assert main(["info", "--json", "--batch-size", "8"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["backend"] == "tensorflow" and info["replicas"] >= 1
+    assert info["global_batch"] == 8 * info["replicas"]
