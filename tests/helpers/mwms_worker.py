@@ -2,11 +2,14 @@
 tests/test_multiworker_keras.py).
 
 Usage: python mwms_worker.py OUT_DIR [--no-patch] [--callbacks]
-           [--validation] [--steps-per-execution N] [--epochs N]
+           [--validation] [--reference] [--steps-per-execution N] [--epochs N]
 
-The cluster comes from TF_CONFIG (absent -> single-worker reference run).
+The cluster comes from TF_CONFIG (absent -> a one-worker MWMS run).
 Writes OUT_DIR/weights_<task>.npz, OUT_DIR/predict_<task>.npy and
-OUT_DIR/result_<task>.json.
+OUT_DIR/result_<task>.json.  With --reference, task 0 afterwards also trains
+the same model (same initial weights, same global batches) without any
+distribution strategy, in-process, and writes OUT_DIR/reference.{npz,json}
+and OUT_DIR/reference_predict.npy.
 """
 
 import argparse
@@ -14,6 +17,9 @@ import importlib.util
 import json
 import os
 import sys
+import time
+
+_T0 = time.monotonic()
 
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -62,6 +68,7 @@ def main():
     parser.add_argument("--no-patch", action="store_true")
     parser.add_argument("--callbacks", action="store_true")
     parser.add_argument("--validation", action="store_true")
+    parser.add_argument("--reference", action="store_true")
     parser.add_argument("--steps-per-execution", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=2)
     args = parser.parse_args()
@@ -86,10 +93,12 @@ def main():
     import keras
 
     keras.config.disable_traceback_filtering()
+    timings = {"imported": time.monotonic() - _T0}
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    timings["strategy"] = time.monotonic() - _T0
     x, y = _data()
 
-    with strategy.scope():
+    def build_model():
         keras.utils.set_random_seed(1)
         model = keras.Sequential(
             [
@@ -105,6 +114,11 @@ def main():
             metrics=["accuracy"],
             steps_per_execution=args.steps_per_execution,
         )
+        return model
+
+    with strategy.scope():
+        model = build_model()
+    initial_weights = model.get_weights()
 
     callbacks = []
     if args.callbacks:
@@ -126,8 +140,11 @@ def main():
         callbacks=callbacks,
         validation_data=_dataset(x, y) if args.validation else None,
     )
+    timings["fit"] = time.monotonic() - _T0
     evaluation = model.evaluate(_dataset(x, y), verbose=0, return_dict=True)
+    timings["evaluate"] = time.monotonic() - _T0
     predictions = model.predict(_dataset(x), verbose=0)
+    timings["predict"] = time.monotonic() - _T0
 
     np.savez(
         os.path.join(args.out_dir, "weights_%d.npz" % task),
@@ -142,10 +159,24 @@ def main():
                 "history": history.history,
                 "evaluate": evaluation,
                 "predict_shape": list(predictions.shape),
+                "timings_s": timings,
             },
             f,
         )
     print("worker %d done: %s" % (task, evaluation), flush=True)
+
+    if args.reference and task == 0:
+        # No strategy scope -> default (non-distributed) strategy.
+        ref = build_model()
+        ref.set_weights(initial_weights)
+        ref_history = ref.fit(_dataset(x, y), epochs=args.epochs, verbose=0)
+        ref_eval = ref.evaluate(_dataset(x, y), verbose=0, return_dict=True)
+        ref_pred = ref.predict(_dataset(x), verbose=0)
+        np.savez(os.path.join(args.out_dir, "reference.npz"), *ref.get_weights())
+        np.save(os.path.join(args.out_dir, "reference_predict.npy"), ref_pred)
+        with open(os.path.join(args.out_dir, "reference.json"), "w") as f:
+            json.dump({"history": ref_history.history, "evaluate": ref_eval}, f)
+        print("reference done: %s" % (ref_eval,), flush=True)
 
 
 if __name__ == "__main__":

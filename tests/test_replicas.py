@@ -1,0 +1,46 @@
+"""Multi-replica training on one machine, for real: the CPU split into several devices."""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO, run_python
+
+HELPER = Path(__file__).parent / "helpers" / "replicas.py"
+pytestmark = pytest.mark.slow
+
+
+def _run(*args, timeout=300):
+    code = f"import runpy, sys; sys.argv = {[str(HELPER), *map(str, args)]!r}; " \
+           f"runpy.run_path({str(HELPER)!r}, run_name='__main__')"
+    result = run_python(code, timeout=timeout, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def test_tensorflow_split_cpu_trains_with_mirrored_strategy(tiny_petals, tmp_path):
+    out = _run("tensorflow", 2, "train", tiny_petals, tmp_path)
+    assert (out["strategy"], out["replicas"]) == ("MirroredStrategy", 2)
+    assert (out["global_batch"], out["batch_per_replica"]) == (16, 8)
+    run = Path(out["run_dir"])
+    assert (run / "model.keras").is_file() and (run / "submission.csv").is_file()
+
+
+# Summation order differs between one device and an all-reduce over several: float32 noise.
+TOLERANCE = dict(rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend, expected", [("tensorflow", "MirroredStrategy"),
+                                               ("jax", "DataParallel")])
+def test_four_replicas_match_one_at_the_same_global_batch(backend, expected):
+    one = _run(backend, 1, "equivalence")
+    four = _run(backend, 4, "equivalence")
+    assert (four["strategy"], four["replicas"], four["batch_per_replica"]) == (expected, 4, 4)
+    assert one["replicas"] == 1 and one["batch_per_replica"] == 16
+    np.testing.assert_allclose(four["losses"], one["losses"], **TOLERANCE)
+    for a, b in zip(four["weights"], one["weights"]):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), **TOLERANCE)
