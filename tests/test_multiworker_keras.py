@@ -2,7 +2,8 @@
 
 Spawns two worker processes (tests/helpers/mwms_worker.py) that form a
 cluster on 127.0.0.1 (worker 0 also trains a non-distributed reference with
-the same initial weights and global batches), and checks that corolla.runtime.multiworker makes fit/evaluate/predict
+the same initial weights and global batches), and checks that
+corolla.runtime.multiworker makes fit/evaluate/predict
 (and per-worker ModelCheckpoint/BackupAndRestore/CSVLogger) work.
 
 Set COROLLA_MWMS_CHECK_UPSTREAM=1 to also run the unpatched cluster and check
@@ -99,7 +100,10 @@ def _cluster_procs(out_dir, extra_args, num_workers=2):
     cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
     procs = {}
     for i in range(num_workers):
-        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": i}}
+        tf_config = {
+            "cluster": cluster,
+            "task": {"type": "worker", "index": i},
+        }
         procs["worker%d" % i] = _spawn(
             out_dir, "worker%d" % i, _env(tf_config), extra_args
         )

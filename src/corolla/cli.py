@@ -152,13 +152,14 @@ def _demo(args) -> int:
 
 def _train(args) -> int:
     from corolla import runtime
-    from corolla.flow import train_evaluate_predict
 
     cfg = config_lib.load(args.config, overrides(args))
     if not cfg.data.path:
         raise UserError("no data given; pass --data with a folder holding tfrecords-jpeg-SxS/ "
                         "(or data.path in --config)")
-    plan = runtime.detect_for(cfg)
+    plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
+    from corolla.flow import train_evaluate_predict
+
     run_dir, _ = train_evaluate_predict(cfg, plan)
     if run_dir is not None:
         print(f"done: {run_dir}")
@@ -166,12 +167,14 @@ def _train(args) -> int:
 
 
 def _inference(args) -> int:
-    from corolla import evaluate, predict, rundir, runtime
+    from corolla import rundir, runtime
 
     _, run_cfg = rundir.load(args.run)
     flags = {k: v for k, v in overrides(args).items() if k.startswith(("runtime.", "train."))}
     cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", **flags})
-    plan = runtime.detect_for(cfg)
+    plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
+    from corolla import evaluate, predict
+
     if args.command == "evaluate":
         evaluate.evaluate_run(args.run, plan, data_path=args.data)
     else:

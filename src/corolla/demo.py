@@ -11,20 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla.data import synthetic
-from corolla.flow import train_evaluate_predict
+from corolla.data.synthetic import PetalsSpec
 
 
 @dataclass(frozen=True)
 class DemoSettings:
-    data: synthetic.PetalsSpec
+    data: PetalsSpec
     epochs: int
     batch_size: int  # per replica
     learning_rate: float
 
 
-FULL = DemoSettings(synthetic.PetalsSpec(), epochs=8, batch_size=32, learning_rate=3e-3)
-TINY = DemoSettings(synthetic.PetalsSpec(image_size=32, num_classes=4, train=64, val=32,
+FULL = DemoSettings(PetalsSpec(), epochs=8, batch_size=32, learning_rate=3e-3)
+TINY = DemoSettings(PetalsSpec(image_size=32, num_classes=4, train=64, val=32,
                                          test=20, shards=2), epochs=1, batch_size=8,
                     learning_rate=3e-3)
 
@@ -45,7 +44,12 @@ def run(cache_dir: str | Path, runs_dir: str = "runs", tiny: bool = False, name:
     from corolla import runtime
 
     settings = TINY if tiny else FULL
+    # The plan first: it picks the Keras backend, before anything imports TensorFlow.
+    plan = plan or runtime.detect_for(demo_config(Path(cache_dir), settings, runs_dir, name,
+                                                  overrides))
+    from corolla.data import synthetic
+    from corolla.flow import train_evaluate_predict
+
     data_dir = synthetic.ensure(cache_dir, settings.data, log=log)
     config = demo_config(data_dir, settings, runs_dir, name, overrides)
-    plan = plan or runtime.detect_for(config)
     return train_evaluate_predict(config, plan, log=log)

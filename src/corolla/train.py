@@ -93,12 +93,13 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print) -> TrainResult:
         train_split, size, plan.global_batch, seed=config.train.seed,
         augment=config.data.augment, cache=config.data.cache,
         shuffle_buffer=config.data.shuffle_buffer, ordered=plan.identical_input,
-        workers=plan.input_shards)
+        shard=plan.input_shard)
+    workers = plan.input_shard[0]
     val_ds = pipeline.validation_dataset(val_split, size, plan.global_batch,
-                                         full_batches=plan.static_shapes,
-                                         workers=plan.input_shards)
-    val_steps = (val_split.count // plan.global_batch if plan.static_shapes
-                 else -(-val_split.count // plan.global_batch))
+                                         full_batches=plan.static_shapes, workers=workers)
+    full_val_batches = plan.static_shapes or workers > 1
+    val_steps = max(1, val_split.count // plan.global_batch) if full_val_batches \
+        else -(-val_split.count // plan.global_batch)
     callbacks = [keras.callbacks.BackupAndRestore(str(backup_dir))]
     if plan.is_chief:
         callbacks += [keras.callbacks.CSVLogger(str(run_dir / rundir.HISTORY)),

@@ -27,7 +27,8 @@ os.environ["KERAS_BACKEND"] = "tensorflow"
 
 GLOBAL_BATCH = 8
 NUM_EXAMPLES = 64
-_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(os.path.dirname(_HERE))
 _MODULE = os.path.join(_REPO, "src", "corolla", "runtime", "multiworker.py")
 
 
@@ -84,9 +85,11 @@ def main():
         assert _load_fix_module().apply_keras_multiworker_fixes()
         from keras.src.backend.tensorflow import trainer as tf_trainer
 
-        wrapped = tf_trainer.TensorFlowTrainer._maybe_symbolic_build.__wrapped__
-        assert not hasattr(wrapped, "__wrapped__")
-        assert not hasattr(tf_trainer.reduce_per_replica.__wrapped__, "__wrapped__")
+        for fn in (
+            tf_trainer.TensorFlowTrainer._maybe_symbolic_build,
+            tf_trainer.reduce_per_replica,
+        ):
+            assert not hasattr(fn.__wrapped__, "__wrapped__")
 
     import numpy as np
     import tensorflow as tf
@@ -172,10 +175,14 @@ def main():
         ref_history = ref.fit(_dataset(x, y), epochs=args.epochs, verbose=0)
         ref_eval = ref.evaluate(_dataset(x, y), verbose=0, return_dict=True)
         ref_pred = ref.predict(_dataset(x), verbose=0)
-        np.savez(os.path.join(args.out_dir, "reference.npz"), *ref.get_weights())
+        np.savez(
+            os.path.join(args.out_dir, "reference.npz"), *ref.get_weights()
+        )
         np.save(os.path.join(args.out_dir, "reference_predict.npy"), ref_pred)
         with open(os.path.join(args.out_dir, "reference.json"), "w") as f:
-            json.dump({"history": ref_history.history, "evaluate": ref_eval}, f)
+            json.dump(
+                {"history": ref_history.history, "evaluate": ref_eval}, f
+            )
         print("reference done: %s" % (ref_eval,), flush=True)
 
 

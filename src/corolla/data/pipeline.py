@@ -13,32 +13,43 @@ from corolla.errors import UserError
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-def _records(split: Split, *, ordered: bool, workers: int = 1) -> tf.data.Dataset:
+def _records(split: Split, *, ordered: bool, shard: tuple[int, int] = (1, 0),
+             auto_shard: bool = False) -> tf.data.Dataset:
     """Serialized records. Unordered reading interleaves the shards as they arrive, which keeps a
-    remote bucket's latency out of the training step. With several workers (TensorFlow
-    multi-worker), each reads its own files when there are enough, else every worker reads all
-    and keeps its share of the records."""
-    ds = tf.data.Dataset.from_tensor_slices(split.paths).interleave(
-        tf.data.TFRecordDataset, cycle_length=min(16, len(split.paths)),
-        num_parallel_calls=AUTOTUNE, deterministic=ordered)
+    remote bucket's latency out of the training step.
+
+    `shard=(n, i)`: this worker reads its own 1/n of the files (of the records, when there are
+    fewer files than workers). tf.distribute's own auto-sharding is off then: it cannot see the
+    files through the seed counter that augmentation zips in. `auto_shard` leaves it to
+    tf.distribute (DATA policy: every worker reads all, keeps its share of each batch).
+    """
+    num, index = shard
+    files = tf.data.Dataset.from_tensor_slices(split.paths)
+    by_file = num > 1 and len(split.paths) >= num
+    if by_file:
+        files = files.shard(num, index)
+    ds = files.interleave(tf.data.TFRecordDataset, cycle_length=min(16, len(split.paths)),
+                          num_parallel_calls=AUTOTUNE, deterministic=ordered)
+    if num > 1 and not by_file:
+        ds = ds.shard(num, index)
     options = tf.data.Options()
     options.deterministic = ordered
     policy = tf.data.experimental.AutoShardPolicy
-    options.experimental_distribute.auto_shard_policy = (
-        policy.FILE if len(split.paths) >= workers else policy.DATA)
+    options.experimental_distribute.auto_shard_policy = policy.DATA if auto_shard else policy.OFF
     return ds.with_options(options)
 
 
-def read(split: Split, image_size: int, *, ordered: bool, workers: int = 1) -> tf.data.Dataset:
+def read(split: Split, image_size: int, *, ordered: bool, shard: tuple[int, int] = (1, 0),
+         auto_shard: bool = False) -> tf.data.Dataset:
     """Parsed records of a split (see `records.parse`)."""
-    return _records(split, ordered=ordered, workers=workers).map(
+    return _records(split, ordered=ordered, shard=shard, auto_shard=auto_shard).map(
         lambda r: records.parse(r, image_size, split.labelled),
         num_parallel_calls=AUTOTUNE, deterministic=ordered)
 
 
 def train_dataset(split: Split, image_size: int, global_batch: int, *, seed: int = 42,
                   augment: bool = True, cache: bool = False, shuffle_buffer: int = 2048,
-                  ordered: bool = False, workers: int = 1) -> tf.data.Dataset:
+                  ordered: bool = False, shard: tuple[int, int] = (1, 0)) -> tf.data.Dataset:
     """(image float32 [B,S,S,3] in [0,255], label int32 [B]) batches, forever.
 
     `ordered=True` makes the stream reproducible (every process of a JAX job must read the same
@@ -47,7 +58,7 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, seed: int
     if split.count < global_batch:
         raise UserError(f"the {split.name} split has {split.count} examples, fewer than one "
                         f"global batch ({global_batch}); use a smaller --batch-size")
-    ds = read(split, image_size, ordered=ordered, workers=workers).map(
+    ds = read(split, image_size, ordered=ordered, shard=shard).map(
         lambda e: (e["image"], e["label"]))
     if cache:
         ds = ds.cache()
@@ -82,10 +93,19 @@ def eval_dataset(split: Split, image_size: int, global_batch: int,
 
 def validation_dataset(split: Split, image_size: int, global_batch: int,
                        full_batches: bool, workers: int = 1) -> tf.data.Dataset:
-    """(image, label) batches for monitoring during `fit`, once through the split."""
-    ds = read(split, image_size, ordered=True, workers=workers).map(
+    """(image, label) batches for monitoring during `fit`.
+
+    With several TensorFlow workers every worker must run the same number of steps (a worker
+    that runs out first leaves the others waiting in a collective): full batches, repeated, with
+    `validation_steps = count // global_batch`. The run's metrics.json does not depend on this:
+    it comes from the chief's exact pass over the whole split.
+    """
+    multi = workers > 1
+    ds = read(split, image_size, ordered=True, auto_shard=multi).map(
         lambda e: (tf.cast(e["image"], tf.float32), e["label"]), num_parallel_calls=AUTOTUNE)
-    return ds.batch(global_batch, drop_remainder=full_batches).prefetch(AUTOTUNE)
+    if multi:
+        ds = ds.repeat()
+    return ds.batch(global_batch, drop_remainder=full_batches or multi).prefetch(AUTOTUNE)
 
 
 def metadata(split: Split) -> dict[str, list]:

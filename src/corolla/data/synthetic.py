@@ -10,9 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
-from corolla.data import petals, records
 from corolla.data.classes import CLASSES_FILE, format_classes_file
 
 VERSION = 1  # bump when the drawing changes, so caches are not reused across versions
@@ -47,6 +45,10 @@ def _ids(rng: np.random.Generator, n: int, taken: set[str]) -> list[str]:
 
 def write(out_dir: str | Path, spec: PetalsSpec = PetalsSpec()) -> Path:
     """Generates and writes the three splits and classes.txt under `out_dir`."""
+    import tensorflow as tf
+
+    from corolla.data import petals, records
+
     out_dir = Path(out_dir)
     size_dir = out_dir / f"tfrecords-jpeg-{spec.image_size}x{spec.image_size}"
     rng = np.random.default_rng(spec.seed)

@@ -8,19 +8,26 @@ from corolla.models.registry import ModelSpec, register
 
 def _small_cnn(input_shape, weights):
     """Four conv-BN-ReLU blocks (32..256 channels) with max pooling. Inputs of 128 px and more
-    get a stride-2 stem first, so that 192 px costs about what 96 px would."""
+    get a stride-2 stem first, so that 192 px costs about what 96 px would.
+
+    BatchNormalization is synchronized: under tf.distribute its batch statistics are those of
+    the global batch, so every replica and worker keeps the same moving statistics (unsynced,
+    each keeps its own and the saved model gets the chief's). JAX computes global statistics
+    anyway (and Keras allows the flag only on TensorFlow); on one device it changes nothing."""
     import keras
     from keras import layers
+
+    sync = keras.backend.backend() == "tensorflow"
 
     inputs = keras.Input(input_shape)
     x = inputs
     if input_shape[0] >= 128:
         x = layers.Conv2D(24, 3, strides=2, padding="same", use_bias=False, name="stem")(x)
-        x = layers.BatchNormalization(name="stem_bn")(x)
+        x = layers.BatchNormalization(synchronized=sync, name="stem_bn")(x)
         x = layers.ReLU(name="stem_relu")(x)
     for i, width in enumerate((32, 64, 128, 256)):
         x = layers.Conv2D(width, 3, padding="same", use_bias=False, name=f"block{i}_conv")(x)
-        x = layers.BatchNormalization(name=f"block{i}_bn")(x)
+        x = layers.BatchNormalization(synchronized=sync, name=f"block{i}_bn")(x)
         x = layers.ReLU(name=f"block{i}_relu")(x)
         if i < 3:
             x = layers.MaxPooling2D(name=f"block{i}_pool")(x)

@@ -56,11 +56,7 @@ def installed(package: str) -> bool:
 
 
 def env_backend() -> str | None:
-    """KERAS_BACKEND, or the backend of a Keras the user already imported (a notebook)."""
-    import sys
-
-    if "keras" in sys.modules:
-        return sys.modules["keras"].backend.backend()
+    """KERAS_BACKEND. (Whether Keras is imported says nothing: `import tensorflow` imports it.)"""
     return os.environ.get("KERAS_BACKEND") or None
 
 
@@ -167,8 +163,7 @@ def probe_jax(cluster: Cluster) -> dict:
     import jax
 
     if cluster.kind == "keras":
-        import keras
-
+        keras = use_keras_backend("jax")
         # JAX's CPU backend has no cross-process collectives unless gloo is chosen.
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         keras.distribution.initialize()
@@ -176,6 +171,26 @@ def probe_jax(cluster: Cluster) -> dict:
     cc = getattr(devices[0], "compute_capability", None)
     return {"jax_platform": devices[0].platform, "jax_devices": len(devices),
             "jax_compute_capability": tuple(int(x) for x in cc.split(".")) if cc else None}
+
+
+def use_keras_backend(backend: str):
+    """Keras on the chosen backend. If Keras was already imported on another one (by the
+    TensorFlow probe, or by a notebook), it is reloaded: safe only while no Keras object exists,
+    which holds when detect() runs first, as documented."""
+    import warnings
+
+    os.environ["KERAS_BACKEND"] = backend
+    import keras
+
+    if keras.backend.backend() != backend:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "set_backend is dangerous": see above
+            keras.config.set_backend(backend)
+        import keras
+    if keras.backend.backend() != backend:
+        raise UserError(f"Keras is on the {keras.backend.backend()} backend and could not be "
+                        f"switched; set KERAS_BACKEND={backend} before starting Python")
+    return keras
 
 
 def cpu_count() -> int:

@@ -8,8 +8,9 @@ With two or more *workers* (``TF_CONFIG`` cluster with >1 task, i.e.
 two places, both in ``keras/src/backend/tensorflow/trainer.py``
 (line numbers for keras 3.15.1):
 
-1. ``TensorFlowTrainer._maybe_symbolic_build`` (~line 713-740), called at the
-   start of ``fit()`` and ``evaluate()``, pulls one distributed batch and calls
+1. ``TensorFlowTrainer._maybe_symbolic_build`` (line 713; the call is at
+   line 731), called at the start of ``fit()`` and ``evaluate()``, pulls one
+   distributed batch and calls
    ``self.distribute_strategy.reduce("MEAN", batch, axis=None)`` on the whole
    ``(x, y)`` tuple.  ``Strategy.reduce`` does not accept nested structures
    (see the ``TODO(josh11b): support value being a nest`` in
@@ -19,23 +20,23 @@ two places, both in ``keras/src/backend/tensorflow/trainer.py``
        ValueError: Attempt to convert a value (PerReplica:{0: <tf.Tensor ...>})
        with an unsupported type (<class '...values.PerReplica'>) to a Tensor.
 
-   (Single-worker MirroredStrategy never gets here with real
-   ``PerReplica`` values on one device, which is why it goes unnoticed.)
-   The batch is only needed for its shapes/dtypes, so there is no reason to
+   (A one-worker run -- no ``TF_CONFIG`` -- does not hit this.)  The batch
+   is only needed for its shapes/dtypes, so there is no reason to
    all-reduce (and average integer labels!) across workers at all.
 
-2. The module-level ``reduce_per_replica`` (~line 833-841), used on the step
-   outputs (loss / metric logs) of ``train_function``/``test_function``, takes
-   the multi-worker branch and calls ``strategy.reduce("MEAN", v, axis=0)``
-   for every value.  The logs are scalars, so this fails while tracing the
-   train step with::
+2. The module-level ``reduce_per_replica`` (line 778; the call is at line
+   841), used on the step outputs (loss / metric logs) of
+   ``train_function``/``test_function``, takes the multi-worker branch and
+   calls ``strategy.reduce("MEAN", v, axis=0)`` for every value.  The logs
+   are scalars, so this fails while tracing the train step with::
 
        ValueError: Invalid reduction dimension 0 for input with 0 dimensions.
        for '{{node Sum_3}} = Sum[...]'(div_no_nan_1, Sum_3/reduction_indices)'
 
 Upstream reports: https://github.com/keras-team/keras/issues/20585 and
-https://github.com/tensorflow/tensorflow/issues/72388 (both open; the failing code is still
-present in keras 3.15.1, the newest release on PyPI when this was written).
+https://github.com/tensorflow/tensorflow/issues/72388 (the keras issue is
+open; the failing code is still present in keras 3.15.1, the newest release
+on PyPI when this was written).
 
 What the patch does
 -------------------
@@ -45,24 +46,28 @@ wrappers only change behaviour when the strategy is a
 delegated to the original Keras code unchanged.
 
 1. ``_maybe_symbolic_build``: take the first *local* replica's component of
-   each element of the batch (``DistributedValues.values[0]``) and hand it to
-   the original function as ``data_batch``.  No collective is issued; the
-   result is identical on every worker (same per-replica shapes/dtypes).
+   each element of the batch (``strategy.experimental_local_results(v)[0]``)
+   and hand it to the original function as ``data_batch``.  No collective is
+   issued; the result is identical on every worker (same per-replica
+   shapes/dtypes).
 2. ``reduce_per_replica``: for ``reduction in ("auto", "mean")`` use
    ``strategy.reduce("MEAN", v, axis=None)`` for rank-0 values (all-reduce
    mean across replicas, so every worker sees the same logs, which keeps
    EarlyStopping/ReduceLROnPlateau decisions consistent) and keep the upstream
    ``axis=0`` for values with a batch dimension.
 
-``predict()`` already works (it uses the ``"concat"`` path, which gathers
-across workers), as do ``"sum"``/``"first"`` reductions.
+``predict()`` needs no fix: it uses the ``"concat"`` path, which gathers the
+shards of all workers in dataset order, so every worker gets all
+predictions.  The ``"sum"``/``"first"``/``"concat"`` reductions are left
+untouched.
 
 Versions
 --------
 Runtime-verified with keras 3.15.1 + tensorflow 2.21.0 (two CPU workers on
-127.0.0.1: fit/evaluate/predict, validation_data, steps_per_execution>1,
-identical weights on both workers, loss equal to the 1-worker run with the
-same global batch).  The patched code is structurally the same from keras 3.9
+127.0.0.1: fit/evaluate/predict, validation_data, per-worker callbacks,
+BackupAndRestore resume, FILE-sharded TFRecords; identical weights on both
+workers; loss/weights equal to a non-distributed run with the same global
+batches to ~1e-7).  The patched code is structurally the same from keras 3.9
 to 3.15 (the epoch-iterator protocol changed from ``(step, it)`` to
 ``(begin, end, it)`` in between; the wrapper handles both).  The patch is
 applied for ``3.9 <= keras < 4``, is skipped (returns False) for other
@@ -74,15 +79,33 @@ When to delete
 Delete this module (and its call sites) once keras ships a
 ``_maybe_symbolic_build`` that does not ``strategy.reduce`` a nested batch and
 a ``reduce_per_replica`` that does not use ``axis=0`` on scalars in the
-multi-worker branch, i.e. when keras-team/keras#20585 is closed; verify by
-running tests/test_multiworker_keras.py with the call to this function
-removed.
+multi-worker branch, i.e. when keras-team/keras#20585 is closed.  Check with
+``COROLLA_MWMS_CHECK_UPSTREAM=1 pytest tests/test_multiworker_keras.py``:
+``test_stock_keras_still_fails`` fails once stock keras works.
 
-Notes that are *not* patched (Keras 3 has no multi-worker awareness here):
-``ModelCheckpoint``, ``BackupAndRestore`` and ``CSVLogger`` write from every
-worker to the path they are given (Keras 2's "non-chief writes to a temp dir"
-logic is gone), so give every worker its own path (e.g. a ``worker_<i>``
-sub-directory) or attach the file-writing callbacks to the chief only.
+Not patched / caller's responsibility
+-------------------------------------
+* ``steps_per_execution > 1`` still fails in multi-worker mode
+  (``InvalidArgumentError: You must feed a value for placeholder tensor
+  'while/.../while/cond/Placeholder'`` from the ``tf.while_loop``/``tf.cond``
+  in ``multi_step_on_iterator``; it also fails with
+  ``distribute_reduction_method="first"``, so it is not the reductions
+  above).  Keep the default ``steps_per_execution=1``.
+* Keras 3 callbacks are not multi-worker aware (Keras 2's "non-chief writes
+  to a temp dir" logic is gone): ``ModelCheckpoint``, ``BackupAndRestore``
+  and ``CSVLogger`` write from every worker to the path they are given; two
+  workers writing the same ``.h5`` fail with ``BlockingIOError: unable to
+  lock file`` and the collective on the other worker aborts.  Give each
+  worker its own path (e.g. ``<dir>/worker_<task_index>``); that is what
+  ``BackupAndRestore`` needs anyway, since every worker must restore.
+  Chief-only ``ModelCheckpoint``/``CSVLogger`` also works (saving issues no
+  collectives in keras 3.15.1).
+* Input sharding: in-memory data needs ``AutoShardPolicy.DATA``.  For
+  TFRecords, ``FILE`` (and ``AUTO``, which picks FILE when it finds a reader)
+  needs at least ``num_workers`` files, otherwise iteration fails with
+  "Could not apply FILE based sharding: the dataset only has 1 file(s) ...";
+  list files deterministically (``list_files(..., shuffle=False)`` or a fixed
+  seed) so workers agree on the split.
 """
 
 import threading
@@ -150,7 +173,10 @@ def apply_keras_multiworker_fixes():
                 "corolla: keras %s is newer than the last version the "
                 "multi-worker patch was verified with (%s). Check whether "
                 "keras-team/keras#20585 is fixed and delete the patch if so."
-                % (keras.__version__, ".".join(map(str, _LAST_VERIFIED_KERAS))),
+                % (
+                    keras.__version__,
+                    ".".join(map(str, _LAST_VERIFIED_KERAS)),
+                ),
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -170,23 +196,22 @@ def apply_keras_multiworker_fixes():
                 strategy, tf.distribute.MultiWorkerMirroredStrategy
             ) and strategy.extended._in_multi_worker_mode()
 
-        def _first_local(value):
+        def _first_local(strategy, value):
             if isinstance(value, tf.distribute.DistributedValues):
-                return value.values[0]
+                return strategy.experimental_local_results(value)[0]
             return value
 
         original_build = trainer_cls._maybe_symbolic_build
 
         def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-            if (
-                iterator is not None
-                and self._distribute_strategy is not None
-                and _in_multi_worker_mode(self.distribute_strategy)
-            ):
-                # keras>=3.12 yields (begin, end, it), 3.9-3.11 yield (step, it).
+            strategy = getattr(self, "_distribute_strategy", None)
+            if iterator is not None and _in_multi_worker_mode(strategy):
+                # keras>=3.12 yields (begin, end, it); 3.9-3.11 (step, it).
                 for item in iterator:
                     batch = next(item[-1])
-                    data_batch = tree.map_structure(_first_local, batch)
+                    data_batch = tree.map_structure(
+                        lambda v: _first_local(strategy, v), batch
+                    )
                     break
                 iterator = None
             return original_build(
@@ -201,7 +226,8 @@ def apply_keras_multiworker_fixes():
             ):
 
                 def _reduce(v):
-                    axis = 0 if _first_local(v).shape.rank else None
+                    rank = _first_local(strategy, v).shape.rank
+                    axis = None if rank == 0 else 0  # upstream: always 0
                     return strategy.reduce("MEAN", v, axis=axis)
 
                 return tree.map_structure(_reduce, values)

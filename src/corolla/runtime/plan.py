@@ -82,9 +82,10 @@ class Plan:
         return self.backend == "jax" and self.multi_worker
 
     @property
-    def input_shards(self) -> int:
-        """TensorFlow multi-worker input is sharded by the strategy: each worker its own part."""
-        return self.num_processes if self.backend == "tensorflow" else 1
+    def input_shard(self) -> tuple[int, int]:
+        """(number of shards, this process's shard) of the training input. TensorFlow workers
+        each read their own part; JAX processes all read everything (see identical_input)."""
+        return (self.num_processes, self.process_id) if self.backend == "tensorflow" else (1, 0)
 
     @property
     def static_shapes(self) -> bool:
@@ -130,6 +131,9 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
     want = backend if backend != "auto" else (env_backend or "auto")
     if want == "auto" and cluster.kind == "keras":
         want = "jax"
+    # `import tensorflow` imports Keras, which fixes its backend from KERAS_BACKEND: name the
+    # likely one before the TensorFlow probe (`_import_keras` switches if the decision differs).
+    os.environ["KERAS_BACKEND"] = "tensorflow" if want == "auto" else want
     found = {"tensorflow": hardware.installed("tensorflow"), "jax": hardware.installed("jax"),
              "accelerator_hint": hardware.accelerator_hint()}
     if found["tensorflow"] and want in ("auto", "tensorflow"):
@@ -138,8 +142,6 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
     ask_jax = want == "jax" or (want == "auto" and not tf_accelerated and
                                 (found["accelerator_hint"] or not found["tensorflow"]))
     if found["jax"] and ask_jax:
-        if cluster.kind == "keras":
-            os.environ["KERAS_BACKEND"] = "jax"  # joining the job goes through Keras
         found.update(hardware.probe_jax(cluster))
     return Hardware(**found), cluster, env_backend
 
@@ -153,7 +155,7 @@ def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto
     hw, cluster, env_backend = probe(backend)
     decision = decide(hw, cluster, backend=backend, strategy=strategy, precision=precision,
                       env_backend=env_backend)
-    keras = _import_keras(decision.backend)
+    keras = hardware.use_keras_backend(decision.backend)
     if decision.backend == "tensorflow":
         strategy_obj, distribution = _tf_strategy(decision, hw), None
         replicas = strategy_obj.num_replicas_in_sync
@@ -184,17 +186,6 @@ def _steps_per_execution(decision: Decision) -> int:
     # Several steps per host round-trip pay off on TPUs; under multi-replica MirroredStrategy
     # Keras 3 fails with more than 1, and on CPU/GPU the gain is small.
     return 16 if decision.accelerator == "tpu" else 1
-
-
-def _import_keras(backend: str):
-    os.environ["KERAS_BACKEND"] = backend
-    import keras
-
-    if keras.backend.backend() != backend:
-        raise UserError(f"Keras was already imported with the {keras.backend.backend()} backend; "
-                        f"restart Python and call corolla.runtime.detect() before importing "
-                        f"keras (or set KERAS_BACKEND={backend})")
-    return keras
 
 
 def _tf_strategy(decision: Decision, hw: Hardware):
