@@ -13,7 +13,7 @@ import numpy as np
 
 from corolla.data.classes import CLASSES_FILE, format_classes_file
 
-VERSION = 1  # bump when the drawing changes, so caches are not reused across versions
+VERSION = 2  # bump when the drawing changes, so caches are not reused across versions
 _DONE = "COMPLETE"
 
 

@@ -13,7 +13,10 @@ def _small_cnn(input_shape, weights):
     BatchNormalization is synchronized: under tf.distribute its batch statistics are those of
     the global batch, so every replica and worker keeps the same moving statistics (unsynced,
     each keeps its own and the saved model gets the chief's). JAX computes global statistics
-    anyway (and Keras allows the flag only on TensorFlow); on one device it changes nothing."""
+    anyway (and Keras allows the flag only on TensorFlow); on one device it changes nothing.
+    Momentum 0.9 (Keras' default is 0.99): from-scratch runs here are a few hundred steps, too
+    few for 0.99 to settle the moving statistics (measured on the demo: val accuracy 0.28 with
+    0.99, 0.99 with 0.9)."""
     import keras
     from keras import layers
 
@@ -23,11 +26,12 @@ def _small_cnn(input_shape, weights):
     x = inputs
     if input_shape[0] >= 128:
         x = layers.Conv2D(24, 3, strides=2, padding="same", use_bias=False, name="stem")(x)
-        x = layers.BatchNormalization(synchronized=sync, name="stem_bn")(x)
+        x = layers.BatchNormalization(momentum=0.9, synchronized=sync, name="stem_bn")(x)
         x = layers.ReLU(name="stem_relu")(x)
     for i, width in enumerate((32, 64, 128, 256)):
         x = layers.Conv2D(width, 3, padding="same", use_bias=False, name=f"block{i}_conv")(x)
-        x = layers.BatchNormalization(synchronized=sync, name=f"block{i}_bn")(x)
+        x = layers.BatchNormalization(momentum=0.9, synchronized=sync,
+                                      name=f"block{i}_bn")(x)
         x = layers.ReLU(name=f"block{i}_relu")(x)
         if i < 3:
             x = layers.MaxPooling2D(name=f"block{i}_pool")(x)
