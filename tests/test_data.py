@@ -108,3 +108,15 @@ def test_flowers5_layout(flowers5):
     assert [data.split(s).count for s in ("train", "val", "test")] == [2717, 583, 583]
     labels = set(pipeline.metadata(data.split("val"))["labels"])
     assert labels == {48, 49, 53, 73, 102}
+
+
+@pytest.mark.parametrize("split_name, workers", [("train", 2), ("test", 3)])
+def test_workers_read_disjoint_parts_that_cover_the_split(tiny_petals, split_name, workers):
+    """By file when there are enough files (train: 2 files, 2 workers), by record otherwise
+    (test: 2 files, 3 workers)."""
+    split = layout.open_layout(str(tiny_petals)).split(split_name)
+    parts = [[e["id"].numpy() for e in pipeline.read(split, 32, ordered=True, shard=(workers, i))]
+             for i in range(workers)]
+    seen = [x for part in parts for x in part]
+    assert len(seen) == len(set(seen)) == split.count
+    assert all(parts)

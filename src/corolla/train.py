@@ -94,7 +94,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print) -> TrainResult:
         augment=config.data.augment, cache=config.data.cache,
         shuffle_buffer=config.data.shuffle_buffer, ordered=plan.identical_input,
         shard=plan.input_shard)
-    workers = plan.input_shard[0]
+    # Several processes (either backend) must all run the same number of validation steps.
+    workers = plan.num_processes
     val_ds = pipeline.validation_dataset(val_split, size, plan.global_batch,
                                          full_batches=plan.static_shapes, workers=workers)
     full_val_batches = plan.static_shapes or workers > 1
@@ -104,6 +105,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print) -> TrainResult:
     if plan.is_chief:
         callbacks += [keras.callbacks.CSVLogger(str(run_dir / rundir.HISTORY)),
                       keras.callbacks.TensorBoard(str(run_dir / "logs"), write_graph=False)]
+    log = log if plan.is_chief else (lambda *args: None)
     log(f"training {config.model.name} at {size}x{size} on {plan.strategy_name} "
         f"({plan.replicas} replica(s), global batch {plan.global_batch}): "
         f"{config.train.epochs} epochs x {steps} steps")

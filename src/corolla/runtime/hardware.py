@@ -193,14 +193,6 @@ def use_keras_backend(backend: str):
     return keras
 
 
-def cpu_count() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-def hostname() -> str:
-    return os.uname().nodename
-
-
 def run_scratch(name: str) -> Path:
     """A private, per-process scratch folder (backups of non-chief workers)."""
     import tempfile
