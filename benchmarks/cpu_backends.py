@@ -73,7 +73,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--model", args.model, "--size", str(args.size),
                "--batch", str(args.batch), "--steps", str(args.steps), "--_child", name]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        line = [l for l in out.stdout.splitlines() if l.startswith("RESULT ")]
+        line = [s for s in out.stdout.splitlines() if s.startswith("RESULT ")]
         if out.returncode or not line:
             print(f"{name}: failed\n{out.stderr[-2000:]}")
             continue

@@ -73,7 +73,7 @@ def _one_line_error(capsys, argv, *needles):
     code = main(argv)
     err = capsys.readouterr().err
     assert code == 2
-    lines = [l for l in err.splitlines() if l.startswith("corolla")]
+    lines = [line for line in err.splitlines() if line.startswith("corolla")]
     assert len(lines) == 1 and "Traceback" not in err, err
     for needle in needles:
         assert needle in lines[0], lines[0]

@@ -57,7 +57,8 @@ def test_missing_split_and_missing_size_are_user_errors(tmp_path, tiny_petals):
     (tmp_path / "tfrecords-jpeg-64x64" / "train").mkdir(parents=True)
     with pytest.raises(UserError, match="no .tfrec files in .*train"):
         layout.open_layout(str(tmp_path)).split("train")
-    with pytest.raises(UserError, match="image size 224 is not present .*found 32.*--image-size 32"):
+    with pytest.raises(UserError,
+                       match="image size 224 is not present .*found 32.*--image-size 32"):
         layout.open_layout(str(tiny_petals), image_size=224)
 
 

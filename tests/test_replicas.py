@@ -1,7 +1,6 @@
 """Multi-replica training on one machine, for real: the CPU split into several devices."""
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ def _run(*args, timeout=300):
            f"runpy.run_path({str(HELPER)!r}, run_name='__main__')"
     result = run_python(code, timeout=timeout, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
-    line = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")][-1]
+    line = [s for s in result.stdout.splitlines() if s.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
 
 

@@ -107,7 +107,7 @@ def _types(section) -> dict[str, type]:
 
 
 def apply(config: RunConfig, updates: dict[str, Any]) -> RunConfig:
-    """Returns a copy of `config` with dotted-key updates ("train.epochs": 3) applied and checked."""
+    """A copy of `config` with dotted-key updates ("train.epochs": 3) applied and checked."""
     config = dataclasses.replace(config, **{
         f.name: dataclasses.replace(getattr(config, f.name)) for f in dataclasses.fields(config)})
     sections = {f.name for f in dataclasses.fields(config)}

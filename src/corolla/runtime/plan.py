@@ -132,7 +132,8 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
     if want == "auto" and cluster.kind == "keras":
         want = "jax"
     # `import tensorflow` imports Keras, which fixes its backend from KERAS_BACKEND: name the
-    # likely one before the TensorFlow probe (`_import_keras` switches if the decision differs).
+    # likely one before the TensorFlow probe (`use_keras_backend` switches if the decision
+    # differs).
     os.environ["KERAS_BACKEND"] = "tensorflow" if want == "auto" else want
     found = {"tensorflow": hardware.installed("tensorflow"), "jax": hardware.installed("jax"),
              "accelerator_hint": hardware.accelerator_hint()}
