@@ -123,3 +123,15 @@ def test_info_json(capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["backend"] == "tensorflow" and info["replicas"] >= 1
     assert info["global_batch"] == 8 * info["replicas"]
+
+
+def test_a_tensorflow_run_on_the_jax_backend_is_a_clear_error(demo_run):
+    import subprocess
+    import sys
+
+    _, run = demo_run
+    result = subprocess.run([sys.executable, "-m", "corolla", "evaluate", str(run), "--backend",
+                             "jax"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert "corolla: error:" in result.stderr and "use --backend tensorflow" in result.stderr
+    assert "Traceback" not in result.stderr

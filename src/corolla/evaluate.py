@@ -11,6 +11,7 @@ from corolla import metrics as metrics_lib
 from corolla import report, rundir
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
+from corolla.errors import UserError
 from corolla.runtime import Plan
 
 
@@ -29,7 +30,15 @@ def load_model(run_dir: Path, plan: Plan):
     import corolla.models.layers  # noqa: F401  (registers Corolla's layers for loading)
 
     with plan.inference_scope():
-        return keras.saving.load_model(run_dir / rundir.MODEL, compile=False)
+        try:
+            return keras.saving.load_model(run_dir / rundir.MODEL, compile=False)
+        except (TypeError, ValueError) as e:  # Keras wraps the layer's ValueError in a TypeError
+            # small_cnn trained on TensorFlow saves synchronized BatchNorm (see models.zoo).
+            if "synchronized=True is only supported" in str(e):
+                raise UserError(f"{run_dir} was trained on TensorFlow with synchronized "
+                                f"BatchNormalization, which Keras loads only there; use "
+                                f"--backend tensorflow") from None
+            raise
 
 
 def open_run(run_dir, data_path: str | None = None):
@@ -54,8 +63,6 @@ def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val") -
     probabilities = predict_probabilities(model, data, layout.image_size, plan)
     y_true, y_pred = np.asarray(meta["labels"]), probabilities.argmax(axis=1)
     if y_true.max(initial=0) >= len(layout.class_names):
-        from corolla.errors import UserError
-
         raise UserError(f"the {split} split has label {int(y_true.max())} but the data set "
                         f"names {len(layout.class_names)} classes; fix classes.txt")
     metrics = metrics_lib.classification_metrics(y_true, y_pred, layout.class_names)
