@@ -96,6 +96,8 @@ def test_user_mistakes_end_in_one_line_and_exit_2(tmp_path, tiny_petals, capsys)
          "invalid choice: 'sideways'"),
         (["train", "--data", str(tiny_petals), "--global-batch-size", "0", "--epochs",
           "-1"] + runs, "train.epochs must be at least 1"),
+        (["train", "--data", str(tiny_petals), "--batch-size", "128"] + runs,
+         "fewer than one global batch (128)", "--batch-size"),
         (["evaluate", str(tmp_path)], "is not a run directory"),
         (["info", "--strategy", "tpu"], "found no TPU"),
     ]

@@ -72,7 +72,20 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print) -> TrainResult:
     size = layout.image_size
     steps = config.train.steps_per_epoch or train_split.count // plan.global_batch
     total = steps * config.train.epochs
-    # The model comes first: a failure here (weights that will not load) leaves no empty run.
+    train_ds = pipeline.train_dataset(
+        train_split, size, plan.global_batch, seed=config.train.seed,
+        augment=config.data.augment, cache=config.data.cache,
+        shuffle_buffer=config.data.shuffle_buffer, ordered=plan.identical_input,
+        shard=plan.input_shard)
+    # Several processes (either backend) must all run the same number of validation steps.
+    workers = plan.num_processes
+    val_ds = pipeline.validation_dataset(val_split, size, plan.global_batch,
+                                         full_batches=plan.static_shapes, workers=workers)
+    full_val_batches = plan.static_shapes or workers > 1
+    val_steps = max(1, val_split.count // plan.global_batch) if full_val_batches \
+        else -(-val_split.count // plan.global_batch)
+    # Data and model come first: a failure there (a split smaller than one batch, weights that
+    # will not load) leaves no empty run behind.
     with plan.scope():
         model = models.create_model(config.model.name, len(layout.class_names), size,
                                     config.model.weights, config.model.train_backbone)
@@ -89,18 +102,6 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print) -> TrainResult:
 
         run_dir, backup_dir = None, run_scratch(f"worker-{plan.process_id}-backup")
 
-    train_ds = pipeline.train_dataset(
-        train_split, size, plan.global_batch, seed=config.train.seed,
-        augment=config.data.augment, cache=config.data.cache,
-        shuffle_buffer=config.data.shuffle_buffer, ordered=plan.identical_input,
-        shard=plan.input_shard)
-    # Several processes (either backend) must all run the same number of validation steps.
-    workers = plan.num_processes
-    val_ds = pipeline.validation_dataset(val_split, size, plan.global_batch,
-                                         full_batches=plan.static_shapes, workers=workers)
-    full_val_batches = plan.static_shapes or workers > 1
-    val_steps = max(1, val_split.count // plan.global_batch) if full_val_batches \
-        else -(-val_split.count // plan.global_batch)
     callbacks = [keras.callbacks.BackupAndRestore(str(backup_dir))]
     if plan.is_chief:
         callbacks += [keras.callbacks.CSVLogger(str(run_dir / rundir.HISTORY)),
