@@ -137,3 +137,8 @@ def test_a_tensorflow_run_on_the_jax_backend_is_a_clear_error(demo_run):
     assert result.returncode == 2
     assert "corolla: error:" in result.stderr and "use --backend tensorflow" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_malformed_tf_config_is_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["127.0.0.1:1"]}')
+    _one_line_error(capsys, ["info"], "TF_CONFIG is not valid JSON", '"task"')

@@ -43,3 +43,15 @@ def test_four_replicas_match_one_at_the_same_global_batch(backend, expected):
     np.testing.assert_allclose(four["losses"], one["losses"], **TOLERANCE)
     for a, b in zip(four["weights"], one["weights"]):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), **TOLERANCE)
+
+
+def test_global_batch_not_divisible_by_the_replicas_is_one_line():
+    code = ("import sys, tensorflow as tf; cpu = tf.config.list_physical_devices('CPU')[0]; "
+            "tf.config.set_logical_device_configuration(cpu, "
+            "[tf.config.LogicalDeviceConfiguration()] * 4); from corolla.cli import main; "
+            "sys.exit(main(['info', '--global-batch-size', '30']))")
+    result = run_python(code, env={"KERAS_BACKEND": "tensorflow"}, cwd=REPO)
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("corolla")]
+    assert errors == ["corolla: error: global batch size (30) must be divisible by the number "
+                      "of replicas (4); use a multiple of 4"]
