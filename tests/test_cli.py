@@ -142,3 +142,36 @@ def test_a_tensorflow_run_on_the_jax_backend_is_a_clear_error(demo_run):
 def test_malformed_tf_config_is_one_line(capsys, monkeypatch):
     monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["127.0.0.1:1"]}')
     _one_line_error(capsys, ["info"], "TF_CONFIG is not valid JSON", '"task"')
+
+
+def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, tmp_path, capsys):
+    import keras
+
+    from corolla import config, runtime, train
+
+    class Stop(Exception):
+        pass
+
+    class StopAfterFirstEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 0:
+                raise Stop  # as if the machine went away after one epoch
+
+    cfg = config.load(overrides={"data.path": str(tiny_petals), "train.epochs": 2,
+                                 "train.batch_size": 8, "output.runs_dir": str(tmp_path),
+                                 "output.name": "r"})
+    with pytest.raises(Stop):
+        train.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
+                  callbacks=[StopAfterFirstEpoch()])
+    run = tmp_path / "r"
+    assert (run / "backup").is_dir() and not (run / "model.keras").exists()
+    _one_line_error(capsys, ["evaluate", str(run)], "did not finish", f"--resume {run}")
+    _one_line_error(capsys, ["train", "--resume", str(run), "--epochs", "5"],
+                    "drop train.epochs")
+
+    assert main(["train", "--resume", str(run)]) == 0
+    with (run / "history.csv").open() as f:
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["0", "1"]
+    assert (run / "model.keras").is_file() and (run / "metrics.json").is_file()
+    assert not (run / "backup").exists()
+    _one_line_error(capsys, ["train", "--resume", str(run)], "already finished")

@@ -71,7 +71,7 @@ def test_two_workers_train_identically_and_only_the_chief_writes(backend, tiny_p
     assert {"config.toml", "model.keras", "history.csv", "metrics.json",
             "submission.csv"} <= {p.name for p in run.iterdir()}
     assert "done:" in outputs[0] and "done:" not in outputs[1]
-    worker_models = list((tmp_path / "tmp1").glob("corolla-*/model.keras"))
+    worker_models = list((tmp_path / "tmp1").glob("corolla-run/worker-1/model.keras"))
     assert len(worker_models) == 1 and not list((tmp_path / "tmp0").glob("corolla-*"))
 
     chief, worker = _weights(run / "model.keras"), _weights(worker_models[0])

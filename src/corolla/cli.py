@@ -12,6 +12,7 @@ from pathlib import Path
 
 from corolla import __version__
 from corolla import config as config_lib
+from corolla import rundir
 from corolla.errors import UserError
 
 # Flag destination -> config key: the one place where flags meet the config.
@@ -47,6 +48,8 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
 
 def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML file with [data] [model] [train] [runtime] [output]")
+    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its last "
+                   "completed epoch, with its own config (runtime flags may change)")
     p.add_argument("--data", help="folder (local or gs://) holding tfrecords-jpeg-SxS/")
     p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read")
     p.add_argument("--model", help="registered model name (corolla info --models)")
@@ -153,21 +156,31 @@ def _demo(args) -> int:
 def _train(args) -> int:
     from corolla import runtime
 
-    cfg = config_lib.load(args.config, overrides(args))
+    resume = None
+    if args.resume:
+        flags = overrides(args)
+        fixed = sorted(k for k in flags if not k.startswith("runtime."))
+        if fixed or args.config:
+            raise UserError(f"--resume continues a run with its own config; drop "
+                            f"{', '.join(fixed) or '--config'} (only runtime flags may change)")
+        resume, run_cfg = rundir.load_unfinished(args.resume)
+        cfg = config_lib.apply(run_cfg, flags)
+    else:
+        cfg = config_lib.load(args.config, overrides(args))
     if not cfg.data.path:
         raise UserError("no data given; pass --data with a folder holding tfrecords-jpeg-SxS/ "
                         "(or data.path in --config)")
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     from corolla.flow import train_evaluate_predict
 
-    run_dir, _ = train_evaluate_predict(cfg, plan)
+    run_dir, _ = train_evaluate_predict(cfg, plan, resume=resume)
     if run_dir is not None:
         print(f"done: {run_dir}")
     return 0
 
 
 def _inference(args) -> int:
-    from corolla import rundir, runtime
+    from corolla import runtime
 
     _, run_cfg = rundir.load(args.run)
     flags = {k: v for k, v in overrides(args).items() if k.startswith(("runtime.", "train."))}

@@ -10,10 +10,11 @@ from corolla import evaluate, predict, train
 from corolla.runtime import Plan
 
 
-def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan,
-                           log=print) -> tuple[Path | None, dict | None]:
-    """Returns (run directory, val metrics); (None, None) on a worker that is not the chief."""
-    result = train.run(config, plan, log=log)
+def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
+                           resume: Path | None = None) -> tuple[Path | None, dict | None]:
+    """Returns (run directory, val metrics); (None, None) on a worker that is not the chief.
+    `resume`: an interrupted run directory to continue (see `train.run`)."""
+    result = train.run(config, plan, log=log, resume=resume)
     if not plan.is_chief:
         return None, None
     # Single process: the trained model is used as it is. Several processes: the chief reloads

@@ -61,7 +61,10 @@ def compile_model(model, plan: Plan, schedule) -> None:
                   steps_per_execution=plan.steps_per_execution, jit_compile="auto")
 
 
-def run(config: config_lib.RunConfig, plan: Plan, log=print) -> TrainResult:
+def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
+        callbacks=()) -> TrainResult:
+    """Trains into a new run directory, or continues the interrupted run `resume` (its
+    config, from its last completed epoch). `callbacks` are added to Corolla's own."""
     import keras
 
     from corolla import models
@@ -92,29 +95,37 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print) -> TrainResult:
         schedule = learning_rate_schedule(config.train.learning_rate, total,
                                           math.ceil(config.train.warmup_epochs * steps))
         compile_model(model, plan, schedule)
-    if plan.is_chief:
-        run_dir = rundir.create(config.output.runs_dir, config.output.name, config.model.name)
-        config_lib.save(config, run_dir / rundir.CONFIG)
-        backup_dir = run_dir / "backup"
-        log(f"run directory: {run_dir}")
+    if not plan.is_chief:
+        from corolla.runtime.hardware import worker_scratch
+
+        run_dir = None
+        scratch = worker_scratch(resume.name if resume else config.output.name, plan.process_id)
+        backup_dir, model_path = scratch / rundir.BACKUP, scratch / rundir.MODEL
     else:
-        from corolla.runtime.hardware import run_scratch
+        if resume:
+            run_dir = Path(resume)
+            log(f"resuming {run_dir}")
+        else:
+            run_dir = rundir.create(config.output.runs_dir, config.output.name,
+                                    config.model.name)
+            config_lib.save(config, run_dir / rundir.CONFIG)
+            log(f"run directory: {run_dir}")
+        backup_dir, model_path = run_dir / rundir.BACKUP, run_dir / rundir.MODEL
 
-        run_dir, backup_dir = None, run_scratch(f"worker-{plan.process_id}-backup")
-
-    callbacks = [keras.callbacks.BackupAndRestore(str(backup_dir))]
+    # BackupAndRestore first: it must have saved an epoch before any later callback can fail.
+    own = [keras.callbacks.BackupAndRestore(str(backup_dir))]
     if plan.is_chief:
-        callbacks += [keras.callbacks.CSVLogger(str(run_dir / rundir.HISTORY)),
-                      keras.callbacks.TensorBoard(str(run_dir / "logs"), write_graph=False)]
+        own += [keras.callbacks.CSVLogger(str(run_dir / rundir.HISTORY), append=bool(resume)),
+                keras.callbacks.TensorBoard(str(run_dir / "logs"), write_graph=False)]
     log = log if plan.is_chief else (lambda *args: None)
     log(f"training {config.model.name} at {size}x{size} on {plan.strategy_name} "
         f"({plan.replicas} replica(s), global batch {plan.global_batch}): "
         f"{config.train.epochs} epochs x {steps} steps")
     history = model.fit(train_ds, epochs=config.train.epochs, steps_per_epoch=steps,
                         validation_data=val_ds, validation_steps=val_steps,
-                        callbacks=callbacks, shuffle=False,
+                        callbacks=own + list(callbacks), shuffle=False,
                         verbose=(1 if sys.stdout.isatty() else 2) if plan.is_chief else 0)
     # Every worker saves (saving may read mirrored variables collectively); only the chief's
     # copy is the run's.
-    model.save(run_dir / rundir.MODEL if plan.is_chief else backup_dir.parent / rundir.MODEL)
+    model.save(model_path)
     return TrainResult(run_dir=run_dir, model=model, history=history.history)

@@ -193,11 +193,14 @@ def use_keras_backend(backend: str):
     return keras
 
 
-def run_scratch(name: str) -> Path:
-    """A private, per-process scratch folder (backups of non-chief workers)."""
+def worker_scratch(run_name: str, process_id: int) -> Path:
+    """A worker's own folder for what only the chief keeps in the run directory (its backups,
+    its copy of the model). Named after the run when the run has a name, so that a resumed
+    worker finds its backup again; else after the process."""
     import tempfile
 
-    path = Path(tempfile.gettempdir()) / f"corolla-{os.getpid()}" / name
+    key = run_name or f"pid{os.getpid()}"
+    path = Path(tempfile.gettempdir()) / f"corolla-{key}" / f"worker-{process_id}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
