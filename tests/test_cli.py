@@ -175,3 +175,18 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
     assert (run / "model.keras").is_file() and (run / "metrics.json").is_file()
     assert not (run / "backup").exists()
     _one_line_error(capsys, ["train", "--resume", str(run)], "already finished")
+
+
+def test_records_of_the_wrong_size_are_one_line(tmp_path, capsys):
+    import tensorflow as tf
+
+    from corolla.data import records
+
+    jpeg = tf.io.encode_jpeg(tf.zeros([16, 16, 3], tf.uint8)).numpy()  # not 32x32
+    for split in ("train", "val"):
+        records.write_shards([records.serialize(jpeg, f"{i:09x}", i % 2) for i in range(16)],
+                             tmp_path / "data" / "tfrecords-jpeg-32x32" / split, 32, 2)
+    _one_line_error(capsys, ["train", "--data", str(tmp_path / "data"), "--epochs", "1",
+                             "--runs-dir", str(tmp_path / "runs")],
+                    "an image in the records is not 32x32",
+                    "tfrecords-jpeg-32x32/ must all be that size")

@@ -13,7 +13,7 @@ from pathlib import Path
 from corolla import __version__
 from corolla import config as config_lib
 from corolla import rundir
-from corolla.errors import UserError
+from corolla.errors import DATA_ERROR, UserError
 
 # Flag destination -> config key: the one place where flags meet the config.
 FLAG_KEYS = {
@@ -211,6 +211,15 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except UserError as e:
         print(f"corolla: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        # Bad records surface inside tf.data as TensorFlow errors carrying our marker:
+        # "assertion failed: [corolla data error: WHAT] [Condition ...]".
+        message = str(e)
+        if DATA_ERROR not in message:
+            raise
+        what = message[message.index(DATA_ERROR) + len(DATA_ERROR) + 2:].split("]")[0]
+        print(f"corolla: error: {what}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("corolla: interrupted", file=sys.stderr)

@@ -7,3 +7,8 @@ its traceback. Messages say what was received and what to do about it.
 
 class UserError(Exception):
     """A mistake in the input (flags, config, data, environment), not a bug in Corolla."""
+
+
+# Starts the message of data errors raised inside tf.data (where only TensorFlow errors can be
+# raised), so that the CLI can tell a bad record from a bug.
+DATA_ERROR = "corolla data error"

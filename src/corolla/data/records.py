@@ -7,6 +7,8 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from corolla.errors import DATA_ERROR
+
 LABELLED = {
     "image": tf.io.FixedLenFeature([], tf.string),
     "class": tf.io.FixedLenFeature([], tf.int64),
@@ -21,7 +23,13 @@ UNLABELLED = {
 def decode_image(jpeg: tf.Tensor, image_size: int) -> tf.Tensor:
     """JPEG bytes -> uint8 [S, S, 3] with a static shape (TPUs need one)."""
     image = tf.io.decode_jpeg(jpeg, channels=3)
-    return tf.ensure_shape(image, [image_size, image_size, 3])
+    check = tf.debugging.assert_equal(
+        tf.shape(image)[:2], [image_size, image_size],
+        message=f"{DATA_ERROR}: an image in the records is not {image_size}x{image_size}; "
+                f"the images under tfrecords-jpeg-{image_size}x{image_size}/ must all be that "
+                f"size")
+    with tf.control_dependencies([check]):
+        return tf.ensure_shape(tf.identity(image), [image_size, image_size, 3])
 
 
 def parse(serialized: tf.Tensor, image_size: int, labelled: bool) -> dict[str, tf.Tensor]:
