@@ -14,8 +14,8 @@ import importlib
 __version__ = "0.1.0"
 
 # Submodules load on first attribute access so that `import corolla` stays light.
-_SUBMODULES = {"config", "runtime", "data", "models", "train", "evaluate", "predict", "report",
-               "submission", "rundir", "demo", "errors"}
+_SUBMODULES = {"config", "runtime", "data", "models", "train", "evaluate", "predict", "flow",
+               "metrics", "report", "submission", "rundir", "demo", "errors"}
 
 
 def __getattr__(name):
