@@ -25,9 +25,8 @@ class DemoSettings:
 # 48 px: the petal shapes are still clear, and a 2-core CPU trains 35% faster than at 64 px
 # (benchmarks/cpu_backends.py); val macro F1 0.97-0.98 after 8 epochs.
 FULL = DemoSettings(PetalsSpec(image_size=48), epochs=8, batch_size=32, learning_rate=3e-3)
-TINY = DemoSettings(PetalsSpec(image_size=32, num_classes=4, train=64, val=32,
-                                         test=20, shards=2), epochs=1, batch_size=8,
-                    learning_rate=3e-3)
+TINY = DemoSettings(PetalsSpec(image_size=32, num_classes=4, train=64, val=32, test=20,
+                               shards=2), epochs=1, batch_size=8, learning_rate=3e-3)
 
 
 def demo_config(data_dir: Path, settings: DemoSettings, runs_dir: str, name: str = "",

@@ -81,12 +81,9 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         shuffle_buffer=config.data.shuffle_buffer, ordered=plan.identical_input,
         shard=plan.input_shard)
     # Several processes (either backend) must all run the same number of validation steps.
-    workers = plan.num_processes
-    val_ds = pipeline.validation_dataset(val_split, size, plan.global_batch,
-                                         full_batches=plan.static_shapes, workers=workers)
-    full_val_batches = plan.static_shapes or workers > 1
-    val_steps = max(1, val_split.count // plan.global_batch) if full_val_batches \
-        else -(-val_split.count // plan.global_batch)
+    val_ds, val_steps = pipeline.validation_dataset(val_split, size, plan.global_batch,
+                                                    full_batches=plan.static_shapes,
+                                                    workers=plan.num_processes)
     # Data and model come first: a failure there (a split smaller than one batch, weights that
     # will not load) leaves no empty run behind.
     with plan.scope():

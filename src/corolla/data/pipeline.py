@@ -92,20 +92,23 @@ def eval_dataset(split: Split, image_size: int, global_batch: int,
 
 
 def validation_dataset(split: Split, image_size: int, global_batch: int,
-                       full_batches: bool, workers: int = 1) -> tf.data.Dataset:
-    """(image, label) batches for monitoring during `fit`.
+                       full_batches: bool, workers: int = 1) -> tuple[tf.data.Dataset, int]:
+    """(image, label) batches for monitoring during `fit`, and the number of steps to run.
 
-    With several TensorFlow workers every worker must run the same number of steps (a worker
-    that runs out first leaves the others waiting in a collective): full batches, repeated, with
-    `validation_steps = count // global_batch`. The run's metrics.json does not depend on this:
-    it comes from the chief's exact pass over the whole split.
+    With several processes every one must run the same number of steps (one that runs out first
+    leaves the others waiting in a collective): full batches, repeated, `count // global_batch`
+    steps. The run's metrics.json does not depend on this: it comes from the chief's exact pass
+    over the whole split.
     """
     multi = workers > 1
+    full_batches = full_batches or multi
     ds = read(split, image_size, ordered=True, auto_shard=multi).map(
         lambda e: (tf.cast(e["image"], tf.float32), e["label"]), num_parallel_calls=AUTOTUNE)
     if multi:
         ds = ds.repeat()
-    return ds.batch(global_batch, drop_remainder=full_batches or multi).prefetch(AUTOTUNE)
+    steps = (max(1, split.count // global_batch) if full_batches
+             else -(-split.count // global_batch))
+    return ds.batch(global_batch, drop_remainder=full_batches).prefetch(AUTOTUNE), steps
 
 
 def metadata(split: Split) -> dict[str, list]:
