@@ -95,7 +95,14 @@ def test_user_mistakes_end_in_one_line_and_exit_2(tmp_path, tiny_petals, capsys)
         (["train", "--data", str(tiny_petals), "--strategy", "sideways"] + runs,
          "invalid choice: 'sideways'"),
         (["train", "--data", str(tiny_petals), "--global-batch-size", "0", "--epochs",
-          "-1"] + runs, "train.epochs must be at least 1"),
+          "-1"] + runs, "--epochs must be at least 1, got -1"),
+        (["train", "--data", str(tiny_petals), "--lr", "nan"] + runs,
+         "--lr must be a finite number"),
+        (["train", "--data", str(tiny_petals), "--seed", "-1"] + runs,
+         "--seed must not be negative"),
+        (["train", "--data", str(tiny_petals), "--name", "/tmp/elsewhere"] + runs,
+         "--name must be a folder name inside"),
+        (["train", "--data", str(tiny_petals), "--name", "../up"] + runs, "no '..'"),
         (["train", "--data", str(tiny_petals), "--batch-size", "128"] + runs,
          "fewer than one global batch (128)", "--batch-size"),
         (["evaluate", str(tmp_path)], "is not a run directory"),
@@ -167,7 +174,9 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
     assert (run / "backup").is_dir() and not (run / "model.keras").exists()
     _one_line_error(capsys, ["evaluate", str(run)], "did not finish", f"--resume {run}")
     _one_line_error(capsys, ["train", "--resume", str(run), "--epochs", "5"],
-                    "drop train.epochs")
+                    "drop --epochs")
+    _one_line_error(capsys, ["train", "--resume", str(run), "--batch-size", "4"],
+                    "drop --batch-size", "its own config and global batch")
 
     assert main(["train", "--resume", str(run)]) == 0
     with (run / "history.csv").open() as f:
@@ -190,3 +199,50 @@ def test_records_of_the_wrong_size_are_one_line(tmp_path, capsys):
                              "--runs-dir", str(tmp_path / "runs")],
                     "an image in the records is not 32x32",
                     "tfrecords-jpeg-32x32/ must all be that size")
+
+
+def test_a_config_file_value_of_the_wrong_type_names_the_key(tmp_path, capsys):
+    (tmp_path / "c.toml").write_text('[train]\nepochs = "many"\n')
+    _one_line_error(capsys, ["train", "--config", str(tmp_path / "c.toml")],
+                    "train.epochs must be an int, got 'many'")
+
+
+def test_a_file_whose_name_miscounts_its_records_is_named(tmp_path, tiny_petals, capsys):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_petals, data)
+    val = data / "tfrecords-jpeg-32x32" / "val"
+    wrong = val / "00-32x32-99.tfrec"
+    (val / "00-32x32-16.tfrec").rename(wrong)
+    _one_line_error(capsys, ["train", "--data", str(data), "--runs-dir", str(tmp_path / "runs")],
+                    f"{wrong} holds 16 records but its name says 99")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_says_how_to_continue(tiny_petals, tmp_path, capsys, monkeypatch):
+    from corolla.train import checkpoint
+
+    saved = checkpoint.Checkpoint.on_epoch_end
+
+    def interrupt(self, epoch, logs=None):
+        saved(self, epoch, logs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.Checkpoint, "on_epoch_end", interrupt)
+    code = main(["train", "--data", str(tiny_petals), "--epochs", "2", "--batch-size", "8",
+                 "--runs-dir", str(tmp_path), "--name", "r"])
+    assert code == 130
+    assert capsys.readouterr().err.strip().endswith(
+        f"interrupted; continue with: corolla train --resume {tmp_path / 'r'}")
+
+
+def test_evaluating_on_data_with_other_classes_is_refused(demo_run, tmp_path, capsys):
+    import shutil
+
+    root, run = demo_run
+    other = tmp_path / "other"
+    shutil.copytree(next((root / "cache").iterdir()), other)
+    (other / "classes.txt").write_text("a\nb\nc\nd\n")
+    _one_line_error(capsys, ["evaluate", str(run), "--data", str(other)],
+                    "names 4 classes, not the 4 this run was trained on")

@@ -21,7 +21,7 @@ def test_overrides_are_typed_and_do_not_touch_the_original():
 @pytest.mark.parametrize("updates, message", [
     ({"train.epoch": 3}, "unknown config key 'train.epoch'"),
     ({"trian.epochs": 3}, "unknown config section 'trian'"),
-    ({"train.epochs": "many"}, "must be a int, got 'many'"),
+    ({"train.epochs": "many"}, "must be an int, got 'many'"),
     ({"train.epochs": 0}, "train.epochs must be at least 1, got 0"),
     ({"runtime.strategy": "bogus"}, "runtime.strategy must be one of"),
     ({"data.augment": "maybe"}, "must be a bool"),

@@ -1,5 +1,7 @@
 """The reader (competition layout, record format) and the tf.data pipelines."""
 
+import hashlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -73,7 +75,7 @@ def test_train_pipeline_batches_are_full_float_and_reproducible(tiny_petals):
     split = layout.open_layout(str(tiny_petals)).split("train")
 
     def first_batches(n):
-        ds = pipeline.train_dataset(split, 32, 8, seed=3, ordered=True)
+        ds = pipeline.train_dataset(split, 32, 8, epoch_examples=64, seed=3, ordered=True)
         return [(x.numpy(), y.numpy()) for x, y in ds.take(n)]
 
     batches = first_batches(10)  # more than one epoch: the stream repeats
@@ -89,7 +91,7 @@ def test_train_pipeline_batches_are_full_float_and_reproducible(tiny_petals):
 def test_train_pipeline_refuses_a_batch_larger_than_the_split(tiny_petals):
     split = layout.open_layout(str(tiny_petals)).split("train")
     with pytest.raises(UserError, match="64 examples, fewer than one global batch \\(128\\)"):
-        pipeline.train_dataset(split, 32, 128)
+        pipeline.train_dataset(split, 32, 128, epoch_examples=128)
 
 
 def test_eval_pipeline_pads_to_full_batches_in_metadata_order(tiny_petals):
@@ -111,13 +113,61 @@ def test_flowers5_layout(flowers5):
     assert labels == {48, 49, 53, 73, 102}
 
 
+@pytest.mark.parametrize("ordered", [True, False])
 @pytest.mark.parametrize("split_name, workers", [("train", 2), ("test", 3)])
-def test_workers_read_disjoint_parts_that_cover_the_split(tiny_petals, split_name, workers):
+def test_workers_read_disjoint_parts_that_cover_the_split(tiny_petals, split_name, workers,
+                                                          ordered):
     """By file when there are enough files (train: 2 files, 2 workers), by record otherwise
-    (test: 2 files, 3 workers)."""
+    (test: 2 files, 3 workers); exact also when reading is unordered."""
     split = layout.open_layout(str(tiny_petals)).split(split_name)
-    parts = [[e["id"].numpy() for e in pipeline.read(split, 32, ordered=True, shard=(workers, i))]
+    parts = [[e["id"].numpy() for e in pipeline.read(split, 32, ordered=ordered,
+                                                     shard=(workers, i))]
              for i in range(workers)]
     seen = [x for part in parts for x in part]
     assert len(seen) == len(set(seen)) == split.count
     assert all(parts)
+
+
+def _image_keys(batches):
+    return [hashlib.sha1(image.tobytes()).hexdigest() for images, _ in batches
+            for image in images.numpy()]
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_one_training_epoch_of_the_workers_is_disjoint_and_covers_the_split(tiny_petals,
+                                                                            workers):
+    """The training stream (unordered, shuffled) of each worker for one epoch of exactly its
+    part: no image twice, none missing (2 workers: by file; 3 workers, 2 files: by record)."""
+    split = layout.open_layout(str(tiny_petals)).split("train")
+    keys = []
+    for index in range(workers):
+        local = len(range(index, split.count, workers))  # 32 per file: both ways give this
+        ds = pipeline.train_dataset(split, 32, 1, epoch_examples=local, seed=5, augment=False,
+                                    ordered=False, shard=(workers, index))
+        keys += _image_keys(ds.take(local))
+    assert len(keys) == len(set(keys)) == split.count
+
+
+def test_a_resumed_stream_draws_each_epoch_as_the_uninterrupted_one(tiny_petals):
+    """Epoch k's order and augmentation come from (seed, k): starting at epoch 2 gives what an
+    uninterrupted stream gives from its epoch 2, and epochs differ from one another."""
+    split = layout.open_layout(str(tiny_petals)).split("train")
+
+    def stream(first_epoch, batches):
+        return list(pipeline.train_dataset(split, 32, 8, epoch_examples=64, seed=3,
+                                           first_epoch=first_epoch, ordered=True).take(batches))
+
+    whole, resumed = stream(0, 24), stream(2, 8)
+    assert _image_keys(whole[16:]) == _image_keys(resumed)
+    assert _image_keys(whole[:8]) != _image_keys(whole[8:16])
+    labels = [sorted(y for _, ys in whole[e * 8:(e + 1) * 8] for y in ys.numpy().tolist())
+              for e in range(3)]
+    assert labels[0] == labels[1] == labels[2]  # each epoch is one whole pass
+
+
+def test_a_cached_stream_is_decoded_once_and_shuffled_per_epoch(tiny_petals):
+    split = layout.open_layout(str(tiny_petals)).split("train")
+    ds = pipeline.train_dataset(split, 32, 8, epoch_examples=64, seed=3, cache=True,
+                                augment=False, ordered=True)
+    epochs = [_image_keys(ds.skip(8 * e).take(8)) for e in range(2)]
+    assert sorted(epochs[0]) == sorted(epochs[1]) and epochs[0] != epochs[1]

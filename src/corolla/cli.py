@@ -22,7 +22,7 @@ FLAG_KEYS = {
     "train_backbone": "model.train_backbone", "epochs": "train.epochs",
     "batch_size": "train.batch_size", "global_batch_size": "train.global_batch_size",
     "learning_rate": "train.learning_rate", "steps_per_epoch": "train.steps_per_epoch",
-    "seed": "train.seed", "backend": "runtime.backend", "strategy": "runtime.strategy",
+    "seed": "train.seed", "deterministic": "train.deterministic", "backend": "runtime.backend", "strategy": "runtime.strategy",
     "precision": "runtime.precision", "runs_dir": "output.runs_dir", "name": "output.name",
 }
 
@@ -40,31 +40,44 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
                    help="distribution strategy (default: auto, from the hardware)")
     g.add_argument("--precision", choices=config_lib.PRECISIONS,
                    help="dtype policy (default: auto, from the hardware)")
-    g.add_argument("--batch-size", type=int, help="per-replica batch (default 16)")
-    g.add_argument("--global-batch-size", type=int,
-                   help="fixed global batch, split over the replicas (default: per-replica x "
-                        "replicas)")
+
+
+def _batch_flags(p: argparse.ArgumentParser, note: str = "") -> None:
+    g = p.add_argument_group("batch")
+    g.add_argument("--batch-size", type=int, help=f"per-replica batch (default 16: the "
+                   f"tutorial's 16 x REPLICAS){note}")
+    g.add_argument("--global-batch-size", type=int, help=f"fixed global batch, split over the "
+                   f"replicas (default: per-replica x replicas){note}")
 
 
 def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML file with [data] [model] [train] [runtime] [output]")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its last "
-                   "completed epoch, with its own config (runtime flags may change)")
+                   "completed epoch, with its own config and global batch (runtime flags may "
+                   "change)")
     p.add_argument("--data", help="folder (local or gs://) holding tfrecords-jpeg-SxS/")
     p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read")
     p.add_argument("--model", help="registered model name (corolla info --models)")
     p.add_argument("--weights", help="none, imagenet, or a local backbone weights file")
     p.add_argument("--freeze-backbone", dest="train_backbone", action="store_false",
                    default=None, help="train only the classifier head")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--lr", dest="learning_rate", type=float, help="peak learning rate")
+    defaults = config_lib.RunConfig()
+    p.add_argument("--epochs", type=int, help=f"default {defaults.train.epochs}")
+    p.add_argument("--lr", dest="learning_rate", type=float,
+                   help="peak learning rate (default: the model's)")
     p.add_argument("--steps-per-epoch", type=int, help="default: one pass over train")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--no-augment", dest="augment", action="store_false", default=None)
+    p.add_argument("--seed", type=int, help=f"seeds initialisation, order and augmentation "
+                   f"(default {defaults.train.seed})")
+    p.add_argument("--deterministic", action="store_true", default=None,
+                   help="ordered reads and TensorFlow op determinism: the same seed gives a "
+                        "bit-identical run on the same machine (slower input)")
+    p.add_argument("--no-augment", dest="augment", action="store_false", default=None,
+                   help="train without augmentation (default: flips, zoom-crops, colour)")
     p.add_argument("--cache", action="store_true", default=None,
                    help="keep decoded training images in memory")
     p.add_argument("--runs-dir", help="where run directories go (default: runs)")
-    p.add_argument("--name", help="run directory name (default: <model>-<timestamp>)")
+    p.add_argument("--name", help="run directory name inside --runs-dir (default: "
+                   "<model>-<timestamp>)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--models", action="store_true", help="list the registered models")
     _runtime_flags(p)
+    _batch_flags(p)
 
     p = sub.add_parser("demo", help="offline: synthetic petals -> train -> evaluate -> submit")
     p.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "corolla"),
@@ -86,10 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int)
     p.add_argument("--tiny", action="store_true", help="a few dozen images, one epoch (tests)")
     _runtime_flags(p)
+    _batch_flags(p)
 
     p = sub.add_parser("train", help="train on data in the competition layout, then evaluate "
                        "on val and write submission.csv")
     _train_flags(p)
+    _batch_flags(p, "; not with --resume: a run keeps its global batch")
     _runtime_flags(p)
 
     for name, text in (("evaluate", "score a run on val: metrics.json and plots"),
@@ -100,12 +116,22 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "predict":
             p.add_argument("--out", help="submission file (default: RUN/submission.csv)")
         _runtime_flags(p)
+        _batch_flags(p, " for inference")
+    for p in sub.choices.values():  # error messages name a value's flag, not its config key
+        p.set_defaults(flag_names={a.dest: a.option_strings[-1] for a in p._actions
+                                   if a.option_strings})
     return parser
 
 
 def overrides(args: argparse.Namespace) -> dict:
     return {key: getattr(args, dest) for dest, key in FLAG_KEYS.items()
             if getattr(args, dest, None) is not None}
+
+
+def labels(args: argparse.Namespace) -> dict[str, str]:
+    """Config key -> the flag that set it, for error messages ("--epochs must be ...")."""
+    names = getattr(args, "flag_names", {})
+    return {key: names[dest] for dest, key in FLAG_KEYS.items() if dest in names}
 
 
 def _info(args) -> int:
@@ -117,7 +143,7 @@ def _info(args) -> int:
             print(f"{name:18s} {spec.image_size:4d}px  lr {spec.learning_rate:g}  "
                   f"{spec.description}")
         return 0
-    cfg = config_lib.load(overrides=overrides(args))
+    cfg = config_lib.load(overrides=overrides(args), labels=labels(args))
     plan = runtime.detect_for(cfg)
     info = plan.to_dict()
     if args.json:
@@ -156,17 +182,24 @@ def _demo(args) -> int:
 def _train(args) -> int:
     from corolla import runtime
 
-    resume = None
+    resume, flags, names = None, overrides(args), labels(args)
     if args.resume:
-        flags = overrides(args)
-        fixed = sorted(k for k in flags if not k.startswith("runtime."))
+        fixed = sorted(names.get(k, k) for k in flags if not k.startswith("runtime."))
         if fixed or args.config:
-            raise UserError(f"--resume continues a run with its own config; drop "
-                            f"{', '.join(fixed) or '--config'} (only runtime flags may change)")
+            raise UserError(f"--resume continues a run with its own config and global batch; "
+                            f"drop {', '.join(fixed) or '--config'} (only runtime flags may "
+                            f"change)")
         resume, run_cfg = rundir.load_unfinished(args.resume)
-        cfg = config_lib.apply(run_cfg, flags)
+        cfg = config_lib.apply(run_cfg, flags, names)
     else:
-        cfg = config_lib.load(args.config, overrides(args))
+        cfg = config_lib.load(args.config, flags, names)
+        if args.config and "output.name" not in flags and cfg.output.name:
+            # A saved config (runs/X/config.toml) names its own run: a rerun gets a fresh one.
+            free = rundir.free_name(cfg.output.runs_dir, cfg.output.name)
+            if free != cfg.output.name:
+                print(f"run name {cfg.output.name!r} from {args.config} is taken; this run is "
+                      f"{free!r}")
+                cfg = config_lib.apply(cfg, {"output.name": free})
     if not cfg.data.path:
         raise UserError("no data given; pass --data with a folder holding tfrecords-jpeg-SxS/ "
                         "(or data.path in --config)")
@@ -184,7 +217,9 @@ def _inference(args) -> int:
 
     _, run_cfg = rundir.load(args.run)
     flags = {k: v for k, v in overrides(args).items() if k.startswith(("runtime.", "train."))}
-    cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", **flags})
+    # Inference runs on this machine's plan, with its own batch unless one is given.
+    cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", "train.global_batch_size": 0,
+                                     **flags}, labels(args))
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     from corolla import evaluate, predict
 
@@ -200,15 +235,18 @@ COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inferenc
 
 
 def main(argv: list[str] | None = None) -> int:
+    from corolla.runtime import tflog
     from corolla.runtime.hardware import quiet_logs
 
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # --help, --version, or a flag error (already printed)
         return e.code
+    quiet_import = tflog.quiet_tensorflow_import()  # before quiet_logs() sets the level
     quiet_logs()
     try:
-        return COMMANDS[args.command](args)
+        with quiet_import:
+            return COMMANDS[args.command](args)
     except UserError as e:
         print(f"corolla: error: {e}", file=sys.stderr)
         return 2
@@ -221,8 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         what = message[message.index(DATA_ERROR) + len(DATA_ERROR) + 2:].split("]")[0]
         print(f"corolla: error: {what}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("corolla: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        run_dir = getattr(e, "run_dir", None)
+        hint = f"; continue with: corolla train --resume {run_dir}" if run_dir else ""
+        print(f"corolla: interrupted{hint}", file=sys.stderr)
         return 130
 
 

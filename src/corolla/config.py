@@ -7,9 +7,10 @@ directory as `config.toml`, so `corolla evaluate` / `predict` rebuild exactly wh
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import tomli_w
@@ -45,7 +46,8 @@ class TrainConfig:
     learning_rate: float = 0.0  # peak rate; 0 = the model's registered default
     warmup_epochs: float = 1.0  # linear ramp-up to the peak, then cosine decay to 1% of it
     steps_per_epoch: int = 0  # 0 = one pass over the training split
-    seed: int = 42
+    seed: int = 42  # model initialisation, shuffling and augmentation derive from it
+    deterministic: bool = False  # ordered reads + TensorFlow op determinism: bit-identical runs
 
 
 @dataclass
@@ -59,6 +61,7 @@ class RuntimeConfig:
 class OutputConfig:
     runs_dir: str = "runs"
     name: str = ""  # run directory name; "" = <model>-<timestamp>
+    run_id: str = ""  # set by Corolla: fresh for every new run, kept on --resume
 
 
 @dataclass
@@ -77,7 +80,10 @@ _CHOICES = {"runtime.backend": BACKENDS, "runtime.strategy": STRATEGIES,
             "runtime.precision": PRECISIONS}
 
 
-def _coerce(key: str, value: Any, kind: type) -> Any:
+_ARTICLE = {int: "an int", float: "a float", bool: "a bool (true or false)", str: "a string"}
+
+
+def _coerce(label: str, value: Any, kind: type) -> Any:
     """Converts a TOML or command-line value to the field's type, or says what was wrong."""
     if kind is bool:
         if isinstance(value, bool):
@@ -97,7 +103,7 @@ def _coerce(key: str, value: Any, kind: type) -> Any:
             pass
     elif kind is str and isinstance(value, (str, int, float)):
         return str(value)
-    raise UserError(f"config key {key!r} must be a {kind.__name__}, got {value!r}")
+    raise UserError(f"{label} must be {_ARTICLE[kind]}, got {value!r}")
 
 
 def _types(section) -> dict[str, type]:
@@ -106,8 +112,11 @@ def _types(section) -> dict[str, type]:
     return {f.name: names[f.type] for f in dataclasses.fields(section)}
 
 
-def apply(config: RunConfig, updates: dict[str, Any]) -> RunConfig:
-    """A copy of `config` with dotted-key updates ("train.epochs": 3) applied and checked."""
+def apply(config: RunConfig, updates: dict[str, Any],
+          labels: dict[str, str] | None = None) -> RunConfig:
+    """A copy of `config` with dotted-key updates ("train.epochs": 3) applied and checked.
+    `labels` names where a key's value came from (its flag, "--epochs"), for error messages."""
+    labels = labels or {}
     config = dataclasses.replace(config, **{
         f.name: dataclasses.replace(getattr(config, f.name)) for f in dataclasses.fields(config)})
     sections = {f.name for f in dataclasses.fields(config)}
@@ -121,27 +130,41 @@ def apply(config: RunConfig, updates: dict[str, Any]) -> RunConfig:
         if name not in types:
             raise UserError(f"unknown config key {key!r}; keys of [{section_name}] are: "
                             f"{', '.join(types)}")
-        value = _coerce(key, value, types[name])
+        label = labels.get(key, key)
+        value = _coerce(label, value, types[name])
         if key in _CHOICES and value not in _CHOICES[key]:
-            raise UserError(f"{key} must be one of {', '.join(_CHOICES[key])}, got {value!r}")
+            raise UserError(f"{label} must be one of {', '.join(_CHOICES[key])}, got {value!r}")
         setattr(section, name, value)
-    _check(config)
+    _check(config, labels)
     return config
 
 
-def _check(config: RunConfig) -> None:
-    positive = {"train.epochs": config.train.epochs, "train.batch_size": config.train.batch_size}
-    for key, value in positive.items():
-        if value < 1:
-            raise UserError(f"{key} must be at least 1, got {value}")
-    non_negative = {"train.global_batch_size": config.train.global_batch_size,
-                    "train.steps_per_epoch": config.train.steps_per_epoch,
-                    "train.learning_rate": config.train.learning_rate,
-                    "train.warmup_epochs": config.train.warmup_epochs,
-                    "data.image_size": config.data.image_size}
-    for key, value in non_negative.items():
-        if value < 0:
-            raise UserError(f"{key} must not be negative, got {value}")
+MAX_EPOCHS = 10_000  # more is a typo, not a plan
+
+
+def _check(config: RunConfig, labels: dict[str, str]) -> None:
+    def fail(key, rule, value):
+        raise UserError(f"{labels.get(key, key)} must {rule}, got {value!r}")
+
+    t = config.train
+    ranges = {"train.epochs": (t.epochs, 1, MAX_EPOCHS), "train.batch_size": (t.batch_size, 1, None),
+              "data.shuffle_buffer": (config.data.shuffle_buffer, 1, None),
+              "train.global_batch_size": (t.global_batch_size, 0, None),
+              "train.steps_per_epoch": (t.steps_per_epoch, 0, None),
+              "train.learning_rate": (t.learning_rate, 0, None),
+              "train.warmup_epochs": (t.warmup_epochs, 0, None), "train.seed": (t.seed, 0, None),
+              "data.image_size": (config.data.image_size, 0, None)}
+    for key, (value, low, high) in ranges.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(key, "be a finite number", value)
+        if value < low:
+            fail(key, "be at least 1" if low == 1 else "not be negative", value)
+        if high is not None and value > high:
+            fail(key, f"be at most {high}", value)
+    name = config.output.name
+    if name and (PurePath(name).is_absolute() or ".." in PurePath(name).parts):
+        fail("output.name", f"be a folder name inside {config.output.runs_dir!r} (no absolute "
+             f"path, no '..')", name)
 
 
 def flatten(tree: dict[str, Any]) -> dict[str, Any]:
@@ -154,8 +177,9 @@ def flatten(tree: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def load(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Defaults <- TOML file (if given) <- overrides (dotted keys)."""
+def load(path: str | Path | None = None, overrides: dict[str, Any] | None = None,
+         labels: dict[str, str] | None = None) -> RunConfig:
+    """Defaults <- TOML file (if given) <- overrides (dotted keys; `labels` as in `apply`)."""
     config = RunConfig()
     if path is not None:
         path = Path(path)
@@ -166,8 +190,10 @@ def load(path: str | Path | None = None, overrides: dict[str, Any] | None = None
         except tomllib.TOMLDecodeError as e:
             raise UserError(f"config file {str(path)!r} is not valid TOML: {e}") from None
         config = apply(config, flatten(tree))
-    return apply(config, overrides or {})
+    return apply(config, overrides or {}, labels)
 
 
 def save(config: RunConfig, path: str | Path) -> None:
-    Path(path).write_text(tomli_w.dumps(config.to_dict()))
+    from corolla.files import write_text_atomic
+
+    write_text_atomic(path, tomli_w.dumps(config.to_dict()))

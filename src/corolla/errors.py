@@ -12,3 +12,11 @@ class UserError(Exception):
 # Starts the message of data errors raised inside tf.data (where only TensorFlow errors can be
 # raised), so that the CLI can tell a bad record from a bug.
 DATA_ERROR = "corolla data error"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during training: the CLI says how to continue the run."""
+
+    def __init__(self, run_dir=None):
+        super().__init__(run_dir)
+        self.run_dir = run_dir

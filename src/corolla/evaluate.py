@@ -9,6 +9,7 @@ import numpy as np
 
 from corolla import metrics as metrics_lib
 from corolla import report, rundir
+from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
@@ -42,9 +43,15 @@ def load_model(run_dir: Path, plan: Plan):
 
 
 def open_run(run_dir, data_path: str | None = None):
-    """(run folder, its config, its data layout at the trained image size)."""
+    """(run folder, its config, its data layout at the trained image size). The run's own
+    class names win: data that names other classes would pair outputs with wrong labels."""
     run_dir, config = rundir.load(run_dir)
     layout = layout_lib.open_layout(data_path or config.data.path, config.data.image_size)
+    saved = rundir.class_names(run_dir)
+    if saved is not None and saved != layout.class_names:
+        raise UserError(f"the data at {layout.root} names {len(layout.class_names)} classes, "
+                        f"not the {len(saved)} this run was trained on "
+                        f"({run_dir / rundir.CLASSES}); pass --data with the run's data set")
     return run_dir, config, layout
 
 
@@ -59,12 +66,10 @@ def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan:
 
 def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val") -> Evaluation:
     data = layout.split(split)
+    check.check_split(data, len(layout.class_names))
     meta = pipeline.metadata(data)
     probabilities = predict_probabilities(model, data, layout.image_size, plan)
     y_true, y_pred = np.asarray(meta["labels"]), probabilities.argmax(axis=1)
-    if y_true.max(initial=0) >= len(layout.class_names):
-        raise UserError(f"the {split} split has label {int(y_true.max())} but the data set "
-                        f"names {len(layout.class_names)} classes; fix classes.txt")
     metrics = metrics_lib.classification_metrics(y_true, y_pred, layout.class_names)
     metrics["split"] = split
     return Evaluation(metrics, meta["ids"], y_true, y_pred, probabilities)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla import rundir, submission
+from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.evaluate import load_model, open_run, predict_probabilities
@@ -14,6 +15,7 @@ from corolla.runtime import Plan
 def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test"):
     """(ids, predicted labels) in the split's file order."""
     data = layout.split(split)
+    check.check_split(data, len(layout.class_names))
     ids = pipeline.metadata(data)["ids"]
     probabilities = predict_probabilities(model, data, layout.image_size, plan)
     return ids, probabilities.argmax(axis=1)

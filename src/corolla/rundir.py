@@ -1,18 +1,26 @@
 """Run directories: one per run, never silently overwritten.
 
     runs/<model>-<YYYYmmdd-HHMMSS>/
-        config.toml  model.keras  history.csv  metrics.json  submission.csv  *.png  logs/
+        config.toml  plan.json  classes.txt  model.keras  history.csv  metrics.json
+        submission.csv  *.png  logs/  backup/ (while training)
 """
 
 from __future__ import annotations
 
+import json
+import platform
 import time
+from importlib import metadata
 from pathlib import Path
 
 from corolla import config as config_lib
+from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
+from corolla.files import write_text_atomic
 
 CONFIG = "config.toml"
+PLAN = "plan.json"  # what ran: the hardware plan and library versions of every session
+CLASSES = "classes.txt"  # the class names the model's outputs stand for
 MODEL = "model.keras"
 HISTORY = "history.csv"
 METRICS = "metrics.json"
@@ -43,6 +51,50 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
         except FileExistsError:
             continue
     raise UserError(f"could not create a new run directory under {str(runs_dir)!r}")
+
+
+def free_name(runs_dir: str | Path, name: str) -> str:
+    """`name`, or the first of name-2, name-3, ... that no run uses yet."""
+    for candidate in [name, *(f"{name}-{i}" for i in range(2, 1000))]:
+        if not (Path(runs_dir) / candidate).exists():
+            return candidate
+    raise UserError(f"no free run name like {name!r} under {str(runs_dir)!r}")
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("corolla", "keras", "tensorflow", "jax", "jaxlib", "numpy"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+def _session(plan) -> dict:
+    return {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "plan": plan.to_dict(),
+            "versions": _versions()}
+
+
+def record(run_dir: Path, config, plan, class_names) -> None:
+    """Writes what a new run is: its resolved config, the plan and versions it runs with, and
+    the names of its classes."""
+    config_lib.save(config, run_dir / CONFIG)
+    write_text_atomic(run_dir / CLASSES, format_classes_file(class_names))
+    write_text_atomic(run_dir / PLAN, json.dumps({"sessions": [_session(plan)]}, indent=1))
+
+
+def record_session(run_dir: Path, plan) -> None:
+    """Adds a resumed session's plan (the hardware may differ from the first one's)."""
+    path = run_dir / PLAN
+    sessions = json.loads(path.read_text())["sessions"] if path.is_file() else []
+    write_text_atomic(path, json.dumps({"sessions": sessions + [_session(plan)]}, indent=1))
+
+
+def class_names(run_dir: Path) -> tuple[str, ...] | None:
+    """The run's saved class names (None for a run made before they were saved)."""
+    path = Path(run_dir) / CLASSES
+    return parse_classes_file(path.read_text()) if path.is_file() else None
 
 
 def _open(run_dir: str | Path) -> tuple[Path, bool]:

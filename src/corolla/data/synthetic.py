@@ -4,6 +4,7 @@ the same reader and pipeline as real data."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from dataclasses import asdict, dataclass
@@ -66,7 +67,7 @@ def write(out_dir: str | Path, spec: PetalsSpec = PetalsSpec()) -> Path:
         records.write_shards(serialized, size_dir / split, spec.image_size, spec.shards)
     (out_dir / CLASSES_FILE).write_text(
         format_classes_file(petals.CLASS_NAMES[: spec.num_classes]))
-    (out_dir / "spec.json").write_text(str(asdict(spec)) + "\n")
+    (out_dir / "spec.json").write_text(json.dumps(asdict(spec), indent=1) + "\n")
     return out_dir
 
 

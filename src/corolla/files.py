@@ -1,0 +1,41 @@
+"""Atomic file writes: a reader (or a resumed run) sees the old file or the new one, never half
+of one. Everything a run writes goes through here: the file is written under a temporary name
+in the same folder, flushed to disk, then renamed over the target (`os.replace` is atomic
+within one file system)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path):
+    """Yields a temporary path beside `path` with the same suffix (writers such as Keras check
+    it); on success the file is synced and renamed to `path`, on failure it is removed."""
+    path = Path(path)
+    base, dot, suffixes = path.name.partition(".")
+    tmp = path.with_name(f".{base}.{uuid.uuid4().hex[:8]}.partial{dot}{suffixes}")
+    try:
+        yield tmp
+        _fsync(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,8 @@
+"""Training: the fit loop (`fit`), its checkpoints (`checkpoint`) and schedules (`schedule`).
+
+Importing this package does not import Keras (the backend is chosen first)."""
+
+from corolla.train.fit import TrainResult, compile_model, resolve, run
+from corolla.train.schedule import learning_rate_schedule
+
+__all__ = ["TrainResult", "compile_model", "learning_rate_schedule", "resolve", "run"]

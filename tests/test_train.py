@@ -1,0 +1,115 @@
+"""Training: the schedule, resuming (after a crash, with the same schedule and the same data
+as an uninterrupted run), --deterministic, and what a run records about itself."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+
+CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
+
+
+def test_schedule_matches_its_formula_at_chosen_steps():
+    from corolla.train import learning_rate_schedule
+
+    peak, total, warmup = 1e-3, 100, 10
+    schedule = learning_rate_schedule(peak, total, warmup)
+    expected = {
+        0: peak / 10,  # the ramp starts at a tenth of the peak
+        5: peak / 10 + (peak - peak / 10) * 5 / 10,  # linear ramp
+        10: peak,
+        55: peak * (0.99 * 0.5 * (1 + np.cos(np.pi * 45 / 90)) + 0.01),  # half way down
+        100: peak * 0.01,  # cosine ends at 1% of the peak
+    }
+    for step, lr in expected.items():
+        assert float(schedule(step)) == pytest.approx(lr, rel=1e-5), step
+
+
+def _train(args, crash_after=-1, env=None, timeout=300):
+    cmd = [sys.executable, str(CRASH), str(crash_after), "train", *map(str, args)]
+    full = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
+    return subprocess.run(cmd, cwd=REPO, env=full, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _history(run):
+    with (run / "history.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def _model_weights(run):
+    code = ("import sys, numpy as np, corolla.runtime as r; r.detect(); import keras; "
+            "import corolla.models.layers; m = keras.saving.load_model(sys.argv[1], "
+            "compile=False); np.savez(sys.argv[2], *m.get_weights())")
+    out = run / "weights.npz"
+    subprocess.run([sys.executable, "-c", code, str(run / "model.keras"), str(out)], check=True,
+                   capture_output=True, timeout=300)
+    with np.load(out) as f:
+        return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
+
+
+@pytest.mark.slow
+def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_petals,
+                                                                           tmp_path):
+    """--deterministic: two runs with one seed are bit-identical; a run killed after its
+    second epoch and resumed ends bit-identical to them too (same weights, optimizer step,
+    data order and augmentation per epoch), and its history has every epoch once."""
+    common = ["--data", tiny_petals, "--epochs", 3, "--batch-size", 8, "--deterministic",
+              "--runs-dir", tmp_path]
+    for name in ("a", "b"):
+        result = _train([*common, "--name", name])
+        assert result.returncode == 0, result.stderr[-3000:]
+    crashed = _train([*common, "--name", "c"], crash_after=1)
+    assert crashed.returncode == 3 and "CRASH after epoch 1" in crashed.stdout
+    run_c = tmp_path / "c"
+    assert not (run_c / "model.keras").exists() and (run_c / "backup" / "state.json").is_file()
+    assert [r["epoch"] for r in _history(run_c)] == ["0", "1"]
+
+    resumed = _train(["--resume", run_c])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "FIRST_EPOCH 2" in resumed.stdout and "after epoch 2 of 3" in resumed.stdout
+    assert not (run_c / "backup").exists()  # gone once model.keras is safely written
+
+    runs = {name: tmp_path / name for name in "abc"}
+    histories = {name: _history(run) for name, run in runs.items()}
+    assert [r["epoch"] for r in histories["c"]] == ["0", "1", "2"]
+    for key in ("learning_rate", "loss", "accuracy", "val_loss"):
+        column = {name: [float(r[key]) for r in rows] for name, rows in histories.items()}
+        assert column["a"] == column["b"] == column["c"], key
+    lrs = [float(r["learning_rate"]) for r in histories["c"]]
+    assert lrs[0] > lrs[1] > lrs[2]  # past the 1-epoch ramp, decaying towards the end
+    weights = {name: _model_weights(run) for name, run in runs.items()}
+    for a, b, c in zip(weights["a"], weights["b"], weights["c"]):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+
+def test_a_run_records_what_ran(tmp_path, tiny_petals):
+    from corolla.cli import main
+
+    rel = os.path.relpath(tiny_petals)
+    assert main(["train", "--data", rel, "--epochs", "1", "--batch-size", "8", "--runs-dir",
+                 str(tmp_path), "--name", "r"]) == 0
+    run = tmp_path / "r"
+    config = tomllib.loads((run / "config.toml").read_text())
+    assert config["data"]["path"] == str(Path(tiny_petals).resolve())  # absolute, not as typed
+    assert config["train"]["global_batch_size"] == 8 and config["train"]["steps_per_epoch"] == 8
+    assert len(config["output"]["run_id"]) == 12
+    plan = json.loads((run / "plan.json").read_text())["sessions"][0]
+    assert plan["plan"]["backend"] == "tensorflow" and plan["plan"]["global_batch"] == 8
+    assert {"python", "keras", "tensorflow"} <= set(plan["versions"])
+    assert (run / "classes.txt").read_text() == (tiny_petals / "classes.txt").read_text()
+
+    # Rerunning the saved config makes a new run (a fresh name and id), said in the log.
+    assert main(["train", "--config", str(run / "config.toml")]) == 0
+    again = tomllib.loads((tmp_path / "r-2" / "config.toml").read_text())
+    assert again["output"]["name"] == "r-2"
+    assert again["output"]["run_id"] != config["output"]["run_id"]
