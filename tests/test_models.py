@@ -77,3 +77,77 @@ def test_vgg16_preprocessing_matches_keras():
     images = np.random.default_rng(0).uniform(0, 255, (2, 8, 8, 3)).astype(np.float32)
     expected = keras.applications.vgg16.preprocess_input(images.copy())
     np.testing.assert_allclose(CaffePreprocessing()(images), expected, rtol=1e-5, atol=1e-4)
+
+
+def _write_notop_file(path, constructor, input_shape):
+    """Writes what `keras.utils.get_file` would download for `weights="imagenet"` (unreachable
+    here): weights of a backbone without its top, in Keras' legacy h5 format (loaded by layer
+    order), random but for EfficientNet's normalisation statistics, which hold what the real
+    file holds: the ImageNet mean, and the ImageNet stddev stored as the variance."""
+    import h5py
+    from keras.src.legacy.saving import legacy_h5_format
+
+    source = constructor(include_top=False, weights=None, input_shape=input_shape)
+    for layer in source.layers:
+        if isinstance(layer, keras.layers.Normalization):
+            layer.set_weights([np.array([0.485, 0.456, 0.406], np.float32),
+                               np.array([0.229, 0.224, 0.225], np.float32), np.int64(0)])
+    with h5py.File(path, "w") as f:
+        legacy_h5_format.save_weights_to_hdf5_group(f, source)
+
+
+@pytest.mark.parametrize("name, keras_name, mis_scaled_before", [
+    ("efficientnet_b0", "EfficientNetB0", True),
+    ("vgg16", "VGG16", False),
+])
+def test_a_local_copy_of_imagenet_weights_is_the_imagenet_model(
+        name, keras_name, mis_scaled_before, tmp_path, monkeypatch):
+    """`--weights FILE` with a local copy of the ImageNet weights (the offline route) must give
+    the model `--weights imagenet` gives: for EfficientNet, Keras adds a rescaling to its stem
+    only for "imagenet", and the registry builds that stem for every weights value."""
+    from keras.src.utils import file_utils
+
+    constructor = getattr(keras.applications, keras_name)
+    notop = tmp_path / f"{keras_name.lower()}_notop.h5"
+    _write_notop_file(notop, constructor, (32, 32, 3))
+    monkeypatch.setattr(file_utils, "get_file", lambda *args, **kwargs: str(notop))
+    images = np.random.default_rng(0).uniform(0, 255, (4, 32, 32, 3)).astype(np.float32)
+
+    pretrained = models.create_model(name, num_classes=2, image_size=32, weights="imagenet")
+    backbone = pretrained.get_layer(keras_name.lower())
+    expected = keras.ops.convert_to_numpy(pretrained(images, training=False))
+    saved = tmp_path / "backbone.weights.h5"  # a Keras 3 save of an imagenet-built backbone
+    backbone.save_weights(saved)
+
+    for path in (notop, saved):
+        local = models.create_model(name, num_classes=2, image_size=32, weights=str(path))
+        local.get_layer("probabilities").set_weights(
+            pretrained.get_layer("probabilities").get_weights())
+        np.testing.assert_array_equal(local(images, training=False), expected, err_msg=path.name)
+
+    # The old registry built Keras' `weights=None` graph and loaded the file into it.
+    old = constructor(include_top=False, weights=str(notop), input_shape=(32, 32, 3))
+    inputs = images
+    for layer in models.get(name).preprocessing():  # VGG16's Caffe preprocessing
+        inputs = layer(inputs)
+    features = keras.ops.convert_to_numpy(backbone(inputs, training=False))
+    old_features = keras.ops.convert_to_numpy(old(inputs, training=False))
+    if mis_scaled_before:
+        assert np.abs(old_features - features).max() > 0.1 * np.abs(features).max()
+    else:
+        np.testing.assert_array_equal(old_features, features)
+
+    local.save(tmp_path / "model.keras")
+    reloaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
+    np.testing.assert_array_equal(reloaded(images, training=False), expected)
+
+
+def test_efficientnet_normalises_with_imagenet_statistics_even_without_weights():
+    """From scratch, EfficientNet sees the inputs a pre-trained one sees: the stem turns
+    [0, 255] RGB into (x / 255 - mean) / stddev with the ImageNet statistics."""
+    model = models.create_model("efficientnet_b0", num_classes=2, image_size=32)
+    backbone = model.get_layer("efficientnetb0")
+    stem = keras.Model(backbone.input, backbone.get_layer("stem_conv_pad").input)
+    images = np.random.default_rng(1).uniform(0, 255, (2, 32, 32, 3)).astype(np.float32)
+    expected = (images / 255 - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
+    np.testing.assert_allclose(stem(images), expected, rtol=1e-5, atol=1e-5)

@@ -3,10 +3,13 @@ TF_CONFIG (MultiWorkerMirroredStrategy) and JAX processes from KERAS_DISTRIBUTIO
 (keras.distribution.initialize). Both must finish with identical weights, and only the chief
 may write the run directory."""
 
+import csv
 import json
 import os
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,30 +41,36 @@ def _weights(path):
         return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
-def test_two_workers_train_identically_and_only_the_chief_writes(backend, tiny_petals,
-                                                                 tmp_path):
+def _run_workers(backend, tmp_path, args, expect=0):
+    """Runs `python ARGS` as the 2 workers of a loopback cluster; returns their outputs."""
     ports = free_ports(2)
-    runs = tmp_path / "runs"
     procs = []
     for index in range(2):
         scratch = tmp_path / f"tmp{index}"  # each worker's private scratch (its own TMPDIR)
-        scratch.mkdir()
+        scratch.mkdir(exist_ok=True)
         env = {**os.environ, **_cluster_env(backend, index, ports), "TMPDIR": str(scratch),
                "TF_CPP_MIN_LOG_LEVEL": "3"}
         env.pop("KERAS_BACKEND", None)  # the cluster variables alone choose the backend
-        cmd = [sys.executable, "-m", "corolla", "train", "--data", str(tiny_petals),
-               "--epochs", "2", "--global-batch-size", "16", "--runs-dir", str(runs),
-               "--name", "run"]
-        procs.append(subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
+        procs.append(subprocess.Popen([sys.executable, *map(str, args)], env=env, cwd=REPO,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
     try:
         outputs = [p.communicate(timeout=TIMEOUT)[0] for p in procs]
     finally:
         for p in procs:
             p.kill()
     for p, out in zip(procs, outputs):
-        assert p.returncode == 0, out[-3000:]
+        assert p.returncode == expect, out[-3000:]
+    return outputs
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_two_workers_train_identically_and_only_the_chief_writes(backend, tiny_petals,
+                                                                 tmp_path):
+    runs = tmp_path / "runs"
+    outputs = _run_workers(backend, tmp_path, ["-m", "corolla", "train", "--data", tiny_petals,
+                                               "--epochs", "2", "--global-batch-size", "16",
+                                               "--runs-dir", runs, "--name", "run"])
     strategy = "MultiWorkerMirroredStrategy" if backend == "tensorflow" else "DataParallel"
     assert f"on {strategy} (2 replica(s), global batch 16)" in outputs[0]
 
@@ -71,10 +80,40 @@ def test_two_workers_train_identically_and_only_the_chief_writes(backend, tiny_p
     assert {"config.toml", "model.keras", "history.csv", "metrics.json",
             "submission.csv"} <= {p.name for p in run.iterdir()}
     assert "done:" in outputs[0] and "done:" not in outputs[1]
-    worker_models = list((tmp_path / "tmp1").glob("corolla-run/worker-1/model.keras"))
+    run_id = tomllib.loads((run / "config.toml").read_text())["output"]["run_id"]
+    worker_models = list((tmp_path / "tmp1").glob(f"corolla-{run_id}/worker-1/model.keras"))
     assert len(worker_models) == 1 and not list((tmp_path / "tmp0").glob("corolla-*"))
 
     chief, worker = _weights(run / "model.keras"), _weights(worker_models[0])
     assert len(chief) == len(worker) > 0
+    for a, b in zip(chief, worker):
+        np.testing.assert_array_equal(a, b)
+
+
+CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_an_unnamed_multi_worker_run_resumes_on_every_worker(backend, tiny_petals, tmp_path):
+    """Both workers die after epoch 0 (as under SIGKILL); `--resume` without --name (the same
+    command on both) continues every worker from epoch 1, from its own backup, found through
+    the run's id; they end with identical weights and history.csv has each epoch once."""
+    runs = tmp_path / "runs"
+    crashed = _run_workers(backend, tmp_path, [CRASH, 0, "train", "--data", tiny_petals,
+                                               "--epochs", 2, "--global-batch-size", 16,
+                                               "--runs-dir", runs], expect=3)
+    assert all("CRASH after epoch 0" in out for out in crashed)
+    [run] = list(runs.iterdir())  # the chief named it <model>-<timestamp>
+    run_id = tomllib.loads((run / "config.toml").read_text())["output"]["run_id"]
+    scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
+    assert (scratch / "backup" / "state.json").is_file()
+    assert oct(scratch.stat().st_mode & 0o777) == "0o700"
+
+    resumed = _run_workers(backend, tmp_path, [CRASH, -1, "train", "--resume", run])
+    assert all("FIRST_EPOCH 1" in out for out in resumed), resumed
+    assert "after epoch 1 of 2" in resumed[0]
+    with (run / "history.csv").open() as f:
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["0", "1"]
+    chief, worker = _weights(run / "model.keras"), _weights(scratch / "model.keras")
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)

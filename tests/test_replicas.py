@@ -29,6 +29,19 @@ def test_tensorflow_split_cpu_trains_with_mirrored_strategy(tiny_petals, tmp_pat
     assert (run / "model.keras").is_file() and (run / "submission.csv").is_file()
 
 
+def test_jax_on_four_devices_trains_on_splits_the_global_batch_does_not_divide(tiny_petals,
+                                                                             tmp_path):
+    """Global batch 12 over 4 devices: val (32) and test (20) leave partial batches, which
+    Keras' JAX data-parallel path cannot split; validation uses full batches, inference pads."""
+    out = _run("jax", 4, "train", tiny_petals, tmp_path, 12)
+    assert (out["strategy"], out["replicas"], out["global_batch"]) == ("DataParallel", 4, 12)
+    run = Path(out["run_dir"])
+    assert (run / "model.keras").is_file() and (run / "submission.csv").is_file()
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["num_examples"] == 32  # every val image scored, not 24 of them
+    assert len((run / "submission.csv").read_text().splitlines()) == 1 + 20
+
+
 # Summation order differs between one device and an all-reduce over several: float32 noise.
 TOLERANCE = dict(rtol=1e-4, atol=1e-5)
 

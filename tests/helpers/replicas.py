@@ -3,7 +3,7 @@ plan, and either train a small fixed model for a few steps (printing losses and 
 or run `corolla train` on a data set.
 
     python replicas.py BACKEND N equivalence
-    python replicas.py BACKEND N train DATA RUNS_DIR
+    python replicas.py BACKEND N train DATA RUNS_DIR [GLOBAL_BATCH]
 """
 
 import json
@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 
 from corolla import runtime  # noqa: E402
 
-GLOBAL_BATCH = 16
+GLOBAL_BATCH = int(sys.argv[6]) if mode == "train" and len(sys.argv) > 6 else 16
 plan = runtime.detect(backend=backend, global_batch_size=GLOBAL_BATCH)
 out = {"strategy": plan.strategy_name, "replicas": plan.replicas,
        "global_batch": plan.global_batch, "batch_per_replica": plan.batch_per_replica}
