@@ -1,4 +1,4 @@
-"""The decision table: hardware + cluster + what was asked -> backend, strategy, precision.
+"""The decision table: hardware + cluster + what was asked -> backend, strategy, precision, XLA.
 
 Pure: it sees only the `Hardware` and `Cluster` values the probes return, so every row of the
 table is tested with a faked machine.
@@ -13,6 +13,9 @@ from corolla.runtime.hardware import Cluster, Hardware
 
 TF_STRATEGIES = ("tpu", "mirrored", "multiworker", "one_device", "default")
 JAX_STRATEGIES = ("data_parallel", "default")
+# The one strategy per cluster kind that keeps its processes in step. Under any other, each
+# process would train a model of its own, unsynchronised, and only the chief's would be kept.
+CLUSTER_STRATEGIES = {"tf_config": "multiworker", "keras": "data_parallel"}
 
 
 @dataclass(frozen=True)
@@ -21,14 +24,16 @@ class Decision:
     accelerator: str  # "tpu" | "gpu" | "cpu"
     strategy: str  # one of TF_STRATEGIES or JAX_STRATEGIES
     precision: str  # a Keras dtype policy name
+    jit_compile: bool  # compile the train step with XLA (see choose_jit_compile)
 
 
 def choose_backend(requested: str, hw: Hardware, env_backend: str | None = None,
                    cluster: Cluster = Cluster()) -> str:
-    """auto: TensorFlow where it can use the accelerators present, and on CPU (with oneDNN it
-    trains convnets several times faster there than JAX); JAX where only JAX sees the TPU or GPU
-    (Kaggle's TPU VMs ship a CPU-only TensorFlow), or where KERAS_DISTRIBUTION_* asks for JAX
-    processes. KERAS_BACKEND (or an already imported Keras) stands in for `auto`."""
+    """auto: JAX wherever JAX sees a TPU, since Keras 3 + TPUStrategy fails on current TPU VM
+    images (keras-team/keras#19448) and Keras' distribution guide covers only JAX; TensorFlow
+    where it can use the GPUs present, and on CPU (with oneDNN it trains convnets several times
+    faster there than JAX); JAX where only JAX sees the accelerator, or where
+    KERAS_DISTRIBUTION_* asks for JAX processes. KERAS_BACKEND stands in for `auto`."""
     if requested == "auto":
         requested = env_backend or ("jax" if cluster.kind == "keras" else "auto")
     if requested not in ("auto", "tensorflow", "jax"):
@@ -40,9 +45,11 @@ def choose_backend(requested: str, hw: Hardware, env_backend: str | None = None,
             raise UserError(f"the {requested} backend was asked for but {requested} is not "
                             f"installed; run: {extra}")
         return requested
+    if hw.jax_platform == "tpu":
+        return "jax"
     if hw.tpu or hw.gpus:
         return "tensorflow"
-    if hw.jax_platform in ("tpu", "gpu"):
+    if hw.jax_platform == "gpu":
         return "jax"
     return "tensorflow" if hw.tensorflow else "jax"
 
@@ -53,24 +60,44 @@ def accelerator(backend: str, hw: Hardware) -> str:
     return hw.jax_platform or "cpu"
 
 
+def _check_cluster_strategy(requested: str, cluster: Cluster) -> None:
+    """Refuses an explicit strategy that cannot span the cluster's processes: each would train
+    its own model and nothing would say so until the results disagreed."""
+    needed = CLUSTER_STRATEGIES.get(cluster.kind)
+    if cluster.num_processes < 2 or needed is None or requested in ("auto", needed):
+        return
+    source = ("TF_CONFIG's TensorFlow workers" if cluster.kind == "tf_config"
+              else "the JAX processes of KERAS_DISTRIBUTION_*")
+    raise UserError(f"--strategy {requested} cannot span {source} ({cluster.num_processes} "
+                    f"processes): each would train its own unsynchronised model; use "
+                    f"--strategy {needed} or auto")
+
+
 def choose_strategy(requested: str, backend: str, hw: Hardware, cluster: Cluster) -> str:
     if backend == "jax":
         if cluster.kind == "tf_config":
             raise UserError("TF_CONFIG configures TensorFlow workers but the backend is jax; for "
                             "several JAX processes set KERAS_DISTRIBUTION_JOB_ADDRESSES, "
                             "KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID")
+        _check_cluster_strategy(requested, cluster)
         if requested == "auto":
             return "data_parallel" if hw.jax_devices > 1 or cluster.num_processes > 1 else "default"
         if requested not in JAX_STRATEGIES:
             raise UserError(f"strategy {requested!r} is a TensorFlow strategy; with the jax "
-                            f"backend use one of: auto, {', '.join(JAX_STRATEGIES)}")
+                            f"backend use one of: auto, {', '.join(JAX_STRATEGIES)} (or pass "
+                            f"--backend tensorflow)")
         return requested
 
     if cluster.kind == "keras":
         raise UserError("KERAS_DISTRIBUTION_* configures JAX processes but the backend is "
                         "tensorflow; for several TensorFlow workers set TF_CONFIG, or use "
                         "--backend jax")
+    _check_cluster_strategy(requested, cluster)
     if requested == "auto":
+        if hw.tpu and cluster.num_processes > 1:
+            raise UserError(f"TF_CONFIG names {cluster.num_processes} workers, but TPUStrategy "
+                            f"cannot span them; on TPU hosts use the jax backend with "
+                            f"KERAS_DISTRIBUTION_*, or unset TF_CONFIG")
         if hw.tpu:
             return "tpu"
         if cluster.num_processes > 1:
@@ -103,10 +130,31 @@ def choose_precision(requested: str, accel: str, hw: Hardware, backend: str) -> 
     return "float32"
 
 
+def choose_jit_compile(backend: str, accel: str, strategy: str, hw: Hardware) -> bool:
+    """Whether Keras compiles the train step with XLA. Decided here, not by Keras'
+    `jit_compile="auto"`, which turns XLA off under any tf.distribute strategy (so TensorFlow
+    GPUs, always under one, would never get it) and on machines without accelerators."""
+    if backend == "jax":
+        return True  # JAX runs jitted functions; without jit Keras would run op by op
+    if accel == "tpu":
+        return True  # a TPU runs XLA programs only
+    if accel == "cpu":
+        return False  # about 5.5x slower with XLA on a 2-core CPU (benchmarks/cpu_backends.py)
+    if strategy == "multiworker" or (strategy == "mirrored" and hw.gpus > 1):
+        # Fails with Keras 3.15 / TF 2.21, as seen on CPU: under MirroredStrategy Keras compiles
+        # the whole multi-replica step as one XLA program, which may not touch another device's
+        # variables ("Trying to access resource .../replica_1 located in device CPU:1 from
+        # device CPU:0", XLA's known issue); under MultiWorkerMirroredStrategy XLA has no CPU
+        # collectives. Untried on GPUs, where Keras' own "auto" keeps XLA off here too.
+        return False
+    return True  # one GPU (one_device, default, a one-GPU mirrored): XLA fuses the step's ops
+
+
 def decide(hw: Hardware, cluster: Cluster, *, backend: str = "auto", strategy: str = "auto",
            precision: str = "auto", env_backend: str | None = None) -> Decision:
     chosen = choose_backend(backend, hw, env_backend, cluster)
     accel = accelerator(chosen, hw)
-    return Decision(backend=chosen, accelerator=accel,
-                    strategy=choose_strategy(strategy, chosen, hw, cluster),
-                    precision=choose_precision(precision, accel, hw, chosen))
+    strategy = choose_strategy(strategy, chosen, hw, cluster)
+    return Decision(backend=chosen, accelerator=accel, strategy=strategy,
+                    precision=choose_precision(precision, accel, hw, chosen),
+                    jit_compile=choose_jit_compile(chosen, accel, strategy, hw))

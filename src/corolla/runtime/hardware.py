@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,16 +195,50 @@ def use_keras_backend(backend: str):
     return keras
 
 
-def worker_scratch(run_name: str, process_id: int) -> Path:
+def worker_scratch(run_id: str, process_id: int) -> Path:
     """A worker's own folder for what only the chief keeps in the run directory (its backups,
-    its copy of the model). Named after the run when the run has a name, so that a resumed
-    worker finds its backup again; else after the process."""
+    its copy of the model): `<tempdir>/corolla-<run_id>/worker-<process_id>`, named after the
+    run so that a resumed worker finds its backup again. The temp folder is shared with other
+    users, who could pre-create that predictable path or plant a symlink there: every folder
+    is made private (0o700), and one found already there is used only if it is a real directory
+    of this user that nobody else can read."""
     import tempfile
 
-    key = run_name or f"pid{os.getpid()}"
-    path = Path(tempfile.gettempdir()) / f"corolla-{key}" / f"worker-{process_id}"
-    path.mkdir(parents=True, exist_ok=True)
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run_id must be 1 to 32 lowercase hex digits, got {run_id!r}")
+    if isinstance(process_id, bool) or not isinstance(process_id, int) or process_id < 0:
+        raise ValueError(f"process_id must be an int >= 0, got {process_id!r}")
+    path = Path(tempfile.gettempdir())
+    for name in (f"corolla-{run_id}", f"worker-{process_id}"):
+        path = path / name
+        try:
+            os.mkdir(path, 0o700)
+            os.chmod(path, 0o700)  # ours now (and in a sticky or private parent): undo the umask
+        except FileExistsError:
+            pass
+        _check_private_dir(path)
     return path
+
+
+_RUN_ID = re.compile(r"[0-9a-f]{1,32}")
+
+
+def _check_private_dir(path: Path) -> None:
+    """Refuses a folder that another user made or can reach (lstat: a symlink is not followed)."""
+    st = os.lstat(path)
+    uid = os.getuid()
+    if stat.S_ISLNK(st.st_mode):
+        problem = "is a symlink"
+    elif not stat.S_ISDIR(st.st_mode):
+        problem = "is not a directory"
+    elif st.st_uid != uid:
+        problem = f"is owned by uid {st.st_uid}, not by you (uid {uid})"
+    elif st.st_mode & 0o077:
+        problem = f"is accessible by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    else:
+        return
+    raise UserError(f"worker scratch folder {path} {problem}; remove it, or set TMPDIR to a "
+                    f"folder of your own")
 
 
 def quiet_logs() -> None:

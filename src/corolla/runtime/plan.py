@@ -34,7 +34,8 @@ class Plan:
     batch_per_replica: int
     global_batch: int
     precision: str
-    steps_per_execution: int
+    steps_per_execution: int  # at most; see fit_steps
+    jit_compile: bool  # XLA for the train step (decide.choose_jit_compile): pass it to compile
     hardware: Hardware = field(repr=False)
     strategy: object = field(default=None, repr=False)  # tf.distribute.Strategy (TensorFlow)
     distribution: object = field(default=None, repr=False)  # keras.distribution (JAX)
@@ -92,6 +93,16 @@ class Plan:
         """TPUs compile one program per input shape: feed them full batches only."""
         return self.accelerator == "tpu"
 
+    def fit_steps(self, steps: int) -> tuple[int, int]:
+        """(steps per epoch, steps_per_execution) for an epoch of about `steps` steps. Keras runs
+        whole executions, so an epoch of 99 steps at 16 per execution would run 112 and end the
+        learning rate schedule early: the epoch is rounded down to whole executions, and an
+        epoch shorter than one execution becomes one execution of its own length."""
+        if steps < 1:
+            raise ValueError(f"an epoch needs at least 1 step, got {steps}")
+        per_execution = min(self.steps_per_execution, steps)
+        return steps - steps % per_execution, per_execution
+
     def to_dict(self) -> dict:
         hw = self.hardware
         return {
@@ -110,6 +121,7 @@ class Plan:
             "global_batch": self.global_batch,
             "precision": self.precision,
             "steps_per_execution": self.steps_per_execution,
+            "jit_compile": self.jit_compile,
         }
 
 
@@ -125,24 +137,31 @@ def global_batch(replicas: int, batch_size: int, global_batch_size: int = 0) -> 
 
 def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
     """Runs only the probes the decision needs: JAX is asked only where it may matter, since
-    asking it claims the accelerators and, in a multi-process job, joins the job."""
+    asking it claims the accelerators and, in a multi-process job, joins the job; TensorFlow
+    is not connected to a TPU that JAX has (connecting claims it too)."""
     cluster = hardware.read_cluster()
     env_backend = hardware.env_backend()
     want = backend if backend != "auto" else (env_backend or "auto")
     if want == "auto" and cluster.kind == "keras":
         want = "jax"
+    found = {"tensorflow": hardware.installed("tensorflow"), "jax": hardware.installed("jax"),
+             "accelerator_hint": hardware.accelerator_hint()}
+    if want == "auto" and found["jax"] and hardware.tpu_hint():
+        # A TPU JAX can see runs on JAX (decide.choose_backend), and connecting TensorFlow to
+        # it first would claim it: ask JAX first, and leave TensorFlow to the input pipeline.
+        found.update(hardware.probe_jax(cluster))
+        if found["jax_platform"] == "tpu":
+            want = "jax"
     # `import tensorflow` imports Keras, which fixes its backend from KERAS_BACKEND: name the
     # likely one before the TensorFlow probe (`use_keras_backend` switches if the decision
     # differs).
     os.environ["KERAS_BACKEND"] = "tensorflow" if want == "auto" else want
-    found = {"tensorflow": hardware.installed("tensorflow"), "jax": hardware.installed("jax"),
-             "accelerator_hint": hardware.accelerator_hint()}
     if found["tensorflow"] and want in ("auto", "tensorflow"):
         found.update(hardware.probe_tensorflow(cluster))
     tf_accelerated = found.get("tpu") or found.get("gpus")
     ask_jax = want == "jax" or (want == "auto" and not tf_accelerated and
                                 (found["accelerator_hint"] or not found["tensorflow"]))
-    if found["jax"] and ask_jax:
+    if found["jax"] and ask_jax and "jax_platform" not in found:
         found.update(hardware.probe_jax(cluster))
     return Hardware(**found), cluster, env_backend
 
@@ -172,7 +191,8 @@ def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto
                 devices=devices, replicas=replicas, num_processes=cluster.num_processes,
                 process_id=cluster.process_id, is_chief=cluster.is_chief,
                 batch_per_replica=per_replica, global_batch=total, precision=decision.precision,
-                steps_per_execution=_steps_per_execution(decision), hardware=hw,
+                steps_per_execution=_steps_per_execution(decision),
+                jit_compile=decision.jit_compile, hardware=hw,
                 strategy=strategy_obj, distribution=distribution)
 
 
@@ -184,8 +204,9 @@ def detect_for(config) -> Plan:
 
 
 def _steps_per_execution(decision: Decision) -> int:
-    # Several steps per host round-trip pay off on TPUs; under multi-replica MirroredStrategy
-    # Keras 3 fails with more than 1, and on CPU/GPU the gain is small.
+    # Several steps per host round-trip pay off on TPUs (Plan.fit_steps fits each epoch to
+    # whole executions); under multi-replica MirroredStrategy Keras 3 fails with more than 1,
+    # and on CPU/GPU the gain is small.
     return 16 if decision.accelerator == "tpu" else 1
 
 
