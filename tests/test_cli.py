@@ -30,9 +30,7 @@ def test_demo_writes_a_complete_run(demo_run):
     assert config["train"]["learning_rate"] > 0  # resolved, not the "0 = default" placeholder
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["split"] == "val" and metrics["num_examples"] == 32
-    assert metrics["num_classes_present"] == 4
-    for key in ("accuracy", "f1_macro", "precision_macro", "recall_macro"):
-        assert 0.0 <= metrics[key] <= 1.0
+    assert metrics["num_classes_present"] == 4  # the values: tests/test_known_answer.py
     with (run / "history.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 1 and {"loss", "val_loss", "accuracy", "val_accuracy"} <= set(rows[0])
@@ -45,19 +43,16 @@ def test_submission_has_each_test_id_exactly_once(demo_run):
     lines = (run / "submission.csv").read_text().splitlines()
     assert lines[0] == "id,label" and len(lines) == 1 + len(test_ids) == 21
     rows = submission.read(run / "submission.csv")
-    assert sorted(rows) == sorted(test_ids)
-    assert all(0 <= label < 4 for label in rows.values())
+    assert list(rows) == test_ids  # in the test split's order; the labels: test_known_answer
 
 
-def test_evaluate_and_predict_reproduce_the_run(demo_run, tmp_path):
+def test_evaluate_and_predict_leave_the_model_config_and_history_alone(demo_run, tmp_path):
     _, run = demo_run
-    before = json.loads((run / "metrics.json").read_text())
+    kept = ("model.keras", "config.toml", "history.csv", "plan.json", "classes.txt")
+    before = {name: (run / name).read_bytes() for name in kept}
     assert main(["evaluate", str(run)]) == 0
-    after = json.loads((run / "metrics.json").read_text())
-    assert after["f1_macro"] == pytest.approx(before["f1_macro"])
-    out = tmp_path / "sub.csv"
-    assert main(["predict", str(run), "--out", str(out)]) == 0
-    assert submission.read(out) == submission.read(run / "submission.csv")
+    assert main(["predict", str(run), "--out", str(tmp_path / "sub.csv")]) == 0
+    assert {name: (run / name).read_bytes() for name in kept} == before
 
 
 def test_an_existing_run_is_never_overwritten(demo_run, capsys):

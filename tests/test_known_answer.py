@@ -219,3 +219,26 @@ def test_evaluate_gives_the_hand_computed_metrics(data, run, batch):
         }
     assert sklearn_says == pytest.approx(EXPECTED_METRICS, abs=1e-12)
 
+
+
+def test_a_model_of_another_width_than_the_run_is_refused(data, run, tmp_path, capsys):
+    """A model.keras with 6 outputs in a 4-class run would write labels 4 and 5 (or crash in
+    the metrics): one line, exit 2, nothing written."""
+    import shutil
+
+    import keras
+
+    other = tmp_path / "other"
+    shutil.copytree(run, other)
+    (other / "metrics.json").unlink(missing_ok=True)
+    inputs = keras.Input((SIZE, SIZE, 3))
+    x = keras.layers.GlobalAveragePooling2D()(inputs)
+    keras.Model(inputs, keras.layers.Dense(6, activation="softmax")(x)).save(
+        other / "model.keras")
+    for command in (["predict", str(other), "--out", str(tmp_path / "s.csv")],
+                    ["evaluate", str(other)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"corolla: error: {other / 'model.keras'} outputs 6 classes but the run "
+                       f"names 4; it is not this run's model"]
+    assert not (tmp_path / "s.csv").exists() and not (other / "metrics.json").exists()

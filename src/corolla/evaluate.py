@@ -25,14 +25,16 @@ class Evaluation:
     probabilities: np.ndarray
 
 
-def load_model(run_dir: Path, plan: Plan):
+def load_model(run_dir: Path, plan: Plan, num_classes: int):
+    """The run's model, checked to output one probability per class of the run: a model of
+    another width would pair its outputs with the wrong names (or none)."""
     import keras
 
     import corolla.models.layers  # noqa: F401  (registers Corolla's layers for loading)
 
     with plan.inference_scope():
         try:
-            return keras.saving.load_model(run_dir / rundir.MODEL, compile=False)
+            model = keras.saving.load_model(run_dir / rundir.MODEL, compile=False)
         except (TypeError, ValueError) as e:  # Keras wraps the layer's ValueError in a TypeError
             # small_cnn trained on TensorFlow saves synchronized BatchNorm (see models.zoo).
             if "synchronized=True is only supported" in str(e):
@@ -40,6 +42,10 @@ def load_model(run_dir: Path, plan: Plan):
                                 f"BatchNormalization, which Keras loads only there; use "
                                 f"--backend tensorflow") from None
             raise
+    if model.output_shape[-1] != num_classes:
+        raise UserError(f"{run_dir / rundir.MODEL} outputs {model.output_shape[-1]} classes but "
+                        f"the run names {num_classes}; it is not this run's model")
+    return model
 
 
 def open_run(run_dir, data_path: str | None = None):
@@ -103,7 +109,7 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     """`corolla evaluate`: loads the run's model (unless given), scores it on val, writes files
     into the run directory and returns the metrics."""
     run_dir, _, layout = open_run(run_dir, data_path)
-    model = model if model is not None else load_model(run_dir, plan)
+    model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
     evaluation = evaluate(model, layout, plan)
     written = write(evaluation, layout, run_dir)
     m = evaluation.metrics

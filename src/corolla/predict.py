@@ -25,7 +25,7 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
                 out: str | Path | None = None, log=print) -> Path:
     """`corolla predict`: writes submission.csv (into the run directory unless `out` is given)."""
     run_dir, _, layout = open_run(run_dir, data_path)
-    model = model if model is not None else load_model(run_dir, plan)
+    model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
     ids, labels = predict(model, layout, plan)
     path = submission.write(ids, labels, out or run_dir / rundir.SUBMISSION)
     log(f"wrote {path} ({len(ids)} test images)")
