@@ -99,9 +99,10 @@ def test_an_unnamed_multi_worker_run_resumes_on_every_worker(backend, tiny_petal
     command on both) continues every worker from epoch 1, from its own backup, found through
     the run's id; they end with identical weights and history.csv has each epoch once."""
     runs = tmp_path / "runs"
-    crashed = _run_workers(backend, tmp_path, [CRASH, 0, "train", "--data", tiny_petals,
-                                               "--epochs", 2, "--global-batch-size", 16,
-                                               "--runs-dir", runs], expect=3)
+    crashed = _run_workers(backend, tmp_path, [CRASH, "epoch_end:0", "train", "--data",
+                                               tiny_petals, "--epochs", 2,
+                                               "--global-batch-size", 16, "--runs-dir", runs],
+                           expect=3)
     assert all("CRASH after epoch 0" in out for out in crashed)
     [run] = list(runs.iterdir())  # the chief named it <model>-<timestamp>
     run_id = tomllib.loads((run / "config.toml").read_text())["output"]["run_id"]
@@ -109,7 +110,7 @@ def test_an_unnamed_multi_worker_run_resumes_on_every_worker(backend, tiny_petal
     assert (scratch / "backup" / "state.json").is_file()
     assert oct(scratch.stat().st_mode & 0o777) == "0o700"
 
-    resumed = _run_workers(backend, tmp_path, [CRASH, -1, "train", "--resume", run])
+    resumed = _run_workers(backend, tmp_path, [CRASH, "none", "train", "--resume", run])
     assert all("FIRST_EPOCH 1" in out for out in resumed), resumed
     assert "after epoch 1 of 2" in resumed[0]
     with (run / "history.csv").open() as f:

@@ -33,8 +33,8 @@ def test_schedule_matches_its_formula_at_chosen_steps():
         assert float(schedule(step)) == pytest.approx(lr, rel=1e-5), step
 
 
-def _train(args, crash_after=-1, env=None, timeout=300):
-    cmd = [sys.executable, str(CRASH), str(crash_after), "train", *map(str, args)]
+def _train(args, crash="none", env=None, timeout=300):
+    cmd = [sys.executable, str(CRASH), crash, "train", *map(str, args)]
     full = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
     return subprocess.run(cmd, cwd=REPO, env=full, capture_output=True, text=True,
                           timeout=timeout)
@@ -67,7 +67,7 @@ def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_
     for name in ("a", "b"):
         result = _train([*common, "--name", name])
         assert result.returncode == 0, result.stderr[-3000:]
-    crashed = _train([*common, "--name", "c"], crash_after=1)
+    crashed = _train([*common, "--name", "c"], crash="epoch_end:1")
     assert crashed.returncode == 3 and "CRASH after epoch 1" in crashed.stdout
     run_c = tmp_path / "c"
     assert not (run_c / "model.keras").exists() and (run_c / "backup" / "state.json").is_file()

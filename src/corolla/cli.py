@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -114,7 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("run", help="a run directory, e.g. runs/small_cnn-20261122-101500")
         p.add_argument("--data", help="read the data from here instead of the run's data path")
         if name == "predict":
-            p.add_argument("--out", help="submission file (default: RUN/submission.csv)")
+            p.add_argument("--out", help="submission file (default: RUN/submission.csv); never "
+                           "another file of the run")
+            p.add_argument("--force", action="store_true",
+                           help="let --out replace an existing file")
+        else:
+            p.add_argument("--out", help="folder for metrics.json and the plots (default: the "
+                           "run folder; RUN/eval-<data folder>/ for --data elsewhere)")
         _runtime_flags(p)
         _batch_flags(p, " for inference")
     for p in sub.choices.values():  # error messages name a value's flag, not its config key
@@ -179,6 +186,26 @@ def _demo(args) -> int:
     return 0
 
 
+def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, run) -> None:
+    """A run continued by re-running its command must get the settings it started with."""
+    given = config_lib.apply(saved, {k: v for k, v in flags.items()
+                                     if not k.startswith(("runtime.", "output."))})
+    if "data.path" in flags and "://" not in flags["data.path"]:
+        given = config_lib.apply(given, {"data.path": os.path.abspath(flags["data.path"])})
+    differ = [f"{names.get(k, k)} {_get(given, k)!r} (the run has {_get(saved, k)!r})"
+              for k in flags if not k.startswith(("runtime.", "output."))
+              and _get(given, k) != _get(saved, k)]
+    if differ:
+        raise UserError(f"run {str(run)!r} exists with other settings: {'; '.join(differ)}; "
+                        f"continue it with `corolla train --resume {run}` or choose another "
+                        f"--name")
+
+
+def _get(cfg: config_lib.RunConfig, key: str):
+    section, _, name = key.partition(".")
+    return getattr(getattr(cfg, section), name)
+
+
 def _train(args) -> int:
     from corolla import runtime
 
@@ -193,7 +220,16 @@ def _train(args) -> int:
         cfg = config_lib.apply(run_cfg, flags, names)
     else:
         cfg = config_lib.load(args.config, flags, names)
-        if args.config and "output.name" not in flags and cfg.output.name:
+        again = Path(cfg.output.runs_dir) / cfg.output.name
+        if "output.name" in flags and rundir.status(again) != rundir.FINISHED_STATUS \
+                and (again / rundir.CONFIG).is_file():
+            # The same named command after a kill (preemption): continue that run.
+            resume, run_cfg = rundir.load_unfinished(again)
+            _check_same_command(run_cfg, flags, names, again)
+            print(f"run {str(again)!r} exists and did not finish: continuing it (as --resume)")
+            cfg = config_lib.apply(run_cfg, {k: v for k, v in flags.items()
+                                             if k.startswith("runtime.")}, names)
+        elif args.config and "output.name" not in flags and cfg.output.name:
             # A saved config (runs/X/config.toml) names its own run: a rerun gets a fresh one.
             free = rundir.free_name(cfg.output.runs_dir, cfg.output.name)
             if free != cfg.output.name:
@@ -224,9 +260,9 @@ def _inference(args) -> int:
     from corolla import evaluate, predict
 
     if args.command == "evaluate":
-        evaluate.evaluate_run(args.run, plan, data_path=args.data)
+        evaluate.evaluate_run(args.run, plan, data_path=args.data, out=args.out)
     else:
-        predict.predict_run(args.run, plan, data_path=args.data, out=args.out)
+        predict.predict_run(args.run, plan, data_path=args.data, out=args.out, force=args.force)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,13 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int):
                 raise UserError(f"{run_dir} was trained on TensorFlow with synchronized "
                                 f"BatchNormalization, which Keras loads only there; use "
                                 f"--backend tensorflow") from None
+            # Keras' safe mode refuses Python code stored in the file (a lambda can run
+            # anything); Corolla's own models hold only registered layers.
+            if str(e).startswith("Requested the deserialization of a"):
+                what = "a Lambda layer" if "`Lambda` layer" in str(e) else "a Python lambda"
+                raise UserError(f"{run_dir / rundir.MODEL} contains {what}; Corolla loads "
+                                f"models only in Keras' safe mode: rebuild the model with "
+                                f"registered layers instead") from None
             raise
     if model.output_shape[-1] != num_classes:
         raise UserError(f"{run_dir / rundir.MODEL} outputs {model.output_shape[-1]} classes but "
@@ -59,6 +67,41 @@ def open_run(run_dir, data_path: str | None = None):
                         f"not the {len(saved)} this run was trained on "
                         f"({run_dir / rundir.CLASSES}); pass --data with the run's data set")
     return run_dir, config, layout
+
+
+def _data_root(path: str) -> str:
+    """A data path as a comparable place: the folder above tfrecords-jpeg-SxS/, resolved."""
+    path = path.rstrip("/")
+    if re.fullmatch(r"tfrecords-jpeg-\d+x\d+", path.rsplit("/", 1)[-1]):
+        path = path.rsplit("/", 1)[0]
+    return path if "://" in path else str(Path(path).resolve())
+
+
+def output_dir(run_dir: Path, config, layout: layout_lib.Layout, out=None) -> Path:
+    """Where evaluation writes, checked before a model is loaded. Scores on the run's own data
+    refresh the run's metrics.json and plots; scores on other data go beside them, into
+    RUN/eval-<data folder>/ (or `out`), so that the run keeps the record of its own val split.
+    Inside a run, `out` may be only that place or another eval-* folder: never the run's own
+    files, its backup or its logs."""
+    own = bool(config.data.path) and _data_root(layout.root) == _data_root(config.data.path)
+    name = _data_root(layout.root).rstrip("/").rsplit("/", 1)[-1] or "data"
+    default = run_dir if own else run_dir / f"eval-{name}"
+    if out is None:
+        target = default
+    else:
+        target, run = Path(out), run_dir.resolve()
+        resolved = target.resolve()
+        inside = resolved == run or run in resolved.parents
+        if inside and resolved != default.resolve() and not (
+                resolved.parent == run and resolved.name.startswith("eval-")):
+            raise UserError(f"--out {out} is inside the run folder {run_dir}, where evaluate "
+                            f"writes only into {default} or another eval-* folder; choose one "
+                            f"of those or a folder outside the run")
+        if target.exists() and not target.is_dir():
+            raise UserError(f"--out {out} is a file; evaluate writes a folder (metrics.json "
+                            f"and plots): pass a folder's name")
+    report.check_folder(target if target.is_dir() else target.parent, "--out")
+    return target
 
 
 def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan: Plan):
@@ -82,18 +125,19 @@ def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val") -
 
 
 def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
-          samples: int = 18) -> dict[str, Path]:
-    """metrics.json, the confusion matrix, the training curves (if a history exists) and a grid
-    of sample predictions."""
+          history: Path | None = None, samples: int = 18) -> dict[str, Path]:
+    """metrics.json, the confusion matrix, the training curves (from `history`, the run's
+    history.csv, if given and present) and a grid of sample predictions."""
     names = layout.class_names
+    report.make_folder(out_dir)  # RUN/eval-<data>/ the first time
     matrix, labels = metrics_lib.confusion(evaluation.y_true, evaluation.y_pred)
     written = {
         "metrics": report.write_json(evaluation.metrics, out_dir / rundir.METRICS),
         "confusion_matrix": report.plot_confusion_matrix(
             matrix, [names[i] for i in labels], out_dir / rundir.CONFUSION),
     }
-    if (out_dir / rundir.HISTORY).is_file():
-        curves = report.plot_history(out_dir / rundir.HISTORY, out_dir / rundir.CURVES)
+    if history is not None and history.is_file():
+        curves = report.plot_history(history, out_dir / rundir.CURVES)
         if curves:
             written["curves"] = curves
     split = layout.split(evaluation.metrics["split"])
@@ -105,13 +149,21 @@ def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
     return written
 
 
-def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print):
+def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print,
+                 out: str | Path | None = None):
     """`corolla evaluate`: loads the run's model (unless given), scores it on val, writes files
-    into the run directory and returns the metrics."""
-    run_dir, _, layout = open_run(run_dir, data_path)
+    into the run directory (see `output_dir`) and returns the metrics."""
+    run_dir, config, layout = open_run(run_dir, data_path)
+    out_dir = output_dir(run_dir, config, layout, out)
+    into_run = out_dir.resolve() == run_dir.resolve()
+    if not into_run:
+        log(f"scores on {layout.root} go to {out_dir}, not over the run's own metrics")
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
     evaluation = evaluate(model, layout, plan)
-    written = write(evaluation, layout, run_dir)
+    evaluation.metrics["data"] = layout.root
+    # Training curves belong with the run's own record, not with scores on other data.
+    written = write(evaluation, layout, out_dir,
+                    history=run_dir / rundir.HISTORY if into_run else None)
     m = evaluation.metrics
     log(f"val: accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
         f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "

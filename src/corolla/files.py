@@ -10,6 +10,8 @@ import os
 import uuid
 from pathlib import Path
 
+from corolla.errors import UserError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path):
@@ -22,6 +24,9 @@ def atomic_path(path: str | Path):
         yield tmp
         _fsync(tmp)
         os.replace(tmp, path)
+    except OSError as e:  # a full disk, a folder made read-only: the old file stays as it was
+        raise UserError(f"could not write {path} ({e.strerror or e}); free space or fix the "
+                        f"folder's permissions, then run the command again") from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

@@ -1,29 +1,41 @@
 """The whole run as `corolla train` does it: train, then (on the chief) evaluate on val and,
-when the data has a test split, write submission.csv."""
+when the data has a test split, write submission.csv; FINISHED is written last."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla import evaluate, predict, train
+from corolla import evaluate, predict, rundir, train
 from corolla.runtime import Plan
 
 
 def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
                            resume: Path | None = None) -> tuple[Path | None, dict | None]:
     """Returns (run directory, val metrics); (None, None) on a worker that is not the chief.
-    `resume`: an interrupted run directory to continue (see `train.run`)."""
-    result = train.run(config, plan, log=log, resume=resume)
-    if not plan.is_chief:
-        return None, None
-    # Single process: the trained model is used as it is. Several processes: the chief reloads
-    # the saved model to run alone, outside the collective strategy.
-    model = None if plan.multi_worker else result.model
-    metrics = evaluate.evaluate_run(result.run_dir, plan, model=model, log=log)
-    _, _, layout = evaluate.open_run(result.run_dir)
-    if layout.has_split("test"):
-        predict.predict_run(result.run_dir, plan, model=model, log=log)
+    `resume`: an unfinished run directory to continue (see `train.run`): from its last
+    completed epoch, or, if it was killed after its training, from its evaluation."""
+    if resume is not None and rundir.status(resume) == rundir.TRAINED:
+        if not plan.is_chief:
+            return None, None
+        run_dir, model = Path(resume), None
+        rundir.claim(run_dir, log)
+        log(f"{run_dir} finished training before it stopped: evaluating and predicting")
     else:
-        log(f"no test split in {layout.size_dir}: no submission.csv written")
-    return result.run_dir, metrics
+        result = train.run(config, plan, log=log, resume=resume)
+        if not plan.is_chief:
+            return None, None
+        # Single process: the trained model is used as it is. Several processes: the chief
+        # reloads the saved model to run alone, outside the collective strategy.
+        run_dir, model = result.run_dir, None if plan.multi_worker else result.model
+    try:
+        metrics = evaluate.evaluate_run(run_dir, plan, model=model, log=log)
+        _, _, layout = evaluate.open_run(run_dir)
+        if layout.has_split("test"):
+            predict.predict_run(run_dir, plan, model=model, log=log)
+        else:
+            log(f"no test split in {layout.size_dir}: no submission.csv written")
+        rundir.mark_finished(run_dir)
+    finally:
+        rundir.release(run_dir)
+    return run_dir, metrics

@@ -1,9 +1,16 @@
-"""Writers that turn results into files people read: metrics.json and pictures."""
+"""Writers that turn results into files people read: metrics.json and pictures.
+
+Every file is written atomically (`corolla.files`): a reader, or a run stopped half-way, sees the
+old file or the new one, never half of one. A folder Corolla may not write into is the user's
+to fix, so it ends in one line naming the folder rather than in a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import json
+import os
 from pathlib import Path
 
 import matplotlib
@@ -12,10 +19,64 @@ matplotlib.use("Agg")  # files only; no display on servers and TPU VMs
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from corolla.errors import UserError  # noqa: E402
+from corolla.files import atomic_path  # noqa: E402
+
+# What the system says when a folder cannot be written, as opposed to a bug or a full disk.
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def check_folder(folder: str | Path, flag: str = "") -> Path:
+    """Fails before the work, not after it: a missing folder, or one this user may not write
+    into, is found before a model is loaded. `flag` names the option that chose the folder."""
+    folder = Path(folder)
+    other = f" or pass {flag} with another one" if flag else ""
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise UserError(f"folder {folder} {what}; create it first{other}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write into {folder} (permission denied); make it writable"
+                        f"{other}")
+    return folder
+
+
+def make_folder(folder: str | Path) -> Path:
+    """The folder, made if missing (not its parents: a mistyped path is not built), with a
+    refusal of the system as one line."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(exist_ok=True)
+    except FileNotFoundError:
+        raise UserError(f"cannot make {folder}: {folder.parent} does not exist") from None
+    except OSError as e:
+        if e.errno not in _UNWRITABLE:
+            raise
+        raise UserError(f"cannot make {folder} ({e.strerror}); make {folder.parent} writable "
+                        f"or write elsewhere") from None
+    return folder
+
+
+@contextlib.contextmanager
+def writing(path: str | Path):
+    """`files.atomic_path` (a temporary name beside `path`, renamed over it once complete), with
+    a folder the system refuses to write into (permissions, a read-only disk) as one line. Also
+    root, for whom `check_folder`'s permission test passes, meets a read-only disk here."""
+    path = Path(path)
+    try:
+        with atomic_path(path) as tmp:
+            yield tmp
+    except OSError as e:
+        if e.errno not in _UNWRITABLE or (
+                e.filename is not None and Path(os.fsdecode(e.filename)).parent != path.parent):
+            raise
+        raise UserError(f"cannot write {path.name} into {path.parent} ({e.strerror}); make the "
+                        f"folder writable or write elsewhere") from None
+
 
 def write_json(data: dict, path: str | Path) -> Path:
     path = Path(path)
-    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    with writing(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     return path
 
 
@@ -78,7 +139,13 @@ def plot_samples(images: np.ndarray, y_true, y_pred, names, path: str | Path,
 
 
 def _save(fig, path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return Path(path)
+    """Saves under a temporary name, then renames: a failed save leaves the previous picture.
+    The format is given, not guessed from the temporary name."""
+    path = Path(path)
+    try:
+        fig.tight_layout()
+        with writing(path) as tmp:
+            fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=90)
+    finally:
+        plt.close(fig)  # a failed save must not leak the figure either
+    return path

@@ -28,28 +28,34 @@ SUBMISSION = "submission.csv"
 CONFUSION = "confusion_matrix.png"
 CURVES = "training_curves.png"
 SAMPLES = "sample_predictions.png"
-BACKUP = "backup"  # Keras BackupAndRestore state while training; gone once the run finishes
+BACKUP = "backup"  # the state of a run in training (train.checkpoint); gone once trained
+FINISHED = "FINISHED"  # written last, when evaluation and the submission are written too
+LOCK = ".lock"  # held (flock) by the one process that trains the run
 
 
 def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
     """A new, empty run directory. An explicit name that exists is an error; a generated one
     gets a numeric suffix instead (two runs started in the same second)."""
     runs_dir = Path(runs_dir)
-    if name:
-        path = runs_dir / name
-        if path.exists():
-            raise UserError(f"run directory {str(path)!r} already exists; choose another --name "
-                            f"or move the old run away")
-        path.mkdir(parents=True)
-        return path
-    base = f"{default_prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
-    for suffix in ["", *(f"-{i}" for i in range(2, 1000))]:
-        path = runs_dir / f"{base}{suffix}"
-        try:
+    try:
+        if name:
+            path = runs_dir / name
+            if path.exists():
+                raise UserError(f"run directory {str(path)!r} already exists; choose another "
+                                f"--name or move the old run away")
             path.mkdir(parents=True)
             return path
-        except FileExistsError:
-            continue
+        base = f"{default_prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
+        for suffix in ["", *(f"-{i}" for i in range(2, 1000))]:
+            path = runs_dir / f"{base}{suffix}"
+            try:
+                path.mkdir(parents=True)
+                return path
+            except FileExistsError:
+                continue
+    except PermissionError as e:
+        raise UserError(f"cannot create a run directory in {str(runs_dir)!r} ({e.strerror}); "
+                        f"pass --runs-dir with a folder you can write") from None
     raise UserError(f"could not create a new run directory under {str(runs_dir)!r}")
 
 
@@ -97,29 +103,83 @@ def class_names(run_dir: Path) -> tuple[str, ...] | None:
     return parse_classes_file(path.read_text()) if path.is_file() else None
 
 
-def _open(run_dir: str | Path) -> tuple[Path, bool]:
-    """(folder, finished?) of a run directory; anything else is a user error."""
+# What a run folder says about its run: training (interrupted, or under way), trained (model.keras
+# written, evaluation or submission may be missing) or finished (FINISHED written, last of all).
+TRAINING, TRAINED, FINISHED_STATUS = "training", "trained", "finished"
+
+
+def status(run_dir: str | Path) -> str:
+    run_dir = Path(run_dir)
+    if (run_dir / FINISHED).is_file():
+        return FINISHED_STATUS
+    return TRAINED if (run_dir / MODEL).is_file() else TRAINING
+
+
+def mark_finished(run_dir: Path) -> None:
+    write_text_atomic(run_dir / FINISHED, time.strftime("%Y-%m-%dT%H:%M:%S%z\n"))
+
+
+def _open(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
     if not (run_dir / CONFIG).is_file():
         raise UserError(f"{str(run_dir)!r} is not a run directory (no {CONFIG}); pass a folder "
                         f"written by `corolla train`, e.g. runs/<run>")
-    return run_dir, (run_dir / MODEL).is_file()
+    return run_dir
 
 
 def load(run_dir: str | Path) -> tuple[Path, config_lib.RunConfig]:
-    """The run's folder and resolved config; a folder that is not a finished run is an error."""
-    run_dir, finished = _open(run_dir)
-    if not finished:
+    """The run's folder and resolved config; a run whose training did not finish is an error."""
+    run_dir = _open(run_dir)
+    if status(run_dir) == TRAINING:
         raise UserError(f"run {str(run_dir)!r} has no {MODEL}: its training did not finish; "
                         f"continue it with `corolla train --resume {run_dir}`")
     return run_dir, config_lib.load(run_dir / CONFIG)
 
 
 def load_unfinished(run_dir: str | Path) -> tuple[Path, config_lib.RunConfig]:
-    """An interrupted run to resume: its folder and config. A finished run is not trained
+    """An interrupted run to continue: its folder and config. A finished run is not trained
     again (that would overwrite its model)."""
-    run_dir, finished = _open(run_dir)
-    if finished:
-        raise UserError(f"run {str(run_dir)!r} already finished (it has {MODEL}); evaluate or "
-                        f"predict with it, or start a new run")
+    run_dir = _open(run_dir)
+    if status(run_dir) == FINISHED_STATUS:
+        raise UserError(f"run {str(run_dir)!r} already finished; evaluate or predict with it, "
+                        f"or start a new run")
     return run_dir, config_lib.load(run_dir / CONFIG)
+
+
+_held: dict[Path, int] = {}  # run folder -> the open lock file this process holds
+
+
+def claim(run_dir: Path, log=print) -> None:
+    """Makes this process the run's one writer until `release` (or its exit: the kernel drops
+    an flock with its process, so a killed run leaves no lock that blocks the next one)."""
+    import fcntl
+    import os
+    import socket
+
+    run_dir = Path(run_dir).resolve()
+    if run_dir in _held:
+        return
+    path = run_dir / LOCK
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise UserError(f"run {str(run_dir)!r} is being written by {holder}; wait for it to "
+                        f"end (or stop it) before training or resuming this run") from None
+    previous = os.pread(fd, 200, 0).decode(errors="replace").strip()
+    if previous:
+        log(f"taking over {path.name} from {previous}, which is no longer running")
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"process {os.getpid()} on {socket.gethostname()}".encode(), 0)
+    _held[run_dir] = fd
+
+
+def release(run_dir: Path) -> None:
+    import os
+
+    fd = _held.pop(Path(run_dir).resolve(), None)
+    if fd is not None:
+        os.ftruncate(fd, 0)  # an empty lock file: nobody held it when it was left
+        os.close(fd)

@@ -5,17 +5,20 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from corolla.report import writing
+
 
 def write(ids, labels, path: str | Path) -> Path:
     """Writes the rows in the order given. Duplicate or missing ids would be scored wrong on
-    Kaggle, so they are refused here rather than written."""
+    Kaggle, so they are refused here rather than written. Written atomically: an upload taken
+    while predict runs again gets the old file or the new one, never a truncated one."""
     ids, labels = list(ids), [int(x) for x in labels]
     if len(ids) != len(labels):
         raise ValueError(f"{len(ids)} ids but {len(labels)} labels")
     if len(set(ids)) != len(ids):
         raise ValueError(f"the test split has {len(ids) - len(set(ids))} duplicate ids")
     path = Path(path)
-    with path.open("w", newline="") as f:
+    with writing(path) as tmp, tmp.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["id", "label"])
         writer.writerows(zip(ids, labels))

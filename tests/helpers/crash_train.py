@@ -1,16 +1,33 @@
-"""Runs the `corolla` command with a fault injected: the process dies (os._exit, no clean-up,
-as under SIGKILL) right after epoch N's checkpoint was written. Every process also prints the
-first epoch it trains, so tests can see where each one resumed.
+"""Runs the `corolla` command with a fault injected: the process dies (os._exit(3): no clean-up,
+as under SIGKILL) at a chosen point. Every process also prints the first epoch it trains, so
+tests can see where each one resumed.
 
-    python crash_train.py N corolla-args...      (N = -1: no crash, only the epoch lines)
+    python crash_train.py POINT corolla-args...
+
+POINT: none | epoch_end:N (after epoch N's backup) | mid_epoch:N (during epoch N) |
+backup:N (epoch N's weights written, not yet renamed into place) | history:N (epoch N's
+state.json written, history.csv not yet) | save (model.keras written under its temporary name)
+| evaluate (during evaluation) | predict (during prediction). N counts from 0.
 """
 
+import contextlib
 import os
 import sys
 
-crash_after = int(sys.argv[1])
+point, _, arg = sys.argv[1].partition(":")
+arg = int(arg) if arg else None
 
+
+def die(where):
+    print(f"CRASH {where} (PID {os.getpid()})", flush=True)
+    os._exit(3)
+
+
+import corolla.evaluate  # noqa: E402
+import corolla.files  # noqa: E402
+import corolla.predict  # noqa: E402
 import corolla.train  # noqa: E402
+import corolla.train.checkpoint  # noqa: E402
 import corolla.train.fit  # noqa: E402
 
 _run = corolla.train.fit.run
@@ -27,15 +44,59 @@ def run(*args, callbacks=(), **kwargs):
                 self.first = epoch
                 print(f"FIRST_EPOCH {epoch}", flush=True)
 
-        def on_epoch_end(self, epoch, logs=None):  # after Corolla's own checkpoint
-            if epoch == crash_after:
-                print(f"CRASH after epoch {epoch}", flush=True)
-                os._exit(3)
+        def on_train_batch_end(self, batch, logs=None):
+            if point == "mid_epoch" and self.current == arg and batch == 1:
+                die(f"during epoch {arg}")
 
-    return _run(*args, callbacks=[*callbacks, Fault()], **kwargs)
+        def on_epoch_end(self, epoch, logs=None):  # after Corolla's own checkpoint
+            if point == "epoch_end" and epoch == arg:
+                die(f"after epoch {epoch}")
+
+    fault = Fault()
+    fault.current = None
+
+    class Epoch(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            fault.current = epoch
+
+    return _run(*args, callbacks=[*callbacks, Epoch(), fault], **kwargs)
+
+
+def dying_writer(original, name, where):
+    """An atomic_path that dies once the file `name` is written, before it is put in place."""
+    @contextlib.contextmanager
+    def atomic_path(path):
+        with original(path) as tmp:
+            yield tmp
+            if os.path.basename(str(path)) == name:
+                die(where)
+    return atomic_path
 
 
 corolla.train.run = corolla.train.fit.run = run
+if point == "backup":
+    corolla.train.checkpoint.atomic_path = dying_writer(
+        corolla.train.checkpoint.atomic_path, f"epoch-{arg:04d}.weights.h5", "in the backup")
+elif point == "save":
+    corolla.files.atomic_path = dying_writer(corolla.files.atomic_path, "model.keras",
+                                             "in the model save")
+elif point == "history":
+    _write_history = corolla.train.checkpoint.write_history
+
+    def write_history(rows, path):
+        if len(rows) == arg + 1:
+            die("between the backup and the history")
+        _write_history(rows, path)
+
+    corolla.train.checkpoint.write_history = write_history
+elif point in ("evaluate", "predict"):
+    module = getattr(corolla, point)
+    _inner = getattr(module, point)
+
+    def dying(*args, **kwargs):
+        die(f"during {point}")
+
+    setattr(module, point, dying)
 
 from corolla.cli import main  # noqa: E402
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,13 @@ class Checkpoint(keras.callbacks.Callback):
         lr = keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
         row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()},
                "learning_rate": float(lr)}
+        if not math.isfinite(row.get("loss", 0.0)):
+            # Saved, this state would poison every resume: stop with the last good one kept.
+            kept = (f"the backup of epoch {epoch} is kept" if self.state.weights else
+                    "no epoch finished")
+            raise UserError(f"the training loss became {row['loss']} in epoch {epoch + 1} "
+                            f"(learning rate {row['learning_rate']:.3g}); {kept}. Start a new "
+                            f"run with a lower --lr (or a smaller --batch-size)")
         name = f"epoch-{epoch:04d}.weights.h5"
         with atomic_path(self.backup_dir / name) as tmp:
             self.model.save_weights(tmp)

@@ -99,7 +99,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
 
     from corolla import models
     from corolla.runtime.hardware import worker_scratch
-    from corolla.train.checkpoint import BackupState, Checkpoint, read_state
+    from corolla.train.checkpoint import BackupState, Checkpoint, read_state, write_history
 
     config, layout = resolve(config, plan, resume=resume is not None)
     log = log if plan.is_chief else (lambda *args: None)
@@ -108,6 +108,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     run_id = collective.chief_hex(plan, config.output.run_id)
     config = config_lib.apply(config, {"output.run_id": run_id})
     run_dir = Path(resume) if resume and plan.is_chief else None
+    if run_dir:
+        rundir.claim(run_dir, log)  # before its backup is read: one writer per run
     backup_dir = (run_dir / rundir.BACKUP if run_dir else None) if plan.is_chief else \
         worker_scratch(run_id, plan.process_id) / rundir.BACKUP
     state = read_state(backup_dir) if resume else BackupState()
@@ -142,11 +144,14 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         compile_model(model, plan, schedule, steps_per_execution)
     if plan.is_chief and not resume:
         run_dir = rundir.create(config.output.runs_dir, config.output.name, config.model.name)
+        rundir.claim(run_dir, log)
         backup_dir = run_dir / rundir.BACKUP
         rundir.record(run_dir, config, plan, layout.class_names)
         log(f"run directory: {run_dir}")
     elif plan.is_chief:
         rundir.record_session(run_dir, plan)
+        if state.history:  # a kill may have come between the backup and the history
+            write_history(state.history, run_dir / rundir.HISTORY)
         log(f"resuming {run_dir} after epoch {state.epochs_done} of {t.epochs}")
     model_path = run_dir / rundir.MODEL if plan.is_chief else backup_dir.parent / rundir.MODEL
 
