@@ -6,11 +6,17 @@ within one file system)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import uuid
 from pathlib import Path
 
 from corolla.errors import UserError
+
+
+# A full disk, a quota, a folder made read-only: the old file stays as it was, and the user is
+# told in one line.
+_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
 @contextlib.contextmanager
@@ -24,7 +30,9 @@ def atomic_path(path: str | Path):
         yield tmp
         _fsync(tmp)
         os.replace(tmp, path)
-    except OSError as e:  # a full disk, a folder made read-only: the old file stays as it was
+    except OSError as e:
+        if e.errno not in _DISK_ERRORS:  # a bug keeps its traceback
+            raise
         raise UserError(f"could not write {path} ({e.strerror or e}); free space or fix the "
                         f"folder's permissions, then run the command again") from None
     finally:

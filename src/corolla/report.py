@@ -1,12 +1,11 @@
 """Writers that turn results into files people read: metrics.json and pictures.
 
 Every file is written atomically (`corolla.files`): a reader, or a run stopped half-way, sees the
-old file or the new one, never half of one. A folder Corolla may not write into is the user's
-to fix, so it ends in one line naming the folder rather than in a traceback."""
+old file or the new one, never half of one; a write the system refuses ends in one line there.
+A folder Corolla may not write into is the user's to fix, and is found before the work."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import errno
 import json
@@ -20,9 +19,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from corolla.errors import UserError  # noqa: E402
-from corolla.files import atomic_path  # noqa: E402
+from corolla.files import atomic_path, write_text_atomic  # noqa: E402
 
-# What the system says when a folder cannot be written, as opposed to a bug or a full disk.
+# What the system says when a folder cannot be written, as opposed to a bug.
 _UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
@@ -56,28 +55,8 @@ def make_folder(folder: str | Path) -> Path:
     return folder
 
 
-@contextlib.contextmanager
-def writing(path: str | Path):
-    """`files.atomic_path` (a temporary name beside `path`, renamed over it once complete), with
-    a folder the system refuses to write into (permissions, a read-only disk) as one line. Also
-    root, for whom `check_folder`'s permission test passes, meets a read-only disk here."""
-    path = Path(path)
-    try:
-        with atomic_path(path) as tmp:
-            yield tmp
-    except OSError as e:
-        if e.errno not in _UNWRITABLE or (
-                e.filename is not None and Path(os.fsdecode(e.filename)).parent != path.parent):
-            raise
-        raise UserError(f"cannot write {path.name} into {path.parent} ({e.strerror}); make the "
-                        f"folder writable or write elsewhere") from None
-
-
 def write_json(data: dict, path: str | Path) -> Path:
-    path = Path(path)
-    with writing(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    return path
+    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def plot_confusion_matrix(matrix: np.ndarray, names: list[str], path: str | Path,
@@ -144,7 +123,7 @@ def _save(fig, path) -> Path:
     path = Path(path)
     try:
         fig.tight_layout()
-        with writing(path) as tmp:
+        with atomic_path(path) as tmp:
             fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=90)
     finally:
         plt.close(fig)  # a failed save must not leak the figure either

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from corolla.report import writing
+from corolla.files import atomic_path
 
 
 def write(ids, labels, path: str | Path) -> Path:
@@ -18,7 +18,7 @@ def write(ids, labels, path: str | Path) -> Path:
     if len(set(ids)) != len(ids):
         raise ValueError(f"the test split has {len(ids) - len(set(ids))} duplicate ids")
     path = Path(path)
-    with writing(path) as tmp, tmp.open("w", newline="") as f:
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["id", "label"])
         writer.writerows(zip(ids, labels))
