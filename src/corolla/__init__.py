@@ -15,7 +15,8 @@ __version__ = "0.1.0"
 
 # Submodules load on first attribute access so that `import corolla` stays light.
 _SUBMODULES = {"config", "runtime", "data", "models", "train", "evaluate", "predict", "flow",
-               "metrics", "report", "submission", "rundir", "demo", "errors"}
+               "metrics", "report", "submission", "rundir", "demo", "errors", "predictions",
+               "ensemble", "files"}
 
 
 def __getattr__(name):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla import metrics as metrics_lib
-from corolla import report, rundir
+from corolla import predictions, report, rundir
 from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
@@ -127,11 +127,15 @@ def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val") -
 def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
           history: Path | None = None, samples: int = 18) -> dict[str, Path]:
     """metrics.json, the confusion matrix, the training curves (from `history`, the run's
-    history.csv, if given and present) and a grid of sample predictions."""
+    history.csv, if given and present), a grid of sample predictions, and the predictions
+    themselves (`corolla.predictions`), from which later steps score without the model."""
     names = layout.class_names
     report.make_folder(out_dir)  # RUN/eval-<data>/ the first time
     matrix, labels = metrics_lib.confusion(evaluation.y_true, evaluation.y_pred)
     written = {
+        "predictions": predictions.save(
+            predictions.path_in(out_dir, evaluation.metrics["split"]), evaluation.ids,
+            evaluation.y_true, evaluation.probabilities, names),
         "metrics": report.write_json(evaluation.metrics, out_dir / rundir.METRICS),
         "confusion_matrix": report.plot_confusion_matrix(
             matrix, [names[i] for i in labels], out_dir / rundir.CONFUSION),

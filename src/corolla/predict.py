@@ -2,24 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from corolla import report, rundir, submission
+import numpy as np
+
+from corolla import predictions, report, rundir, submission
 from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
-from corolla.evaluate import load_model, open_run, predict_probabilities
+from corolla.evaluate import load_model, open_run, output_dir, predict_probabilities
 from corolla.runtime import Plan
 
 
-def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test"):
-    """(ids, predicted labels) in the split's file order."""
+@dataclass
+class Prediction:
+    split: str
+    ids: list[str]
+    y_pred: np.ndarray
+    probabilities: np.ndarray  # [N, C], row i for ids[i]
+
+
+def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test") -> Prediction:
+    """Ids, predicted labels and class probabilities, in the split's file order."""
     data = layout.split(split)
     check.check_split(data, len(layout.class_names))
     ids = pipeline.metadata(data)["ids"]
     probabilities = predict_probabilities(model, data, layout.image_size, plan)
-    return ids, probabilities.argmax(axis=1)
+    return Prediction(split, ids, probabilities.argmax(axis=1), probabilities)
 
 
 def output_path(run_dir: Path, out: str | Path | None = None, force: bool = False) -> Path:
@@ -50,11 +61,26 @@ def output_path(run_dir: Path, out: str | Path | None = None, force: bool = Fals
 def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
                 out: str | Path | None = None, log=print, force: bool = False) -> Path:
     """`corolla predict`: writes submission.csv (into the run directory unless `out` is given;
-    see `output_path` for what `out` and `force` may replace)."""
-    run_dir, _, layout = open_run(run_dir, data_path)
+    see `output_path` for what `out` and `force` may replace), checked against the test ids.
+    The test predictions are saved where evaluate saves val's (the run, or RUN/eval-<data>/ for
+    other data; see `evaluate.output_dir`), whatever `out` is: they are the run's record of its
+    model on that data, which ensembles read."""
+    run_dir, config, layout = open_run(run_dir, data_path)
     path = output_path(run_dir, out, force)
+    try:
+        saved_in = output_dir(run_dir, config, layout)
+    except UserError:
+        if out is None:
+            raise
+        saved_in = None  # a run this user may not write into: the submission goes to `out`
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
-    ids, labels = predict(model, layout, plan)
-    submission.write(ids, labels, path)
-    log(f"wrote {path} ({len(ids)} test images)")
+    result = predict(model, layout, plan)
+    if saved_in is not None:
+        report.make_folder(saved_in)
+        saved = predictions.save(predictions.path_in(saved_in, result.split), result.ids, None,
+                                 result.probabilities, layout.class_names)
+    log(f"wrote {saved}" if saved_in is not None else
+        f"test predictions not saved: cannot write into {run_dir}")
+    submission.write(result.ids, result.y_pred, path, num_classes=len(layout.class_names))
+    log(f"wrote {path} ({len(result.ids)} test images; checked)")
     return path
