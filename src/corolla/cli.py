@@ -23,8 +23,10 @@ FLAG_KEYS = {
     "train_backbone": "model.train_backbone", "epochs": "train.epochs",
     "batch_size": "train.batch_size", "global_batch_size": "train.global_batch_size",
     "learning_rate": "train.learning_rate", "steps_per_epoch": "train.steps_per_epoch",
-    "seed": "train.seed", "deterministic": "train.deterministic", "backend": "runtime.backend", "strategy": "runtime.strategy",
+    "seed": "train.seed", "deterministic": "train.deterministic",
+    "backend": "runtime.backend", "strategy": "runtime.strategy",
     "precision": "runtime.precision", "runs_dir": "output.runs_dir", "name": "output.name",
+    "skip_bad_records": "data.skip_bad_records",
 }
 
 
@@ -76,6 +78,9 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
                    help="train without augmentation (default: flips, zoom-crops, colour)")
     p.add_argument("--cache", action="store_true", default=None,
                    help="keep decoded training images in memory")
+    p.add_argument("--skip-bad-records", action="store_true", default=None,
+                   help="skip damaged records (images that do not decode, a file's damaged "
+                        "tail) and count them per file at the end, instead of stopping")
     p.add_argument("--runs-dir", help="where run directories go (default: runs)")
     p.add_argument("--name", help="run directory name inside --runs-dir (default: "
                    "<model>-<timestamp>)")
@@ -124,6 +129,21 @@ def build_parser() -> argparse.ArgumentParser:
                            "run folder; RUN/eval-<data folder>/ for --data elsewhere)")
         _runtime_flags(p)
         _batch_flags(p, " for inference")
+
+    p = sub.add_parser("ensemble", help="blend several runs' saved probabilities, weights chosen "
+                       "on val: a new folder with metrics, predictions and submission.csv")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (or other folders "
+                   "holding predictions/val.npz) after `corolla evaluate` and `corolla predict`")
+    p.add_argument("--weights", default="auto", help="auto (best val macro F1) or one number "
+                   "per run, e.g. 0.6,0.4 (normalised to sum to 1); default auto")
+    p.add_argument("--out", help="the new folder to write (default: runs/ensemble-<timestamp>); "
+                   "never an existing one")
+
+    p = sub.add_parser("check-submission", help="check a submission.csv against a data set's "
+                       "test split: header, every test id once, labels in the class range")
+    p.add_argument("file", help="the CSV file to check")
+    p.add_argument("--data", required=True, help="the data folder (tfrecords-jpeg-SxS/ with a "
+                   "test split, and its classes.txt if any)")
     for p in sub.choices.values():  # error messages name a value's flag, not its config key
         p.set_defaults(flag_names={a.dest: a.option_strings[-1] for a in p._actions
                                    if a.option_strings})
@@ -266,8 +286,30 @@ def _inference(args) -> int:
     return 0
 
 
+def _ensemble(args) -> int:
+    from corolla import ensemble
+
+    ensemble.ensemble_run(args.runs, weights=args.weights, out=args.out)
+    return 0
+
+
+def _check_submission(args) -> int:
+    from corolla import submission
+    from corolla.data import layout as layout_lib
+    from corolla.data import pipeline
+
+    layout = layout_lib.open_layout(args.data)
+    test_ids = pipeline.metadata(layout.split("test"))["ids"]
+    problems = submission.check(args.file, test_ids, len(layout.class_names))
+    if problems:
+        raise UserError(submission.describe(args.file, problems))
+    print(f"{args.file}: OK, {submission.row_count(args.file)} rows: every test id of "
+          f"{layout.size_dir} once, labels in [0, {len(layout.class_names)})")
+    return 0
+
+
 COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
-            "predict": _inference}
+            "predict": _inference, "ensemble": _ensemble, "check-submission": _check_submission}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,12 +329,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"corolla: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
-        # Bad records surface inside tf.data as TensorFlow errors carrying our marker:
-        # "assertion failed: [corolla data error: WHAT] [Condition ...]".
+        # Bad records surface inside tf.data as TensorFlow errors: ours are assertions whose data
+        # (strings, joined here) start with the marker: "assertion failed: [corolla data error:
+        # ] [WHAT] [...]". TensorFlow's own (a JPEG that does not decode, a damaged file) name
+        # no file, so the data is searched.
         message = str(e)
-        if DATA_ERROR not in message:
+        if DATA_ERROR in message:
+            import re
+
+            line = message[message.index(DATA_ERROR):].splitlines()[0]
+            what = "".join(re.findall(r"\[([^\]]*)\]", f"[{line}"))[len(DATA_ERROR) + 1:]
+            what = what.strip()
+        elif type(e).__module__.startswith("tensorflow"):
+            from corolla.data import check
+
+            what = check.explain(e, note=lambda note: print(note, file=sys.stderr))
+            if what is None:
+                raise
+        else:
             raise
-        what = message[message.index(DATA_ERROR) + len(DATA_ERROR) + 2:].split("]")[0]
         print(f"corolla: error: {what}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:

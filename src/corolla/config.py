@@ -29,6 +29,9 @@ class DataConfig:
     augment: bool = True  # random flips, crops and colour jitter on the training split
     cache: bool = False  # keep decoded training images in memory (small data sets on CPU/GPU)
     shuffle_buffer: int = 2048  # examples; the competition's shards are already mixed
+    # Skip damaged records (images that do not decode, a file's damaged tail) instead of stopping;
+    # the command ends with a count per file. Off: a damaged record is an error naming its file.
+    skip_bad_records: bool = False
 
 
 @dataclass
@@ -147,7 +150,8 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
         raise UserError(f"{labels.get(key, key)} must {rule}, got {value!r}")
 
     t = config.train
-    ranges = {"train.epochs": (t.epochs, 1, MAX_EPOCHS), "train.batch_size": (t.batch_size, 1, None),
+    ranges = {"train.epochs": (t.epochs, 1, MAX_EPOCHS),
+              "train.batch_size": (t.batch_size, 1, None),
               "data.shuffle_buffer": (config.data.shuffle_buffer, 1, None),
               "train.global_batch_size": (t.global_batch_size, 0, None),
               "train.steps_per_epoch": (t.steps_per_epoch, 0, None),

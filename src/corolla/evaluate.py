@@ -104,20 +104,23 @@ def output_dir(run_dir: Path, config, layout: layout_lib.Layout, out=None) -> Pa
     return target
 
 
-def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan: Plan):
+def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan: Plan,
+                          skip_bad_records: bool = False):
     """Class probabilities [N, C] in the split's file order (padding dropped)."""
     with plan.inference_scope():
         batch = plan.inference_batch
-        ds = pipeline.eval_dataset(split, image_size, batch)
+        ds = pipeline.eval_dataset(split, image_size, batch, skip_bad_records=skip_bad_records)
         # Exact step count: Keras warns when a dataset "runs out" before steps are given.
         return model.predict(ds, steps=-(-split.count // batch), verbose=0)[: split.count]
 
 
-def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val") -> Evaluation:
-    data = layout.split(split)
-    check.check_split(data, len(layout.class_names))
-    meta = pipeline.metadata(data)
-    probabilities = predict_probabilities(model, data, layout.image_size, plan)
+def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val",
+             skip_bad_records: bool = False) -> Evaluation:
+    # The checked split counts the records the pipelines yield (less any skipped ones).
+    data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
+    meta = pipeline.metadata(data, skip_bad_records)
+    probabilities = predict_probabilities(model, data, layout.image_size, plan,
+                                          skip_bad_records)
     y_true, y_pred = np.asarray(meta["labels"]), probabilities.argmax(axis=1)
     metrics = metrics_lib.classification_metrics(y_true, y_pred, layout.class_names)
     metrics["split"] = split
@@ -125,7 +128,8 @@ def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val") -
 
 
 def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
-          history: Path | None = None, samples: int = 18) -> dict[str, Path]:
+          history: Path | None = None, samples: int = 18,
+          skip_bad_records: bool = False) -> dict[str, Path]:
     """metrics.json, the confusion matrix, the training curves (from `history`, the run's
     history.csv, if given and present), a grid of sample predictions, and the predictions
     themselves (`corolla.predictions`), from which later steps score without the model."""
@@ -146,7 +150,8 @@ def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
             written["curves"] = curves
     split = layout.split(evaluation.metrics["split"])
     images = np.stack([e["image"].numpy() for e in
-                       pipeline.read(split, layout.image_size, ordered=True).take(samples)])
+                       pipeline.read(split, layout.image_size, ordered=True,
+                                     skip_bad_records=skip_bad_records).take(samples)])
     written["samples"] = report.plot_samples(images, evaluation.y_true[:samples],
                                              evaluation.y_pred[:samples], names,
                                              out_dir / rundir.SAMPLES)
@@ -154,7 +159,7 @@ def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
 
 
 def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print,
-                 out: str | Path | None = None):
+                 out: str | Path | None = None, report_skipped: bool = True):
     """`corolla evaluate`: loads the run's model (unless given), scores it on val, writes files
     into the run directory (see `output_dir`) and returns the metrics."""
     run_dir, config, layout = open_run(run_dir, data_path)
@@ -163,15 +168,20 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     if not into_run:
         log(f"scores on {layout.root} go to {out_dir}, not over the run's own metrics")
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
-    evaluation = evaluate(model, layout, plan)
+    skip = config.data.skip_bad_records
+    evaluation = evaluate(model, layout, plan, skip_bad_records=skip)
     evaluation.metrics["data"] = layout.root
     # Training curves belong with the run's own record, not with scores on other data.
     written = write(evaluation, layout, out_dir,
-                    history=run_dir / rundir.HISTORY if into_run else None)
+                    history=run_dir / rundir.HISTORY if into_run else None,
+                    skip_bad_records=skip)
     m = evaluation.metrics
     log(f"val: accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
         f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "
         f"({m['num_examples']} images, {m['num_classes_present']} classes)")
     for path in written.values():
         log(f"wrote {path}")
+    if report_skipped:
+        for line in check.skipped_summary([layout.split("val")]):
+            log(line)
     return m

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from corolla import config as config_lib
 from corolla import evaluate, predict, rundir, train
+from corolla.data import check
 from corolla.runtime import Plan
 
 
@@ -29,12 +30,17 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         # reloads the saved model to run alone, outside the collective strategy.
         run_dir, model = result.run_dir, None if plan.multi_worker else result.model
     try:
-        metrics = evaluate.evaluate_run(run_dir, plan, model=model, log=log)
+        metrics = evaluate.evaluate_run(run_dir, plan, model=model, log=log,
+                                        report_skipped=False)
         _, _, layout = evaluate.open_run(run_dir)
         if layout.has_split("test"):
-            predict.predict_run(run_dir, plan, model=model, log=log)
+            predict.predict_run(run_dir, plan, model=model, log=log, report_skipped=False)
         else:
             log(f"no test split in {layout.size_dir}: no submission.csv written")
+        # Damaged records skipped (data.skip_bad_records): one line per file, at the end.
+        for line in check.skipped_summary([layout.split(name) for name in
+                                           ("train", "val", "test") if layout.has_split(name)]):
+            log(line)
         rundir.mark_finished(run_dir)
     finally:
         rundir.release(run_dir)

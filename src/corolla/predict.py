@@ -24,12 +24,13 @@ class Prediction:
     probabilities: np.ndarray  # [N, C], row i for ids[i]
 
 
-def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test") -> Prediction:
+def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test",
+            skip_bad_records: bool = False) -> Prediction:
     """Ids, predicted labels and class probabilities, in the split's file order."""
-    data = layout.split(split)
-    check.check_split(data, len(layout.class_names))
-    ids = pipeline.metadata(data)["ids"]
-    probabilities = predict_probabilities(model, data, layout.image_size, plan)
+    data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
+    ids = pipeline.metadata(data, skip_bad_records)["ids"]
+    probabilities = predict_probabilities(model, data, layout.image_size, plan,
+                                          skip_bad_records)
     return Prediction(split, ids, probabilities.argmax(axis=1), probabilities)
 
 
@@ -59,7 +60,8 @@ def output_path(run_dir: Path, out: str | Path | None = None, force: bool = Fals
 
 
 def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
-                out: str | Path | None = None, log=print, force: bool = False) -> Path:
+                out: str | Path | None = None, log=print, force: bool = False,
+                report_skipped: bool = True) -> Path:
     """`corolla predict`: writes submission.csv (into the run directory unless `out` is given;
     see `output_path` for what `out` and `force` may replace), checked against the test ids.
     The test predictions are saved where evaluate saves val's (the run, or RUN/eval-<data>/ for
@@ -74,7 +76,7 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
             raise
         saved_in = None  # a run this user may not write into: the submission goes to `out`
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
-    result = predict(model, layout, plan)
+    result = predict(model, layout, plan, skip_bad_records=config.data.skip_bad_records)
     if saved_in is not None:
         report.make_folder(saved_in)
         saved = predictions.save(predictions.path_in(saved_in, result.split), result.ids, None,
@@ -83,4 +85,7 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
         f"test predictions not saved: cannot write into {run_dir}")
     submission.write(result.ids, result.y_pred, path, num_classes=len(layout.class_names))
     log(f"wrote {path} ({len(result.ids)} test images; checked)")
+    if report_skipped:
+        for line in check.skipped_summary([layout.split("test")]):
+            log(line)
     return path

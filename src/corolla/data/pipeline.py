@@ -1,12 +1,19 @@
 """`tf.data` pipelines over a split: train (shuffled, repeated, augmented, full batches) and
-eval/test (ordered, padded to full batches so every accelerator sees one shape)."""
+eval/test (ordered, padded to full batches so every accelerator sees one shape).
+
+Every record travels with its file's path and its index in the file, so that a record that
+cannot be used is named in the error (see `records.decode_image`). With `skip_bad_records`,
+the records that `check` found damaged are left out instead: a damaged tail ends its file, an
+image that does not decode is dropped, except in the test split's predictions, where it is
+predicted from a blank image so that every readable test id keeps its row in submission.csv.
+"""
 
 from __future__ import annotations
 
 import tensorflow as tf
 
 from corolla.data import augment as augment_lib
-from corolla.data import records
+from corolla.data import check, records
 from corolla.data.layout import Split
 from corolla.errors import UserError
 
@@ -25,26 +32,63 @@ def _shard_files(split: Split, shard: tuple[int, int]) -> tuple[list[str], bool]
     return split.paths, num > 1
 
 
-def _interleave(files: tf.data.Dataset, num_files: int, deterministic: bool) -> tf.data.Dataset:
+def _file_records(path: tf.Tensor, skip: bool) -> tf.data.Dataset:
+    """(serialized record, file path, index in the file) of one file."""
+    ds = tf.data.TFRecordDataset(path)
+    if skip:  # a damaged tail ends the file (the check counted what it took)
+        ds = ds.ignore_errors()
+    return ds.enumerate().map(lambda index, record: (record, path, index))
+
+
+def _bad(split: Split, skip: bool):
+    """(path, index) -> whether the check found the record's image undecodable; None when there
+    is nothing to skip (the pipeline then is the same as without skipping)."""
+    if not skip:
+        return None
+    keys = [f"{d.path}#{index}" for d in check.damage_of(split) for index, _ in d.undecodable]
+    if not keys:
+        return None
+    keys = tf.constant(keys)
+    return lambda path, index: tf.reduce_any(tf.equal(
+        tf.strings.join([path, "#", tf.strings.as_string(index)]), keys))
+
+
+def _count(split: Split, skip: bool) -> int:
+    """Examples the pipeline yields: the file names' counts, less what is skipped."""
+    return check.usable_count(split) if skip else split.count
+
+
+def _stream(files: tf.data.Dataset, num_files: int, *, deterministic: bool,
+            shard: tuple[int, int] | None, skip: bool, bad) -> tf.data.Dataset:
+    """(record, path, index) of `files`, interleaved, without the records `bad` (see `_bad`);
+    `shard`: keep this worker's n-th records. Records are dropped before sharding, so that the
+    workers' parts still cover the split."""
     # Unordered reading takes records from whichever file delivers first, which keeps a remote
     # bucket's latency out of the training step.
-    return files.interleave(tf.data.TFRecordDataset, cycle_length=max(1, min(16, num_files)),
-                            num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    ds = files.interleave(lambda path: _file_records(path, skip),
+                          cycle_length=max(1, min(16, num_files)),
+                          num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    if bad is not None:
+        ds = ds.filter(lambda record, path, index: tf.logical_not(bad(path, index)))
+    if shard is not None:
+        ds = ds.shard(*shard)
+    return ds
 
 
 def _records(split: Split, *, ordered: bool, shard: tuple[int, int] = (1, 0),
-             auto_shard: bool = False) -> tf.data.Dataset:
-    """Serialized records. `shard=(n, i)`: this worker's own part (see `_shard_files`).
-    tf.distribute's own auto-sharding is off then: it cannot see the files through the seed
-    counter that augmentation zips in. `auto_shard` leaves it to tf.distribute (DATA policy:
-    every worker reads all, keeps its share of each batch).
+             auto_shard: bool = False, skip: bool = False,
+             drop_bad: bool = True) -> tf.data.Dataset:
+    """(serialized record, file path, index in the file). `shard=(n, i)`: this worker's own part
+    (see `_shard_files`). tf.distribute's own auto-sharding is off then: it cannot see the files
+    through the seed counter that augmentation zips in. `auto_shard` leaves it to tf.distribute
+    (DATA policy: every worker reads all, keeps its share of each batch).
     """
+    check.note_read(split)
     paths, by_record = _shard_files(split, shard)
     # Sharding by record needs the same order on every worker, so it reads deterministically.
-    ds = _interleave(tf.data.Dataset.from_tensor_slices(paths), len(paths),
-                     deterministic=ordered or by_record)
-    if by_record:
-        ds = ds.shard(*shard)
+    ds = _stream(tf.data.Dataset.from_tensor_slices(paths), len(paths),
+                 deterministic=ordered or by_record, shard=shard if by_record else None,
+                 skip=skip, bad=_bad(split, skip) if drop_bad else None)
     return _with_options(ds, ordered, auto_shard)
 
 
@@ -56,12 +100,19 @@ def _with_options(ds: tf.data.Dataset, ordered: bool, auto_shard: bool = False):
     return ds.with_options(options)
 
 
+def _parser(split: Split, image_size: int):
+    return lambda record, path, index: records.parse(record, image_size, split.labelled,
+                                                     (path, index))
+
+
 def read(split: Split, image_size: int, *, ordered: bool, shard: tuple[int, int] = (1, 0),
-         auto_shard: bool = False) -> tf.data.Dataset:
-    """Parsed records of a split (see `records.parse`)."""
-    return _records(split, ordered=ordered, shard=shard, auto_shard=auto_shard).map(
-        lambda r: records.parse(r, image_size, split.labelled),
-        num_parallel_calls=AUTOTUNE, deterministic=ordered)
+         auto_shard: bool = False, skip_bad_records: bool = False) -> tf.data.Dataset:
+    """Parsed records of a split (see `records.parse`); damaged ones are left out when
+    skipping (in the test split too: `eval_dataset` is what keeps the test ids' places)."""
+    return _records(split, ordered=ordered, shard=shard, auto_shard=auto_shard,
+                    skip=skip_bad_records).map(_parser(split, image_size),
+                                               num_parallel_calls=AUTOTUNE,
+                                               deterministic=ordered)
 
 
 def epoch_seed(seed, epoch) -> tf.Tensor:
@@ -73,7 +124,8 @@ def epoch_seed(seed, epoch) -> tf.Tensor:
 def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_examples: int,
                   first_epoch: int = 0, seed: int = 42, augment: bool = True,
                   cache: bool = False, shuffle_buffer: int = 2048, ordered: bool = False,
-                  shard: tuple[int, int] = (1, 0)) -> tf.data.Dataset:
+                  shard: tuple[int, int] = (1, 0),
+                  skip_bad_records: bool = False) -> tf.data.Dataset:
     """(image float32 [B,S,S,3] in [0,255], label int32 [B]) batches, forever, starting at
     epoch `first_epoch`.
 
@@ -83,16 +135,20 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     stream repeats within the epoch when that is more than its part of the split). So epoch k
     is the same whether the run started at 0 or was resumed at k. `ordered=True` makes the
     stream reproducible (every process of a JAX job must read the same one: Keras takes each
-    process's part of each global batch).
+    process's part of each global batch). Damaged records are never drawn when skipping.
     """
-    if split.count < global_batch:
-        raise UserError(f"the {split.name} split has {split.count} examples, fewer than one "
+    skip = skip_bad_records
+    count = _count(split, skip)
+    if count < global_batch:
+        raise UserError(f"the {split.name} split has {count} examples, fewer than one "
                         f"global batch ({global_batch}); use a smaller --batch-size")
+    check.note_read(split)
     paths, by_record = _shard_files(split, shard)
-    parse = lambda r: records.parse(r, image_size, split.labelled)  # noqa: E731
+    bad = _bad(split, skip)  # here: one_epoch runs while tf.data traces it
+    parse = _parser(split, image_size)
     decoded = None
     if cache:  # decoded once, in a fixed order, before the first epoch (see `_fill`)
-        decoded = _fill(_records(split, ordered=True, shard=shard).map(
+        decoded = _fill(_records(split, ordered=True, shard=shard, skip=skip).map(
             parse, num_parallel_calls=AUTOTUNE).cache())
 
     def one_epoch(epoch):
@@ -103,9 +159,8 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
             # Shuffling the serialized records (before decoding) keeps the buffer cheap.
             # The same seed on every worker: sharding by record still sees one common order.
             files = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=es)
-            ds = _interleave(files, len(paths), deterministic=ordered or by_record)
-            if by_record:
-                ds = ds.shard(*shard)
+            ds = _stream(files, len(paths), deterministic=ordered or by_record,
+                         shard=shard if by_record else None, skip=skip, bad=bad)
             ds = ds.shuffle(shuffle_buffer, seed=es, reshuffle_each_iteration=True).map(
                 parse, num_parallel_calls=AUTOTUNE, deterministic=ordered)
         ds = ds.repeat().take(epoch_examples)
@@ -133,21 +188,32 @@ def _fill(ds: tf.data.Dataset) -> tf.data.Dataset:
     return ds
 
 
-def eval_dataset(split: Split, image_size: int, global_batch: int,
-                 pad: bool = True) -> tf.data.Dataset:
-    """Images only, in file order, batched. With `pad`, the last batch is filled with blank images
-    so every batch is full; callers keep the first `split.count` predictions."""
-    ds = read(split, image_size, ordered=True).map(lambda e: tf.cast(e["image"], tf.float32),
-                                                   num_parallel_calls=AUTOTUNE)
+def eval_dataset(split: Split, image_size: int, global_batch: int, pad: bool = True,
+                 skip_bad_records: bool = False) -> tf.data.Dataset:
+    """Images only, in file order, batched, one per id of `metadata` (same `skip_bad_records`).
+    With `pad`, the last batch is filled with blank images so every batch is full; callers keep
+    the first `split.count` predictions (the count of the split `check.check_split` returned,
+    when skipping). A test image that does not decode is a blank image too (see the module)."""
+    skip = skip_bad_records
+    parse = _parser(split, image_size)
+    blank = tf.zeros([image_size, image_size, 3], tf.float32)
+    bad = None if split.labelled else _bad(split, skip)
+
+    def image(record, path, index):
+        decoded = lambda: tf.cast(parse(record, path, index)["image"], tf.float32)  # noqa: E731
+        return decoded() if bad is None else tf.cond(bad(path, index), lambda: blank, decoded)
+
+    ds = _records(split, ordered=True, skip=skip, drop_bad=split.labelled).map(
+        image, num_parallel_calls=AUTOTUNE)
     if pad:
-        extra = -split.count % global_batch
-        blank = tf.zeros([image_size, image_size, 3], tf.float32)
+        extra = -_count(split, skip) % global_batch
         ds = ds.concatenate(tf.data.Dataset.from_tensors(blank).repeat(extra))
     return ds.batch(global_batch, drop_remainder=pad).prefetch(AUTOTUNE)
 
 
 def validation_dataset(split: Split, image_size: int, global_batch: int,
-                       full_batches: bool, workers: int = 1) -> tuple[tf.data.Dataset, int]:
+                       full_batches: bool, workers: int = 1,
+                       skip_bad_records: bool = False) -> tuple[tf.data.Dataset, int]:
     """(image, label) batches for monitoring during `fit`, and the number of steps to run.
 
     With several processes every one must run the same number of steps (one that runs out first
@@ -157,19 +223,22 @@ def validation_dataset(split: Split, image_size: int, global_batch: int,
     """
     multi = workers > 1
     full_batches = full_batches or multi
-    ds = read(split, image_size, ordered=True, auto_shard=multi).map(
+    ds = read(split, image_size, ordered=True, auto_shard=multi,
+              skip_bad_records=skip_bad_records).map(
         lambda e: (tf.cast(e["image"], tf.float32), e["label"]), num_parallel_calls=AUTOTUNE)
     if multi:
         ds = ds.repeat()
-    steps = (max(1, split.count // global_batch) if full_batches
-             else -(-split.count // global_batch))
+    count = _count(split, skip_bad_records)
+    steps = max(1, count // global_batch) if full_batches else -(-count // global_batch)
     return ds.batch(global_batch, drop_remainder=full_batches).prefetch(AUTOTUNE), steps
 
 
-def metadata(split: Split) -> dict[str, list]:
-    """Ids (str) and, for labelled splits, labels, in the order `eval_dataset` yields images."""
-    ds = _records(split, ordered=True).map(lambda r: records.parse_meta(r, split.labelled),
-                                           num_parallel_calls=AUTOTUNE)
+def metadata(split: Split, skip_bad_records: bool = False) -> dict[str, list]:
+    """Ids (str) and, for labelled splits, labels, in the order `eval_dataset` yields images
+    (given the same `skip_bad_records`)."""
+    ds = _records(split, ordered=True, skip=skip_bad_records, drop_bad=split.labelled).map(
+        lambda record, path, index: records.parse_meta(record, split.labelled),
+        num_parallel_calls=AUTOTUNE)
     ids, labels = [], []
     for batch in ds.batch(4096):
         ids.extend(x.decode() for x in batch["id"].numpy())

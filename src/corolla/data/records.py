@@ -20,22 +20,59 @@ UNLABELLED = {
 }
 
 
-def decode_image(jpeg: tf.Tensor, image_size: int) -> tf.Tensor:
-    """JPEG bytes -> uint8 [S, S, 3] with a static shape (TPUs need one)."""
-    image = tf.io.decode_jpeg(jpeg, channels=3)
-    check = tf.debugging.assert_equal(
-        tf.shape(image)[:2], [image_size, image_size],
-        message=f"{DATA_ERROR}: an image in the records is not {image_size}x{image_size}; "
-                f"the images under tfrecords-jpeg-{image_size}x{image_size}/ must all be that "
-                f"size")
+# What to do about a damaged record (the skip is a training flag; evaluate and predict follow the
+# run's config).
+SKIP_HINT = ("replace the file, or skip damaged records with --skip-bad-records "
+             "(data.skip_bad_records = true)")
+
+# The first two bytes of the formats `decode_jpeg` reads: JPEG, and also PNG, GIF, BMP and WebP.
+_MAGIC = (b"\xff\xd8", b"\x89P", b"GI", b"BM", b"RI")
+
+
+def is_image(data: tf.Tensor) -> tf.Tensor:
+    """Whether the bytes start like an image `decode_jpeg` can read: bytes that are no image at
+    all (a converter's bug, an empty feature) are found without decoding, by the check before
+    training and in the stream. Three ops, as it runs for every record; a JPEG whose data is
+    corrupt passes, and fails only when decoded."""
+    return tf.reduce_any(tf.equal(tf.strings.substr(data, 0, 2), _MAGIC))
+
+
+def describe(path: tf.Tensor, index: tf.Tensor, example_id: tf.Tensor) -> list:
+    """How a record is named in the errors raised inside tf.data ("record 5 (id 0a1b2c3d4) of
+    PATH"): the pieces of an assertion's data, which the CLI joins. Not joined here: a string op
+    would run for every record, while the assertion formats its data only when it fails (and
+    without a guard only when all of it is string or int32)."""
+    return ["record ", tf.cast(index, tf.int32), " (id ", example_id, ") of ", path]
+
+
+def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None) -> tf.Tensor:
+    """JPEG bytes -> uint8 [S, S, 3] with a static shape (TPUs need one).
+
+    Inside tf.data only a TensorFlow error can be raised: the assertions carry the DATA_ERROR
+    marker, and the CLI prints their message as one line. `where` (see `describe`) names the
+    record whose bytes are no image (TensorFlow's own error would name no file)."""
+    checks = []
+    if where is not None:
+        checks.append(tf.debugging.Assert(is_image(jpeg), [
+            f"{DATA_ERROR}: ", *where, " holds no image: its bytes do not start like a JPEG "
+            f"(nor like another format TensorFlow decodes); {SKIP_HINT}"]))
+    with tf.control_dependencies(checks):
+        image = tf.io.decode_jpeg(jpeg, channels=3)
+    check = tf.debugging.Assert(
+        tf.reduce_all(tf.equal(tf.shape(image)[:2], image_size)),
+        [f"{DATA_ERROR}: an image in the records is not {image_size}x{image_size}; the images "
+         f"under tfrecords-jpeg-{image_size}x{image_size}/ must all be that size"])
     with tf.control_dependencies([check]):
         return tf.ensure_shape(tf.identity(image), [image_size, image_size, 3])
 
 
-def parse(serialized: tf.Tensor, image_size: int, labelled: bool) -> dict[str, tf.Tensor]:
-    """One record -> {"image": uint8 [S,S,3], "id": string, "label": int32 (labelled only)}."""
+def parse(serialized: tf.Tensor, image_size: int, labelled: bool,
+          source: tuple[tf.Tensor, tf.Tensor] | None = None) -> dict[str, tf.Tensor]:
+    """One record -> {"image": uint8 [S,S,3], "id": string, "label": int32 (labelled only)}.
+    `source`: (file path, record index in the file), to name the record in errors."""
     example = tf.io.parse_single_example(serialized, LABELLED if labelled else UNLABELLED)
-    out = {"image": decode_image(example["image"], image_size), "id": example["id"]}
+    where = None if source is None else describe(*source, example["id"])
+    out = {"image": decode_image(example["image"], image_size, where), "id": example["id"]}
     if labelled:
         out["label"] = tf.cast(example["class"], tf.int32)
     return out

@@ -44,11 +44,13 @@ def resolve(config: config_lib.RunConfig, plan: Plan,
     if path and "://" not in path:
         path = os.path.abspath(path)
     layout = layout_lib.open_layout(path, config.data.image_size, spec.image_size)
-    train_split = layout.split("train")
-    for split in (train_split, layout.split("val")):  # both must exist before anything starts
-        check.check_split(split, len(layout.class_names))
+    splits = [layout.split("train"), layout.split("val")]  # both must exist before anything
     if layout.has_split("test"):
-        check.check_split(layout.split("test"), len(layout.class_names))
+        splits.append(layout.split("test"))
+    # The checked train split counts what training will draw (less any skipped records).
+    train_split = [check.check_split(split, len(layout.class_names),
+                                     skip_bad_records=config.data.skip_bad_records)
+                   for split in splits][0]
     steps = config.train.steps_per_epoch or train_split.count // plan.global_batch
     if steps < 1:
         raise UserError(f"the train split has {train_split.count} examples, fewer than one "
@@ -129,11 +131,12 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         layout.split("train"), size, plan.global_batch, epoch_examples=steps * per_process,
         first_epoch=state.epochs_done, seed=t.seed, augment=config.data.augment,
         cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer, ordered=ordered,
-        shard=plan.input_shard)
+        shard=plan.input_shard, skip_bad_records=config.data.skip_bad_records)
     # Several processes (either backend) must all run the same number of validation steps.
     val_ds, val_steps = pipeline.validation_dataset(
         layout.split("val"), size, plan.global_batch,
-        full_batches=plan.static_shapes or plan.replicas > 1, workers=plan.num_processes)
+        full_batches=plan.static_shapes or plan.replicas > 1, workers=plan.num_processes,
+        skip_bad_records=config.data.skip_bad_records)
     # Data and model come first: a failure there (a split smaller than one batch, weights that
     # will not load) leaves no empty run behind.
     with plan.scope():
