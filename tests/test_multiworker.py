@@ -64,57 +64,40 @@ def _run_workers(backend, tmp_path, args, expect=0):
     return outputs
 
 
-@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
-def test_two_workers_train_identically_and_only_the_chief_writes(backend, tiny_petals,
-                                                                 tmp_path):
-    runs = tmp_path / "runs"
-    outputs = _run_workers(backend, tmp_path, ["-m", "corolla", "train", "--data", tiny_petals,
-                                               "--epochs", "2", "--global-batch-size", "16",
-                                               "--runs-dir", runs, "--name", "run"])
-    strategy = "MultiWorkerMirroredStrategy" if backend == "tensorflow" else "DataParallel"
-    assert f"on {strategy} (2 replica(s), global batch 16)" in outputs[0]
-
-    # Only the chief wrote a run; the other worker's model went to its private scratch.
-    assert [p.name for p in runs.iterdir()] == ["run"]
-    run = runs / "run"
-    assert {"config.toml", "model.keras", "history.csv", "metrics.json",
-            "submission.csv"} <= {p.name for p in run.iterdir()}
-    assert "done:" in outputs[0] and "done:" not in outputs[1]
-    run_id = tomllib.loads((run / "config.toml").read_text())["output"]["run_id"]
-    worker_models = list((tmp_path / "tmp1").glob(f"corolla-{run_id}/worker-1/model.keras"))
-    assert len(worker_models) == 1 and not list((tmp_path / "tmp0").glob("corolla-*"))
-
-    chief, worker = _weights(run / "model.keras"), _weights(worker_models[0])
-    assert len(chief) == len(worker) > 0
-    for a, b in zip(chief, worker):
-        np.testing.assert_array_equal(a, b)
-
-
 CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
-def test_an_unnamed_multi_worker_run_resumes_on_every_worker(backend, tiny_petals, tmp_path):
-    """Both workers die after epoch 0 (as under SIGKILL); `--resume` without --name (the same
-    command on both) continues every worker from epoch 1, from its own backup, found through
-    the run's id; they end with identical weights and history.csv has each epoch once."""
+def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petals, tmp_path):
+    """Two workers train together and only the chief writes the run; both die after epoch 0
+    (as under SIGKILL); `--resume` without --name (the same command on both) continues every
+    worker from epoch 1, from its own backup, found through the run's id; they end with
+    identical weights and history.csv has each epoch once."""
     runs = tmp_path / "runs"
     crashed = _run_workers(backend, tmp_path, [CRASH, "epoch_end:0", "train", "--data",
                                                tiny_petals, "--epochs", 2,
                                                "--global-batch-size", 16, "--runs-dir", runs],
                            expect=3)
     assert all("CRASH after epoch 0" in out for out in crashed)
-    [run] = list(runs.iterdir())  # the chief named it <model>-<timestamp>
+    strategy = "MultiWorkerMirroredStrategy" if backend == "tensorflow" else "DataParallel"
+    assert f"on {strategy} (2 replica(s), global batch 16)" in crashed[0]
+    [run] = list(runs.iterdir())  # only the chief made a run, named <model>-<timestamp>
     run_id = tomllib.loads((run / "config.toml").read_text())["output"]["run_id"]
     scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
     assert (scratch / "backup" / "state.json").is_file()
     assert oct(scratch.stat().st_mode & 0o777) == "0o700"
+    assert not list((tmp_path / "tmp0").glob("corolla-*"))  # the chief's backup is the run's
 
     resumed = _run_workers(backend, tmp_path, [CRASH, "none", "train", "--resume", run])
     assert all("FIRST_EPOCH 1" in out for out in resumed), resumed
     assert "after epoch 1 of 2" in resumed[0]
+    assert "done:" in resumed[0] and "done:" not in resumed[1]
+    assert [p.name for p in runs.iterdir()] == [run.name]
+    assert {"config.toml", "model.keras", "history.csv", "metrics.json", "submission.csv",
+            "FINISHED"} <= {p.name for p in run.iterdir()}
     with (run / "history.csv").open() as f:
         assert [row["epoch"] for row in csv.DictReader(f)] == ["0", "1"]
     chief, worker = _weights(run / "model.keras"), _weights(scratch / "model.keras")
+    assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)

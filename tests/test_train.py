@@ -59,14 +59,14 @@ def _model_weights(run):
 @pytest.mark.slow
 def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_petals,
                                                                            tmp_path):
-    """--deterministic: two runs with one seed are bit-identical; a run killed after its
-    second epoch and resumed ends bit-identical to them too (same weights, optimizer step,
-    data order and augmentation per epoch), and its history has every epoch once."""
+    """--deterministic: a run killed after its second epoch and resumed (another process)
+    ends bit-identical to an uninterrupted run with the same seed (same weights, optimizer
+    step, data order and augmentation per epoch): which also shows that two runs with one seed
+    are bit-identical. Its history has every epoch once."""
     common = ["--data", tiny_petals, "--epochs", 3, "--batch-size", 8, "--deterministic",
               "--runs-dir", tmp_path]
-    for name in ("a", "b"):
-        result = _train([*common, "--name", name])
-        assert result.returncode == 0, result.stderr[-3000:]
+    result = _train([*common, "--name", "a"])
+    assert result.returncode == 0, result.stderr[-3000:]
     crashed = _train([*common, "--name", "c"], crash="epoch_end:1")
     assert crashed.returncode == 3 and "CRASH after epoch 1" in crashed.stdout
     run_c = tmp_path / "c"
@@ -78,17 +78,17 @@ def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_
     assert "FIRST_EPOCH 2" in resumed.stdout and "after epoch 2 of 3" in resumed.stdout
     assert not (run_c / "backup").exists()  # gone once model.keras is safely written
 
-    runs = {name: tmp_path / name for name in "abc"}
+    runs = {name: tmp_path / name for name in "ac"}
     histories = {name: _history(run) for name, run in runs.items()}
     assert [r["epoch"] for r in histories["c"]] == ["0", "1", "2"]
     for key in ("learning_rate", "loss", "accuracy", "val_loss"):
         column = {name: [float(r[key]) for r in rows] for name, rows in histories.items()}
-        assert column["a"] == column["b"] == column["c"], key
+        assert column["a"] == column["c"], key
     lrs = [float(r["learning_rate"]) for r in histories["c"]]
     assert lrs[0] > lrs[1] > lrs[2]  # past the 1-epoch ramp, decaying towards the end
     weights = {name: _model_weights(run) for name, run in runs.items()}
-    for a, b, c in zip(weights["a"], weights["b"], weights["c"]):
-        np.testing.assert_array_equal(a, b)
+    assert len(weights["a"]) == len(weights["c"]) > 0
+    for a, c in zip(weights["a"], weights["c"]):
         np.testing.assert_array_equal(a, c)
 
 

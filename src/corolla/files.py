@@ -40,6 +40,15 @@ def atomic_path(path: str | Path):
             tmp.unlink()
 
 
+def remove_partials(folder: str | Path) -> list[str]:
+    """Removes the temporary files of writes that a killed process never finished; call it
+    only as the folder's one writer. Returns their names."""
+    found = sorted(Path(folder).glob(".*.partial*"))
+    for path in found:
+        path.unlink(missing_ok=True)
+    return [p.name for p in found]
+
+
 def write_text_atomic(path: str | Path, text: str) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text)

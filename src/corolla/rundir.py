@@ -16,7 +16,7 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
-from corolla.files import write_text_atomic
+from corolla.files import remove_partials, write_text_atomic
 
 CONFIG = "config.toml"
 PLAN = "plan.json"  # what ran: the hardware plan and library versions of every session
@@ -174,6 +174,7 @@ def claim(run_dir: Path, log=print) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"process {os.getpid()} on {socket.gethostname()}".encode(), 0)
     _held[run_dir] = fd
+    remove_partials(run_dir)  # left by a writer that was killed mid-write
 
 
 def release(run_dir: Path) -> None:

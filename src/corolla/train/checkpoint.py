@@ -25,7 +25,7 @@ from pathlib import Path
 import keras
 
 from corolla.errors import UserError
-from corolla.files import atomic_path, write_text_atomic
+from corolla.files import atomic_path, remove_partials, write_text_atomic
 
 STATE = "state.json"
 
@@ -69,6 +69,7 @@ class Checkpoint(keras.callbacks.Callback):
         super().__init__()
         self.backup_dir, self.state, self.history_path = Path(backup_dir), state, history_path
         self.backup_dir.mkdir(parents=True, exist_ok=True)
+        remove_partials(self.backup_dir)  # a weights file a killed run never put in place
 
     def restore(self, model) -> None:
         """Loads the backed-up model and optimizer state; call it inside the plan's scope
