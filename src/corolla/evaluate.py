@@ -155,7 +155,26 @@ def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
     written["samples"] = report.plot_samples(images, evaluation.y_true[:samples],
                                              evaluation.y_pred[:samples], names,
                                              out_dir / rundir.SAMPLES)
+    mistakes = _most_confident_mistakes(evaluation, samples)
+    if len(mistakes):
+        wanted = set(mistakes.tolist())
+        found = {i: e["image"].numpy() for i, e in enumerate(
+            pipeline.read(split, layout.image_size, ordered=True,
+                          skip_bad_records=skip_bad_records).take(int(mistakes.max()) + 1))
+            if i in wanted}
+        confidence = evaluation.probabilities[mistakes, evaluation.y_pred[mistakes]]
+        written["mistakes"] = report.plot_samples(
+            np.stack([found[i] for i in mistakes]), evaluation.y_true[mistakes],
+            evaluation.y_pred[mistakes], names, out_dir / rundir.MISTAKES,
+            title="Most confident mistakes", confidence=confidence)
     return written
+
+
+def _most_confident_mistakes(evaluation: Evaluation, limit: int) -> np.ndarray:
+    """Indices of the wrong predictions, most confident first."""
+    wrong = np.flatnonzero(evaluation.y_true != evaluation.y_pred)
+    confidence = evaluation.probabilities[wrong, evaluation.y_pred[wrong]]
+    return wrong[np.argsort(-confidence, kind="stable")][:limit]
 
 
 def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print,
@@ -179,6 +198,8 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     log(f"val: accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
         f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "
         f"({m['num_examples']} images, {m['num_classes_present']} classes)")
+    for line in report.per_class_table(m["per_class"]):
+        log(f"  {line}")
     for path in written.values():
         log(f"wrote {path}")
     if report_skipped:

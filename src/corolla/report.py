@@ -59,10 +59,29 @@ def write_json(data: dict, path: str | Path) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+MAX_MATRIX_CLASSES = 30  # beyond this, names and cells are unreadable: the most confused only
+
+
+def most_confused(matrix: np.ndarray, limit: int = MAX_MATRIX_CLASSES) -> list[int]:
+    """Indices (into `matrix`) of the `limit` classes most involved in mistakes (wrong shares
+    in their row and column), in their original order."""
+    if len(matrix) <= limit:
+        return list(range(len(matrix)))
+    wrong = matrix - np.diag(np.diag(matrix))
+    return sorted(np.argsort(-(wrong.sum(axis=0) + wrong.sum(axis=1)), kind="stable")[:limit])
+
+
 def plot_confusion_matrix(matrix: np.ndarray, names: list[str], path: str | Path,
                           title: str = "Confusion matrix (rows: true class, normalised)") -> Path:
+    """Row-normalised; with more than MAX_MATRIX_CLASSES classes, only the most confused ones
+    (said in the title), so that every name and cell stays readable."""
+    total = len(names)
+    keep = most_confused(matrix)
+    if len(keep) < total:
+        matrix, names = matrix[np.ix_(keep, keep)], [names[i] for i in keep]
+        title = f"{title}\nthe {len(keep)} most confused of {total} classes"
     n = len(names)
-    size = min(4 + 0.35 * n, 40)
+    size = min(4 + 0.35 * n, 16)
     fig, ax = plt.subplots(figsize=(size, size))
     image = ax.imshow(matrix, cmap="Blues", vmin=0, vmax=1)
     ax.set_xticks(range(n), [s.strip() for s in names], rotation=90, fontsize=8)
@@ -70,51 +89,70 @@ def plot_confusion_matrix(matrix: np.ndarray, names: list[str], path: str | Path
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
     ax.set_title(title)
-    if n <= 30:
-        for i in range(n):
-            for j in range(n):
-                if matrix[i, j] >= 0.005:
-                    ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if matrix[i, j] > 0.5 else "black")
+    for i in range(n):
+        for j in range(n):
+            if matrix[i, j] >= 0.005:
+                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if matrix[i, j] > 0.5 else "black")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return _save(fig, path)
 
 
 def plot_history(history_csv: str | Path, path: str | Path) -> Path | None:
-    """Loss and accuracy per epoch, train against validation, from Keras' CSVLogger file."""
+    """Loss, accuracy (train against validation) and the learning rate per epoch, from the
+    run's history.csv; the epochs are numbered as in that file, on whole-number ticks."""
+    from matplotlib.ticker import MaxNLocator
+
     with Path(history_csv).open(newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
         return None
-    epochs = [int(r["epoch"]) + 1 for r in rows]
-    panels = [k for k in ("loss", "accuracy") if k in rows[0]]
+    epochs = [int(r["epoch"]) for r in rows]
+    panels = [k for k in ("loss", "accuracy", "learning_rate") if k in rows[0]]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
     for ax, key in zip(axes[0], panels):
         for prefix, style in (("", "-o"), ("val_", "-s")):
             if prefix + key in rows[0]:
                 ax.plot(epochs, [float(r[prefix + key]) for r in rows], style,
-                        label=(prefix or "train_") + key)
-        ax.set_xlabel("epoch")
-        ax.set_title(key)
+                        label=(f"{'val' if prefix else 'train'} {key}"
+                               if key != "learning_rate" else "at the end of the epoch"))
+        ax.set_xlabel("epoch (as in history.csv)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(key.replace("_", " "))
         ax.grid(alpha=0.3)
         ax.legend()
     return _save(fig, path)
 
 
 def plot_samples(images: np.ndarray, y_true, y_pred, names, path: str | Path,
-                 columns: int = 6) -> Path:
-    """A grid of images titled with the prediction, red where it is wrong."""
+                 columns: int = 6, title: str = "Sample predictions",
+                 confidence=None) -> Path:
+    """A grid of images titled with the prediction (and the true class where it is wrong, in
+    red, as the figure's own title says); `confidence`: the predicted probability, shown too."""
     n = len(images)
     rows = max(1, -(-n // columns))
-    fig, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows + 0.6),
+                             squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
-    for ax, image, t, p in zip(axes.flat, images, y_true, y_pred):
+    for k, (ax, image, t, p) in enumerate(zip(axes.flat, images, y_true, y_pred)):
         ax.imshow(np.clip(image, 0, 255).astype(np.uint8))
         ok = t == p
-        title = names[p].strip() if ok else f"{names[p].strip()}\n(true: {names[t].strip()})"
-        ax.set_title(title, fontsize=8, color="black" if ok else "red")
+        label = names[p].strip() + (f" {confidence[k]:.0%}" if confidence is not None else "")
+        ax.set_title(label if ok else f"{label}\n(true: {names[t].strip()})", fontsize=8,
+                     color="black" if ok else "red")
+    fig.suptitle(f"{title}: predicted class; in red, a wrong prediction (true class below)",
+                 fontsize=10)
     return _save(fig, path)
+
+
+def per_class_table(per_class: list[dict]) -> list[str]:
+    """metrics.json's per-class rows as aligned text lines for the terminal."""
+    width = max([len("class")] + [len(r["name"].strip()) for r in per_class])
+    lines = [f"{'class':<{width}}  support  precision  recall      F1"]
+    lines += [f"{r['name'].strip():<{width}}  {r['support']:>7d}  {r['precision']:>9.4f}  "
+              f"{r['recall']:>6.4f}  {r['f1']:>6.4f}" for r in per_class]
+    return lines
 
 
 def _save(fig, path) -> Path:

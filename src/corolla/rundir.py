@@ -28,6 +28,7 @@ SUBMISSION = "submission.csv"
 CONFUSION = "confusion_matrix.png"
 CURVES = "training_curves.png"
 SAMPLES = "sample_predictions.png"
+MISTAKES = "confident_mistakes.png"  # the wrong predictions the model was surest of
 BACKUP = "backup"  # the state of a run in training (train.checkpoint); gone once trained
 FINISHED = "FINISHED"  # written last, when evaluation and the submission are written too
 LOCK = ".lock"  # held (flock) by the one process that trains the run
