@@ -148,20 +148,22 @@ def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
         curves = report.plot_history(history, out_dir / rundir.CURVES)
         if curves:
             written["curves"] = curves
+    # One pass over the split's images serves both grids: the first `samples` images, and the
+    # most confident mistakes wherever they are (kept alone, so memory stays small at 512 px).
+    mistakes = _most_confident_mistakes(evaluation, samples)
+    wanted = set(mistakes.tolist())
     split = layout.split(evaluation.metrics["split"])
-    images = np.stack([e["image"].numpy() for e in
-                       pipeline.read(split, layout.image_size, ordered=True,
-                                     skip_bad_records=skip_bad_records).take(samples)])
-    written["samples"] = report.plot_samples(images, evaluation.y_true[:samples],
+    found = {i: e["image"].numpy() for i, e in enumerate(
+        pipeline.read(split, layout.image_size, ordered=True,
+                      skip_bad_records=skip_bad_records).take(
+            max(samples, int(mistakes.max(initial=-1)) + 1)))
+        if i < samples or i in wanted}
+    shown = [i for i in range(samples) if i in found]  # fewer when the split is smaller
+    written["samples"] = report.plot_samples(np.stack([found[i] for i in shown]),
+                                             evaluation.y_true[:samples],
                                              evaluation.y_pred[:samples], names,
                                              out_dir / rundir.SAMPLES)
-    mistakes = _most_confident_mistakes(evaluation, samples)
     if len(mistakes):
-        wanted = set(mistakes.tolist())
-        found = {i: e["image"].numpy() for i, e in enumerate(
-            pipeline.read(split, layout.image_size, ordered=True,
-                          skip_bad_records=skip_bad_records).take(int(mistakes.max()) + 1))
-            if i in wanted}
         confidence = evaluation.probabilities[mistakes, evaluation.y_pred[mistakes]]
         written["mistakes"] = report.plot_samples(
             np.stack([found[i] for i in mistakes]), evaluation.y_true[mistakes],
