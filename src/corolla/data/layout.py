@@ -8,6 +8,7 @@ Record counts come from the file names, as in the competition (no pass over the 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -48,6 +49,8 @@ class Layout:
     image_size: int
     class_names: tuple[str, ...]
     available_sizes: tuple[int, ...]
+    # The path the user gave when it is not `root`: an image folder or CSV converted into root.
+    source: str = ""
 
     @property
     def size_dir(self) -> str:
@@ -65,6 +68,10 @@ class Layout:
 
     def has_split(self, name: str) -> bool:
         return bool(tf.io.gfile.glob(f"{self.size_dir}/{name}/*.tfrec"))
+
+
+def with_source(layout: Layout, source: str) -> Layout:
+    return dataclasses.replace(layout, source=source)
 
 
 def _count(path: str) -> int:

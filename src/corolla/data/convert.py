@@ -1,0 +1,430 @@
+"""`corolla convert SRC OUT`: an image folder or a CSV -> sharded TFRecords in exactly the
+competition layout, `OUT/tfrecords-jpeg-SxS/{train,val,test}/NN-SxS-COUNT.tfrec`, with
+`OUT/classes.txt` and `OUT/convert.json` (settings, source, counts, skipped files).
+
+- Each image is decoded once by Pillow (greyscale, CMYK, palette, alpha, PNG, EXIF rotation all
+  become plain RGB; alpha over white), fitted to each size (`crop`: short side to S then the
+  centre; `pad`: long side to S, centred on black) and JPEG-encoded, on all cores.
+- Splits: the source's own (`train/ val/ test/` folders, a CSV `split` column), else a split
+  stratified by class (scikit-learn) from `seed`, `val_fraction` and `test_fraction`.
+- Ids are the files' paths relative to the source; within a split the order is a permutation
+  of the sorted ids drawn from `seed`, cut into contiguous shards (so every shard mixes the
+  classes, as the competition's do, and a conversion is reproducible).
+- A file that does not decode is skipped and listed at the end (`strict`: the first one is an
+  error). Everything is written under a temporary name beside OUT and renamed at the end: a
+  folder named OUT is always complete. SRC is only read.
+
+Pillow rather than tf.image: TensorFlow cannot apply EXIF rotation or read CMYK JPEGs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from corolla.data.classes import CLASSES_FILE, format_classes_file
+from corolla.data.sources import SPLIT_FOLDERS, ImageSource, Item
+from corolla.errors import UserError
+
+VERSION = 1  # bump when the output of a conversion changes, so caches are not reused
+MANIFEST = "convert.json"  # written last, inside the temporary folder: marks a complete OUT
+FITS = ("crop", "pad")
+MB = 1 << 20
+TPU_CORES = 8  # a TPU v3-8: enough files for every core to read its own
+MIN_FILE_MB = 2  # ... unless that makes files smaller than this
+
+
+@dataclass(frozen=True)
+class Settings:
+    image_sizes: tuple[int, ...] = (224,)
+    fit: str = "crop"  # "crop": short side to S, centre crop; "pad": long side to S, padded
+    quality: int = 95  # JPEG quality of the written images
+    seed: int = 42  # the split and the order
+    val_fraction: float = 0.2  # of the labelled images, when the source has no val split
+    test_fraction: float = 0.0  # of the labelled images, when the source has no test split
+    shard_mb: float = 150.0  # target file size: cloud storage reads 100-200 MB files best
+    strict: bool = False  # the first unreadable image is an error (default: skip and list)
+    workers: int = 0  # encoding processes; 0 = every core
+
+    def check(self) -> Settings:
+        if not self.image_sizes or any(s < 8 or s > 4096 for s in self.image_sizes):
+            raise UserError(f"--image-size must be between 8 and 4096, got "
+                            f"{', '.join(map(str, self.image_sizes)) or 'none'}")
+        if self.fit not in FITS:
+            raise UserError(f"--fit must be crop or pad, got {self.fit!r}")
+        if not 1 <= self.quality <= 100:
+            raise UserError(f"--quality must be between 1 and 100, got {self.quality}")
+        if not (0 <= self.val_fraction < 1 and 0 <= self.test_fraction < 1
+                and self.val_fraction + self.test_fraction < 1):
+            raise UserError(f"--val-fraction ({self.val_fraction}) and --test-fraction "
+                            f"({self.test_fraction}) must be in [0, 1) and leave some for train")
+        if not self.shard_mb > 0:
+            raise UserError(f"--shard-mb must be positive, got {self.shard_mb}")
+        return replace(self, image_sizes=tuple(sorted(set(self.image_sizes))))
+
+    def key(self) -> dict:
+        """What decides the output (not `strict` nor `workers`)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("strict", "workers")}
+
+
+# ---- one image: what the conversion writes, and what "reading the source directly" sees ----
+
+def _open_rgb(path: str, largest: int):
+    """The file as an upright RGB Pillow image, decoded at the smallest JPEG scale (1/2 .. 1/8)
+    that still covers `largest` on both sides (libjpeg's DCT scaling: several times faster)."""
+    from PIL import Image, ImageOps
+
+    with Image.open(path) as image:
+        image.draft(None, (largest, largest))
+        image.load()  # a truncated or corrupt file fails here
+        with contextlib.suppress(Exception):  # a broken EXIF block: keep the pixels as stored
+            image = ImageOps.exif_transpose(image)
+        if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info:
+            image = image.convert("RGBA")
+            canvas = Image.new("RGB", image.size, (255, 255, 255))
+            canvas.paste(image, mask=image.getchannel("A"))
+            return canvas
+        if image.mode.startswith("I;16") or image.mode == "I":  # 16-bit PNG: keep the top 8 bits
+            image = Image.fromarray((np.asarray(image, np.uint32) >> 8).astype(np.uint8))
+        return image.convert("RGB")
+
+
+def _fit(image, size: int, fit: str):
+    from PIL import Image
+
+    w, h = image.size
+    scale = size / (min(w, h) if fit == "crop" else max(w, h))
+    new = (max(size if fit == "crop" else 1, round(w * scale)),
+           max(size if fit == "crop" else 1, round(h * scale)))
+    if fit == "pad":
+        new = (min(size, new[0]), min(size, new[1]))
+    resized = image.resize(new, Image.BICUBIC, reducing_gap=3.0) if new != image.size else image
+    if fit == "crop":
+        left, top = (new[0] - size) // 2, (new[1] - size) // 2
+        return resized.crop((left, top, left + size, top + size))
+    canvas = Image.new("RGB", (size, size))
+    canvas.paste(resized, ((size - new[0]) // 2, (size - new[1]) // 2))
+    return canvas
+
+
+def load_image(path: str, size: int, fit: str = "crop") -> np.ndarray:
+    """The pixels a conversion at `size` writes for `path` (before JPEG): uint8 [S, S, 3]."""
+    return np.asarray(_fit(_open_rgb(path, size), size, fit))
+
+
+def _encode(task) -> tuple[int, list[bytes] | None, str]:
+    """(position, JPEG bytes per size, "") or (position, None, why it failed): runs in the
+    worker processes, so it returns errors instead of raising them."""
+    import io
+
+    position, path, sizes, fit, quality = task
+    try:
+        image = _open_rgb(path, max(sizes))
+        out = []
+        for size in sizes:
+            buffer = io.BytesIO()
+            _fit(image, size, fit).save(buffer, format="JPEG", quality=quality)
+            out.append(buffer.getvalue())
+        return position, out, ""
+    except Exception as e:  # noqa: BLE001 - any failure means this file cannot be used
+        reason = " ".join(str(e).split()) or type(e).__name__
+        return position, None, reason
+
+
+# ---- splits, order, shards ----
+
+def _stratified(items: list[Item], fraction: float, seed: int, what: str, source: str):
+    """(rest, taken): `fraction` of `items` taken, stratified by label."""
+    if fraction <= 0 or not items:
+        return items, []
+    from sklearn.model_selection import train_test_split
+
+    try:
+        rest, taken = train_test_split(items, test_size=fraction, random_state=seed,
+                                       stratify=[i.label for i in items])
+    except ValueError as e:
+        raise UserError(f"cannot split {what} off {source} stratified by class ({e}); add "
+                        f"images to the small classes, or change --val-fraction / "
+                        f"--test-fraction") from None
+    return list(rest), list(taken)
+
+
+def assign_splits(source: ImageSource, settings: Settings) -> dict[str, list[Item]]:
+    """Every item's split, each split in its deterministic order (see the module)."""
+    splits = {name: [i for i in source.items if i.split == name] for name in SPLIT_FOLDERS}
+    free = sorted((i for i in source.items if i.split is None), key=lambda i: i.id)
+    if free or not splits["val"]:
+        # The unassigned images, else train (to split a val off it).
+        pool = free or sorted(splits.pop("train"), key=lambda i: i.id)
+        test_f = settings.test_fraction if free and not splits["test"] else 0.0
+        val_f = settings.val_fraction if not splits["val"] else 0.0
+        rest, test = _stratified(pool, test_f, settings.seed, "a test split", source.path)
+        rest, val = _stratified(rest, val_f / (1 - test_f), settings.seed, "a val split",
+                                source.path)
+        splits["train"] = splits.get("train", []) + rest
+        splits["val"] += val
+        splits["test"] += test
+    rng = np.random.default_rng(settings.seed)
+    ordered = {}
+    for name in SPLIT_FOLDERS:
+        items = sorted(splits[name], key=lambda i: i.id)
+        ordered[name] = [items[k] for k in rng.permutation(len(items))]
+    for name in ("train", "val"):
+        if not ordered[name]:
+            raise UserError(f"the {name} split of {source.path} is empty; "
+                            + ("add images to it" if name == "train" else
+                               "add a val/ folder or a positive --val-fraction"))
+    return ordered
+
+
+def shard_count(count: int, total_bytes: float, shard_mb: float) -> int:
+    """Files for a split: about `shard_mb` each; at least as many as a TPU v3-8 has cores when
+    the split is large enough to make files of `MIN_FILE_MB`; at least one; never empty."""
+    by_size = math.ceil(total_bytes / (shard_mb * MB))
+    by_cores = min(TPU_CORES, int(total_bytes // (MIN_FILE_MB * MB)))
+    return max(1, min(count, max(by_size, by_cores)))
+
+
+class _Progress:
+    """One line on a terminal, redrawn at most 10 times a second; nothing otherwise."""
+
+    def __init__(self, total: int, enabled: bool | None = None):
+        self.total, self.done, self.start, self.shown = total, 0, time.monotonic(), 0.0
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if not self.enabled or (now - self.shown < 0.1 and self.done < self.total):
+            return
+        self.shown = now
+        width = 30
+        filled = width * self.done // max(1, self.total)
+        rate = self.done / max(1e-9, now - self.start)
+        sys.stderr.write(f"\r{label:5s} [{'#' * filled}{'.' * (width - filled)}] "
+                         f"{self.done}/{self.total} {rate:.0f} img/s")
+        if self.done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+@dataclass
+class Summary:
+    source: str
+    out: str
+    counts: dict = field(default_factory=dict)  # split -> {class index: images}
+    files: dict = field(default_factory=dict)  # split -> files per size
+    skipped: list = field(default_factory=list)  # [(id, reason)]
+    seconds: float = 0.0
+
+    @property
+    def images(self) -> int:
+        return sum(sum(c.values()) for c in self.counts.values())
+
+
+def _write_split(name: str, items: list[Item], out: Path, settings: Settings, pool,
+                 progress: _Progress, summary: Summary) -> None:
+    import tensorflow as tf
+
+    from corolla.data import records
+
+    sizes = settings.image_sizes
+    tasks = [(k, item.path, sizes, settings.fit, settings.quality)
+             for k, item in enumerate(items)]
+    results = pool.imap(_encode, tasks, chunksize=8) if pool else map(_encode, tasks)
+    labelled = name != "test"
+    folders = [out / f"tfrecords-jpeg-{s}x{s}" / name for s in sizes]
+    for folder in folders:
+        folder.mkdir(parents=True)
+    bounds: list[list[int]] | None = None
+    writers: list = [None] * len(sizes)
+    shard = [-1] * len(sizes)
+    written: list[list[tuple[Path, int]]] = [[] for _ in sizes]
+    pending: list = []
+    counts: Counter = Counter()
+
+    def plan_shards():
+        ok = [r for r in pending if r[1] is not None] or [(0, [b"x" * 50_000] * len(sizes))]
+        mean = [np.mean([len(r[1][k]) for r in ok]) for k in range(len(sizes))]
+        out_bounds = []
+        for k in range(len(sizes)):
+            n = shard_count(len(items), mean[k] * len(items), settings.shard_mb)
+            out_bounds.append([len(items) * j // n for j in range(n + 1)])
+        return out_bounds
+
+    def put(position, jpegs, reason):
+        item = items[position]
+        progress.step(name)
+        if jpegs is None:
+            if settings.strict:
+                raise UserError(f"{item.path} is not a readable image ({reason}); remove or "
+                                f"replace it, or convert without --strict to skip it")
+            summary.skipped.append((item.id, reason))
+            return
+        label = item.label if labelled else None
+        for k, jpeg in enumerate(jpegs):
+            while position >= bounds[k][shard[k] + 1]:  # the next shard begins
+                if writers[k] is not None:
+                    writers[k].close()
+                shard[k] += 1
+                path = folders[k] / f".part-{shard[k]:05d}"
+                writers[k] = tf.io.TFRecordWriter(str(path))
+                written[k].append((path, 0))
+            writers[k].write(records.serialize(jpeg, item.id, label))
+            path, n = written[k][-1]
+            written[k][-1] = (path, n + 1)
+        if labelled:
+            counts[item.label] += 1
+        else:
+            counts[-1 if item.label is None else item.label] += 1
+
+    for result in results:
+        if bounds is None:
+            pending.append(result)
+            if len(pending) < min(len(items), 64):
+                continue
+            bounds = plan_shards()
+            for r in sorted(pending):
+                put(*r)
+            continue
+        put(*result)
+    if bounds is None and pending:
+        bounds = plan_shards()
+        for r in sorted(pending):
+            put(*r)
+    for writer in writers:
+        if writer is not None:
+            writer.close()
+    for k, size in enumerate(sizes):
+        kept = [(p, n) for p, n in written[k] if n]
+        for index, (path, n) in enumerate(kept):
+            path.rename(path.parent / records.shard_name(index, size, n))
+        for path, n in written[k]:
+            if not n:
+                path.unlink()
+        if not kept:
+            raise UserError(f"no image of the {name} split of {summary.source} could be read "
+                            f"({len(items)} skipped); see the skipped files above")
+    summary.counts[name] = dict(sorted(counts.items()))
+    summary.files[name] = [len([1 for _, n in w if n]) for w in written]
+
+
+def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(),
+            log=print) -> Summary:
+    """Writes `source` into `out` (which must not exist) in the competition layout."""
+    settings = settings.check()
+    out = Path(out).absolute()
+    if out.exists():
+        raise UserError(f"{out} already exists; conversion never overwrites: remove it or "
+                        f"choose another OUT")
+    src = Path(source.path)
+    src_dir = src if src.is_dir() else src.parent
+    if source.kind == "folder" and (out == src_dir or src_dir in out.parents):
+        raise UserError(f"{out} is inside the source folder {src_dir}, which conversion never "
+                        f"modifies; choose an OUT outside it")
+    if not out.parent.is_dir():
+        raise UserError(f"the folder {out.parent} (where {out.name} would go) does not exist")
+    splits = assign_splits(source, settings)
+    tmp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
+    tmp.mkdir()
+    summary = Summary(source=source.path, out=str(out))
+    total = sum(len(v) for v in splits.values())
+    workers = settings.workers or os.cpu_count() or 1
+    # Few images: the process start-up would cost more than it saves.
+    workers = 1 if total < 64 else workers
+    start = time.monotonic()
+    progress = _Progress(total)
+    log(f"converting {total} images of {source.path} into {out} "
+        f"({', '.join(f'{s}x{s}' for s in settings.image_sizes)}, fit {settings.fit}, "
+        f"quality {settings.quality}, {workers} worker(s))")
+    try:
+        # "spawn": the workers import only Pillow and NumPy, never this process's TensorFlow.
+        pool = multiprocessing.get_context("spawn").Pool(workers) if workers > 1 else None
+        try:
+            for name in SPLIT_FOLDERS:
+                if splits[name]:
+                    _write_split(name, splits[name], tmp, settings, pool, progress, summary)
+        finally:
+            if pool is not None:
+                pool.terminate()
+        summary.seconds = time.monotonic() - start
+        (tmp / CLASSES_FILE).write_text(format_classes_file(source.class_names))
+        (tmp / MANIFEST).write_text(json.dumps(_manifest(source, settings, summary), indent=1)
+                                    + "\n")
+        tmp.rename(out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    for line in describe(summary, source.class_names, settings):
+        log(line)
+    return summary
+
+
+def _manifest(source: ImageSource, settings: Settings, summary: Summary) -> dict:
+    return {"version": VERSION, "source": source.path, "kind": source.kind,
+            "fingerprint": source.fingerprint(), "settings": settings.key(),
+            "images": {name: sum(c.values()) for name, c in summary.counts.items()},
+            "per_class": {name: {str(k): v for k, v in c.items()}
+                          for name, c in summary.counts.items()},
+            "files": summary.files, "seconds": round(summary.seconds, 3),
+            "skipped": [{"id": i, "reason": r} for i, r in summary.skipped]}
+
+
+def describe(summary: Summary, class_names, settings: Settings) -> list[str]:
+    """The summary: images per split and per class, the skipped files (one line each)."""
+    rate = summary.images / max(summary.seconds, 1e-9)
+    lines = [f"converted {summary.images} images in {summary.seconds:.1f} s ({rate:.0f} "
+             f"images/s) into {summary.out}"]
+    for name, counts in summary.counts.items():
+        files = "/".join(map(str, summary.files[name]))
+        lines.append(f"  {name:5s} {sum(counts.values()):7d} images in {files} file(s)")
+    names = [n for n in summary.counts if n != "test" or -1 not in summary.counts[n]]
+    if names:
+        width = max(len(n) for n in class_names) if class_names else 5
+        lines.append(f"  {'class':{width}s}  " + "  ".join(f"{n:>6s}" for n in names))
+        for index, cls in enumerate(class_names):
+            lines.append(f"  {cls:{width}s}  " + "  ".join(
+                f"{summary.counts[n].get(index, 0):6d}" for n in names))
+    if summary.skipped:
+        lines.append(f"skipped {len(summary.skipped)} file(s) that are not readable images:")
+        lines += [f"  warning: {i}: {r}" for i, r in summary.skipped]
+    return lines
+
+
+def cached(source: ImageSource, settings: Settings, root: Path, log=print) -> Path:
+    """`source` converted with `settings` under `root/<key>`: reused while neither the source's
+    files (paths, sizes, modification times, labels) nor the settings change."""
+    settings = settings.check()
+    key = hashlib.sha256(json.dumps({"version": VERSION, "source": source.fingerprint(),
+                                     "settings": settings.key()}, sort_keys=True).encode())
+    out = Path(root) / key.hexdigest()[:16]
+    if (out / MANIFEST).is_file():
+        manifest = json.loads((out / MANIFEST).read_text())
+        skipped = len(manifest.get("skipped", ()))
+        note = f"; {skipped} unreadable file(s) left out (see {out / MANIFEST})" if skipped \
+            else ""
+        log(f"data: {source.path} unchanged since its conversion: reading {out}{note}")
+        return out
+    Path(root).mkdir(parents=True, exist_ok=True)
+    log(f"data: converting {source.path} into the cache {out} (reused while the files and "
+        f"settings are unchanged)")
+    try:
+        convert(source, out, settings, log=log)
+    except UserError:
+        if (out / MANIFEST).is_file():  # another process converted it first
+            return out
+        raise
+    return out

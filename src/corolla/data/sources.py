@@ -1,0 +1,282 @@
+"""Where images come from, and the one function that turns any data path into a Layout.
+
+A data path is one of:
+
+- the competition layout, `PATH/tfrecords-jpeg-SxS/{train,val,test}/*.tfrec` (local or gs://),
+  read as it is; with `features` (config `[data.features]`), records whose features have other
+  names are read by the same parser, without a copy;
+- an image folder, one subfolder per class (as `keras.utils.image_dataset_from_directory`),
+  optionally under `train/ val/ test/` top folders (`test/` may hold unlabelled files);
+- a CSV file with the columns `path,label` (and optionally `split`): paths relative to the
+  CSV's folder or absolute, labels as class names or integers.
+
+Image folders and CSVs are converted once into the competition layout (`corolla.data.convert`),
+into a cache folder keyed by the source's content and the conversion settings, so that training,
+evaluation and prediction all read TFRecords through one pipeline.
+
+Class names: a `classes.txt` beside the data (one name a line) wins; otherwise the sorted class
+folder names, or the CSV's label names (sorted); integer labels without a classes.txt are named
+"0", "1", ...; a competition layout without classes.txt has the competition's 104 classes.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from corolla.data.classes import CLASSES_FILE, parse_classes_file
+from corolla.errors import UserError
+
+# What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+SPLIT_FOLDERS = ("train", "val", "test")
+CACHE_ENV = "COROLLA_CACHE_DIR"  # where `train --data FOLDER|CSV` converts (see `cache_dir`)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One image of a source."""
+    path: str  # absolute path of the file
+    id: str  # the record id: the file's path relative to the source (POSIX), unique and stable
+    label: int | None  # None: unlabelled (a test file)
+    split: str | None  # "train", "val", "test", or None: assigned by the conversion's split
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    """An image folder or a CSV, listed: nothing is decoded yet."""
+    path: str  # the folder or the CSV file, absolute
+    kind: str  # "folder" or "csv"
+    items: tuple[Item, ...]
+    class_names: tuple[str, ...]
+
+    def fingerprint(self) -> str:
+        """Changes whenever a listed file is added, removed, relabelled, resized or touched."""
+        digest = hashlib.sha256(f"{self.kind}\n{self.path}\n".encode())
+        digest.update("\n".join(self.class_names).encode())
+        for item in self.items:
+            stat = os.stat(item.path)
+            digest.update(f"\n{item.id}\t{item.label}\t{item.split}\t{stat.st_size}\t"
+                          f"{stat.st_mtime_ns}".encode())
+        return digest.hexdigest()
+
+
+def is_image_file(path: Path) -> bool:
+    return path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")
+
+
+def kind_of(path: str) -> str:
+    """"layout", "folder", "csv" or "tfrecords" (a folder of .tfrec files not in the layout)."""
+    import tensorflow as tf
+
+    from corolla.data import layout as layout_lib
+
+    path = path.rstrip("/") or path
+    if "://" in path:  # a bucket: only TFRecords are read from there
+        return "layout"
+    local = Path(path)
+    if local.is_file():
+        if local.suffix.lower() == ".csv":
+            return "csv"
+        raise UserError(f"data path {path!r} is a file but not a .csv; pass a CSV with the "
+                        f"columns path,label, an image folder or a TFRecord layout")
+    if not local.is_dir():
+        raise UserError(f"data path {path!r} does not exist; pass a folder (TFRecord layout or "
+                        f"images, one subfolder per class) or a CSV of path,label")
+    try:
+        layout_lib.available_sizes(path)
+        return "layout"
+    except UserError:
+        pass
+    if tf.io.gfile.glob(f"{path}/*/*.tfrec"):
+        raise UserError(f"{path!r} holds .tfrec files but not in the layout "
+                        f"tfrecords-jpeg-SxS/{{train,val,test}}/NN-SxS-COUNT.tfrec; move them "
+                        f"into that layout (the size folder names the image size)")
+    return "folder"
+
+
+def _read_classes(folder: Path) -> tuple[str, ...] | None:
+    path = folder / CLASSES_FILE
+    if not path.is_file():
+        return None
+    names = parse_classes_file(path.read_text())
+    if not names:
+        raise UserError(f"{path} names no classes; write one class name a line, or remove it")
+    if len(set(names)) != len(names):
+        raise UserError(f"{path} names a class twice; each line must be a different class")
+    return names
+
+
+def _images_under(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and is_image_file(p))
+
+
+def _class_folders(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def scan_folder(path: str | Path) -> ImageSource:
+    """Lists an image folder: `CLASS/*.jpg`, or `{train,val,test}/CLASS/*.jpg` (where `test/`
+    may hold the files themselves, unlabelled)."""
+    root = Path(path).resolve()
+    tops = {p.name for p in _class_folders(root)}
+    split_mode = bool(tops & set(SPLIT_FOLDERS)) and tops <= set(SPLIT_FOLDERS)
+    if tops & set(SPLIT_FOLDERS) and not split_mode:
+        raise UserError(f"{root} mixes split folders ({', '.join(sorted(tops & set(SPLIT_FOLDERS)))})"
+                        f" with other folders ({', '.join(sorted(tops - set(SPLIT_FOLDERS)))}); "
+                        f"put every class folder under train/ (and val/, test/), or none")
+    if split_mode and "train" not in tops:
+        raise UserError(f"{root} has {' and '.join(sorted(tops))}/ but no train/ folder; "
+                        f"add train/CLASS/ folders (val/ is optional: it is split off train/)")
+    # (split, folder holding class folders)
+    parts = [(name, root / name) for name in SPLIT_FOLDERS if name in tops] if split_mode \
+        else [(None, root)]
+    listed: dict[str | None, dict[str, list[Path]]] = {}
+    unlabelled: list[Path] = []
+    for split, folder in parts:
+        classes = {c.name: _images_under(c) for c in _class_folders(folder)}
+        loose = sorted(p for p in folder.iterdir() if p.is_file() and is_image_file(p))
+        if split == "test" and loose and not classes:
+            unlabelled = loose
+        elif loose:
+            raise UserError(f"{loose[0]} is an image outside any class folder; put each image "
+                            f"in a folder named after its class ({folder}/CLASS/)")
+        listed[split] = classes
+    names = _read_classes(root)
+    found = sorted({c for classes in listed.values() for c in classes})
+    if names is None:
+        names = tuple(found)
+    else:
+        unknown = [c for c in found if c not in names]
+        if unknown:
+            raise UserError(f"class folder {unknown[0]!r} of {root} is not named in "
+                            f"{root / CLASSES_FILE}; add it there or rename the folder")
+    index = {name: i for i, name in enumerate(names)}
+    items = []
+    for split, classes in listed.items():
+        for name, files in classes.items():
+            items += [Item(str(p), p.relative_to(root).as_posix(), index[name], split)
+                      for p in files]
+    items += [Item(str(p), p.relative_to(root).as_posix(), None, "test") for p in unlabelled]
+    if not items:
+        raise UserError(f"no images in {root} (looked for {', '.join(IMAGE_SUFFIXES)} files in "
+                        f"class folders: {root}/CLASS/*.jpg or {root}/train/CLASS/*.jpg)")
+    if not any(i.label is not None for i in items):
+        raise UserError(f"no labelled images in {root}: put training images in class folders")
+    return ImageSource(str(root), "folder", tuple(items), tuple(names))
+
+
+def scan_csv(path: str | Path) -> ImageSource:
+    """Lists a CSV of `path,label[,split]` rows (header required)."""
+    csv_path = Path(path).resolve()
+    base = csv_path.parent
+    try:
+        with csv_path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            columns = [c.strip() for c in reader.fieldnames or []]
+            rows = [({k.strip(): (v or "").strip() for k, v in row.items() if k is not None},
+                     reader.line_num) for row in reader]
+    except UnicodeDecodeError:
+        raise UserError(f"{csv_path} is not a UTF-8 text CSV") from None
+    missing = [c for c in ("path", "label") if c not in columns]
+    if missing:
+        raise UserError(f"{csv_path} has no {' and no '.join(repr(c) for c in missing)} column "
+                        f"(its header is {','.join(columns) or 'empty'}); the first line must "
+                        f"name the columns path,label (and optionally split)")
+    if not rows:
+        raise UserError(f"{csv_path} has a header but no rows")
+    has_split = "split" in columns
+    for row, line in rows:
+        if not row["path"]:
+            raise UserError(f"{csv_path} line {line}: the path is empty")
+        if has_split and row["split"] not in ("", *SPLIT_FOLDERS):
+            raise UserError(f"{csv_path} line {line}: split {row['split']!r} is not one of "
+                            f"train, val, test (or empty)")
+        if not row["label"] and not (has_split and row["split"] == "test"):
+            raise UserError(f"{csv_path} line {line}: no label; only rows of the test split "
+                            f"(split = test) may leave it empty")
+    names = _read_classes(base)
+    given = [row["label"] for row, _ in rows if row["label"]]
+    integers = all(_is_int(x) for x in given)
+    if names is None:
+        if integers:
+            names = tuple(str(i) for i in range(max(int(x) for x in given) + 1))
+        else:
+            names = tuple(sorted(set(given)))
+    index = {name: i for i, name in enumerate(names)}
+    items, seen = [], {}
+    for row, line in rows:
+        file = Path(row["path"]) if os.path.isabs(row["path"]) else base / row["path"]
+        if not file.is_file():
+            raise UserError(f"{csv_path} line {line}: {str(file)!r} does not exist")
+        label = None
+        if row["label"]:
+            label = _label(row["label"], index, integers, csv_path, line)
+        example_id = Path(os.path.normpath(file)).relative_to(base).as_posix() \
+            if not os.path.isabs(row["path"]) else Path(row["path"]).as_posix()
+        if example_id in seen:
+            raise UserError(f"{csv_path} line {line}: {row['path']!r} is listed twice (first on "
+                            f"line {seen[example_id]}); each image once")
+        seen[example_id] = line
+        items.append(Item(str(file.resolve()), example_id, label,
+                          (row["split"] or None) if has_split else None))
+    return ImageSource(str(csv_path), "csv", tuple(items), tuple(names))
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
+
+
+def _label(text: str, index: dict[str, int], integers: bool, csv_path: Path, line: int) -> int:
+    if integers:
+        label = int(text)
+        if not 0 <= label < len(index):
+            raise UserError(f"{csv_path} line {line}: label {label} is outside the class range "
+                            f"[0, {len(index)}) of {csv_path.parent / CLASSES_FILE}")
+        return label
+    if text not in index:
+        raise UserError(f"{csv_path} line {line}: label {text!r} is not a class of "
+                        f"{csv_path.parent / CLASSES_FILE}; add it there or fix the row")
+    return index[text]
+
+
+def scan(path: str | Path) -> ImageSource:
+    """An image folder or a CSV, listed."""
+    kind = kind_of(str(path))
+    if kind == "csv":
+        return scan_csv(path)
+    if kind == "folder":
+        return scan_folder(path)
+    raise UserError(f"{path} is already in the TFRecord layout; nothing to convert")
+
+
+def cache_dir() -> Path:
+    """Where `train --data FOLDER|CSV` keeps its conversions: $COROLLA_CACHE_DIR, else
+    $XDG_CACHE_HOME/corolla, else ~/.cache/corolla (beside the demo's data). Not under the runs
+    folder: evaluate, predict and check-submission, which know no runs folder, find the same
+    conversion, and every run of a source shares it."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "corolla"
+
+
+def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, log=print):
+    """Any data path -> a competition Layout: read as it is, or converted (once, cached) from
+    an image folder or a CSV at `image_size` (or `preferred_size`, the model's)."""
+    from corolla.data import layout as layout_lib
+
+    if not path:
+        return layout_lib.open_layout(path, image_size, preferred_size)  # its own error
+    if kind_of(path) == "layout":
+        return layout_lib.open_layout(path, image_size, preferred_size)
+    from corolla.data import convert
+
+    source = scan(path)
+    settings = convert.Settings(image_sizes=(image_size or preferred_size,))
+    out = convert.cached(source, settings, cache_dir() / "converted", log=log)
+    layout = layout_lib.open_layout(str(out), image_size or preferred_size)
+    return layout_lib.with_source(layout, source.path)
