@@ -58,8 +58,11 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its last "
                    "completed epoch, with its own config and global batch (runtime flags may "
                    "change)")
-    p.add_argument("--data", help="folder (local or gs://) holding tfrecords-jpeg-SxS/")
-    p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read")
+    p.add_argument("--data", help="folder (local or gs://) holding tfrecords-jpeg-SxS/, or an "
+                   "image folder (one subfolder per class) or a CSV of path,label, converted "
+                   "once into a cache (see corolla convert)")
+    p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read (images: "
+                   "the size to convert to; default: the model's)")
     p.add_argument("--model", help="registered model name (corolla info --models)")
     p.add_argument("--weights", help="none, imagenet, or a local backbone weights file")
     p.add_argument("--freeze-backbone", dest="train_backbone", action="store_false",
@@ -84,6 +87,44 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", help="where run directories go (default: runs)")
     p.add_argument("--name", help="run directory name inside --runs-dir (default: "
                    "<model>-<timestamp>)")
+
+
+def _size_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 224 or 192,224, got {text!r}")
+
+
+def _convert_flags(p: argparse.ArgumentParser) -> None:
+    from corolla.data.convert import FITS, Settings
+
+    d = Settings()
+    p.add_argument("src", metavar="SRC", help="image folder (CLASS/*.jpg, optionally under "
+                   "train/ val/ test/; test/ may hold unlabelled files) or a CSV with the "
+                   "columns path,label[,split] (paths relative to the CSV's folder); never "
+                   "modified")
+    p.add_argument("out", metavar="OUT", help="the folder to write (must not exist)")
+    p.add_argument("--image-size", action="append", type=_size_list, metavar="S[,S...]",
+                   help="output size(s), repeatable: --image-size 192 --image-size 224 or "
+                        "192,224 (default 224)")
+    p.add_argument("--fit", choices=FITS, default=d.fit, help="crop: short side to S, then the "
+                   "centre; pad: long side to S, padded with black (default crop)")
+    p.add_argument("--quality", type=int, default=d.quality,
+                   help=f"JPEG quality (default {d.quality})")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"the split and the order "
+                   f"(default {d.seed})")
+    p.add_argument("--val-fraction", type=float, default=d.val_fraction, help=f"images "
+                   f"split off (stratified by class) for val when SRC has none (default "
+                   f"{d.val_fraction})")
+    p.add_argument("--test-fraction", type=float, default=d.test_fraction, help=f"the same "
+                   f"for test (default {d.test_fraction})")
+    p.add_argument("--shard-mb", type=float, default=d.shard_mb, help=f"target file size in "
+                   f"MB (default {d.shard_mb:g}; smaller sets get fewer, smaller files)")
+    p.add_argument("--workers", type=int, default=0, help="encoding processes (default: "
+                   "every core)")
+    p.add_argument("--strict", action="store_true", help="stop at the first image that does "
+                   "not decode (default: skip it, and list it at the end)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "per run, e.g. 0.6,0.4 (normalised to sum to 1); default auto")
     p.add_argument("--out", help="the new folder to write (default: runs/ensemble-<timestamp>); "
                    "never an existing one")
+
+    p = sub.add_parser("convert", help="an image folder or a CSV of path,label -> sharded "
+                       "TFRecords in the competition layout (OUT/tfrecords-jpeg-SxS/...)")
+    _convert_flags(p)
 
     p = sub.add_parser("check-submission", help="check a submission.csv against a data set's "
                        "test split: header, every test id once, labels in the class range")
@@ -293,12 +338,26 @@ def _ensemble(args) -> int:
     return 0
 
 
+def _convert(args) -> int:
+    from corolla.data import convert, sources
+
+    sizes = tuple(s for group in args.image_size or [[224]] for s in group)
+    settings = convert.Settings(image_sizes=sizes, fit=args.fit, quality=args.quality,
+                                seed=args.seed, val_fraction=args.val_fraction,
+                                test_fraction=args.test_fraction, shard_mb=args.shard_mb,
+                                strict=args.strict, workers=args.workers).check()
+    if Path(args.out).exists():  # before the source is listed
+        raise UserError(f"{args.out} already exists; convert never overwrites: remove it or "
+                        f"choose another OUT")
+    convert.convert(sources.scan(args.src), args.out, settings)
+    return 0
+
+
 def _check_submission(args) -> int:
     from corolla import submission
-    from corolla.data import layout as layout_lib
-    from corolla.data import pipeline
+    from corolla.data import pipeline, sources
 
-    layout = layout_lib.open_layout(args.data)
+    layout = sources.open_data(args.data)
     test_ids = pipeline.metadata(layout.split("test"))["ids"]
     problems = submission.check(args.file, test_ids, len(layout.class_names))
     if problems:
@@ -309,7 +368,8 @@ def _check_submission(args) -> int:
 
 
 COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
-            "predict": _inference, "ensemble": _ensemble, "check-submission": _check_submission}
+            "predict": _inference, "ensemble": _ensemble, "convert": _convert,
+            "check-submission": _check_submission}
 
 
 def main(argv: list[str] | None = None) -> int:

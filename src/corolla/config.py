@@ -32,6 +32,9 @@ class DataConfig:
     # Skip damaged records (images that do not decode, a file's damaged tail) instead of stopping;
     # the command ends with a count per file. Off: a damaged record is an error naming its file.
     skip_bad_records: bool = False
+    # Set by Corolla when data.path is an image folder or a CSV: the TFRecords it was converted
+    # into (a cache folder keyed by the files and the conversion settings; see data/sources.py).
+    converted: str = ""
 
 
 @dataclass

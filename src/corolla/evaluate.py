@@ -60,7 +60,9 @@ def open_run(run_dir, data_path: str | None = None):
     """(run folder, its config, its data layout at the trained image size). The run's own
     class names win: data that names other classes would pair outputs with wrong labels."""
     run_dir, config = rundir.load(run_dir)
-    layout = layout_lib.open_layout(data_path or config.data.path, config.data.image_size)
+    from corolla.data import sources
+
+    layout = sources.open_data(data_path or config.data.path, config.data.image_size)
     saved = rundir.class_names(run_dir)
     if saved is not None and saved != layout.class_names:
         raise UserError(f"the data at {layout.root} names {len(layout.class_names)} classes, "
@@ -83,7 +85,8 @@ def output_dir(run_dir: Path, config, layout: layout_lib.Layout, out=None) -> Pa
     RUN/eval-<data folder>/ (or `out`), so that the run keeps the record of its own val split.
     Inside a run, `out` may be only that place or another eval-* folder: never the run's own
     files, its backup or its logs."""
-    own = bool(config.data.path) and _data_root(layout.root) == _data_root(config.data.path)
+    own = bool(config.data.path) and \
+        _data_root(layout.source or layout.root) == _data_root(config.data.path)
     name = _data_root(layout.root).rstrip("/").rsplit("/", 1)[-1] or "data"
     default = run_dir if own else run_dir / f"eval-{name}"
     if out is None:

@@ -30,20 +30,23 @@ class TrainResult:
     history: dict
 
 
-def resolve(config: config_lib.RunConfig, plan: Plan,
-            resume: bool = False) -> tuple[config_lib.RunConfig, layout_lib.Layout]:
+def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
+            log=print) -> tuple[config_lib.RunConfig, layout_lib.Layout]:
     """Checks the config against the registry and the data, and fills in everything that
     `0`/auto left open (image size, learning rate, global batch, steps per epoch, the data path
     made absolute), so that the saved config says exactly what ran and a resumed run keeps its
-    schedule whatever hardware it resumes on."""
+    schedule whatever hardware it resumes on. An image folder or CSV is converted (once, into
+    the cache; see `sources.open_data`): the config keeps it as data.path, and records the
+    converted copy as data.converted."""
     from corolla import models
+    from corolla.data import sources
 
     spec = models.get(config.model.name)
     models.registry.check_weights(spec, config.model.weights)
     path = config.data.path
     if path and "://" not in path:
         path = os.path.abspath(path)
-    layout = layout_lib.open_layout(path, config.data.image_size, spec.image_size)
+    layout = sources.open_data(path, config.data.image_size, spec.image_size, log=log)
     splits = [layout.split("train"), layout.split("val")]  # both must exist before anything
     if layout.has_split("test"):
         splits.append(layout.split("test"))
@@ -57,6 +60,7 @@ def resolve(config: config_lib.RunConfig, plan: Plan,
                         f"global batch ({plan.global_batch}); use a smaller --batch-size")
     return config_lib.apply(config, {
         "data.path": path, "data.image_size": layout.image_size,
+        "data.converted": layout.root if layout.source else "",
         "train.learning_rate": config.train.learning_rate or spec.learning_rate,
         "train.global_batch_size": plan.global_batch, "train.steps_per_epoch": steps,
         "output.run_id": config.output.run_id if resume else uuid.uuid4().hex[:12],
@@ -103,7 +107,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     from corolla.runtime.hardware import worker_scratch
     from corolla.train.checkpoint import BackupState, Checkpoint, read_state, write_history
 
-    config, layout = resolve(config, plan, resume=resume is not None)
+    config, layout = resolve(config, plan, resume=resume is not None,
+                             log=log if plan.is_chief else (lambda *args: None))
     log = log if plan.is_chief else (lambda *args: None)
     # Every process trains the chief's run: its id keys the workers' scratch folders, so a
     # resumed worker finds its own backup and a new run never meets an old one's.
