@@ -35,6 +35,11 @@ class DataConfig:
     # Set by Corolla when data.path is an image folder or a CSV: the TFRecords it was converted
     # into (a cache folder keyed by the files and the conversion settings; see data/sources.py).
     converted: str = ""
+    # The feature names in the records, for TFRecords written by other tools (read as they are):
+    # the competition's "image" (JPEG bytes), "class" (int64) and "id" (bytes) by default.
+    image_feature: str = "image"
+    label_feature: str = "class"
+    id_feature: str = "id"
 
 
 @dataclass

@@ -62,7 +62,8 @@ def open_run(run_dir, data_path: str | None = None):
     run_dir, config = rundir.load(run_dir)
     from corolla.data import sources
 
-    layout = sources.open_data(data_path or config.data.path, config.data.image_size)
+    layout = sources.open_data(data_path or config.data.path, config.data.image_size,
+                               features=sources.features_of(config.data))
     saved = rundir.class_names(run_dir)
     if saved is not None and saved != layout.class_names:
         raise UserError(f"the data at {layout.root} names {len(layout.class_names)} classes, "

@@ -47,9 +47,9 @@ def _reason(error: tf.errors.OpError) -> str:
     return " ".join(text.replace("'", "").split())
 
 
-def _meta(serialized: tf.Tensor, labelled: bool) -> dict[str, tf.Tensor]:
-    example = tf.io.parse_single_example(
-        serialized, records.LABELLED if labelled else records.UNLABELLED)
+def _meta(serialized: tf.Tensor, labelled: bool,
+          features: records.Features = records.COMPETITION) -> dict[str, tf.Tensor]:
+    example = records.parse_features(serialized, labelled, features)
     out = {"id": example["id"], "is_image": records.is_image(example["image"]),
            "bytes": tf.strings.length(example["image"])}
     if labelled:
@@ -57,11 +57,12 @@ def _meta(serialized: tf.Tensor, labelled: bool) -> dict[str, tf.Tensor]:
     return out
 
 
-def _read(path: str, labelled: bool, tolerate_tail: bool) -> _Scan:
+def _read(path: str, labelled: bool, tolerate_tail: bool,
+          features: records.Features = records.COMPETITION) -> _Scan:
     ds = tf.data.TFRecordDataset(path)
     if tolerate_tail:
         ds = ds.ignore_errors()
-    ds = ds.map(lambda r: _meta(r, labelled), num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.map(lambda r: _meta(r, labelled, features), num_parallel_calls=tf.data.AUTOTUNE)
     scan = _Scan()
     for batch in ds.batch(_BATCH):
         ids = batch["id"].numpy()
@@ -76,26 +77,27 @@ def _read(path: str, labelled: bool, tolerate_tail: bool) -> _Scan:
     return scan
 
 
-def _scan(path: str, labelled: bool, tolerate_tail: bool) -> _Scan:
+def _scan(path: str, labelled: bool, tolerate_tail: bool,
+          features: records.Features = records.COMPETITION) -> _Scan:
     """Raises TensorFlow's DataLossError at a damaged tail unless `tolerate_tail`, and its
     InvalidArgumentError for a record that is not an Example of the competition's format."""
     try:
-        return _read(path, labelled, tolerate_tail=False)
+        return _read(path, labelled, tolerate_tail=False, features=features)
     except tf.errors.DataLossError as e:
         if not tolerate_tail:
             raise
-        scan = _read(path, labelled, tolerate_tail=True)
+        scan = _read(path, labelled, tolerate_tail=True, features=features)
         scan.tail = _reason(e)
         return scan
 
 
-def _decoding(path: str) -> set[int]:
+def _decoding(path: str, features: records.Features = records.COMPETITION) -> set[int]:
     """Indices of the records whose image decodes: the others are dropped by `ignore_errors`
     (the one way to survive a failing record inside tf.data), so they are what is missing."""
     def decodes(index, serialized):
-        image = tf.io.parse_single_example(serialized, {"image": records.LABELLED["image"]})
+        image = tf.io.parse_single_example(serialized, {features.image: records.LABELLED["image"]})
         # The decoded height is returned too: a decoding nothing depends on would be pruned.
-        return index, tf.shape(tf.io.decode_jpeg(image["image"], channels=3))[0]
+        return index, tf.shape(tf.io.decode_jpeg(image[features.image], channels=3))[0]
 
     ds = (tf.data.TFRecordDataset(path).ignore_errors().enumerate()
           .map(decodes, num_parallel_calls=tf.data.AUTOTUNE).ignore_errors())
@@ -166,11 +168,12 @@ def _key(path: str) -> tuple:
     return path, stat.length, stat.mtime_nsec
 
 
-def _damage(file: RecordFile, labelled: bool, scan: _Scan | None = None) -> Damage:
+def _damage(file: RecordFile, labelled: bool, scan: _Scan | None = None,
+            features: records.Features = records.COMPETITION) -> Damage:
     key = _key(file.path)
     if key not in _FOUND:
-        scan = scan or _scan(file.path, labelled, tolerate_tail=True)
-        decoding = _decoding(file.path)
+        scan = scan or _scan(file.path, labelled, tolerate_tail=True, features=features)
+        decoding = _decoding(file.path, features)
         _FOUND[key] = Damage(file.path, labelled, named=file.count, readable=scan.count,
                              tail=scan.tail,
                              undecodable=tuple((i, scan.ids[i]) for i in range(scan.count)
@@ -181,7 +184,7 @@ def _damage(file: RecordFile, labelled: bool, scan: _Scan | None = None) -> Dama
 def damage_of(split: Split) -> list[Damage]:
     """Every file's damage (decoding the split once per process, unless `check_split` with
     `skip_bad_records` has done it)."""
-    return [_damage(file, split.labelled) for file in split.files]
+    return [_damage(file, split.labelled, features=split.features) for file in split.files]
 
 
 def usable_count(split: Split) -> int:
@@ -209,7 +212,8 @@ def check_split(split: Split, num_classes: int, skip_bad_records: bool = False) 
     files = []
     for file in split.files:
         try:
-            scan = _scan(file.path, split.labelled, tolerate_tail=skip_bad_records)
+            scan = _scan(file.path, split.labelled, tolerate_tail=skip_bad_records,
+                         features=split.features)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
             raise UserError(_damaged(file.path, split.labelled, e)) from None
         named = _FILE.match(file.path.rsplit("/", 1)[-1])
@@ -233,12 +237,12 @@ def check_split(split: Split, num_classes: int, skip_bad_records: bool = False) 
                                 f"{records.SKIP_HINT}")
             files.append(file)
             continue
-        damage = _damage(file, split.labelled, scan)
+        damage = _damage(file, split.labelled, scan, split.features)
         if damage.tail and not split.labelled:
             raise UserError(f"{file.path} is damaged after record {damage.readable - 1} "
                             f"({damage.tail}); {_TEST_TAIL}")
         files.append(RecordFile(file.path, damage.usable))
-    return Split(split.name, tuple(files), split.labelled)
+    return Split(split.name, tuple(files), split.labelled, split.features)
 
 
 _TEST_TAIL = ("replace the file: the ids in a test file's damaged tail are unknown, so "
@@ -257,13 +261,13 @@ def _damaged(path: str, labelled: bool, error: tf.errors.OpError) -> str:
 
 
 # The files this process has built pipelines over, most recent last: where `explain` looks.
-_READ: dict[str, tuple[RecordFile, bool]] = {}
+_READ: dict[str, tuple[RecordFile, bool, records.Features]] = {}
 
 
 def note_read(split: Split) -> None:
     for file in split.files:
         _READ.pop(file.path, None)
-        _READ[file.path] = (file, split.labelled)
+        _READ[file.path] = (file, split.labelled, split.features)
 
 
 def _is_decode_error(error: tf.errors.OpError) -> bool:
@@ -271,17 +275,18 @@ def _is_decode_error(error: tf.errors.OpError) -> bool:
     return "DecodeJpeg" in message or "JPEG" in message or "image file format" in message
 
 
-def _fault(file: RecordFile, labelled: bool, decode: bool) -> str | None:
+def _fault(file: RecordFile, labelled: bool, decode: bool,
+           features: records.Features = records.COMPETITION) -> str | None:
     """What is wrong with a file, found by reading it again (decoding every image if `decode`)."""
     try:
-        scan = _scan(file.path, labelled, tolerate_tail=False)
+        scan = _scan(file.path, labelled, tolerate_tail=False, features=features)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
         return _damaged(file.path, labelled, e)
     if scan.not_images:
         index, size = scan.not_images[0]
         return (f"record {index} (id {scan.ids[index]}) of {file.path} holds no image: its "
                 f"{size} bytes do not start like a JPEG; {records.SKIP_HINT}")
-    damage = _damage(file, labelled, scan) if decode else None
+    damage = _damage(file, labelled, scan, features) if decode else None
     if damage is None or not damage.undecodable:
         return None
     index, example_id = damage.undecodable[0]
@@ -303,13 +308,13 @@ def explain(error: BaseException, note=lambda message: None) -> str | None:
             and "Iterator" in error.message):  # raised while a tf.data iterator ran
         return None
     decode = isinstance(error, tf.errors.InvalidArgumentError) and _is_decode_error(error)
-    files = [(f, labelled) for f, labelled in reversed(_READ.values())
+    files = [(f, labelled, features) for f, labelled, features in reversed(_READ.values())
              if tf.io.gfile.exists(f.path)]
     if decode and files:
         note(f"an image failed to decode; looking for it in the {len(files)} file(s) this "
              f"process read (decoding them again)")
-    for file, labelled in files:
-        fault = _fault(file, labelled, decode)
+    for file, labelled, features in files:
+        fault = _fault(file, labelled, decode, features)
         if fault is not None:
             return fault
     return None

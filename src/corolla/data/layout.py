@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
+from corolla.data.records import COMPETITION, Features
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES, parse_classes_file
 from corolla.errors import UserError
 
@@ -33,6 +34,7 @@ class Split:
     name: str
     files: tuple[RecordFile, ...]
     labelled: bool
+    features: Features = COMPETITION  # the feature names in the files (see records.Features)
 
     @property
     def count(self) -> int:
@@ -51,6 +53,7 @@ class Layout:
     available_sizes: tuple[int, ...]
     # The path the user gave when it is not `root`: an image folder or CSV converted into root.
     source: str = ""
+    features: Features = COMPETITION
 
     @property
     def size_dir(self) -> str:
@@ -64,7 +67,7 @@ class Layout:
             raise UserError(f"no .tfrec files in {folder}; the {name} split is needed here "
                             f"(layout: tfrecords-jpeg-SxS/{{train,val,test}}/NN-SxS-COUNT.tfrec)")
         return Split(name, tuple(RecordFile(p, _count(p)) for p in paths),
-                     labelled=name != "test")
+                     labelled=name != "test", features=self.features)
 
     def has_split(self, name: str) -> bool:
         return bool(tf.io.gfile.glob(f"{self.size_dir}/{name}/*.tfrec"))
@@ -72,6 +75,10 @@ class Layout:
 
 def with_source(layout: Layout, source: str) -> Layout:
     return dataclasses.replace(layout, source=source)
+
+
+def with_features(layout: Layout, features: Features) -> Layout:
+    return dataclasses.replace(layout, features=features)
 
 
 def _count(path: str) -> int:

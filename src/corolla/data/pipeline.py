@@ -102,7 +102,7 @@ def _with_options(ds: tf.data.Dataset, ordered: bool, auto_shard: bool = False):
 
 def _parser(split: Split, image_size: int):
     return lambda record, path, index: records.parse(record, image_size, split.labelled,
-                                                     (path, index))
+                                                     (path, index), split.features)
 
 
 def read(split: Split, image_size: int, *, ordered: bool, shard: tuple[int, int] = (1, 0),
@@ -237,7 +237,7 @@ def metadata(split: Split, skip_bad_records: bool = False) -> dict[str, list]:
     """Ids (str) and, for labelled splits, labels, in the order `eval_dataset` yields images
     (given the same `skip_bad_records`)."""
     ds = _records(split, ordered=True, skip=skip_bad_records, drop_bad=split.labelled).map(
-        lambda record, path, index: records.parse_meta(record, split.labelled),
+        lambda record, path, index: records.parse_meta(record, split.labelled, split.features),
         num_parallel_calls=AUTOTUNE)
     ids, labels = [], []
     for batch in ds.batch(4096):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import tensorflow as tf
@@ -18,6 +19,36 @@ UNLABELLED = {
     "image": tf.io.FixedLenFeature([], tf.string),
     "id": tf.io.FixedLenFeature([], tf.string),
 }
+
+
+@dataclass(frozen=True)
+class Features:
+    """The names of the image, label and id features in a data set's records: the
+    competition's by default; others through the config (data.image_feature, ...), so that
+    TFRecords written by other tools are read as they are, by the same parser."""
+    image: str = "image"
+    label: str = "class"
+    id: str = "id"
+
+    def spec(self, labelled: bool, image: bool = True) -> dict:
+        spec = {self.id: LABELLED["id"]}
+        if image:
+            spec[self.image] = LABELLED["image"]
+        if labelled:
+            spec[self.label] = LABELLED["class"]
+        return spec
+
+
+COMPETITION = Features()
+
+
+def parse_features(serialized: tf.Tensor, labelled: bool, features: Features = COMPETITION,
+                   image: bool = True) -> dict[str, tf.Tensor]:
+    """One record's features under the competition's names ("image", "class", "id"), whatever
+    they are called in the file."""
+    example = tf.io.parse_single_example(serialized, features.spec(labelled, image))
+    names = {"id": features.id, "image": features.image, "class": features.label}
+    return {name: example[key] for name, key in names.items() if key in example}
 
 
 # What to do about a damaged record (the skip is a training flag; evaluate and predict follow the
@@ -67,10 +98,11 @@ def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None) ->
 
 
 def parse(serialized: tf.Tensor, image_size: int, labelled: bool,
-          source: tuple[tf.Tensor, tf.Tensor] | None = None) -> dict[str, tf.Tensor]:
+          source: tuple[tf.Tensor, tf.Tensor] | None = None,
+          features: Features = COMPETITION) -> dict[str, tf.Tensor]:
     """One record -> {"image": uint8 [S,S,3], "id": string, "label": int32 (labelled only)}.
     `source`: (file path, record index in the file), to name the record in errors."""
-    example = tf.io.parse_single_example(serialized, LABELLED if labelled else UNLABELLED)
+    example = parse_features(serialized, labelled, features)
     where = None if source is None else describe(*source, example["id"])
     out = {"image": decode_image(example["image"], image_size, where), "id": example["id"]}
     if labelled:
@@ -78,10 +110,10 @@ def parse(serialized: tf.Tensor, image_size: int, labelled: bool,
     return out
 
 
-def parse_meta(serialized: tf.Tensor, labelled: bool) -> dict[str, tf.Tensor]:
+def parse_meta(serialized: tf.Tensor, labelled: bool,
+               features: Features = COMPETITION) -> dict[str, tf.Tensor]:
     """Id (and label) without decoding the image: cheap, for lining predictions up with ids."""
-    spec = {k: v for k, v in (LABELLED if labelled else UNLABELLED).items() if k != "image"}
-    example = tf.io.parse_single_example(serialized, spec)
+    example = parse_features(serialized, labelled, features, image=False)
     out = {"id": example["id"]}
     if labelled:
         out["label"] = tf.cast(example["class"], tf.int32)

@@ -123,11 +123,12 @@ def scan_folder(path: str | Path) -> ImageSource:
     may hold the files themselves, unlabelled)."""
     root = Path(path).resolve()
     tops = {p.name for p in _class_folders(root)}
-    split_mode = bool(tops & set(SPLIT_FOLDERS)) and tops <= set(SPLIT_FOLDERS)
-    if tops & set(SPLIT_FOLDERS) and not split_mode:
-        raise UserError(f"{root} mixes split folders ({', '.join(sorted(tops & set(SPLIT_FOLDERS)))})"
-                        f" with other folders ({', '.join(sorted(tops - set(SPLIT_FOLDERS)))}); "
-                        f"put every class folder under train/ (and val/, test/), or none")
+    named = tops & set(SPLIT_FOLDERS)
+    split_mode = bool(named) and tops <= set(SPLIT_FOLDERS)
+    if named and not split_mode:
+        raise UserError(f"{root} mixes split folders ({', '.join(sorted(named))}) with other "
+                        f"folders ({', '.join(sorted(tops - named))}); put every class folder "
+                        f"under train/ (and val/, test/), or none")
     if split_mode and "train" not in tops:
         raise UserError(f"{root} has {' and '.join(sorted(tops))}/ but no train/ folder; "
                         f"add train/CLASS/ folders (val/ is optional: it is split off train/)")
@@ -144,6 +145,9 @@ def scan_folder(path: str | Path) -> ImageSource:
         elif loose:
             raise UserError(f"{loose[0]} is an image outside any class folder; put each image "
                             f"in a folder named after its class ({folder}/CLASS/)")
+        if split and not loose and not any(classes.values()):
+            raise UserError(f"the {split} split folder {folder} holds no images; add "
+                            f"{folder}/CLASS/*.jpg or remove the folder")
         listed[split] = classes
     names = _read_classes(root)
     found = sorted({c for classes in listed.values() for c in classes})
@@ -264,15 +268,24 @@ def cache_dir() -> Path:
     return Path(base) / "corolla"
 
 
-def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, log=print):
-    """Any data path -> a competition Layout: read as it is, or converted (once, cached) from
-    an image folder or a CSV at `image_size` (or `preferred_size`, the model's)."""
+def features_of(data_config):
+    """The record feature names a run's [data] config gives (see `records.Features`)."""
+    from corolla.data.records import Features
+
+    return Features(image=data_config.image_feature, label=data_config.label_feature,
+                    id=data_config.id_feature)
+
+
+def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, features=None,
+              log=print):
+    """Any data path -> a competition Layout: read as it is (its records' features named as
+    `features` says, see `features_of`), or converted (once, cached) from an image folder or a
+    CSV at `image_size` (or `preferred_size`, the model's)."""
     from corolla.data import layout as layout_lib
 
-    if not path:
-        return layout_lib.open_layout(path, image_size, preferred_size)  # its own error
-    if kind_of(path) == "layout":
-        return layout_lib.open_layout(path, image_size, preferred_size)
+    if not path or kind_of(path) == "layout":
+        layout = layout_lib.open_layout(path, image_size, preferred_size)
+        return layout_lib.with_features(layout, features) if features else layout
     from corolla.data import convert
 
     source = scan(path)

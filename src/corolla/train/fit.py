@@ -46,7 +46,8 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
     path = config.data.path
     if path and "://" not in path:
         path = os.path.abspath(path)
-    layout = sources.open_data(path, config.data.image_size, spec.image_size, log=log)
+    layout = sources.open_data(path, config.data.image_size, spec.image_size,
+                               features=sources.features_of(config.data), log=log)
     splits = [layout.split("train"), layout.split("val")]  # both must exist before anything
     if layout.has_split("test"):
         splits.append(layout.split("test"))
