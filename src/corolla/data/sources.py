@@ -219,8 +219,7 @@ def scan_csv(path: str | Path) -> ImageSource:
         label = None
         if row["label"]:
             label = _label(row["label"], index, integers, csv_path, line)
-        example_id = Path(os.path.normpath(file)).relative_to(base).as_posix() \
-            if not os.path.isabs(row["path"]) else Path(row["path"]).as_posix()
+        example_id = Path(os.path.normpath(row["path"])).as_posix()  # as the CSV names it
         if example_id in seen:
             raise UserError(f"{csv_path} line {line}: {row['path']!r} is listed twice (first on "
                             f"line {seen[example_id]}); each image once")
