@@ -84,8 +84,9 @@ def kind_of(path: str) -> str:
         raise UserError(f"data path {path!r} is a file but not a .csv; pass a CSV with the "
                         f"columns path,label, an image folder or a TFRecord layout")
     if not local.is_dir():
-        raise UserError(f"data path {path!r} does not exist; pass a folder (TFRecord layout or "
-                        f"images, one subfolder per class) or a CSV of path,label")
+        raise UserError(f"data path {path!r} does not exist; pass --data with a folder "
+                        f"(TFRecord layout, or images in one subfolder per class) or a CSV "
+                        f"of path,label")
     try:
         layout_lib.available_sizes(path)
         return "layout"
