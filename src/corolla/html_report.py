@@ -148,8 +148,8 @@ def _header(src: Sources) -> str:
         facts.append(("data", m["data"]))
     facts.append(("split", m.get("split", "val")))
     if src.run_dir is not None:
-        status = rundir.status(src.run_dir)
-        facts.append(("run status", status))
+        cfg = _config_values(src.run_dir)
+        facts += [(k, cfg[k]) for k in ("model", "image size", "epochs") if k in cfg]
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
     return f'<table class="facts">{rows}</table>'
 
@@ -275,6 +275,20 @@ def _plan(run_dir: Path) -> str:
             ["package", "version"], [[_e(k), _e(v)] for k, v in versions.items()],
             numeric_from=99)
     return text
+
+
+def _config_values(run_dir: Path) -> dict:
+    """A few headline settings of the run (the whole config.toml is shown further down)."""
+    import tomllib
+
+    try:
+        cfg = tomllib.loads((run_dir / rundir.CONFIG).read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    found = {"model": cfg.get("model", {}).get("name"),
+             "image size": cfg.get("data", {}).get("image_size"),
+             "epochs": cfg.get("train", {}).get("epochs")}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def _config(run_dir: Path) -> str:
