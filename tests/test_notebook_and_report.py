@@ -68,7 +68,11 @@ def test_report_holds_every_metric_and_embeds_every_picture(run):
         assert f"{m[key]:.4f}" in text, key
     for row in m["per_class"]:
         assert html.escape(row["name"].strip()) in text
-        assert f"<td class=\"num\">{row['f1']:.4f}</td>" in text
+        cells = "".join(f'<td class="num">{row[k]:.4f}</td>' for k in ("precision", "recall",
+                                                                             "f1"))
+        assert f'<td class="num">{row["support"]}</td>{cells}' in text
+    for key in ("num_examples", "num_classes_present", "num_classes_scored"):
+        assert f'<td class="num">{m[key]}</td>' in text
     pictures = sorted(run.path.glob("*.png"))
     assert {p.name for p in pictures} >= {"confusion_matrix.png", "training_curves.png",
                                           "sample_predictions.png", "confident_mistakes.png"}
