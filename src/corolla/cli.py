@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from corolla import __version__
 from corolla import config as config_lib
-from corolla import rundir
 from corolla.errors import DATA_ERROR, UserError
 
 # Flag destination -> config key: the one place where flags meet the config.
@@ -189,6 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="the CSV file to check")
     p.add_argument("--data", required=True, help="the data folder (tfrecords-jpeg-SxS/ with a "
                    "test split, and its classes.txt if any)")
+    p = sub.add_parser("report", help="write RUN/report.html: metrics, per-class table, every "
+                       "picture, config, plan and timings in one file that opens offline")
+    p.add_argument("run", help="a run folder after `corolla evaluate`, an eval-* folder or an "
+                   "ensemble folder")
+
+    p = sub.add_parser("submit", help="send a run's submission.csv to a Kaggle competition "
+                       "(checked first; needs the kaggle package and credentials)")
+    p.add_argument("run", help="a run or ensemble folder holding submission.csv (after "
+                   "`corolla predict`), or a submission CSV file beside predictions/test.npz")
+    p.add_argument("--competition", required=True, metavar="SLUG",
+                   help="the competition's name in its URL, e.g. tpu-getting-started")
+    p.add_argument("-m", "--message", required=True, help="the submission's description")
     for p in sub.choices.values():  # error messages name a value's flag, not its config key
         p.set_defaults(flag_names={a.dest: a.option_strings[-1] for a in p._actions
                                    if a.option_strings})
@@ -251,83 +261,39 @@ def _demo(args) -> int:
     return 0
 
 
-def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, run) -> None:
-    """A run continued by re-running its command must get the settings it started with."""
-    given = config_lib.apply(saved, {k: v for k, v in flags.items()
-                                     if not k.startswith(("runtime.", "output."))})
-    if "data.path" in flags and "://" not in flags["data.path"]:
-        given = config_lib.apply(given, {"data.path": os.path.abspath(flags["data.path"])})
-    differ = [f"{names.get(k, k)} {_get(given, k)!r} (the run has {_get(saved, k)!r})"
-              for k in flags if not k.startswith(("runtime.", "output."))
-              and _get(given, k) != _get(saved, k)]
-    if differ:
-        raise UserError(f"run {str(run)!r} exists with other settings: {'; '.join(differ)}; "
-                        f"continue it with `corolla train --resume {run}` or choose another "
-                        f"--name")
-
-
-def _get(cfg: config_lib.RunConfig, key: str):
-    section, _, name = key.partition(".")
-    return getattr(getattr(cfg, section), name)
-
-
 def _train(args) -> int:
-    from corolla import runtime
+    from corolla import workflow
 
-    resume, flags, names = None, overrides(args), labels(args)
-    if args.resume:
-        fixed = sorted(names.get(k, k) for k in flags if not k.startswith("runtime."))
-        if fixed or args.config:
-            raise UserError(f"--resume continues a run with its own config and global batch; "
-                            f"drop {', '.join(fixed) or '--config'} (only runtime flags may "
-                            f"change)")
-        resume, run_cfg = rundir.load_unfinished(args.resume)
-        cfg = config_lib.apply(run_cfg, flags, names)
-    else:
-        cfg = config_lib.load(args.config, flags, names)
-        again = Path(cfg.output.runs_dir) / cfg.output.name
-        if "output.name" in flags and rundir.status(again) != rundir.FINISHED_STATUS \
-                and (again / rundir.CONFIG).is_file():
-            # The same named command after a kill (preemption): continue that run.
-            resume, run_cfg = rundir.load_unfinished(again)
-            _check_same_command(run_cfg, flags, names, again)
-            print(f"run {str(again)!r} exists and did not finish: continuing it (as --resume)")
-            cfg = config_lib.apply(run_cfg, {k: v for k, v in flags.items()
-                                             if k.startswith("runtime.")}, names)
-        elif args.config and "output.name" not in flags and cfg.output.name:
-            # A saved config (runs/X/config.toml) names its own run: a rerun gets a fresh one.
-            free = rundir.free_name(cfg.output.runs_dir, cfg.output.name)
-            if free != cfg.output.name:
-                print(f"run name {cfg.output.name!r} from {args.config} is taken; this run is "
-                      f"{free!r}")
-                cfg = config_lib.apply(cfg, {"output.name": free})
-    if not cfg.data.path:
-        raise UserError("no data given; pass --data with a folder holding tfrecords-jpeg-SxS/ "
-                        "(or data.path in --config)")
-    plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
-    from corolla.flow import train_evaluate_predict
-
-    run_dir, _ = train_evaluate_predict(cfg, plan, resume=resume)
+    run_dir, _ = workflow.train(args.config, overrides(args), labels(args), resume=args.resume)
     if run_dir is not None:
         print(f"done: {run_dir}")
     return 0
 
 
 def _inference(args) -> int:
-    from corolla import runtime
+    from corolla import workflow
 
-    _, run_cfg = rundir.load(args.run)
-    flags = {k: v for k, v in overrides(args).items() if k.startswith(("runtime.", "train."))}
-    # Inference runs on this machine's plan, with its own batch unless one is given.
-    cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", "train.global_batch_size": 0,
-                                     **flags}, labels(args))
-    plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
-    from corolla import evaluate, predict
-
+    # Flags other developers add (--split, --tta) are passed on when the parser has them.
     if args.command == "evaluate":
-        evaluate.evaluate_run(args.run, plan, data_path=args.data, out=args.out)
+        workflow.evaluate(args.run, overrides(args), labels(args), data=args.data, out=args.out,
+                          split=getattr(args, "split", None) or "val")
     else:
-        predict.predict_run(args.run, plan, data_path=args.data, out=args.out, force=args.force)
+        workflow.predict(args.run, overrides(args), labels(args), data=args.data, out=args.out,
+                         force=args.force, tta=getattr(args, "tta", None) or 1)
+    return 0
+
+
+def _report(args) -> int:
+    from corolla import workflow
+
+    print(f"wrote {workflow.report(args.run)}")
+    return 0
+
+
+def _submit(args) -> int:
+    from corolla import kaggle_submit
+
+    kaggle_submit.submit_run(args.run, args.competition, args.message)
     return 0
 
 
@@ -369,7 +335,7 @@ def _check_submission(args) -> int:
 
 COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
             "predict": _inference, "ensemble": _ensemble, "convert": _convert,
-            "check-submission": _check_submission}
+            "check-submission": _check_submission, "report": _report, "submit": _submit}
 
 
 def main(argv: list[str] | None = None) -> int:

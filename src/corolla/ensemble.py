@@ -277,7 +277,7 @@ def metrics(ensemble: Ensemble) -> dict:
 
 def write(ensemble: Ensemble, out_dir: Path) -> dict[str, Path]:
     """The ensemble's folder: predictions/val.npz (and test.npz), metrics.json, the confusion
-    matrix and, with test predictions, a checked submission.csv."""
+    matrix, with test predictions a checked submission.csv, and report.html."""
     from corolla import metrics as metrics_lib
     from corolla import report, rundir, submission
 
@@ -296,6 +296,9 @@ def write(ensemble: Ensemble, out_dir: Path) -> dict[str, Path]:
         written["submission"] = submission.write(test.ids, test.predicted,
                                                  out_dir / rundir.SUBMISSION,
                                                  num_classes=len(names))
+    from corolla import html_report
+
+    written["report"] = html_report.write(out_dir)  # last: it embeds the pictures just written
     return written
 
 

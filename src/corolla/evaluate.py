@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla import metrics as metrics_lib
-from corolla import predictions, report, rundir
+from corolla import html_report, predictions, report, rundir
 from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
@@ -196,10 +196,12 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     skip = config.data.skip_bad_records
     evaluation = evaluate(model, layout, plan, skip_bad_records=skip)
     evaluation.metrics["data"] = layout.root
+    evaluation.metrics["run"] = str(run_dir.resolve())  # the report of an --out folder finds it
     # Training curves belong with the run's own record, not with scores on other data.
     written = write(evaluation, layout, out_dir,
                     history=run_dir / rundir.HISTORY if into_run else None,
                     skip_bad_records=skip)
+    written["report"] = html_report.write(out_dir)  # last: it embeds the pictures just written
     m = evaluation.metrics
     log(f"val: accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
         f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "

@@ -1,0 +1,318 @@
+"""The HTML report of a run: one self-contained `report.html` that opens offline and can be
+mailed or archived as it is.
+
+Every picture of the folder is embedded (PNG as a base64 data URI), the CSS is inline, and the
+page has no script and no link to anything outside itself. The report is a writer: it reads what
+the folder holds (metrics.json, the pictures, config.toml, plan.json, history.csv, FINISHED)
+and never runs a model. Three kinds of folder have one:
+
+- a run folder after `corolla evaluate` (or `corolla train`, which evaluates);
+- an evaluation folder (RUN/eval-<data>/, or the --out of `corolla evaluate`): its metrics and
+  pictures, with the config and plan of the run named in its metrics.json;
+- an ensemble folder (`corolla ensemble`): its members and weights instead of config and plan.
+
+All text from files is HTML-escaped (class names, paths and config values are data).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from corolla import __version__, rundir
+from corolla.errors import UserError
+from corolla.files import write_text_atomic
+
+REPORT = "report.html"
+
+# Known pictures first, in the order people read them; any other PNG of the folder follows.
+CAPTIONS = {
+    rundir.CONFUSION: "Confusion matrix",
+    rundir.CURVES: "Training curves",
+    rundir.SAMPLES: "Sample predictions",
+    rundir.MISTAKES: "Most confident mistakes",
+}
+
+# The headline figures, as metrics.json names them.
+SUMMARY = (
+    ("accuracy", "Accuracy"),
+    ("f1_macro", "Macro F1 (the competition's metric)"),
+    ("precision_macro", "Macro precision"),
+    ("recall_macro", "Macro recall"),
+    ("f1_macro_present", "Macro F1 over the classes present"),
+)
+
+
+@dataclass
+class Sources:
+    """What a report is made of: the folder, its kind, its metrics and, for runs and their
+    evaluations, the run folder holding config.toml, plan.json and history.csv."""
+
+    folder: Path
+    kind: str  # "run", "evaluation" or "ensemble"
+    metrics: dict
+    run_dir: Path | None
+
+
+def sources(folder: str | Path) -> Sources:
+    """The folder's report sources; a folder without metrics.json is an error saying which
+    command writes it."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UserError(f"{folder} is not a folder; pass a run folder, e.g. runs/<run>")
+    path = folder / rundir.METRICS
+    if not path.is_file():
+        if (folder / rundir.CONFIG).is_file():
+            raise UserError(f"run {str(folder)!r} has no evaluation ({path} is missing); run "
+                            f"`corolla evaluate {folder}` first")
+        raise UserError(f"{folder} holds no {rundir.METRICS}; pass a run folder after "
+                        f"`corolla evaluate`, an eval-* folder or an ensemble folder")
+    metrics = json.loads(path.read_text())
+    if "members" in metrics:
+        return Sources(folder, "ensemble", metrics, None)
+    if (folder / rundir.CONFIG).is_file():
+        return Sources(folder, "run", metrics, folder)
+    # An evaluation on other data: its run is the folder above (RUN/eval-<data>/), or the one
+    # its metrics.json names (an --out folder elsewhere).
+    for candidate in (folder.parent, Path(metrics.get("run", "") or folder)):
+        if (candidate / rundir.CONFIG).is_file():
+            return Sources(folder, "evaluation", metrics, candidate)
+    return Sources(folder, "evaluation", metrics, None)
+
+
+def write(folder: str | Path) -> Path:
+    """Writes FOLDER/report.html (atomically) and returns its path."""
+    src = sources(folder)
+    return write_text_atomic(src.folder / REPORT, document(src))
+
+
+def document(src: Sources) -> str:
+    """The whole page."""
+    title = f"Corolla report: {src.folder.resolve().name}"
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{_e(title)}</title>\n</head>\n<body>\n{fragment(src)}\n</body>\n</html>\n")
+
+
+def fragment(src: Sources | str | Path) -> str:
+    """The report as one <div> with its own scoped style: the page's body, and what Jupyter
+    shows inline (`corolla.api`)."""
+    if not isinstance(src, Sources):
+        src = sources(src)
+    parts = [f"<style>{_CSS}</style>",
+             f"<h1>Corolla {src.kind} report: {_e(src.folder.resolve().name)}</h1>",
+             _header(src), _metrics(src.metrics)]
+    if src.kind == "ensemble":
+        parts.append(_members(src.metrics))
+    parts += [_pictures(src.folder), _per_class(src.metrics)]
+    if src.run_dir is not None:
+        parts += [_timings(src), _plan(src.run_dir), _config(src.run_dir)]
+    elif src.kind == "evaluation":
+        parts.append("<p>The run of this evaluation was not found: no config or plan.</p>")
+    parts.append(f'<p class="foot">Written by Corolla {_e(__version__)} on '
+                 f"{_e(time.strftime('%Y-%m-%d %H:%M:%S %z'))} from the files of "
+                 f"{_e(src.folder.resolve())}.</p>")
+    return '<div class="corolla-report">\n' + "\n".join(p for p in parts if p) + "\n</div>"
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _f(value) -> str:
+    """A score as the terminal prints it (4 decimals)."""
+    return f"{value:.4f}" if isinstance(value, (int, float)) else _e(value)
+
+
+def _table(header: list[str], rows: list[list], numeric_from: int = 1) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(
+        f'<td class="{"num" if i >= numeric_from else "txt"}">{cell}</td>'
+        for i, cell in enumerate(row)) + "</tr>\n" for row in rows)
+    return (f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}'
+            f"</tbody>\n</table></div>")
+
+
+def _header(src: Sources) -> str:
+    m = src.metrics
+    facts = [("folder", src.folder.resolve())]
+    if src.run_dir is not None and src.run_dir != src.folder:
+        facts.append(("run", src.run_dir.resolve()))
+    if m.get("data"):
+        facts.append(("data", m["data"]))
+    facts.append(("split", m.get("split", "val")))
+    if src.run_dir is not None:
+        cfg = _config_values(src.run_dir)
+        facts += [(k, cfg[k]) for k in ("model", "image size", "epochs") if k in cfg]
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
+    return f'<table class="facts">{rows}</table>'
+
+
+def _metrics(m: dict) -> str:
+    rows = [[_e(label), _f(m[key])] for key, label in SUMMARY if key in m]
+    counts = [("num_examples", "Images"), ("num_classes_present", "Classes present"),
+              ("num_classes_scored", "Classes scored (true or predicted)")]
+    rows += [[_e(label), _e(m[key])] for key, label in counts if key in m]
+    note = f'<p class="note">{_e(m["note"])}</p>' if m.get("note") else ""
+    return "<h2>Metrics</h2>\n" + _table(["metric", "value"], rows) + note
+
+
+def _members(m: dict) -> str:
+    rows = [[_e(member["folder"]), f"{member['weight']:.3f}", _f(member["f1_macro"])]
+            for member in m["members"]]
+    return ("<h2>Members and weights</h2>\n" + _table(["member", "weight", "val macro F1"], rows)
+            + f"<p>Weights: {_e(m.get('weights_search', ''))}</p>")
+
+
+def _pictures(folder: Path) -> str:
+    found = sorted(folder.glob("*.png"), key=lambda p: (
+        list(CAPTIONS).index(p.name) if p.name in CAPTIONS else len(CAPTIONS), p.name))
+    if not found:
+        return ""
+    figures = []
+    for path in found:
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        caption = CAPTIONS.get(path.name, path.stem.replace("_", " "))
+        figures.append(f'<figure><img src="data:image/png;base64,{data}" alt="{_e(caption)}">'
+                       f"<figcaption>{_e(caption)} ({_e(path.name)})</figcaption></figure>")
+    return "<h2>Pictures</h2>\n" + "\n".join(figures)
+
+
+def _per_class(m: dict) -> str:
+    rows = [[_e(r["name"].strip()), r["label"], r["support"], _f(r["precision"]),
+             _f(r["recall"]), _f(r["f1"])] for r in m.get("per_class", [])]
+    if not rows:
+        return ""
+    return ("<h2>Per class</h2>\n"
+            + _table(["class", "label", "support", "precision", "recall", "F1"], rows))
+
+
+def _sessions(run_dir: Path) -> list[dict]:
+    path = run_dir / rundir.PLAN
+    return json.loads(path.read_text()).get("sessions", []) if path.is_file() else []
+
+
+def _when(text: str) -> datetime | None:
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return None
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m {seconds % 60:02d}s"
+
+
+def _timings(src: Sources) -> str:
+    """What the run recorded about time: when each session started, when the evaluation was
+    written and when the run finished, and the epochs of history.csv."""
+    run_dir, rows = src.run_dir, []
+    sessions = _sessions(run_dir)
+    for i, session in enumerate(sessions):
+        rows.append([_e(f"session {i + 1} started"), _e(session.get("started", "?"))])
+    evaluated = datetime.fromtimestamp((src.folder / rundir.METRICS).stat().st_mtime).astimezone()
+    rows.append([_e("evaluation written"), _e(evaluated.strftime("%Y-%m-%dT%H:%M:%S%z"))])
+    finished = run_dir / rundir.FINISHED
+    end = _when(finished.read_text()) if finished.is_file() else None
+    if end is not None:
+        rows.append([_e("run finished"), _e(end.strftime("%Y-%m-%dT%H:%M:%S%z"))])
+    start = _when(sessions[0].get("started", "")) if sessions else None
+    if start is not None and src.kind == "run":
+        stop, what = (end, "finish") if end is not None else (evaluated, "evaluation")
+        rows.append([_e(f"wall time, first start to {what}"),
+                     _e(_duration((stop - start).total_seconds()))])
+    history = _history(run_dir)
+    text = "<h2>Timings</h2>\n" + _table(["event", "time"], rows)
+    if history:
+        header = list(history[0])
+        text += (f"<h3>Training history ({len(history)} epoch{'s' * (len(history) != 1)}, "
+                 f"history.csv)</h3>\n"
+                 + _table(header, [[_number(r[k]) for k in header] for r in history]))
+    return text
+
+
+def _history(run_dir: Path) -> list[dict]:
+    path = run_dir / rundir.HISTORY
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _number(text: str) -> str:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return _e(text)
+    return _e(text) if value.is_integer() and "." not in text else f"{value:.4g}"
+
+
+def _plan(run_dir: Path) -> str:
+    sessions = _sessions(run_dir)
+    if not sessions:
+        return ""
+    keys = ("accelerator", "backend", "strategy", "replicas", "num_processes",
+            "batch_per_replica", "global_batch", "precision", "steps_per_execution",
+            "jit_compile")
+    rows = [[_e(s.get("started", "?"))] + [_e(s.get("plan", {}).get(k, "")) for k in keys]
+            for s in sessions]
+    text = ("<h2>Hardware plan (plan.json)</h2>\n"
+            + _table(["session started", *keys], rows, numeric_from=99))
+    hardware = sessions[-1].get("plan", {}).get("hardware", {})
+    if hardware:
+        text += "<h3>Hardware found</h3>\n" + _table(
+            ["device", "found"], [[_e(k), _e(v)] for k, v in hardware.items()], numeric_from=99)
+    versions = sessions[-1].get("versions", {})
+    if versions:
+        text += "<h3>Versions</h3>\n" + _table(
+            ["package", "version"], [[_e(k), _e(v)] for k, v in versions.items()],
+            numeric_from=99)
+    return text
+
+
+def _config_values(run_dir: Path) -> dict:
+    """A few headline settings of the run (the whole config.toml is shown further down)."""
+    import tomllib
+
+    try:
+        cfg = tomllib.loads((run_dir / rundir.CONFIG).read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    found = {"model": cfg.get("model", {}).get("name"),
+             "image size": cfg.get("data", {}).get("image_size"),
+             "epochs": cfg.get("train", {}).get("epochs")}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _config(run_dir: Path) -> str:
+    path = run_dir / rundir.CONFIG
+    return f"<h2>Config (config.toml)</h2>\n<pre>{_e(path.read_text())}</pre>"
+
+
+_CSS = """
+.corolla-report { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  color: #1d2430; max-width: 1150px; margin: 0 auto; padding: 0 16px 32px; line-height: 1.4; }
+.corolla-report h1 { font-size: 1.6em; border-bottom: 2px solid #2f6db5; padding-bottom: 6px; }
+.corolla-report h2 { font-size: 1.25em; margin-top: 1.6em; color: #2f6db5; }
+.corolla-report h3 { font-size: 1.05em; margin-top: 1.2em; }
+.corolla-report .scroll { max-width: 100%; overflow-x: auto; }
+.corolla-report table { border-collapse: collapse; margin: 8px 0; font-size: 0.92em; }
+.corolla-report th, .corolla-report td { border: 1px solid #d5dbe3; padding: 3px 9px; }
+.corolla-report thead th { background: #eef3f9; text-align: left; }
+.corolla-report table.facts th { text-align: left; background: #f6f8fb; font-weight: 600; }
+.corolla-report td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.corolla-report figure { display: inline-block; margin: 8px 12px 8px 0; vertical-align: top; }
+.corolla-report img { max-width: 100%; height: auto; border: 1px solid #d5dbe3; }
+.corolla-report figcaption { font-size: 0.85em; color: #555; }
+.corolla-report pre { background: #f6f8fb; border: 1px solid #d5dbe3; padding: 8px;
+  overflow-x: auto; font-size: 0.88em; }
+.corolla-report .note { color: #8a5a00; }
+.corolla-report .foot { margin-top: 2em; font-size: 0.8em; color: #777; }
+"""
