@@ -127,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("--out", help="folder for metrics.json and the plots (default: the "
                            "run folder; RUN/eval-<data folder>/ for --data elsewhere)")
+        p.add_argument("--tta", type=int, default=1, metavar="N",
+                       help="test-time augmentation: average the class probabilities of N views "
+                            "of each image (the image, its flip, then small zooms, shifts and "
+                            "rotations; deterministic); default 1 (none), at most 32")
         _runtime_flags(p)
         _batch_flags(p, " for inference")
 
@@ -270,7 +274,9 @@ def _train(args) -> int:
 
 def _inference(args) -> int:
     from corolla import runtime
+    from corolla import tta
 
+    tta.check(args.tta)  # before the run is opened and a backend picked
     _, run_cfg = rundir.load(args.run)
     flags = {k: v for k, v in overrides(args).items() if k.startswith(("runtime.", "train."))}
     # Inference runs on this machine's plan, with its own batch unless one is given.
@@ -280,9 +286,10 @@ def _inference(args) -> int:
     from corolla import evaluate, predict
 
     if args.command == "evaluate":
-        evaluate.evaluate_run(args.run, plan, data_path=args.data, out=args.out)
+        evaluate.evaluate_run(args.run, plan, data_path=args.data, out=args.out, tta=args.tta)
     else:
-        predict.predict_run(args.run, plan, data_path=args.data, out=args.out, force=args.force)
+        predict.predict_run(args.run, plan, data_path=args.data, out=args.out, force=args.force,
+                            tta=args.tta)
     return 0
 
 
