@@ -26,7 +26,7 @@ FLAG_KEYS = {
     "seed": "train.seed", "deterministic": "train.deterministic",
     "backend": "runtime.backend", "strategy": "runtime.strategy",
     "precision": "runtime.precision", "runs_dir": "output.runs_dir", "name": "output.name",
-    "skip_bad_records": "data.skip_bad_records",
+    "skip_bad_records": "data.skip_bad_records", "folds": "train.folds",
 }
 
 
@@ -81,6 +81,9 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-bad-records", action="store_true", default=None,
                    help="skip damaged records (images that do not decode, a file's damaged "
                         "tail) and count them per file at the end, instead of stopping")
+    p.add_argument("--folds", type=int, metavar="K", help="k-fold: train K models on train+val "
+                   "split into K stratified folds (RUN/fold-1 ... fold-K), score their pooled "
+                   "out-of-fold predictions, average their test probabilities; default 0 (off)")
     p.add_argument("--runs-dir", help="where run directories go (default: runs)")
     p.add_argument("--name", help="run directory name inside --runs-dir (default: "
                    "<model>-<timestamp>)")
@@ -273,10 +276,11 @@ def _train(args) -> int:
 
 
 def _inference(args) -> int:
-    from corolla import runtime
+    from corolla import kfold, runtime
     from corolla import tta
 
     tta.check(args.tta)  # before the run is opened and a backend picked
+    kfold.refuse_parent(args.run)
     _, run_cfg = rundir.load(args.run)
     flags = {k: v for k, v in overrides(args).items() if k.startswith(("runtime.", "train."))}
     # Inference runs on this machine's plan, with its own batch unless one is given.

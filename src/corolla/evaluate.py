@@ -13,6 +13,7 @@ from corolla import metrics as metrics_lib
 from corolla import predictions, report, rundir
 from corolla import tta as tta_lib
 from corolla.data import check
+from corolla.data import folds
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
@@ -61,8 +62,13 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int):
 def open_run(run_dir, data_path: str | None = None):
     """(run folder, its config, its data layout at the trained image size). The run's own
     class names win: data that names other classes would pair outputs with wrong labels."""
+    from corolla.kfold import refuse_parent
+
+    refuse_parent(run_dir)
     run_dir, config = rundir.load(run_dir)
     layout = layout_lib.open_layout(data_path or config.data.path, config.data.image_size)
+    if not data_path or _data_root(layout.root) == _data_root(config.data.path):
+        layout = folds.restrict(layout, config.data)  # a k-fold run's fold of its own data
     saved = rundir.class_names(run_dir)
     if saved is not None and saved != layout.class_names:
         raise UserError(f"the data at {layout.root} names {len(layout.class_names)} classes, "
