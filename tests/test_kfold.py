@@ -91,6 +91,7 @@ def _truth(root):
     return dict(zip(meta["ids"], meta["labels"])), pipeline.metadata(data.split("test"))["ids"]
 
 
+@pytest.mark.slow
 def test_train_folds_writes_fold_runs_oof_predictions_and_a_checked_submission(tiny_kfold,
                                                                                tiny_petals):
     parent, (truth, test_ids) = tiny_kfold, _truth(tiny_petals)
@@ -124,12 +125,14 @@ def test_train_folds_writes_fold_runs_oof_predictions_and_a_checked_submission(t
     assert (parent / "FINISHED").is_file() and (parent / "confusion_matrix.png").is_file()
 
 
+@pytest.mark.slow
 def test_a_kfold_run_has_no_model_to_evaluate_one_line(tiny_kfold, capsys):
     assert main(["predict", str(tiny_kfold)]) == 2
     err = capsys.readouterr().err
     assert "is a k-fold run: it has no model of its own" in err and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_an_interrupted_kfold_run_completes_only_the_unfinished_fold(tiny_kfold, tiny_petals,
                                                                      tmp_path, capsys):
     """Killed after fold 1 (simulated: fold 2 and the parent's outputs removed): the same

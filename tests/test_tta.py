@@ -71,7 +71,7 @@ def test_a_number_of_views_out_of_range_is_one_line(capsys):
     for bad in ("0", "33", "-1"):
         assert main(["predict", "runs/none", "--tta", bad]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and f"--tta must be a number of views from 1" in err, err
+        assert err.count("\n") == 1 and "--tta must be a number of views from 1" in err, err
     with pytest.raises(UserError, match="from 1 .* to 32, got 40"):
         tta.check(40)
 
@@ -119,6 +119,7 @@ def _check(run, out, ids, mean):
     assert list(submission.read(out).values()) == mean.argmax(axis=1).tolist()
 
 
+@pytest.mark.slow
 def test_predict_tta_writes_the_mean_of_the_views(expected, tmp_path, capsys):
     source, ids, mean, plain = expected
     run = shutil.copytree(source, tmp_path / "run")
@@ -131,6 +132,7 @@ def test_predict_tta_writes_the_mean_of_the_views(expected, tmp_path, capsys):
     assert "view 3 of 3: zoomed, shifted, rotated" in printed and "mean of 3 views" in printed
 
 
+@pytest.mark.slow
 def test_evaluate_tta_says_so_in_its_metrics(expected, tmp_path):
     import json
 
@@ -140,6 +142,7 @@ def test_evaluate_tta_says_so_in_its_metrics(expected, tmp_path):
     assert predictions.load(run / "predictions" / "val.npz").tta == 2
 
 
+@pytest.mark.slow
 def test_predict_tta_on_two_replicas_gives_the_same_mean(expected, tmp_path):
     """MirroredStrategy over 2 CPU devices, global batch 6: 20 images, a padded last batch."""
     source, ids, mean, _ = expected
