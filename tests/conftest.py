@@ -50,3 +50,16 @@ def run_python(code: str, env: dict | None = None, timeout: int = 300, cwd=None)
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-c", code], env=full_env, cwd=cwd,
                           capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def tiny_kfold(tiny_petals, tmp_path_factory) -> Path:
+    """A finished `corolla train --folds 2` run on tiny_petals (one epoch of two steps a fold).
+    Its folds are small trained runs too: tests that write into one work on a copy."""
+    from corolla.cli import main
+
+    runs = tmp_path_factory.mktemp("kfold")
+    assert main(["train", "--data", str(tiny_petals), "--folds", "2", "--epochs", "1",
+                 "--steps-per-epoch", "2", "--batch-size", "8", "--runs-dir", str(runs),
+                 "--name", "k2"]) == 0
+    return runs / "k2"

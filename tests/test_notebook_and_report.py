@@ -40,7 +40,7 @@ def test_notebook_workflow_returns_the_runs_files_and_metrics(run, tiny_petals):
     assert run.metrics == json.loads((run.path / "metrics.json").read_text())
     assert run.metrics["num_examples"] == 32  # the val split of tiny_petals
 
-    again = run.evaluate(split="val")
+    again = run.evaluate()
     assert again["accuracy"] == run.metrics["accuracy"]  # the same model, the same images
     assert again["f1_macro"] == pytest.approx(run.metrics["f1_macro"])
     path = run.predict(tta=1)

@@ -47,7 +47,9 @@ def test_a_saved_split_reads_back_as_it_was_written(tmp_path):
 
     # The documented format, read with NumPy alone and no pickle.
     with np.load(path, allow_pickle=False) as archive:
-        assert sorted(archive.files) == ["class_names", "ids", "labels", "probabilities"]
+        assert sorted(archive.files) == ["class_names", "ids", "labels", "probabilities",
+                                         "tta"]
+        assert archive["tta"].shape == () and int(archive["tta"]) == 1  # no augmented views
         assert archive["ids"].dtype.kind == "U" and archive["probabilities"].shape == (4, 4)
 
 

@@ -83,13 +83,13 @@ class Run:
         path = self.path / rundir.METRICS
         return json.loads(path.read_text()) if path.is_file() else None
 
-    def evaluate(self, split: str = "val", data: str | Path | None = None,
+    def evaluate(self, tta: int = 1, data: str | Path | None = None,
                  out: str | Path | None = None, **runtime) -> dict:
-        """Scores the run (metrics.json, pictures, predictions, report.html) and returns the
-        metrics. `runtime`: backend, strategy, precision, batch_size, global_batch_size."""
+        """Scores the run on val (metrics.json, pictures, predictions, report.html) and returns
+        the metrics (`tta`: test-time augmentation views). `runtime`: backend, strategy,
+        precision, batch_size, global_batch_size."""
         flags, names = settings(runtime, "Run.evaluate()", _INFERENCE)
-        return workflow.evaluate(self.path, flags, names, data=_text(data), out=out,
-                                 split=split)
+        return workflow.evaluate(self.path, flags, names, data=_text(data), out=out, tta=tta)
 
     def predict(self, tta: int = 1, data: str | Path | None = None,
                 out: str | Path | None = None, force: bool = False, **runtime) -> Path:

@@ -24,7 +24,7 @@ FLAG_KEYS = {
     "seed": "train.seed", "deterministic": "train.deterministic",
     "backend": "runtime.backend", "strategy": "runtime.strategy",
     "precision": "runtime.precision", "runs_dir": "output.runs_dir", "name": "output.name",
-    "skip_bad_records": "data.skip_bad_records",
+    "skip_bad_records": "data.skip_bad_records", "folds": "train.folds",
 }
 
 
@@ -82,6 +82,9 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-bad-records", action="store_true", default=None,
                    help="skip damaged records (images that do not decode, a file's damaged "
                         "tail) and count them per file at the end, instead of stopping")
+    p.add_argument("--folds", type=int, metavar="K", help="k-fold: train K models on train+val "
+                   "split into K stratified folds (RUN/fold-1 ... fold-K), score their pooled "
+                   "out-of-fold predictions, average their test probabilities; default 0 (off)")
     p.add_argument("--runs-dir", help="where run directories go (default: runs)")
     p.add_argument("--name", help="run directory name inside --runs-dir (default: "
                    "<model>-<timestamp>)")
@@ -166,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("--out", help="folder for metrics.json and the plots (default: the "
                            "run folder; RUN/eval-<data folder>/ for --data elsewhere)")
+        p.add_argument("--tta", type=int, default=1, metavar="N",
+                       help="test-time augmentation: average the class probabilities of N views "
+                            "of each image (the image, its flip, then small zooms, shifts and "
+                            "rotations; deterministic); default 1 (none), at most 32")
         _runtime_flags(p)
         _batch_flags(p, " for inference")
 
@@ -273,13 +280,12 @@ def _train(args) -> int:
 def _inference(args) -> int:
     from corolla import workflow
 
-    # Flags other developers add (--split, --tta) are passed on when the parser has them.
     if args.command == "evaluate":
         workflow.evaluate(args.run, overrides(args), labels(args), data=args.data, out=args.out,
-                          split=getattr(args, "split", None) or "val")
+                          tta=args.tta)
     else:
         workflow.predict(args.run, overrides(args), labels(args), data=args.data, out=args.out,
-                         force=args.force, tta=getattr(args, "tta", None) or 1)
+                         force=args.force, tta=args.tta)
     return 0
 
 

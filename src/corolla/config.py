@@ -40,6 +40,11 @@ class DataConfig:
     image_feature: str = "image"
     label_feature: str = "class"
     id_feature: str = "id"
+    # Set by k-fold training (corolla.kfold) in each fold's run: it validates on fold `fold`
+    # (1..K) of train+val pooled and trains on the others, as `folds_file` (the parent run's
+    # folds.csv: id,label,fold) assigns them. 0 = the data's own train and val splits.
+    fold: int = 0
+    folds_file: str = ""
 
 
 @dataclass
@@ -59,6 +64,9 @@ class TrainConfig:
     steps_per_epoch: int = 0  # 0 = one pass over the training split
     seed: int = 42  # model initialisation, shuffling and augmentation derive from it
     deterministic: bool = False  # ordered reads + TensorFlow op determinism: bit-identical runs
+    # K-fold: K models on train+val split into K stratified folds (seeded by `seed`), scored on
+    # their pooled out-of-fold predictions, test probabilities averaged. 0 = off (one model).
+    folds: int = 0
 
 
 @dataclass
@@ -173,10 +181,25 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
             fail(key, "be at least 1" if low == 1 else "not be negative", value)
         if high is not None and value > high:
             fail(key, f"be at most {high}", value)
+    _check_folds(config, labels)
     name = config.output.name
     if name and (PurePath(name).is_absolute() or ".." in PurePath(name).parts):
         fail("output.name", f"be a folder name inside {config.output.runs_dir!r} (no absolute "
              f"path, no '..')", name)
+
+
+MAX_FOLDS = 100
+
+
+def _check_folds(config: RunConfig, labels: dict[str, str]) -> None:
+    folds, fold = config.train.folds, config.data.fold
+    if folds == 1 or not 0 <= folds <= MAX_FOLDS:
+        raise UserError(f"{labels.get('train.folds', 'train.folds')} must be 0 (no k-fold) or "
+                        f"a number of folds from 2 to {MAX_FOLDS}, got {folds!r}")
+    if not 0 <= fold <= folds or (fold and not config.data.folds_file):
+        raise UserError(f"data.fold is set by k-fold training (a fold from 1 to train.folds, "
+                        f"with data.folds_file); got fold {fold!r} of {folds!r}: leave both "
+                        f"unset")
 
 
 def flatten(tree: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import numpy as np
 
 from corolla import metrics as metrics_lib
 from corolla import html_report, predictions, report, rundir
+from corolla import tta as tta_lib
 from corolla.data import check
+from corolla.data import folds
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
@@ -59,11 +62,17 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int):
 def open_run(run_dir, data_path: str | None = None):
     """(run folder, its config, its data layout at the trained image size). The run's own
     class names win: data that names other classes would pair outputs with wrong labels."""
+    from corolla.kfold import refuse_parent
+
+    refuse_parent(run_dir)
     run_dir, config = rundir.load(run_dir)
     from corolla.data import sources
 
     layout = sources.open_data(data_path or config.data.path, config.data.image_size,
                                features=sources.features_of(config.data))
+    if not data_path or _data_root(layout.source or layout.root) == \
+            _data_root(config.data.path):
+        layout = folds.restrict(layout, config.data)  # a k-fold run's fold of its own data
     saved = rundir.class_names(run_dir)
     if saved is not None and saved != layout.class_names:
         raise UserError(f"the data at {layout.root} names {len(layout.class_names)} classes, "
@@ -108,26 +117,45 @@ def output_dir(run_dir: Path, config, layout: layout_lib.Layout, out=None) -> Pa
     return target
 
 
+PROGRESS_STEPS = 10  # a progress bar (in a terminal) for predictions of this many batches
+
+
 def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan: Plan,
-                          skip_bad_records: bool = False):
-    """Class probabilities [N, C] in the split's file order (padding dropped)."""
+                          skip_bad_records: bool = False, tta: int = 1, log=None):
+    """Class probabilities [N, C] in the split's file order (padding dropped). `tta`: the mean
+    over that many views of every image (see `corolla.tta`), one pass over the split each;
+    `log` says which view runs."""
     with plan.inference_scope():
         batch = plan.inference_batch
-        ds = pipeline.eval_dataset(split, image_size, batch, skip_bad_records=skip_bad_records)
         # Exact step count: Keras warns when a dataset "runs out" before steps are given.
-        return model.predict(ds, steps=-(-split.count // batch), verbose=0)[: split.count]
+        steps = -(-split.count // batch)
+        verbose = 1 if sys.stdout.isatty() and steps * tta >= PROGRESS_STEPS else 0
+        total = None
+        for view in range(tta):
+            ds = pipeline.eval_dataset(split, image_size, batch,
+                                       skip_bad_records=skip_bad_records)
+            if tta > 1 and log is not None:
+                log(f"test-time augmentation, view {view + 1} of {tta}: "
+                    f"{tta_lib.describe(view)}")
+            probabilities = model.predict(tta_lib.apply(ds, view, split.count, batch),
+                                          steps=steps, verbose=verbose)[: split.count]
+            if tta == 1:
+                return probabilities
+            total = probabilities.astype(np.float64) + (0 if total is None else total)
+        return (total / tta).astype(np.float32)
 
 
 def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val",
-             skip_bad_records: bool = False) -> Evaluation:
+             skip_bad_records: bool = False, tta: int = 1, log=None) -> Evaluation:
     # The checked split counts the records the pipelines yield (less any skipped ones).
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     meta = pipeline.metadata(data, skip_bad_records)
     probabilities = predict_probabilities(model, data, layout.image_size, plan,
-                                          skip_bad_records)
+                                          skip_bad_records, tta=tta, log=log)
     y_true, y_pred = np.asarray(meta["labels"]), probabilities.argmax(axis=1)
     metrics = metrics_lib.classification_metrics(y_true, y_pred, layout.class_names)
     metrics["split"] = split
+    metrics["tta"] = tta  # views averaged (1: none)
     return Evaluation(metrics, meta["ids"], y_true, y_pred, probabilities)
 
 
@@ -143,7 +171,8 @@ def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
     written = {
         "predictions": predictions.save(
             predictions.path_in(out_dir, evaluation.metrics["split"]), evaluation.ids,
-            evaluation.y_true, evaluation.probabilities, names),
+            evaluation.y_true, evaluation.probabilities, names,
+            tta=evaluation.metrics.get("tta", 1)),
         "metrics": report.write_json(evaluation.metrics, out_dir / rundir.METRICS),
         "confusion_matrix": report.plot_confusion_matrix(
             matrix, [names[i] for i in labels], out_dir / rundir.CONFUSION),
@@ -184,9 +213,11 @@ def _most_confident_mistakes(evaluation: Evaluation, limit: int) -> np.ndarray:
 
 
 def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print,
-                 out: str | Path | None = None, report_skipped: bool = True):
-    """`corolla evaluate`: loads the run's model (unless given), scores it on val, writes files
-    into the run directory (see `output_dir`) and returns the metrics."""
+                 out: str | Path | None = None, report_skipped: bool = True, tta: int = 1):
+    """`corolla evaluate`: loads the run's model (unless given), scores it on val (`tta`: the
+    mean of that many views of each image, see `corolla.tta`), writes files into the run
+    directory (see `output_dir`) and returns the metrics."""
+    tta = tta_lib.check(tta)
     run_dir, config, layout = open_run(run_dir, data_path)
     out_dir = output_dir(run_dir, config, layout, out)
     into_run = out_dir.resolve() == run_dir.resolve()
@@ -194,7 +225,7 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
         log(f"scores on {layout.root} go to {out_dir}, not over the run's own metrics")
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
     skip = config.data.skip_bad_records
-    evaluation = evaluate(model, layout, plan, skip_bad_records=skip)
+    evaluation = evaluate(model, layout, plan, skip_bad_records=skip, tta=tta, log=log)
     evaluation.metrics["data"] = layout.root
     evaluation.metrics["run"] = str(run_dir.resolve())  # the report of an --out folder finds it
     # Training curves belong with the run's own record, not with scores on other data.
@@ -205,7 +236,8 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     m = evaluation.metrics
     log(f"val: accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
         f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "
-        f"({m['num_examples']} images, {m['num_classes_present']} classes)")
+        f"({m['num_examples']} images, {m['num_classes_present']} classes"
+        f"{f', mean of {tta} views' if tta > 1 else ''})")
     for line in report.per_class_table(m["per_class"]):
         log(f"  {line}")
     for path in written.values():

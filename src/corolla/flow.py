@@ -15,7 +15,13 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
                            resume: Path | None = None) -> tuple[Path | None, dict | None]:
     """Returns (run directory, val metrics); (None, None) on a worker that is not the chief.
     `resume`: an unfinished run directory to continue (see `train.run`): from its last
-    completed epoch, or, if it was killed after its training, from its evaluation."""
+    completed epoch, or, if it was killed after its training, from its evaluation.
+    With `train.folds` set: a k-fold run (see `corolla.kfold`), whose metrics are its
+    out-of-fold scores."""
+    if config.train.folds and not config.data.fold:  # the parent of k fold runs
+        from corolla import kfold
+
+        return kfold.train_folds(config, plan, log=log, resume=resume)
     if resume is not None and rundir.status(resume) == rundir.TRAINED:
         if not plan.is_chief:
             return None, None

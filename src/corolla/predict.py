@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla import predictions, report, rundir, submission
+from corolla import tta as tta_lib
 from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
@@ -22,16 +23,18 @@ class Prediction:
     ids: list[str]
     y_pred: np.ndarray
     probabilities: np.ndarray  # [N, C], row i for ids[i]
+    tta: int = 1  # views averaged (1: none)
 
 
 def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test",
-            skip_bad_records: bool = False) -> Prediction:
-    """Ids, predicted labels and class probabilities, in the split's file order."""
+            skip_bad_records: bool = False, tta: int = 1, log=None) -> Prediction:
+    """Ids, predicted labels and class probabilities, in the split's file order (`tta`: the
+    mean of that many views of each image, see `corolla.tta`)."""
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     ids = pipeline.metadata(data, skip_bad_records)["ids"]
     probabilities = predict_probabilities(model, data, layout.image_size, plan,
-                                          skip_bad_records)
-    return Prediction(split, ids, probabilities.argmax(axis=1), probabilities)
+                                          skip_bad_records, tta=tta, log=log)
+    return Prediction(split, ids, probabilities.argmax(axis=1), probabilities, tta)
 
 
 def output_path(run_dir: Path, out: str | Path | None = None, force: bool = False) -> Path:
@@ -61,12 +64,14 @@ def output_path(run_dir: Path, out: str | Path | None = None, force: bool = Fals
 
 def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
                 out: str | Path | None = None, log=print, force: bool = False,
-                report_skipped: bool = True) -> Path:
+                report_skipped: bool = True, tta: int = 1) -> Path:
     """`corolla predict`: writes submission.csv (into the run directory unless `out` is given;
     see `output_path` for what `out` and `force` may replace), checked against the test ids.
     The test predictions are saved where evaluate saves val's (the run, or RUN/eval-<data>/ for
     other data; see `evaluate.output_dir`), whatever `out` is: they are the run's record of its
-    model on that data, which ensembles read."""
+    model on that data, which ensembles read. `tta`: the mean of that many views of each
+    image (see `corolla.tta`), recorded in the saved predictions."""
+    tta = tta_lib.check(tta)
     run_dir, config, layout = open_run(run_dir, data_path)
     path = output_path(run_dir, out, force)
     try:
@@ -76,15 +81,17 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
             raise
         saved_in = None  # a run this user may not write into: the submission goes to `out`
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
-    result = predict(model, layout, plan, skip_bad_records=config.data.skip_bad_records)
+    result = predict(model, layout, plan, skip_bad_records=config.data.skip_bad_records,
+                     tta=tta, log=log)
     if saved_in is not None:
         report.make_folder(saved_in)
         saved = predictions.save(predictions.path_in(saved_in, result.split), result.ids, None,
-                                 result.probabilities, layout.class_names)
+                                 result.probabilities, layout.class_names, tta=tta)
     log(f"wrote {saved}" if saved_in is not None else
         f"test predictions not saved: cannot write into {run_dir}")
     submission.write(result.ids, result.y_pred, path, num_classes=len(layout.class_names))
-    log(f"wrote {path} ({len(result.ids)} test images; checked)")
+    log(f"wrote {path} ({len(result.ids)} test images"
+        f"{f', mean of {tta} views' if tta > 1 else ''}; checked)")
     if report_skipped:
         for line in check.skipped_summary([layout.split("test")]):
             log(line)

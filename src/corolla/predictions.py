@@ -11,6 +11,9 @@ One file per split, `<folder>/predictions/<split>.npz` (a NumPy archive, read wi
     labels         int64    [N]     the true class of each id; -1 where unknown (the test split)
     probabilities  float32  [N, C]  the model's class probabilities, row i for ids[i]
     class_names    str      [C]     what column j stands for (the run's classes.txt)
+    tta            int64    []      how many views of each image the probabilities average
+                                    (test-time augmentation, `corolla.tta`); 1 = none. Files
+                                    written before it existed lack it and read as 1.
 
 Readers ignore keys they do not know, so that later writers may add some.
 """
@@ -37,6 +40,7 @@ class Predictions:
     labels: np.ndarray  # int64 [N], UNKNOWN where the class is not known
     probabilities: np.ndarray  # float32 [N, C]
     class_names: tuple[str, ...]
+    tta: int = 1  # views averaged per image (test-time augmentation); 1 = none
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -58,7 +62,8 @@ class Predictions:
         if len(ids) != len(row) or any(i not in row for i in ids):
             raise ValueError("in_order needs the same ids as the predictions hold")
         order = np.fromiter((row[i] for i in ids), dtype=np.int64, count=len(ids))
-        return Predictions(ids, self.labels[order], self.probabilities[order], self.class_names)
+        return Predictions(ids, self.labels[order], self.probabilities[order], self.class_names,
+                           self.tta)
 
 
 def path_in(folder: str | Path, split: str) -> Path:
@@ -66,7 +71,7 @@ def path_in(folder: str | Path, split: str) -> Path:
     return Path(folder) / FOLDER / f"{split}.npz"
 
 
-def make(ids, labels, probabilities, class_names) -> Predictions:
+def make(ids, labels, probabilities, class_names, tta: int = 1) -> Predictions:
     """Predictions from plain values, checked (ValueError says what is wrong). `labels` None:
     no class is known (test)."""
     ids = tuple(str(i) for i in ids)
@@ -77,7 +82,9 @@ def make(ids, labels, probabilities, class_names) -> Predictions:
     problem = _problem(ids, labels, probabilities, class_names)
     if problem:
         raise ValueError(problem)
-    return Predictions(ids, labels, probabilities, class_names)
+    if int(tta) < 1:
+        raise ValueError(f"tta counts views and must be at least 1, got {tta}")
+    return Predictions(ids, labels, probabilities, class_names, int(tta))
 
 
 def _problem(ids, labels, probabilities, class_names) -> str | None:
@@ -106,20 +113,21 @@ def _problem(ids, labels, probabilities, class_names) -> str | None:
     return None
 
 
-def save(path: str | Path, ids, labels, probabilities, class_names) -> Path:
+def save(path: str | Path, ids, labels, probabilities, class_names, tta: int = 1) -> Path:
     """Writes one split's predictions (see the module for the format), atomically: a reader
     gets the old file or the new one. Arrays that are not one split's predictions are a bug of
     the caller (ValueError), refused before anything is written."""
     from corolla.report import make_folder  # matplotlib: not for readers of predictions
 
-    p = make(ids, labels, probabilities, class_names)
+    p = make(ids, labels, probabilities, class_names, tta)
     path = Path(path)
     make_folder(path.parent)
     # np.savez appends ".npz" to a name that lacks it, and would miss the temporary file:
     # it is given the open file instead.
     with atomic_path(path) as tmp, tmp.open("wb") as f:
         np.savez(f, ids=np.array(p.ids, dtype=str), labels=p.labels,
-                 probabilities=p.probabilities, class_names=np.array(p.class_names, dtype=str))
+                 probabilities=p.probabilities, class_names=np.array(p.class_names, dtype=str),
+                 tta=np.int64(p.tta))
     return path
 
 
@@ -137,6 +145,7 @@ def load(path: str | Path) -> Predictions:
                 raise UserError(f"{path} is not a predictions file: it lacks "
                                 f"{', '.join(missing)}; {again}")
             arrays = {key: archive[key] for key in KEYS}
+            tta = archive["tta"] if "tta" in archive.files else np.int64(1)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise UserError(f"{path} is not a predictions file Corolla can read ({e}); "
                         f"{again}") from None
@@ -152,4 +161,7 @@ def load(path: str | Path) -> Predictions:
     problem = _problem(ids, labels, probabilities, names)
     if problem:
         raise UserError(f"{path} is not one split's predictions: {problem}; {again}")
-    return Predictions(ids, labels, probabilities, names)
+    if tta.shape != () or tta.dtype.kind not in "iu" or int(tta) < 1:
+        raise UserError(f"{path} records {tta!r} views (tta), not a count of at least 1; "
+                        f"{again}")
+    return Predictions(ids, labels, probabilities, names, int(tta))

@@ -9,7 +9,6 @@ errors name what the user typed.
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
 
@@ -95,8 +94,9 @@ def inference_plan(run, flags: dict | None = None, names: dict | None = None):
     """The plan to evaluate or predict with a trained run on this machine: the run's config
     with this machine's strategy and its own batch, unless runtime or batch settings say
     otherwise (other settings are the run's own and are ignored)."""
-    from corolla import runtime
+    from corolla import kfold, runtime
 
+    kfold.refuse_parent(run)  # a k-fold parent holds fold runs, not a model
     _, run_cfg = rundir.load(run)
     flags = {k: v for k, v in (flags or {}).items() if k.startswith(("runtime.", "train."))}
     cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", "train.global_batch_size": 0,
@@ -104,40 +104,33 @@ def inference_plan(run, flags: dict | None = None, names: dict | None = None):
     return runtime.detect_for(cfg)  # first: it picks the Keras backend
 
 
-def _optional(function, name: str, value, default, what: str) -> dict:
-    """{name: value} when `value` is not the default; a library without that keyword (an
-    older Corolla) says so in one line instead of failing on an unexpected keyword."""
-    if value is None or value == default:
-        return {}
-    if name not in inspect.signature(function).parameters:
-        raise UserError(f"{what} is not available in this version of Corolla")
-    return {name: value}
-
-
 def evaluate(run, flags: dict | None = None, names: dict | None = None,
-             data: str | None = None, out: str | Path | None = None, split: str = "val",
+             data: str | None = None, out: str | Path | None = None, tta: int = 1,
              log=print) -> dict:
-    """`corolla evaluate`: scores the run (metrics.json, pictures, predictions, report.html);
-    returns the metrics."""
+    """`corolla evaluate`: scores the run on val (metrics.json, pictures, predictions,
+    report.html); returns the metrics. `tta`: test-time augmentation views (1: none)."""
+    from corolla import tta as tta_lib
+
+    tta_lib.check(tta)  # before the run is opened and a backend picked
     plan = inference_plan(run, flags, names)
     from corolla import evaluate as evaluate_lib
 
-    extra = _optional(evaluate_lib.evaluate_run, "split", split, "val",
-                      f"evaluating the {split!r} split")
-    return evaluate_lib.evaluate_run(run, plan, data_path=data, out=out, log=log, **extra)
+    return evaluate_lib.evaluate_run(run, plan, data_path=data, out=out, log=log, tta=tta)
 
 
 def predict(run, flags: dict | None = None, names: dict | None = None,
             data: str | None = None, out: str | Path | None = None, force: bool = False,
             tta: int = 1, log=print) -> Path:
     """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
-    test-time augmentation passes (1: none)."""
+    test-time augmentation views (1: none)."""
+    from corolla import tta as tta_lib
+
+    tta_lib.check(tta)
     plan = inference_plan(run, flags, names)
     from corolla import predict as predict_lib
 
-    extra = _optional(predict_lib.predict_run, "tta", tta, 1, "test-time augmentation (tta)")
     return predict_lib.predict_run(run, plan, data_path=data, out=out, force=force, log=log,
-                                   **extra)
+                                   tta=tta)
 
 
 def report(folder) -> Path:

@@ -15,6 +15,7 @@ reads again the files this process read, and names the record.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -242,7 +243,9 @@ def check_split(split: Split, num_classes: int, skip_bad_records: bool = False) 
             raise UserError(f"{file.path} is damaged after record {damage.readable - 1} "
                             f"({damage.tail}); {_TEST_TAIL}")
         files.append(RecordFile(file.path, damage.usable))
-    return Split(split.name, tuple(files), split.labelled, split.features)
+    # replace, not a new Split: a split of some of its files' records (a k-fold run's folds,
+    # data.folds) stays one.
+    return dataclasses.replace(split, files=tuple(files))
 
 
 _TEST_TAIL = ("replace the file: the ids in a test file's damaged tail are unknown, so "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from corolla.data import augment as augment_lib
-from corolla.data import check, records
+from corolla.data import check, folds, records
 from corolla.data.layout import Split
 from corolla.errors import UserError
 
@@ -53,16 +53,23 @@ def _bad(split: Split, skip: bool):
         tf.strings.join([path, "#", tf.strings.as_string(index)]), keys))
 
 
+def _kept(split: Split):
+    """(serialized record) -> whether the split holds it, for a split that holds only some of
+    its files' records (a k-fold run's folds: `folds.FoldSplit`); None for a whole split."""
+    return split.keeper() if isinstance(split, folds.FoldSplit) else None
+
+
 def _count(split: Split, skip: bool) -> int:
     """Examples the pipeline yields: the file names' counts, less what is skipped."""
     return check.usable_count(split) if skip else split.count
 
 
 def _stream(files: tf.data.Dataset, num_files: int, *, deterministic: bool,
-            shard: tuple[int, int] | None, skip: bool, bad) -> tf.data.Dataset:
-    """(record, path, index) of `files`, interleaved, without the records `bad` (see `_bad`);
-    `shard`: keep this worker's n-th records. Records are dropped before sharding, so that the
-    workers' parts still cover the split."""
+            shard: tuple[int, int] | None, skip: bool, bad, kept=None) -> tf.data.Dataset:
+    """(record, path, index) of `files`, interleaved, without the records `bad` (see `_bad`)
+    and, given `kept` (see `_kept`), only those it keeps; `shard`: keep this worker's n-th
+    records. Records are dropped before sharding, so that the workers' parts still cover the
+    split."""
     # Unordered reading takes records from whichever file delivers first, which keeps a remote
     # bucket's latency out of the training step.
     ds = files.interleave(lambda path: _file_records(path, skip),
@@ -70,6 +77,8 @@ def _stream(files: tf.data.Dataset, num_files: int, *, deterministic: bool,
                           num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     if bad is not None:
         ds = ds.filter(lambda record, path, index: tf.logical_not(bad(path, index)))
+    if kept is not None:
+        ds = ds.filter(lambda record, path, index: kept(record))
     if shard is not None:
         ds = ds.shard(*shard)
     return ds
@@ -88,7 +97,7 @@ def _records(split: Split, *, ordered: bool, shard: tuple[int, int] = (1, 0),
     # Sharding by record needs the same order on every worker, so it reads deterministically.
     ds = _stream(tf.data.Dataset.from_tensor_slices(paths), len(paths),
                  deterministic=ordered or by_record, shard=shard if by_record else None,
-                 skip=skip, bad=_bad(split, skip) if drop_bad else None)
+                 skip=skip, bad=_bad(split, skip) if drop_bad else None, kept=_kept(split))
     return _with_options(ds, ordered, auto_shard)
 
 
@@ -145,6 +154,7 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     check.note_read(split)
     paths, by_record = _shard_files(split, shard)
     bad = _bad(split, skip)  # here: one_epoch runs while tf.data traces it
+    kept = _kept(split)  # here too: its table is a resource the traced function captures
     parse = _parser(split, image_size)
     decoded = None
     if cache:  # decoded once, in a fixed order, before the first epoch (see `_fill`)
@@ -160,7 +170,7 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
             # The same seed on every worker: sharding by record still sees one common order.
             files = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=es)
             ds = _stream(files, len(paths), deterministic=ordered or by_record,
-                         shard=shard if by_record else None, skip=skip, bad=bad)
+                         shard=shard if by_record else None, skip=skip, bad=bad, kept=kept)
             ds = ds.shuffle(shuffle_buffer, seed=es, reshuffle_each_iteration=True).map(
                 parse, num_parallel_calls=AUTOTUNE, deterministic=ordered)
         ds = ds.repeat().take(epoch_examples)

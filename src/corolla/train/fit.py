@@ -16,6 +16,7 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla import rundir
 from corolla.data import check
+from corolla.data import folds
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import Interrupted, UserError
@@ -48,6 +49,7 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
         path = os.path.abspath(path)
     layout = sources.open_data(path, config.data.image_size, spec.image_size,
                                features=sources.features_of(config.data), log=log)
+    layout = folds.restrict(layout, config.data)  # a k-fold run's fold of train+val
     splits = [layout.split("train"), layout.split("val")]  # both must exist before anything
     if layout.has_split("test"):
         splits.append(layout.split("test"))

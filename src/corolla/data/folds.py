@@ -1,0 +1,128 @@
+"""K-fold splits: a run's train and val drawn from train+val pooled, by a fold per id.
+
+A k-fold parent run (`corolla.kfold`) writes the assignment once, as data, to its `folds.csv`
+(`id,label,fold`, folds 1..K, in the order the pooled split is read); each fold's run names that
+file and its fold in its config (`data.folds_file`, `data.fold`). `restrict` turns the data's
+layout into the fold's: its "val" split is the records of fold k, its "train" split those of
+the other folds, its "test" split the data's own. The records are streamed from the data's own
+files and kept by id (a `tf.lookup.StaticHashTable` id -> fold in a `Dataset.filter`, see
+`FoldSplit.keeper`): nothing is copied or held in memory but the ids.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from corolla.data.layout import Layout, Split
+from corolla.errors import UserError
+
+FOLDS_FILE = "folds.csv"
+HEADER = ["id", "label", "fold"]
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Every example of train+val (in the pooled split's read order) and its fold, 1..K."""
+    ids: tuple[str, ...]
+    labels: tuple[int, ...]
+    folds: tuple[int, ...]
+
+    @property
+    def k(self) -> int:
+        return max(self.folds)
+
+    def write(self, path: str | Path) -> Path:
+        from corolla.files import write_text_atomic
+
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(HEADER)
+        writer.writerows(zip(self.ids, self.labels, self.folds))
+        write_text_atomic(path, out.getvalue())
+        return Path(path)
+
+    @staticmethod
+    def read(path: str | Path) -> Assignment:
+        path = Path(path)
+        again = "run the k-fold command again with a new --name, or restore the file"
+        try:
+            with path.open(newline="") as f:
+                rows = list(csv.reader(f))
+            if not rows or rows[0] != HEADER or any(len(row) != 3 for row in rows[1:]):
+                raise ValueError(f"expected the header {','.join(HEADER)} and three columns")
+            ids, labels, folds = zip(*rows[1:]) if len(rows) > 1 else ((), (), ())
+            assignment = Assignment(tuple(ids), tuple(map(int, labels)), tuple(map(int, folds)))
+        except FileNotFoundError:
+            raise UserError(f"the fold assignment {path} is missing; {again}") from None
+        except (OSError, ValueError) as e:
+            raise UserError(f"{path} is not a fold assignment ({e}); {again}") from None
+        if not ids or min(assignment.folds) < 1 or len(set(ids)) != len(ids):
+            raise UserError(f"{path} is not a fold assignment (no rows, a fold below 1 or a "
+                            f"repeated id); {again}")
+        return assignment
+
+
+@dataclass(frozen=True, eq=False)
+class FoldSplit(Split):
+    """Some of the records of `files`: those whose id's fold is in `keep`."""
+    assignment: Assignment | None = None
+    keep: tuple[int, ...] = ()
+
+    @property
+    def count(self) -> int:
+        return sum(fold in self.keep for fold in self.assignment.folds)
+
+    def keeper(self):
+        """(serialized record) -> whether to keep it, for `Dataset.filter`. Build it outside
+        tf.data's traced functions (the table is a resource they capture)."""
+        import tensorflow as tf
+
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(self.assignment.ids),
+                                                tf.constant(self.assignment.folds, tf.int64)),
+            default_value=-1)  # an id the assignment does not know is in no fold
+        keep = tf.constant(self.keep, tf.int64)
+        spec = {"id": tf.io.FixedLenFeature([], tf.string)}
+
+        def kept(record):
+            fold = table.lookup(tf.io.parse_single_example(record, spec)["id"])
+            return tf.reduce_any(tf.equal(fold, keep))
+
+        return kept
+
+
+def pooled(layout: Layout) -> Split:
+    """Train and val as one split (train's files, then val's), as k-fold reads them."""
+    train, val = Layout.split(layout, "train"), Layout.split(layout, "val")
+    return Split("train+val", train.files + val.files, labelled=True)
+
+
+@dataclass(frozen=True)
+class FoldLayout(Layout):
+    """The data's layout as fold `fold` of `assignment` sees it (see the module)."""
+    assignment: Assignment | None = None
+    fold: int = 0
+
+    def split(self, name: str) -> Split:
+        if name not in ("train", "val"):
+            return super().split(name)
+        others = tuple(k for k in range(1, self.assignment.k + 1) if k != self.fold)
+        return FoldSplit(name, pooled(self).files, True, self.assignment,
+                         (self.fold,) if name == "val" else others)
+
+
+def restrict(layout: Layout, data_config) -> Layout:
+    """The layout a run's config (`data.fold`, `data.folds_file`) reads: the data's own, or a
+    fold's of train+val."""
+    if not data_config.fold:
+        return layout
+    if data_config.skip_bad_records:
+        raise UserError("k-fold runs cannot skip damaged records yet (folds are counted by id); "
+                        "drop --skip-bad-records or repair the data")
+    assignment = Assignment.read(data_config.folds_file)
+    fields = {f.name: getattr(layout, f.name) for f in dataclasses.fields(Layout)}
+    return FoldLayout(**fields, assignment=assignment, fold=data_config.fold)
