@@ -24,6 +24,8 @@ def resolve(value, label: str = "data.augment") -> list[str]:
         return list(POLICIES["default" if value else "none"])
     if isinstance(value, str):
         text = value.strip().lower()
+        if text in ("true", "false"):
+            return resolve(text == "true")
         if text in POLICIES:
             return list(POLICIES[text])
         value = [] if text in ("", "[]") else text.split(",")
