@@ -14,7 +14,7 @@ def test_overrides_are_typed_and_do_not_touch_the_original():
     base = config.RunConfig()
     c = config.apply(base, {"train.epochs": "3", "train.learning_rate": "0.01",
                             "data.augment": "false", "model.name": "vgg16"})
-    assert (c.train.epochs, c.train.learning_rate, c.data.augment) == (3, 0.01, False)
+    assert (c.train.epochs, c.train.learning_rate, c.data.augment) == (3, 0.01, [])
     assert base.train.epochs == 12 and base.model.name == "small_cnn"
 
 
@@ -24,7 +24,8 @@ def test_overrides_are_typed_and_do_not_touch_the_original():
     ({"train.epochs": "many"}, "must be an int, got 'many'"),
     ({"train.epochs": 0}, "train.epochs must be at least 1, got 0"),
     ({"runtime.strategy": "bogus"}, "runtime.strategy must be one of"),
-    ({"data.augment": "maybe"}, "must be a bool"),
+    ({"data.augment": "maybe"}, "unknown augmentation 'maybe'; names are crop, flip"),
+    ({"data.augment": 3}, "must be a policy"),
 ])
 def test_bad_values_are_user_errors(updates, message):
     with pytest.raises(UserError, match=message):

@@ -51,6 +51,17 @@ def _batch_flags(p: argparse.ArgumentParser, note: str = "") -> None:
                    f"replicas (default: per-replica x replicas){note}")
 
 
+def _augment_flags(p: argparse.ArgumentParser) -> None:
+    from corolla.data import policies
+
+    p.add_argument("--augment", metavar="NAMES|POLICY", help=f"training augmentation: a policy "
+                   f"({', '.join(policies.POLICIES)}; default: "
+                   f"{', '.join(policies.POLICIES['default'])}) or comma-separated names "
+                   f"({', '.join(policies.NAMES)})")
+    p.add_argument("--no-augment", dest="augment", action="store_false", default=None,
+                   help="train without augmentation (as --augment none)")
+
+
 def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="TOML file with [data] [model] [train] [runtime] [output]")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its last "
@@ -75,8 +86,7 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deterministic", action="store_true", default=None,
                    help="ordered reads and TensorFlow op determinism: the same seed gives a "
                         "bit-identical run on the same machine (slower input)")
-    p.add_argument("--no-augment", dest="augment", action="store_false", default=None,
-                   help="train without augmentation (default: flips, zoom-crops, colour)")
+    _augment_flags(p)
     p.add_argument("--cache", action="store_true", default=None,
                    help="keep decoded training images in memory")
     p.add_argument("--skip-bad-records", action="store_true", default=None,
@@ -206,7 +216,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--competition", required=True, metavar="SLUG",
                    help="the competition's name in its URL, e.g. tpu-getting-started")
     p.add_argument("-m", "--message", required=True, help="the submission's description")
-    for p in sub.choices.values():  # error messages name a value's flag, not its config key
+    p = sub.add_parser("bench", help="measure the input pipeline: against JPEG decoding "
+                       "(bench data), against the model it feeds (bench train)")
+    bench = p.add_subparsers(dest="bench", required=True, parser_class=_Parser)
+    b = bench.add_parser("data", help="images/s of parse+decode and of the training pipeline "
+                         "with augmentation, and their ratio")
+    b.add_argument("--data", required=True, help="folder holding tfrecords-jpeg-SxS/")
+    b.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read "
+                   "(default: the one nearest 192)")
+    b.add_argument("--batch-size", type=int, default=128, help="images per batch (default 128)")
+    b.add_argument("--batches", type=int, default=30, help="timed batches per round (default 30)")
+    _augment_flags(b)
+    b = bench.add_parser("train", help="steps/s of the model on the real pipeline against one "
+                         "cached batch: is training input-bound?")
+    b.add_argument("--data", required=True, help="folder holding tfrecords-jpeg-SxS/")
+    b.add_argument("--model", help="registered model name (default small_cnn)")
+    b.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read")
+    b.add_argument("--steps", type=int, default=20, help="timed steps per round (default 20)")
+    _augment_flags(b)
+    _batch_flags(b)
+    _runtime_flags(b)
+    for p in [*sub.choices.values(), *bench.choices.values()]:
+        # error messages name a value's flag, not its config key
         p.set_defaults(flag_names={a.dest: a.option_strings[-1] for a in p._actions
                                    if a.option_strings})
     return parser
@@ -339,9 +370,28 @@ def _check_submission(args) -> int:
     return 0
 
 
+def _bench(args) -> int:
+    from corolla import bench
+
+    if args.bench == "data":
+        augment = args.augment if args.augment is not None else "default"
+        from corolla.data import policies
+
+        bench.data(args.data, args.image_size or 0, args.batch_size, policies.resolve(
+            augment, "--augment"), batches=args.batches)
+        return 0
+    from corolla import runtime
+
+    cfg = config_lib.load(overrides=overrides(args), labels=labels(args))
+    plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
+    bench.train(cfg, plan, steps=args.steps)
+    return 0
+
+
 COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
             "predict": _inference, "ensemble": _ensemble, "convert": _convert,
-            "check-submission": _check_submission, "report": _report, "submit": _submit}
+            "check-submission": _check_submission, "report": _report, "submit": _submit,
+            "bench": _bench}
 
 
 def main(argv: list[str] | None = None) -> int:

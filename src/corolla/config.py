@@ -15,6 +15,7 @@ from typing import Any
 
 import tomli_w
 
+from corolla.data import policies
 from corolla.errors import UserError
 
 BACKENDS = ("auto", "tensorflow", "jax")
@@ -26,7 +27,9 @@ PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 class DataConfig:
     path: str = ""  # a folder (local or gs://) holding tfrecords-jpeg-SxS/{train,val,test}/
     image_size: int = 0  # which SxS folder to read; 0 = the one nearest the model's default size
-    augment: bool = True  # random flips, crops and colour jitter on the training split
+    # Training-split augmentation: a policy (none, default, strong) or a list of names (flip,
+    # affine, crop, color, mixup, cutmix, randaugment); true/false mean default/none.
+    augment: list = field(default_factory=lambda: list(policies.POLICIES["default"]))
     cache: bool = False  # keep decoded training images in memory (small data sets on CPU/GPU)
     shuffle_buffer: int = 2048  # examples; the competition's shards are already mixed
     # Skip damaged records (images that do not decode, a file's damaged tail) instead of stopping;
@@ -127,7 +130,7 @@ def _coerce(label: str, value: Any, kind: type) -> Any:
 
 def _types(section) -> dict[str, type]:
     # `from __future__ import annotations` makes field.type a string: map it back.
-    names = {"int": int, "float": float, "bool": bool, "str": str}
+    names = {"int": int, "float": float, "bool": bool, "str": str, "list": list}
     return {f.name: names[f.type] for f in dataclasses.fields(section)}
 
 
@@ -150,7 +153,10 @@ def apply(config: RunConfig, updates: dict[str, Any],
             raise UserError(f"unknown config key {key!r}; keys of [{section_name}] are: "
                             f"{', '.join(types)}")
         label = labels.get(key, key)
-        value = _coerce(label, value, types[name])
+        if types[name] is list:  # the only list: data.augment
+            value = policies.resolve(value, label)
+        else:
+            value = _coerce(label, value, types[name])
         if key in _CHOICES and value not in _CHOICES[key]:
             raise UserError(f"{label} must be one of {', '.join(_CHOICES[key])}, got {value!r}")
         setattr(section, name, value)

@@ -45,8 +45,9 @@ COMPETITION = Features()
 def parse_features(serialized: tf.Tensor, labelled: bool, features: Features = COMPETITION,
                    image: bool = True) -> dict[str, tf.Tensor]:
     """One record's features under the competition's names ("image", "class", "id"), whatever
-    they are called in the file."""
-    example = tf.io.parse_single_example(serialized, features.spec(labelled, image))
+    they are called in the file. A vector of records (a batch) gives batched features."""
+    parse = tf.io.parse_single_example if serialized.shape.rank == 0 else tf.io.parse_example
+    example = parse(serialized, features.spec(labelled, image))
     names = {"id": features.id, "image": features.image, "class": features.label}
     return {name: example[key] for name, key in names.items() if key in example}
 
@@ -76,8 +77,11 @@ def describe(path: tf.Tensor, index: tf.Tensor, example_id: tf.Tensor) -> list:
     return ["record ", tf.cast(index, tf.int32), " (id ", example_id, ") of ", path]
 
 
-def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None) -> tf.Tensor:
-    """JPEG bytes -> uint8 [S, S, 3] with a static shape (TPUs need one).
+def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None,
+                 decode=None) -> tf.Tensor:
+    """JPEG bytes -> uint8 [S, S, 3] with a static shape (TPUs need one). `decode` (JPEG bytes
+    -> uint8 [S, S, 3]) replaces the full decoding, e.g. a random crop that decodes only its
+    window: the size is then checked on the JPEG's header.
 
     Inside tf.data only a TensorFlow error can be raised: the assertions carry the DATA_ERROR
     marker, and the CLI prints their message as one line. `where` (see `describe`) names the
@@ -88,9 +92,13 @@ def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None) ->
             f"{DATA_ERROR}: ", *where, " holds no image: its bytes do not start like a JPEG "
             f"(nor like another format TensorFlow decodes); {SKIP_HINT}"]))
     with tf.control_dependencies(checks):
-        image = tf.io.decode_jpeg(jpeg, channels=3)
+        if decode is None:
+            image = tf.io.decode_jpeg(jpeg, channels=3)
+            size = tf.shape(image)[:2]
+        else:
+            image, size = decode(jpeg), tf.image.extract_jpeg_shape(jpeg)[:2]
     check = tf.debugging.Assert(
-        tf.reduce_all(tf.equal(tf.shape(image)[:2], image_size)),
+        tf.reduce_all(tf.equal(size, image_size)),
         [f"{DATA_ERROR}: an image in the records is not {image_size}x{image_size}; the images "
          f"under tfrecords-jpeg-{image_size}x{image_size}/ must all be that size"])
     with tf.control_dependencies([check]):

@@ -70,12 +70,15 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
     }), layout
 
 
-def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None = None) -> None:
+def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None = None,
+                  config: config_lib.RunConfig | None = None) -> None:
     import keras
 
+    # One-hot labels (the pipelines' num_classes): mixup and cutmix give soft ones.
+    smoothing = getattr(config.train, "label_smoothing", 0.0) if config is not None else 0.0
     model.compile(optimizer=keras.optimizers.Adam(schedule),
-                  loss="sparse_categorical_crossentropy",
-                  metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                  loss=keras.losses.CategoricalCrossentropy(label_smoothing=smoothing),
+                  metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
                   steps_per_execution=steps_per_execution or plan.steps_per_execution,
                   jit_compile=plan.jit_compile)
 
@@ -139,12 +142,13 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         layout.split("train"), size, plan.global_batch, epoch_examples=steps * per_process,
         first_epoch=state.epochs_done, seed=t.seed, augment=config.data.augment,
         cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer, ordered=ordered,
-        shard=plan.input_shard, skip_bad_records=config.data.skip_bad_records)
+        shard=plan.input_shard, skip_bad_records=config.data.skip_bad_records,
+        num_classes=len(layout.class_names))
     # Several processes (either backend) must all run the same number of validation steps.
     val_ds, val_steps = pipeline.validation_dataset(
         layout.split("val"), size, plan.global_batch,
         full_batches=plan.static_shapes or plan.replicas > 1, workers=plan.num_processes,
-        skip_bad_records=config.data.skip_bad_records)
+        skip_bad_records=config.data.skip_bad_records, num_classes=len(layout.class_names))
     # Data and model come first: a failure there (a split smaller than one batch, weights that
     # will not load) leaves no empty run behind.
     with plan.scope():
@@ -152,7 +156,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
                                     config.model.weights, config.model.train_backbone)
         schedule = learning_rate_schedule(t.learning_rate, steps * t.epochs,
                                           math.ceil(t.warmup_epochs * steps))
-        compile_model(model, plan, schedule, steps_per_execution)
+        compile_model(model, plan, schedule, steps_per_execution, config)
     if plan.is_chief and not resume:
         run_dir = rundir.create(config.output.runs_dir, config.output.name, config.model.name)
         rundir.claim(run_dir, log)

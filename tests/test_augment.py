@@ -1,0 +1,140 @@
+"""Augmentation by name: every augmentation on a batch, eagerly and inside Dataset.map (shape,
+dtype, range, seeded determinism, mixed labels summing to 1), policies and old configs, val never
+augmented; `corolla bench data` / `bench train` print their lines."""
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from corolla import config
+from corolla.cli import main
+from corolla.data import augment, layout, pipeline, policies
+from corolla.errors import UserError
+
+B, S, C = 8, 32, 4
+
+
+def _batch():
+    rng = np.random.default_rng(0)
+    images = tf.constant(rng.integers(0, 256, (B, S, S, 3)), tf.uint8)
+    labels = tf.one_hot(rng.integers(0, C, B), C)
+    return images, labels
+
+
+def _seed(n):
+    return tf.constant([n, 7], tf.int64)
+
+
+BATCH_NAMES = [n for n in policies.NAMES if n != "crop"]
+
+
+@pytest.mark.parametrize("name", BATCH_NAMES)
+def test_each_augmentation_eagerly_and_in_dataset_map(name):
+    images, labels = _batch()
+    out, mixed = augment.apply([name], images, labels, _seed(1))
+    again, _ = augment.apply([name], images, labels, _seed(1))
+    other, _ = augment.apply([name], images, labels, _seed(2))
+    assert out.shape == (B, S, S, 3) and out.dtype == tf.float32
+    assert 0 <= float(tf.reduce_min(out)) and float(tf.reduce_max(out)) <= 255
+    np.testing.assert_array_equal(out, again)  # same seed, same batch
+    assert not np.array_equal(out, other)  # another seed, another batch
+    assert not np.array_equal(out, tf.cast(images, tf.float32))  # it did something
+    np.testing.assert_allclose(tf.reduce_sum(mixed, 1), 1.0, rtol=1e-5)
+    if name in policies.NEED_ONE_HOT:
+        assert not np.array_equal(mixed, labels)  # labels mixed with the images
+    ds = tf.data.Dataset.from_tensors((images, labels)).map(
+        lambda x, y: augment.apply([name], x, y, _seed(1)))
+    in_map, map_labels = next(iter(ds))
+    np.testing.assert_allclose(in_map, out, atol=1e-3)  # the same, traced inside tf.data
+    np.testing.assert_allclose(map_labels, mixed, atol=1e-6)
+
+
+def test_crop_decodes_a_random_window_resized_to_the_image_size():
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (S, S, 3)).astype(np.uint8)
+    jpeg = tf.io.encode_jpeg(image)
+    crops = [augment.decode_crop(jpeg, S, _seed(n)) for n in (1, 1, 2)]
+    assert crops[0].shape == (S, S, 3) and crops[0].dtype == tf.uint8
+    np.testing.assert_array_equal(crops[0], crops[1])
+    assert not np.array_equal(crops[0], crops[2])
+    cached = augment.random_crop(tf.constant(image), _seed(1))  # from a decoded image
+    assert cached.shape == (S, S, 3) and cached.dtype == tf.uint8
+
+
+def test_policies_names_and_old_configs():
+    assert config.RunConfig().data.augment == list(policies.POLICIES["default"])
+    assert policies.resolve(True) == list(policies.POLICIES["default"])
+    assert policies.resolve("false") == policies.resolve("none") == policies.resolve([]) == []
+    assert policies.resolve(["color", "flip"]) == ["flip", "color"]  # application order
+    assert policies.resolve("mixup,crop") == ["crop", "mixup"]
+    assert config.apply(config.RunConfig(), {"data.augment": "strong"}).data.augment == \
+        list(policies.POLICIES["strong"])
+    with pytest.raises(UserError, match=r"^--augment: unknown augmentation 'zoom'; names are "
+                       r"crop, flip, affine, color, randaugment, mixup, cutmix, policies none, "
+                       r"default, strong$"):
+        policies.resolve(["flip", "zoom"], "--augment")
+
+
+def test_old_config_with_augment_true_loads(tmp_path):
+    path = tmp_path / "old.toml"
+    path.write_text("[data]\naugment = false\n")
+    assert config.load(path).data.augment == []
+    path.write_text('[data]\naugment = ["flip", "affine"]\n')
+    c = config.load(path)
+    config.save(c, tmp_path / "saved.toml")
+    assert config.load(tmp_path / "saved.toml").data.augment == ["flip", "affine"]
+
+
+def test_training_batches_are_augmented_deterministically_and_val_never(tiny_petals):
+    lay = layout.open_layout(str(tiny_petals))
+    train = lay.split("train")
+
+    def first(seed, names):
+        ds = pipeline.train_dataset(train, S, B, epoch_examples=16, seed=seed, augment=names,
+                                    ordered=True, num_classes=C)
+        return [np.asarray(x) for x in next(iter(ds))]
+
+    plain = first(3, [])
+    strong = first(3, "strong")
+    assert strong[0].shape == (B, S, S, 3) and strong[0].dtype == np.float32
+    assert strong[1].shape == (B, C) and strong[1].dtype == np.float32
+    np.testing.assert_allclose(strong[1].sum(1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(strong[0], first(3, "strong")[0])
+    assert not np.array_equal(strong[0], first(4, "strong")[0])
+    assert not np.array_equal(strong[0], plain[0])
+    # val: the same images, un-augmented, in file order, whatever augmentation is configured
+    val_ds, _ = pipeline.validation_dataset(lay.split("val"), S, B, full_batches=True,
+                                            num_classes=C)
+    x, y = next(iter(val_ds))
+    expected = next(iter(pipeline.read(lay.split("val"), S, ordered=True).batch(B)))
+    np.testing.assert_array_equal(x, tf.cast(expected["image"], tf.float32))
+    np.testing.assert_array_equal(y, tf.one_hot(expected["label"], C))
+
+
+def test_bench_data_prints_the_ratio(tiny_petals, capsys):
+    assert main(["bench", "data", "--data", str(tiny_petals), "--batch-size", "8",
+                 "--batches", "2"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^parse\+decode +\d+ images/s", out, re.M)
+    assert re.search(r"^training pipeline +\d+ images/s", out, re.M)
+    ratio = float(re.search(r"^ratio=(\d+\.\d\d)$", out, re.M).group(1))
+    assert ratio > 0
+
+
+def test_bench_train_prints_a_verdict(tiny_petals, capsys):
+    assert main(["bench", "train", "--data", str(tiny_petals), "--steps", "2",
+                 "--batch-size", "8", "--augment", "flip,mixup"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^real pipeline +\d+\.\d\d steps/s", out, re.M)
+    assert re.search(r"^one cached batch +\d+\.\d\d steps/s", out, re.M)
+    assert re.search(r"^verdict: (input-bound: the model could take \d+\.\d\dx|not input-bound)",
+                     out, re.M)
+
+
+def test_an_unknown_augment_flag_is_one_line(tiny_petals, capsys):
+    assert main(["bench", "data", "--data", str(tiny_petals), "--augment", "zoom"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("corolla: error: --augment: unknown augmentation 'zoom'")
+    assert err.count("\n") == 1
