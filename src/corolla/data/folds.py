@@ -86,10 +86,11 @@ class FoldSplit(Split):
                                                 tf.constant(self.assignment.folds, tf.int64)),
             default_value=-1)  # an id the assignment does not know is in no fold
         keep = tf.constant(self.keep, tf.int64)
-        spec = {"id": tf.io.FixedLenFeature([], tf.string)}
+        from corolla.data import records
 
         def kept(record):
-            fold = table.lookup(tf.io.parse_single_example(record, spec)["id"])
+            fold = table.lookup(records.parse_features(record, True, self.features,
+                                                       image=False)["id"])
             return tf.reduce_any(tf.equal(fold, keep))
 
         return kept
@@ -98,7 +99,7 @@ class FoldSplit(Split):
 def pooled(layout: Layout) -> Split:
     """Train and val as one split (train's files, then val's), as k-fold reads them."""
     train, val = Layout.split(layout, "train"), Layout.split(layout, "val")
-    return Split("train+val", train.files + val.files, labelled=True)
+    return Split("train+val", train.files + val.files, labelled=True, features=layout.features)
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,9 @@ class FoldLayout(Layout):
         if name not in ("train", "val"):
             return super().split(name)
         others = tuple(k for k in range(1, self.assignment.k + 1) if k != self.fold)
-        return FoldSplit(name, pooled(self).files, True, self.assignment,
-                         (self.fold,) if name == "val" else others)
+        return FoldSplit(name, pooled(self).files, True, self.features,
+                         assignment=self.assignment,
+                         keep=(self.fold,) if name == "val" else others)
 
 
 def restrict(layout: Layout, data_config) -> Layout:
