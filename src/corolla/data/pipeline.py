@@ -125,9 +125,10 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
                   first_epoch: int = 0, seed: int = 42, augment: bool = True,
                   cache: bool = False, shuffle_buffer: int = 2048, ordered: bool = False,
                   shard: tuple[int, int] = (1, 0),
-                  skip_bad_records: bool = False) -> tf.data.Dataset:
+                  skip_bad_records: bool = False, one_hot: int = 0) -> tf.data.Dataset:
     """(image float32 [B,S,S,3] in [0,255], label int32 [B]) batches, forever, starting at
-    epoch `first_epoch`.
+    epoch `first_epoch`. `one_hot=C`: labels as one-hot float32 [B, C] (what `fit` trains on:
+    label smoothing needs them).
 
     Every epoch is drawn afresh from (seed, epoch): this worker's files in a shuffled order, the
     records shuffled, each image augmented with its own stateless seed, and exactly
@@ -173,12 +174,16 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
         image = tf.cast(example["image"], tf.float32)
         if augment:
             image = augment_lib.augment(image, example_seed)
-        return image, example["label"]
+        return image, _label(example["label"], one_hot)
 
     epochs = tf.data.Dataset.counter(start=first_epoch)
     ds = epochs.flat_map(one_epoch)
     ds = ds.batch(global_batch, drop_remainder=True).prefetch(AUTOTUNE)
     return _with_options(ds, ordered)
+
+
+def _label(label: tf.Tensor, one_hot: int) -> tf.Tensor:
+    return tf.one_hot(label, one_hot, dtype=tf.float32) if one_hot else label
 
 
 def _fill(ds: tf.data.Dataset) -> tf.data.Dataset:
@@ -213,8 +218,10 @@ def eval_dataset(split: Split, image_size: int, global_batch: int, pad: bool = T
 
 def validation_dataset(split: Split, image_size: int, global_batch: int,
                        full_batches: bool, workers: int = 1,
-                       skip_bad_records: bool = False) -> tuple[tf.data.Dataset, int]:
-    """(image, label) batches for monitoring during `fit`, and the number of steps to run.
+                       skip_bad_records: bool = False,
+                       one_hot: int = 0) -> tuple[tf.data.Dataset, int]:
+    """(image, label) batches for monitoring during `fit`, and the number of steps to run
+    (`one_hot` as in `train_dataset`).
 
     With several processes every one must run the same number of steps (one that runs out first
     leaves the others waiting in a collective): full batches, repeated, `count // global_batch`
@@ -225,7 +232,8 @@ def validation_dataset(split: Split, image_size: int, global_batch: int,
     full_batches = full_batches or multi
     ds = read(split, image_size, ordered=True, auto_shard=multi,
               skip_bad_records=skip_bad_records).map(
-        lambda e: (tf.cast(e["image"], tf.float32), e["label"]), num_parallel_calls=AUTOTUNE)
+        lambda e: (tf.cast(e["image"], tf.float32), _label(e["label"], one_hot)),
+        num_parallel_calls=AUTOTUNE)
     if multi:
         ds = ds.repeat()
     count = _count(split, skip_bad_records)
