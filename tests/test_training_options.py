@@ -120,13 +120,15 @@ def test_the_best_epoch_is_model_keras_and_the_last_is_last_keras_across_a_resum
 
 @pytest.fixture(scope="module")
 def option_runs(tiny_petals, tmp_path_factory):
-    """EMA + 2 batches per update + two-phase (1 frozen epoch, then x 0.5), deterministic:
+    """EMA + 2 batches per update + two-phase (1 frozen epoch, then x 0.5), label smoothing,
+    deterministic:
     one uninterrupted run, and one killed after the frozen epoch and resumed."""
     tmp = tmp_path_factory.mktemp("options")
     overrides = {"data.path": str(tiny_petals), "train.epochs": 2, "train.ema": True,
                  "train.ema_momentum": 0.5, "train.accumulation_steps": 2,
                  "train.frozen_epochs": 1, "train.finetune_lr_scale": 0.5,
-                 "train.label_smoothing": 0.1, "train.deterministic": True}
+                 "train.label_smoothing": 0.1, "train.deterministic": True,
+                 "train.steps_per_epoch": 4}  # 2 updates per epoch: the EMA moves off the raw
     result, whole = _train(tmp, "a", overrides)
     _, first = _train(tmp, "b", overrides, crash_after=0)
     _, second = _train(tmp, "b", {}, resume=True)
@@ -142,9 +144,10 @@ def test_two_phase_freezes_the_backbone_then_trains_it_at_the_scaled_rate(option
                                                         weights["backbone1"])]
     assert sum(changed) >= len(changed) // 2  # trained in the second phase
     rows = _history(tmp / "a")
-    # 2 steps per epoch, 2 batches per update: 1 update per epoch; 1 warm-up epoch, then cosine.
-    schedule = learning_rate_schedule(3e-3, 2, 1, 3e-4, 3e-5)
-    expected = [float(schedule(0)), 0.5 * float(schedule(1))]
+    # 4 steps per epoch, 2 batches per update: 2 updates per epoch; 1 warm-up epoch, then
+    # cosine; each epoch's rate is its last update's.
+    schedule = learning_rate_schedule(3e-3, 4, 2, 3e-4, 3e-5)
+    expected = [float(schedule(1)), 0.5 * float(schedule(3))]
     assert [float(r["learning_rate"]) for r in rows] == pytest.approx(expected, rel=1e-5)
 
 

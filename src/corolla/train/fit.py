@@ -194,12 +194,17 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     # Each process consumes its own share of every global batch (TensorFlow workers), or the
     # whole batch from an identical stream (JAX processes).
     per_process = plan.global_batch // plan.input_shard[0]
-    train_ds = pipeline.train_dataset(
-        layout.split("train"), size, plan.global_batch, epoch_examples=steps * per_process,
-        first_epoch=state.epochs_done, seed=t.seed, augment=config.data.augment,
-        cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer, ordered=ordered,
-        shard=plan.input_shard, skip_bad_records=config.data.skip_bad_records,
-        one_hot=num_classes)
+
+    def train_data(first_epoch: int):
+        # One per `fit` (each iterates its dataset from the start): epoch k is drawn as k.
+        return pipeline.train_dataset(
+            layout.split("train"), size, plan.global_batch, epoch_examples=steps * per_process,
+            first_epoch=first_epoch, seed=t.seed, augment=config.data.augment,
+            cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer,
+            ordered=ordered, shard=plan.input_shard,
+            skip_bad_records=config.data.skip_bad_records, one_hot=num_classes)
+
+    train_ds = train_data(state.epochs_done)
     # Several processes (either backend) must all run the same number of validation steps.
     val_ds, val_steps = pipeline.validation_dataset(
         layout.split("val"), size, plan.global_batch,
@@ -276,7 +281,10 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
                 log(f"epochs {phase.start + 1}-{phase.end}: backbone "
                     f"{'frozen' if phase.frozen else 'trained'}, learning rate x "
                     f"{phase.lr_scale:g}")
-            model.fit(train_ds, epochs=phase.end, initial_epoch=max(done, phase.start),
+            first = max(done, phase.start)
+            if first != state.epochs_done:
+                train_ds = train_data(first)
+            model.fit(train_ds, epochs=phase.end, initial_epoch=first,
                       steps_per_epoch=steps, validation_data=val_ds,
                       validation_steps=val_steps, callbacks=own + list(callbacks),
                       shuffle=False, verbose=verbose)
