@@ -25,6 +25,12 @@ FLAG_KEYS = {
     "backend": "runtime.backend", "strategy": "runtime.strategy",
     "precision": "runtime.precision", "runs_dir": "output.runs_dir", "name": "output.name",
     "skip_bad_records": "data.skip_bad_records", "folds": "train.folds",
+    "recipe": "train.recipe", "schedule": "train.schedule", "warmup_epochs": "train.warmup_epochs",
+    "optimizer": "train.optimizer", "weight_decay": "train.weight_decay",
+    "label_smoothing": "train.label_smoothing", "dropout": "model.dropout", "ema": "train.ema",
+    "frozen_epochs": "train.frozen_epochs", "finetune_lr_scale": "train.finetune_lr_scale",
+    "accumulation_steps": "train.accumulation_steps",
+    "early_stopping_patience": "train.early_stopping_patience",
 }
 
 
@@ -98,6 +104,34 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", help="where run directories go (default: runs)")
     p.add_argument("--name", help="run directory name inside --runs-dir (default: "
                    "<model>-<timestamp>)")
+    _recipe_flags(p)
+
+
+def _recipe_flags(p: argparse.ArgumentParser) -> None:
+    from corolla import recipes
+
+    g = p.add_argument_group("recipe and training options (flags override the recipe and "
+                             "--config)")
+    g.add_argument("--recipe", help=f"auto (default: {recipes.AUTO['cpu']} on CPUs, "
+                   f"{recipes.AUTO['gpu']} on GPUs and TPUs), a recipe's name "
+                   f"({', '.join(recipes.names())}; corolla info --recipes) or a recipe file")
+    g.add_argument("--schedule", choices=config_lib.SCHEDULES, help="cosine (per step: "
+                   "warm-up, cosine decay) or ramp (the tutorial's per epoch: ramp-up, sustain, "
+                   "exponential decay)")
+    g.add_argument("--warmup-epochs", type=float, help="epochs of linear ramp-up to the peak")
+    g.add_argument("--optimizer", choices=config_lib.OPTIMIZERS)
+    g.add_argument("--weight-decay", type=float, help="decoupled weight decay (default 0)")
+    g.add_argument("--label-smoothing", type=float, help="default 0")
+    g.add_argument("--dropout", type=float, help="dropout before the classifier head")
+    g.add_argument("--ema", action="store_true", default=None, help="keep an exponential moving "
+                   "average of the weights: validated, kept and saved instead of the raw ones")
+    g.add_argument("--frozen-epochs", type=int, help="two-phase fine-tuning: train only the "
+                   "head for N epochs, then everything at the rate x --finetune-lr-scale")
+    g.add_argument("--finetune-lr-scale", type=float, help="default 0.1")
+    g.add_argument("--accumulation-steps", type=int, help="average the gradients of N batches "
+                   "per update (a larger effective batch when it does not fit)")
+    g.add_argument("--early-stopping-patience", type=int, help="stop after N epochs without a "
+                   "better val macro F1 (default 0: off)")
 
 
 def _size_list(text: str) -> list[int]:
@@ -147,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="hardware, backend, strategy, replicas, global batch")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--models", action="store_true", help="list the registered models")
+    p.add_argument("--recipes", action="store_true", help="list the shipped training recipes")
     _runtime_flags(p)
     _batch_flags(p)
 
@@ -257,11 +292,20 @@ def labels(args: argparse.Namespace) -> dict[str, str]:
 def _info(args) -> int:
     from corolla import models, runtime
 
+    if args.recipes:
+        from corolla import recipes
+
+        print(f"{'recipe':22s} {'model':18s} {'size':>5s} {'epochs':>6s}  description")
+        for row in recipes.table():
+            size = f"{row['image_size']}px" if row["image_size"] else "auto"
+            print(f"{row['name']:22s} {row['model']:18s} {size:>5s} {row['epochs']:6d}  "
+                  f"{row['description']}")
+        print(f"auto: {recipes.AUTO['cpu']} on CPUs, {recipes.AUTO['gpu']} on GPUs and TPUs")
+        return 0
     if args.models:
         for name in models.names():
             spec = models.get(name)
-            print(f"{name:18s} {spec.image_size:4d}px  lr {spec.learning_rate:g}  "
-                  f"{spec.description}")
+            print(f"{name:18s} {spec.image_size:4d}px  {spec.description}")
         return 0
     cfg = config_lib.load(overrides=overrides(args), labels=labels(args))
     plan = runtime.detect_for(cfg)

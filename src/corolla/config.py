@@ -21,6 +21,9 @@ from corolla.errors import UserError
 BACKENDS = ("auto", "tensorflow", "jax")
 STRATEGIES = ("auto", "tpu", "mirrored", "multiworker", "one_device", "data_parallel", "default")
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+SCHEDULES = ("cosine", "ramp")
+OPTIMIZERS = ("adam", "adamw", "sgd")
+LR_SCALINGS = ("none", "replicas")
 
 
 @dataclass
@@ -55,6 +58,7 @@ class ModelConfig:
     name: str = "small_cnn"  # a key of the model registry: `corolla info --models`
     weights: str = "none"  # "none", "imagenet" (downloads) or a local backbone weights file
     train_backbone: bool = True  # False freezes the backbone, as the tutorial does with VGG16
+    dropout: float = 0.0  # dropout rate before the classifier head; 0 = none
 
 
 @dataclass
@@ -62,14 +66,36 @@ class TrainConfig:
     epochs: int = 12  # the tutorial's 12
     batch_size: int = 16  # per replica: global batch = 16 x REPLICAS, as in the tutorial
     global_batch_size: int = 0  # set it instead to keep the global batch fixed across hardware
-    learning_rate: float = 0.0  # peak rate; 0 = the model's registered default
-    warmup_epochs: float = 1.0  # linear ramp-up to the peak, then cosine decay to 1% of it
+    learning_rate: float = 1e-3  # peak rate (recipes set their own); see scale_lr
+    warmup_epochs: float = 1.0  # linear ramp-up from start_learning_rate to the peak
     steps_per_epoch: int = 0  # 0 = one pass over the training split
     seed: int = 42  # model initialisation, shuffling and augmentation derive from it
     deterministic: bool = False  # ordered reads + TensorFlow op determinism: bit-identical runs
     # K-fold: K models on train+val split into K stratified folds (seeded by `seed`), scored on
     # their pooled out-of-fold predictions, test probabilities averaged. 0 = off (one model).
     folds: int = 0
+    # The recipe under the config file and flags: "auto" (by accelerator), a shipped recipe's
+    # name (`corolla info --recipes`) or a recipe file. A run's config records the one used.
+    recipe: str = "auto"
+    # cosine: per step, linear warm-up then cosine decay to min_learning_rate. ramp: the
+    # tutorial's, per epoch: ramp-up (warmup_epochs), sustain_epochs at the peak, then
+    # (peak - min) * lr_decay ** epochs_since + min.
+    schedule: str = "cosine"
+    start_learning_rate: float = 0.0  # where the warm-up starts; 0 = a tenth of the peak
+    min_learning_rate: float = 0.0  # where the decay ends; 0 = 1% of the peak
+    sustain_epochs: float = 0.0  # ramp: epochs at the peak after the warm-up
+    lr_decay: float = 0.8  # ramp: exponential decay factor per epoch after the sustain
+    scale_lr: str = "none"  # "replicas": peak x REPLICAS, as the TPU notebooks do (start, min not)
+    optimizer: str = "adam"  # adam, adamw or sgd (with momentum)
+    momentum: float = 0.9  # sgd only
+    weight_decay: float = 0.0  # decoupled weight decay (adamw's own; adam and sgd apply it too)
+    label_smoothing: float = 0.0
+    ema: bool = False  # exponential moving average of the weights: validated and saved
+    ema_momentum: float = 0.99
+    frozen_epochs: int = 0  # two-phase fine-tuning: backbone frozen for the first N epochs,
+    finetune_lr_scale: float = 0.1  # then trained with the schedule's rate x this
+    accumulation_steps: int = 1  # average the gradients of N batches per optimizer update
+    early_stopping_patience: int = 0  # stop after N epochs without a better val macro F1; 0 = off
 
 
 @dataclass
@@ -99,7 +125,8 @@ class RunConfig:
 
 
 _CHOICES = {"runtime.backend": BACKENDS, "runtime.strategy": STRATEGIES,
-            "runtime.precision": PRECISIONS}
+            "runtime.precision": PRECISIONS, "train.schedule": SCHEDULES,
+            "train.optimizer": OPTIMIZERS, "train.scale_lr": LR_SCALINGS}
 
 
 _ARTICLE = {int: "an int", float: "a float", bool: "a bool (true or false)", str: "a string"}
@@ -179,7 +206,19 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "train.steps_per_epoch": (t.steps_per_epoch, 0, None),
               "train.learning_rate": (t.learning_rate, 0, None),
               "train.warmup_epochs": (t.warmup_epochs, 0, None), "train.seed": (t.seed, 0, None),
-              "data.image_size": (config.data.image_size, 0, None)}
+              "data.image_size": (config.data.image_size, 0, None),
+              "train.start_learning_rate": (t.start_learning_rate, 0, None),
+              "train.min_learning_rate": (t.min_learning_rate, 0, None),
+              "train.sustain_epochs": (t.sustain_epochs, 0, None),
+              "train.lr_decay": (t.lr_decay, 0, 1), "train.momentum": (t.momentum, 0, 1),
+              "train.weight_decay": (t.weight_decay, 0, None),
+              "train.label_smoothing": (t.label_smoothing, 0, 1),
+              "model.dropout": (config.model.dropout, 0, 0.99),
+              "train.ema_momentum": (t.ema_momentum, 0, 1),
+              "train.frozen_epochs": (t.frozen_epochs, 0, None),
+              "train.finetune_lr_scale": (t.finetune_lr_scale, 0, None),
+              "train.accumulation_steps": (t.accumulation_steps, 1, None),
+              "train.early_stopping_patience": (t.early_stopping_patience, 0, None)}
     for key, (value, low, high) in ranges.items():
         if isinstance(value, float) and not math.isfinite(value):
             fail(key, "be a finite number", value)
@@ -188,6 +227,8 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
         if high is not None and value > high:
             fail(key, f"be at most {high}", value)
     _check_folds(config, labels)
+    if t.learning_rate <= 0:
+        fail("train.learning_rate", "be positive", t.learning_rate)
     name = config.output.name
     if name and (PurePath(name).is_absolute() or ".." in PurePath(name).parts):
         fail("output.name", f"be a folder name inside {config.output.runs_dir!r} (no absolute "

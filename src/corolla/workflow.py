@@ -55,6 +55,8 @@ def train_config(config_file: str | None = None, flags: dict | None = None,
 
 def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, run) -> None:
     """A run continued by re-running its command must get the settings it started with."""
+    if flags.get("train.recipe") == "auto":  # picked by the hardware: the run has the one used
+        flags = {k: v for k, v in flags.items() if k != "train.recipe"}
     given = config_lib.apply(saved, {k: v for k, v in flags.items()
                                      if not k.startswith(("runtime.", "output."))})
     if "data.path" in flags and "://" not in flags["data.path"]:
@@ -85,6 +87,13 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
         raise UserError(f"no data given; pass {given} with a folder holding tfrecords-jpeg-SxS/ "
                         f"(or data.path in --config)")
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
+    if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
+        from corolla import recipes
+
+        name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
+        cfg, plan, recipe = recipes.for_plan(config_file, flags, names, plan)
+        cfg = config_lib.apply(cfg, {"output.name": name})
+        log(f"recipe {recipe.name}: {recipe.description}")
     from corolla.flow import train_evaluate_predict
 
     return train_evaluate_predict(cfg, plan, log=log, resume=resume)

@@ -61,9 +61,9 @@ def check_weights(spec: ModelSpec, weights: str) -> str | None:
 
 
 def create_model(name: str, num_classes: int, image_size: int | None = None,
-                 weights: str | None = None, train_backbone: bool = True):
+                 weights: str | None = None, train_backbone: bool = True, dropout: float = 0.0):
     """Backbone + global average pooling + Dense(num_classes) with a float32 softmax (so mixed
-    precision never rounds the probabilities). The model takes float RGB images in [0, 255]:
+    precision never rounds the probabilities), with `dropout` before it. The model takes float RGB images in [0, 255]:
     preprocessing is inside it, so a saved model needs nothing else at inference."""
     import keras
 
@@ -80,6 +80,8 @@ def create_model(name: str, num_classes: int, image_size: int | None = None,
     backbone.trainable = train_backbone
     x = backbone(x, training=None if train_backbone else False)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    if dropout:
+        x = keras.layers.Dropout(dropout, name="head_dropout")(x)
     outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32",
                                  name="probabilities")(x)
     return keras.Model(inputs, outputs, name=name)

@@ -3,9 +3,10 @@
 Importing this package does not import Keras (the backend is chosen first)."""
 
 from corolla.train.fit import TrainResult, compile_model, resolve, run
-from corolla.train.schedule import learning_rate_schedule
+from corolla.train.schedule import learning_rate_schedule, ramp_schedule, ramp_value
 
-__all__ = ["TrainResult", "compile_model", "learning_rate_schedule", "resolve", "run"]
+__all__ = ["TrainResult", "compile_model", "learning_rate_schedule", "ramp_schedule",
+           "ramp_value", "resolve", "run"]
 
 
 # `corolla.train(data=..., epochs=...)` is the notebook API's train (`corolla.api.train`): once

@@ -2,8 +2,12 @@
 leaves a state to continue from.
 
     backup/state.json               {"epochs_done": N, "weights": "epoch-0003.weights.h5",
-                                     "history": [one row per completed epoch]}
+                                     "history": [one row per completed epoch],
+                                     "best_epoch": 1, "best_f1": 0.83,
+                                     "best": "best-epoch-0001.keras"}
     backup/epoch-0003.weights.h5    model and optimizer state after epoch 3 (0-based)
+    backup/best-epoch-0001.keras    the model of the best epoch by val macro F1 so far (its EMA
+                                     weights, when the optimizer keeps them)
 
 Each epoch's weights go to a new file first; only then does state.json (written atomically)
 point at it, and only then are older weight files removed: state.json always names a complete
@@ -35,6 +39,16 @@ class BackupState:
     epochs_done: int = 0
     weights: str | None = None  # file name inside the backup folder
     history: list[dict] = field(default_factory=list)
+    best_epoch: int | None = None  # the best epoch by val macro F1 so far, and its figure
+    best_f1: float | None = None
+    best: str | None = None  # its model file inside the backup folder
+
+
+def stops_early(state: BackupState, patience: int) -> bool:
+    """Early stopping by val macro F1, decided from the saved state alone (so a resumed run
+    stops where an uninterrupted one would): `patience` epochs without a better figure."""
+    return bool(patience) and state.best_epoch is not None and \
+        state.epochs_done - 1 - state.best_epoch >= patience
 
 
 def read_state(backup_dir: Path) -> BackupState:
@@ -46,9 +60,10 @@ def read_state(backup_dir: Path) -> BackupState:
     except (ValueError, TypeError) as e:
         raise UserError(f"{path} is damaged ({e}); move the backup folder away to start the "
                         f"run's training over") from None
-    if state.weights and not (Path(backup_dir) / state.weights).is_file():
-        raise UserError(f"{path} names {state.weights}, which is missing; move the backup "
-                        f"folder away to start the run's training over")
+    for name in (state.weights, state.best):
+        if name and not (Path(backup_dir) / name).is_file():
+            raise UserError(f"{path} names {name}, which is missing; move the backup "
+                            f"folder away to start the run's training over")
     return state
 
 
@@ -63,11 +78,19 @@ def write_history(rows: list[dict], path: Path) -> None:
 
 class Checkpoint(keras.callbacks.Callback):
     """Saves a new state after every epoch (with the learning rate the epoch ended on);
-    `restore` loads the last one. `history_path`: where the chief keeps history.csv."""
+    `restore` loads the last one. `history_path`: where the chief keeps history.csv.
 
-    def __init__(self, backup_dir: Path, state: BackupState, history_path: Path | None = None):
+    With val macro F1 in the epoch's logs (`callbacks.ValMacroF1`, placed before this), an
+    epoch better than the best so far saves its model (on the EMA weights: `swap`, Keras'
+    SwapEMAWeights, when the optimizer keeps them), and `patience` epochs without one stop the
+    training. The backup itself holds the raw weights and the optimizer (with its EMA), so a
+    resumed run continues exactly."""
+
+    def __init__(self, backup_dir: Path, state: BackupState, history_path: Path | None = None,
+                 swap=None, patience: int = 0, log=print):
         super().__init__()
         self.backup_dir, self.state, self.history_path = Path(backup_dir), state, history_path
+        self.swap, self.patience, self.log = swap, patience, log
         self.backup_dir.mkdir(parents=True, exist_ok=True)
         remove_partials(self.backup_dir)  # a weights file a killed run never put in place
 
@@ -81,9 +104,11 @@ class Checkpoint(keras.callbacks.Callback):
             model.load_weights(self.backup_dir / self.state.weights)
 
     def on_epoch_end(self, epoch, logs=None):
-        lr = keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
+        from corolla.train.callbacks import VAL_F1, ema_weights
+        from corolla.train.optimizer import epoch_learning_rate
+
         row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()},
-               "learning_rate": float(lr)}
+               "learning_rate": epoch_learning_rate(self.model.optimizer)}
         if not math.isfinite(row.get("loss", 0.0)):
             # Saved, this state would poison every resume: stop with the last good one kept.
             kept = (f"the backup of epoch {epoch} is kept" if self.state.weights else
@@ -94,10 +119,22 @@ class Checkpoint(keras.callbacks.Callback):
         name = f"epoch-{epoch:04d}.weights.h5"
         with atomic_path(self.backup_dir / name) as tmp:
             self.model.save_weights(tmp)
-        old = self.state.weights
-        self.state = BackupState(epoch + 1, name, self.state.history + [row])
+        old, old_best = self.state.weights, self.state.best
+        best_epoch, best_f1, best = self.state.best_epoch, self.state.best_f1, old_best
+        f1 = row.get(VAL_F1)
+        if f1 is not None and math.isfinite(f1) and (best_f1 is None or f1 > best_f1):
+            best_epoch, best_f1, best = epoch, f1, f"best-epoch-{epoch:04d}.keras"
+            with ema_weights(self.swap), atomic_path(self.backup_dir / best) as tmp:
+                self.model.save(tmp)
+        self.state = BackupState(epoch + 1, name, self.state.history + [row], best_epoch,
+                                 best_f1, best)
         write_text_atomic(self.backup_dir / STATE, json.dumps(self.state.__dict__, indent=1))
-        if old and old != name:
-            (self.backup_dir / old).unlink(missing_ok=True)
+        for previous, now in ((old, name), (old_best, best)):
+            if previous and previous != now:
+                (self.backup_dir / previous).unlink(missing_ok=True)
         if self.history_path is not None:
             write_history(self.state.history, self.history_path)
+        if stops_early(self.state, self.patience):
+            self.log(f"early stopping after epoch {epoch + 1}: val macro F1 has not improved "
+                     f"for {self.patience} epochs (best {best_f1:.4f}, epoch {best_epoch + 1})")
+            self.model.stop_training = True

@@ -21,7 +21,7 @@ from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import Interrupted, UserError
 from corolla.runtime import Plan, collective
-from corolla.train.schedule import learning_rate_schedule
+from corolla.train import schedule as schedule_lib
 
 
 @dataclass
@@ -34,11 +34,13 @@ class TrainResult:
 def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
             log=print) -> tuple[config_lib.RunConfig, layout_lib.Layout]:
     """Checks the config against the registry and the data, and fills in everything that
-    `0`/auto left open (image size, learning rate, global batch, steps per epoch, the data path
-    made absolute), so that the saved config says exactly what ran and a resumed run keeps its
-    schedule whatever hardware it resumes on. An image folder or CSV is converted (once, into
-    the cache; see `sources.open_data`): the config keeps it as data.path, and records the
-    converted copy as data.converted."""
+    `0`/auto left open (image size, global batch, steps per epoch, the learning rates: the peak
+    scaled with the replicas when train.scale_lr asks, start and minimum; the data path made
+    absolute), so that the saved config says exactly what ran and a resumed run keeps its
+    schedule whatever hardware it resumes on. A config that never went through a recipe
+    (`corolla.recipes.compose`; built in Python) records train.recipe = "none". An image folder
+    or CSV is converted (once, into the cache; see `sources.open_data`): the config keeps it as
+    data.path, and records the converted copy as data.converted."""
     from corolla import models
     from corolla.data import sources
 
@@ -61,26 +63,67 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
     if steps < 1:
         raise UserError(f"the train split has {train_split.count} examples, fewer than one "
                         f"global batch ({plan.global_batch}); use a smaller --batch-size")
+    t = config.train
+    peak = t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1)
     return config_lib.apply(config, {
         "data.path": path, "data.image_size": layout.image_size,
         "data.converted": layout.root if layout.source else "",
-        "train.learning_rate": config.train.learning_rate or spec.learning_rate,
+        "train.recipe": "none" if t.recipe == "auto" else t.recipe,
+        # Scaled once, here: the saved config holds the peak that ran (scale_lr "none"), so a
+        # rerun or a resume on other hardware keeps it, as it keeps the global batch.
+        "train.learning_rate": peak, "train.scale_lr": "none",
+        "train.start_learning_rate": t.start_learning_rate or peak / 10,
+        "train.min_learning_rate": t.min_learning_rate or peak / 100,
         "train.global_batch_size": plan.global_batch, "train.steps_per_epoch": steps,
         "output.run_id": config.output.run_id if resume else uuid.uuid4().hex[:12],
     }), layout
 
 
 def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None = None,
-                  config: config_lib.RunConfig | None = None) -> None:
+                  train: config_lib.TrainConfig | None = None) -> None:
+    """Compiles for one-hot labels (see pipeline.train_dataset) with the optimizer `train`
+    asks for (Adam without it)."""
     import keras
 
-    # One-hot labels (the pipelines' num_classes): mixup and cutmix give soft ones.
-    smoothing = getattr(config.train, "label_smoothing", 0.0) if config is not None else 0.0
-    model.compile(optimizer=keras.optimizers.Adam(schedule),
-                  loss=keras.losses.CategoricalCrossentropy(label_smoothing=smoothing),
+    from corolla.train.optimizer import make_optimizer
+
+    train = train or config_lib.TrainConfig()
+    model.compile(optimizer=make_optimizer(train, schedule),
+                  loss=keras.losses.CategoricalCrossentropy(
+                      label_smoothing=train.label_smoothing),
                   metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
                   steps_per_execution=steps_per_execution or plan.steps_per_execution,
                   jit_compile=plan.jit_compile)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Epochs [start, end) trained with the backbone frozen or not, at the schedule x lr_scale."""
+    start: int
+    end: int
+    frozen: bool
+    lr_scale: float = 1.0
+
+
+def phases(train: config_lib.TrainConfig, train_backbone: bool) -> list[Phase]:
+    """Two-phase fine-tuning: the head alone for train.frozen_epochs, then everything at the
+    schedule's rate x train.finetune_lr_scale. One phase otherwise."""
+    n = min(train.frozen_epochs, train.epochs) if train_backbone else 0
+    if not n:
+        return [Phase(0, train.epochs, frozen=not train_backbone)]
+    split = [Phase(0, n, frozen=True), Phase(n, train.epochs, False, train.finetune_lr_scale)]
+    return [p for p in split if p.end > p.start]
+
+
+def backbone_of(model):
+    """The backbone inside a model from models.create_model: its one nested model."""
+    import keras
+
+    nested = [layer for layer in model.layers if isinstance(layer, keras.Model)]
+    if len(nested) != 1:
+        raise UserError(f"model {model.name!r} has no single backbone to freeze "
+                        f"(train.frozen_epochs); set train.frozen_epochs = 0")
+    return nested[0]
 
 
 def _set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
@@ -106,16 +149,25 @@ def _check_same_epoch(plan: Plan, epochs_done: int) -> None:
 def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
         callbacks=()) -> TrainResult:
     """Trains into a new run directory, or continues the interrupted run `resume` (its
-    config, from its last completed epoch). `callbacks` are added to Corolla's own."""
+    config, from its last completed epoch). `callbacks` are added to Corolla's own.
+
+    The run's model.keras is its best epoch by val macro F1; last.keras its last epoch."""
     import keras
 
     from corolla import models
     from corolla.runtime.hardware import worker_scratch
-    from corolla.train.checkpoint import BackupState, Checkpoint, read_state, write_history
+    from corolla.train.callbacks import ValMacroF1
+    from corolla.train.checkpoint import (BackupState, Checkpoint, read_state, stops_early,
+                                          write_history)
+    from corolla.train.optimizer import finalize_ema
 
+    asked = config.train
     config, layout = resolve(config, plan, resume=resume is not None,
                              log=log if plan.is_chief else (lambda *args: None))
     log = log if plan.is_chief else (lambda *args: None)
+    if asked.scale_lr == "replicas":
+        log(f"peak learning rate {asked.learning_rate:g} x {plan.replicas} replica(s) = "
+            f"{config.train.learning_rate:g} (train.scale_lr = replicas)")
     # Every process trains the chief's run: its id keys the workers' scratch folders, so a
     # resumed worker finds its own backup and a new run never meets an old one's.
     run_id = collective.chief_hex(plan, config.output.run_id)
@@ -130,33 +182,68 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
 
     _set_determinism(config, plan)
     size, t = layout.image_size, config.train
+    num_classes = len(layout.class_names)
     steps, steps_per_execution = plan.fit_steps(t.steps_per_epoch)
+    if t.accumulation_steps > 1:
+        # Every epoch ends on an optimizer update: whole executions of whole accumulations.
+        unit = math.lcm(steps_per_execution, t.accumulation_steps)
+        if steps < unit:
+            raise UserError(f"an epoch of {steps} steps is shorter than one accumulation of "
+                            f"{t.accumulation_steps} batches; lower train.accumulation_steps "
+                            f"or raise --steps-per-epoch")
+        steps -= steps % unit
     if steps != t.steps_per_epoch:
         log(f"{t.steps_per_epoch} steps per epoch rounded to {steps}, a multiple of the "
-            f"{steps_per_execution} steps the accelerator runs per call")
+            f"{steps_per_execution} steps the accelerator runs per call"
+            + (f" and of the {t.accumulation_steps} accumulated batches per update"
+               if t.accumulation_steps > 1 else ""))
+    updates = steps // t.accumulation_steps  # optimizer updates per epoch: what schedules count
     ordered = plan.identical_input or t.deterministic
     # Each process consumes its own share of every global batch (TensorFlow workers), or the
     # whole batch from an identical stream (JAX processes).
     per_process = plan.global_batch // plan.input_shard[0]
-    train_ds = pipeline.train_dataset(
-        layout.split("train"), size, plan.global_batch, epoch_examples=steps * per_process,
-        first_epoch=state.epochs_done, seed=t.seed, augment=config.data.augment,
-        cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer, ordered=ordered,
-        shard=plan.input_shard, skip_bad_records=config.data.skip_bad_records,
-        num_classes=len(layout.class_names))
+
+    def train_data(first_epoch: int):
+        # One per `fit` (each iterates its dataset from the start): epoch k is drawn as k.
+        return pipeline.train_dataset(
+            layout.split("train"), size, plan.global_batch, epoch_examples=steps * per_process,
+            first_epoch=first_epoch, seed=t.seed, augment=config.data.augment,
+            cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer,
+            ordered=ordered, shard=plan.input_shard,
+            skip_bad_records=config.data.skip_bad_records, num_classes=num_classes)
+
+    train_ds = train_data(state.epochs_done)
     # Several processes (either backend) must all run the same number of validation steps.
     val_ds, val_steps = pipeline.validation_dataset(
         layout.split("val"), size, plan.global_batch,
         full_batches=plan.static_shapes or plan.replicas > 1, workers=plan.num_processes,
-        skip_bad_records=config.data.skip_bad_records, num_classes=len(layout.class_names))
+        skip_bad_records=config.data.skip_bad_records, num_classes=num_classes)
+    # The whole val split, for macro F1 after every epoch (its own padded pass).
+    val_split = check.check_split(layout.split("val"), num_classes,
+                                  skip_bad_records=config.data.skip_bad_records)
+    val_labels = pipeline.metadata(val_split, config.data.skip_bad_records)["labels"]
     # Data and model come first: a failure there (a split smaller than one batch, weights that
     # will not load) leaves no empty run behind.
+    plan_phases = phases(t, config.model.train_backbone)
     with plan.scope():
-        model = models.create_model(config.model.name, len(layout.class_names), size,
-                                    config.model.weights, config.model.train_backbone)
-        schedule = learning_rate_schedule(t.learning_rate, steps * t.epochs,
-                                          math.ceil(t.warmup_epochs * steps))
-        compile_model(model, plan, schedule, steps_per_execution, config)
+        model = models.create_model(config.model.name, num_classes, size,
+                                    config.model.weights, config.model.train_backbone,
+                                    dropout=config.model.dropout)
+        backbone = backbone_of(model) if len(plan_phases) > 1 else None
+
+    def configure(phase: Phase) -> None:
+        """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
+        schedule continues from the phase's first epoch."""
+        if backbone is not None:
+            backbone.trainable = not phase.frozen
+        with plan.scope():
+            schedule = schedule_lib.for_training(t, updates, t.accumulation_steps,
+                                                 first_epoch=phase.start, scale=phase.lr_scale)
+            compile_model(model, plan, schedule, steps_per_execution, train=t)
+
+    # The phase that saved the backup: its optimizer holds the backed-up state.
+    current = next(p for p in plan_phases if p.end > max(state.epochs_done - 1, 0))
+    configure(current)
     if plan.is_chief and not resume:
         run_dir = rundir.create(config.output.runs_dir, config.output.name, config.model.name)
         rundir.claim(run_dir, log)
@@ -169,29 +256,83 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             write_history(state.history, run_dir / rundir.HISTORY)
         log(f"resuming {run_dir} after epoch {state.epochs_done} of {t.epochs}")
     model_path = run_dir / rundir.MODEL if plan.is_chief else backup_dir.parent / rundir.MODEL
+    last_path = model_path.with_name(LAST)
 
-    checkpoint = Checkpoint(backup_dir, state, run_dir / rundir.HISTORY if plan.is_chief else None)
+    # Validation (Keras' and the macro F1 pass) and the best model use the EMA weights.
+    swap = keras.callbacks.SwapEMAWeights() if t.ema else None
+    checkpoint = Checkpoint(backup_dir, state, run_dir / rundir.HISTORY if plan.is_chief else None,
+                            swap=swap, patience=t.early_stopping_patience, log=log)
     with plan.scope():
         checkpoint.restore(model)
-    own = [checkpoint]
+    own = [ValMacroF1(val_split, size, val_labels, plan, swap, config.data.skip_bad_records),
+           checkpoint]  # F1 first: the checkpoint records it and keeps the best epoch
+    if swap is not None:
+        own.insert(0, swap)
     if plan.is_chief:
         own.append(keras.callbacks.TensorBoard(str(run_dir / "logs"), write_graph=False))
+    _log_recipe(config, log)
     log(f"training {config.model.name} at {size}x{size} on {plan.strategy_name} "
         f"({plan.replicas} replica(s), global batch {plan.global_batch}): "
         f"{t.epochs} epochs x {steps} steps")
+    verbose = (1 if sys.stdout.isatty() else 2) if plan.is_chief else 0
     try:
-        history = model.fit(train_ds, epochs=t.epochs, initial_epoch=state.epochs_done,
-                            steps_per_epoch=steps, validation_data=val_ds,
-                            validation_steps=val_steps, callbacks=own + list(callbacks),
-                            shuffle=False,
-                            verbose=(1 if sys.stdout.isatty() else 2) if plan.is_chief else 0)
+        for phase in plan_phases:
+            done = checkpoint.state.epochs_done
+            if phase.end <= done or stops_early(checkpoint.state, t.early_stopping_patience):
+                continue
+            if phase != current:
+                # The model enters the phase as a finished one leaves it: on its EMA weights.
+                finalize_ema(model)
+                configure(phase)
+                current = phase
+            if len(plan_phases) > 1:
+                log(f"epochs {phase.start + 1}-{phase.end}: backbone "
+                    f"{'frozen' if phase.frozen else 'trained'}, learning rate x "
+                    f"{phase.lr_scale:g}")
+            first = max(done, phase.start)
+            if first != state.epochs_done:
+                train_ds = train_data(first)
+            model.fit(train_ds, epochs=phase.end, initial_epoch=first,
+                      steps_per_epoch=steps, validation_data=val_ds,
+                      validation_steps=val_steps, callbacks=own + list(callbacks),
+                      shuffle=False, verbose=verbose)
+            if model.stop_training:
+                break
     except KeyboardInterrupt:
         raise Interrupted(run_dir) from None
+    finalize_ema(model)  # (what fit did already, unless no epoch was left to train)
     # Every worker saves (saving may read mirrored variables collectively); only the chief's
-    # copy is the run's. The backup goes only once the model is safely written.
+    # copy is the run's. The backup goes only once the model is safely written; model.keras
+    # last of all (it marks the run trained).
     from corolla.files import atomic_path
 
-    with atomic_path(model_path) as tmp:
+    final = checkpoint.state
+    with atomic_path(last_path) as tmp:
         model.save(tmp)
+    last_epoch = final.epochs_done - 1
+    if final.best is not None and final.best_epoch != last_epoch:
+        log(f"model.keras: epoch {final.best_epoch + 1} (val macro F1 {final.best_f1:.4f}, "
+            f"the best); last.keras: epoch {last_epoch + 1}")
+        with atomic_path(model_path) as tmp:
+            shutil.copyfile(backup_dir / final.best, tmp)
+        model = None  # the caller loads the best model from the run
+    else:
+        with atomic_path(model_path) as tmp:
+            model.save(tmp)
     shutil.rmtree(backup_dir, ignore_errors=True)
-    return TrainResult(run_dir=run_dir, model=model, history=history.history)
+    history = {k: [row.get(k) for row in final.history] for row in final.history for k in row}
+    return TrainResult(run_dir=run_dir, model=model, history=history)
+
+
+LAST = "last.keras"  # the last epoch's model, beside model.keras (the best epoch's)
+
+
+def _log_recipe(config: config_lib.RunConfig, log) -> None:
+    t = config.train
+    log(f"recipe {t.recipe}: {t.optimizer}, {t.schedule} schedule, peak learning rate "
+        f"{t.learning_rate:g}"
+        + (f", weight decay {t.weight_decay:g}" if t.weight_decay else "")
+        + (f", dropout {config.model.dropout:g}" if config.model.dropout else "")
+        + (f", EMA {t.ema_momentum:g}" if t.ema else "")
+        + (f", label smoothing {t.label_smoothing:g}" if t.label_smoothing else "")
+        + (f", {t.accumulation_steps} batches per update" if t.accumulation_steps > 1 else ""))

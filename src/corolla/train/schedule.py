@@ -1,15 +1,124 @@
-"""Learning-rate schedules (per step, from Keras' own)."""
+"""Learning-rate schedules: Keras LearningRateSchedule objects evaluated on the optimizer's own
+step counter, so a resumed run (whose optimizer state is restored) continues exactly, and no
+callback holds state of its own.
+
+- cosine: linear warm-up from `start` to `peak`, then cosine decay to `minimum`, per step
+  (Keras' CosineDecay).
+- ramp: the Kaggle tutorial's, per epoch: `start + (peak - start) * e / rampup` while
+  e < rampup, `peak` while e < rampup + sustain, then `(peak - minimum) * decay ** (e - rampup
+  - sustain) + minimum` (e = the epoch, counted from 0).
+
+Both count optimizer updates: with gradient accumulation Keras calls the schedule with its
+micro-step counter, which `OnUpdates` divides back into updates (and shifts, for the second
+phase of a two-phase fine-tuning, whose fresh optimizer starts at step 0).
+"""
 
 from __future__ import annotations
 
+import functools
+import math
 
-def learning_rate_schedule(peak: float, total_steps: int, warmup_steps: int):
-    """Linear ramp-up from peak/10 to `peak`, then cosine decay to 1% of it at `total_steps`:
-    the tutorial's ramp-up / sustain / decay, per step instead of per epoch."""
+
+def ramp_value(epoch: float, start: float, peak: float, minimum: float, rampup: float,
+               sustain: float, decay: float) -> float:
+    """The tutorial's formula in plain Python (the reference the Keras schedule is tested on)."""
+    if epoch < rampup:
+        return start + (peak - start) * epoch / rampup
+    if epoch < rampup + sustain:
+        return peak
+    return (peak - minimum) * decay ** (epoch - rampup - sustain) + minimum
+
+
+@functools.cache
+def _classes():
+    # Defined on first use: importing corolla.train must not import Keras (the backend is
+    # chosen later).
+    import keras
+    from keras import ops
+
+    base = keras.optimizers.schedules.LearningRateSchedule
+
+    @keras.saving.register_keras_serializable(package="corolla")
+    class Ramp(base):
+        def __init__(self, start, peak, minimum, rampup_epochs, sustain_epochs, decay,
+                     steps_per_epoch):
+            self.start, self.peak, self.minimum = start, peak, minimum
+            self.rampup_epochs, self.sustain_epochs = rampup_epochs, sustain_epochs
+            self.decay, self.steps_per_epoch = decay, steps_per_epoch
+
+        def __call__(self, step):
+            epoch = ops.floor(ops.cast(step, "float32") / self.steps_per_epoch)
+            rampup, sustain = float(self.rampup_epochs), float(self.sustain_epochs)
+            ramp = self.start + (self.peak - self.start) * epoch / max(rampup, 1e-9)
+            decayed = (self.peak - self.minimum) * ops.power(
+                self.decay, ops.maximum(epoch - rampup - sustain, 0.0)) + self.minimum
+            return ops.where(epoch < rampup, ramp,
+                             ops.where(epoch < rampup + sustain, self.peak, decayed))
+
+        def get_config(self):
+            return {"start": self.start, "peak": self.peak, "minimum": self.minimum,
+                    "rampup_epochs": self.rampup_epochs, "sustain_epochs": self.sustain_epochs,
+                    "decay": self.decay, "steps_per_epoch": self.steps_per_epoch}
+
+    @keras.saving.register_keras_serializable(package="corolla")
+    class OnUpdates(base):
+        """scale * schedule(step // accumulation + offset)."""
+
+        def __init__(self, schedule, accumulation=1, offset=0, scale=1.0):
+            if isinstance(schedule, dict):
+                schedule = keras.optimizers.schedules.deserialize(schedule)
+            self.schedule, self.accumulation = schedule, accumulation
+            self.offset, self.scale = offset, scale
+
+        def __call__(self, step):
+            update = ops.floor_divide(ops.cast(step, "int32"), self.accumulation) + self.offset
+            return self.scale * self.schedule(update)
+
+        def get_config(self):
+            return {"schedule": keras.optimizers.schedules.serialize(self.schedule),
+                    "accumulation": self.accumulation, "offset": self.offset,
+                    "scale": self.scale}
+
+    return Ramp, OnUpdates
+
+
+def learning_rate_schedule(peak: float, total_steps: int, warmup_steps: int,
+                           start: float | None = None, minimum: float | None = None):
+    """cosine: linear ramp-up from `start` (default peak/10) to `peak`, then cosine decay to
+    `minimum` (default 1% of the peak) at `total_steps`."""
     import keras
 
+    start = peak / 10 if start is None else start
+    minimum = peak / 100 if minimum is None else minimum
     warmup_steps = min(warmup_steps, max(total_steps - 1, 0))
     return keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=peak / 10 if warmup_steps else peak,
-        decay_steps=max(total_steps - warmup_steps, 1), alpha=0.01,
+        initial_learning_rate=start if warmup_steps else peak,
+        decay_steps=max(total_steps - warmup_steps, 1), alpha=minimum / peak,
         warmup_target=peak if warmup_steps else None, warmup_steps=warmup_steps)
+
+
+def ramp_schedule(start: float, peak: float, minimum: float, rampup_epochs: float,
+                  sustain_epochs: float, decay: float, steps_per_epoch: int):
+    """ramp (see the module), on optimizer updates: epoch = update // steps_per_epoch."""
+    ramp, _ = _classes()
+    return ramp(start, peak, minimum, rampup_epochs, sustain_epochs, decay, steps_per_epoch)
+
+
+def for_training(train, updates_per_epoch: int, accumulation: int = 1, first_epoch: int = 0,
+                 scale: float = 1.0):
+    """The schedule a resolved TrainConfig asks for, as the optimizer calls it: on micro-steps
+    (`accumulation` per update), for an optimizer that starts at `first_epoch` (the second phase
+    of a two-phase fine-tuning), times `scale`."""
+    if train.schedule == "ramp":
+        schedule = ramp_schedule(train.start_learning_rate, train.learning_rate,
+                                 train.min_learning_rate, train.warmup_epochs,
+                                 train.sustain_epochs, train.lr_decay, updates_per_epoch)
+    else:
+        schedule = learning_rate_schedule(
+            train.learning_rate, updates_per_epoch * train.epochs,
+            math.ceil(train.warmup_epochs * updates_per_epoch), train.start_learning_rate,
+            train.min_learning_rate)
+    if (accumulation, first_epoch, scale) == (1, 0, 1.0):
+        return schedule
+    _, on_updates = _classes()
+    return on_updates(schedule, accumulation, first_epoch * updates_per_epoch, scale)

@@ -1,0 +1,132 @@
+"""Recipes: training choices as data. One TOML file per recipe, shipped with the package: a
+`description` and the [data] / [model] / [train] sections of a config file (a partial config),
+checked by the config's own rules.
+
+A run's config is layered: defaults < recipe < --config file < flags. `recipe = "auto"` picks by
+accelerator: a from-scratch recipe on CPUs, a pretrained fine-tuning one on GPUs and TPUs.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from corolla import config as config_lib
+from corolla.errors import UserError
+
+FOLDER = Path(__file__).parent
+SECTIONS = ("data", "model", "train")  # what a recipe may set: runtime and output are not its
+AUTO = {"cpu": "cpu", "gpu": "effnet-b7-finetune", "tpu": "effnet-b7-finetune"}
+NONE = "none"  # no recipe: the config's plain defaults (a config built in Python, the demo)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str  # a shipped recipe's name, or the resolved path of a recipe file
+    description: str
+    values: dict[str, Any]  # dotted config keys -> values, checked
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in FOLDER.glob("*.toml"))
+
+
+def choose(requested: str, accelerator: str) -> str:
+    """The recipe "auto" stands for on this accelerator; any other request as it is."""
+    return AUTO.get(accelerator, AUTO["cpu"]) if requested == "auto" else requested
+
+
+def load(name_or_path: str) -> Recipe:
+    """A shipped recipe by name, or a recipe file; an unknown key or an ill-typed value is one
+    line naming the file and the key."""
+    if name_or_path == NONE:
+        return Recipe(NONE, "no recipe: the config's defaults", {})
+    shipped = FOLDER / f"{name_or_path}.toml"
+    if "/" not in name_or_path and not name_or_path.endswith(".toml"):
+        if not shipped.is_file():
+            raise UserError(f"unknown recipe {name_or_path!r}; choose one of: "
+                            f"{', '.join(['auto', *names()])} (corolla info --recipes), or "
+                            f"pass a recipe file's path")
+        path, name = shipped, name_or_path
+    else:
+        path = Path(name_or_path)
+        name = str(path.resolve())
+    try:
+        tree = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"recipe file {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"recipe file {str(path)!r} is not valid TOML: {e}") from None
+    description = tree.pop("description", "")
+    if not isinstance(description, str):
+        raise UserError(f"recipe {str(path)!r}: description must be a string, got "
+                        f"{description!r}")
+    try:
+        values = config_lib.flatten(tree)
+        for key in values:
+            section, _, rest = key.partition(".")
+            if section in {f.name for f in fields(config_lib.RunConfig)} - set(SECTIONS) or \
+                    key == "train.recipe":
+                raise UserError(f"{key!r} is not a recipe's to set (a recipe sets "
+                                f"{', '.join(f'[{s}]' for s in SECTIONS)}, not train.recipe)")
+        config_lib.apply(config_lib.RunConfig(), values)  # the config's checks, nothing else
+    except UserError as e:
+        raise UserError(f"recipe {str(path)!r}: {e}") from None
+    return Recipe(name, description, values)
+
+
+def _recipe_keys() -> set[str]:
+    defaults = config_lib.RunConfig().to_dict()
+    return {f"{s}.{k}" for s in SECTIONS for k in defaults[s]} - {"train.recipe"}
+
+
+def compose(config_path: str | Path | None, overrides: dict[str, Any],
+            labels: dict[str, str] | None, accelerator: str) -> tuple[config_lib.RunConfig,
+                                                                       Recipe]:
+    """The run's config: defaults < recipe < `config_path` < `overrides`, with train.recipe
+    naming the recipe used. A config file that sets every key a recipe could set (a run's saved
+    config.toml) leaves the recipe nothing to say: it is not read, so a saved run is reproduced
+    without its recipe file."""
+    asked = config_lib.load(config_path, overrides, labels)  # checks the file and the flags
+    name = choose(asked.train.recipe, accelerator)
+    tree = {}
+    if config_path is not None:
+        tree = config_lib.flatten(tomllib.loads(Path(config_path).read_text()))
+    if _recipe_keys() <= set(tree):
+        recipe = Recipe(name, "(every value given by the config file)", {})
+    else:
+        recipe = load(name)
+    config = config_lib.apply(config_lib.RunConfig(), recipe.values)
+    config = config_lib.apply(config, tree)
+    config = config_lib.apply(config, overrides, labels)
+    return config_lib.apply(config, {"train.recipe": recipe.name}), recipe
+
+
+def table() -> list[dict[str, Any]]:
+    """Every shipped recipe: name, model, image size, epochs, description."""
+    rows = []
+    for name in names():
+        recipe = load(name)
+        config = config_lib.apply(config_lib.RunConfig(), recipe.values)
+        rows.append({"name": name, "model": config.model.name,
+                     "image_size": config.data.image_size, "epochs": config.train.epochs,
+                     "description": recipe.description})
+    return rows
+
+
+def for_plan(config_path: str | Path | None, overrides: dict[str, Any],
+             labels: dict[str, str] | None, plan) -> tuple[config_lib.RunConfig, Any, Recipe]:
+    """`compose` for the accelerator of `plan` (detected from the config without its recipe:
+    the hardware decides "auto"), and the plan with the batch the recipe sets."""
+    import dataclasses
+
+    from corolla.runtime import global_batch
+
+    config, recipe = compose(config_path, overrides, labels, plan.accelerator)
+    per_replica, total = global_batch(plan.replicas, config.train.batch_size,
+                                      config.train.global_batch_size)
+    if (per_replica, total) != (plan.batch_per_replica, plan.global_batch):
+        plan = dataclasses.replace(plan, batch_per_replica=per_replica, global_batch=total)
+    return config, plan, recipe

@@ -1,0 +1,51 @@
+"""Callbacks of Corolla's own: the competition metric after every epoch, on the EMA weights
+when the optimizer keeps them."""
+
+from __future__ import annotations
+
+import contextlib
+
+import keras
+import numpy as np
+from sklearn.metrics import f1_score
+
+VAL_F1 = "val_f1_macro"
+
+
+@contextlib.contextmanager
+def ema_weights(swap: keras.callbacks.SwapEMAWeights | None):
+    """The model holds its EMA weights inside the block (Keras' own swap, as it does around
+    validation); `swap` None: the weights as they are."""
+    if swap is None:
+        yield
+        return
+    swap.on_test_begin()
+    try:
+        yield
+    finally:
+        swap.on_test_end()
+
+
+class ValMacroF1(keras.callbacks.Callback):
+    """Puts val macro F1 (scikit-learn's default, as Kaggle scores) into the epoch's logs, from
+    one prediction pass over the whole val split (padded batches, padding dropped: see
+    `evaluate.predict_probabilities`), not an average of per-batch figures. Every process runs
+    the pass on its own devices over the whole split: with the same weights everywhere they
+    agree on the figure, so the best epoch and early stopping need no collective."""
+
+    def __init__(self, split, image_size: int, labels, plan, swap=None,
+                 skip_bad_records: bool = False):
+        super().__init__()
+        self.split, self.image_size, self.labels = split, image_size, np.asarray(labels)
+        self.plan, self.swap, self.skip = plan, swap, skip_bad_records
+
+    def on_epoch_end(self, epoch, logs=None):
+        from corolla.evaluate import predict_probabilities
+
+        with ema_weights(self.swap):
+            probabilities = predict_probabilities(self.model, self.split, self.image_size,
+                                                  self.plan, self.skip)
+        if logs is not None:
+            # As corolla.metrics computes the run's f1_macro: the union of true and predicted.
+            logs[VAL_F1] = float(f1_score(self.labels, probabilities.argmax(axis=1),
+                                          average="macro", zero_division=0))

@@ -1,0 +1,45 @@
+"""The optimizer a TrainConfig asks for: Adam, AdamW or SGD with momentum, with Keras' own
+weight decay, EMA of the weights (`use_ema`) and gradient accumulation."""
+
+from __future__ import annotations
+
+
+def make_optimizer(train, schedule):
+    import keras
+
+    common = dict(learning_rate=schedule, use_ema=train.ema, ema_momentum=train.ema_momentum,
+                  weight_decay=train.weight_decay or None,
+                  gradient_accumulation_steps=(train.accumulation_steps
+                                               if train.accumulation_steps > 1 else None))
+    if train.optimizer == "sgd":
+        return keras.optimizers.SGD(momentum=train.momentum, **common)
+    if train.optimizer == "adamw":
+        return keras.optimizers.AdamW(**{**common, "weight_decay": train.weight_decay})
+    return keras.optimizers.Adam(**common)
+
+
+def inner(optimizer):
+    """The optimizer itself, inside the loss-scale wrapper mixed float16 puts around it."""
+    return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def finalize_ema(model) -> None:
+    """Puts the EMA of the weights into the model (what `fit` does when it ends), for a phase
+    or a run that ends without a `fit` of its own (resumed after its last epoch). Idempotent:
+    the average stays in the optimizer."""
+    optimizer = model.optimizer
+    if optimizer is not None and inner(optimizer).use_ema and inner(optimizer).built:
+        optimizer.finalize_variable_values(model.trainable_weights)
+
+
+def epoch_learning_rate(optimizer) -> float:
+    """The rate of the optimizer's last update (for a per-epoch schedule: the epoch's own rate;
+    `optimizer.learning_rate` is already the next step's)."""
+    import keras
+
+    opt = inner(optimizer)
+    schedule = opt._learning_rate
+    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        step = keras.ops.maximum(opt._iterations - 1, 0)
+        return float(keras.ops.convert_to_numpy(schedule(step)))
+    return float(keras.ops.convert_to_numpy(opt.learning_rate))

@@ -1,0 +1,164 @@
+"""Training options and callbacks on tiny data, for real: val macro F1 after every epoch, the
+best epoch kept as model.keras (the last as last.keras), early stopping, all surviving a
+resume; EMA, gradient accumulation and two-phase fine-tuning, resumed exactly across the phase
+boundary."""
+
+import csv
+
+import numpy as np
+import pytest
+
+from corolla import config, rundir
+
+
+class Stop(Exception):
+    pass
+
+
+def _callbacks(weights, crash_after=None):
+    import keras
+
+    class Record(keras.callbacks.Callback):  # after Corolla's own: the raw weights of the epoch
+        def on_train_begin(self, logs=None):
+            weights.setdefault("start", _backbone(self.model))
+
+        def on_epoch_end(self, epoch, logs=None):
+            weights[epoch] = [np.array(w) for w in self.model.get_weights()]
+            weights[f"backbone{epoch}"] = _backbone(self.model)
+            if epoch == crash_after:
+                raise Stop(epoch)
+
+    return [Record()]
+
+
+def _backbone(model):
+    import keras
+
+    (backbone,) = [layer for layer in model.layers if isinstance(layer, keras.Model)]
+    return [np.array(w) for w in backbone.get_weights()]
+
+
+def _train(tmp_path, name, overrides, crash_after=None, resume=False):
+    from corolla import runtime, train
+
+    if resume:
+        _, cfg = rundir.load_unfinished(tmp_path / name)
+    else:
+        cfg = config.load(overrides={"train.batch_size": 8, "train.steps_per_epoch": 2,
+                                     "output.runs_dir": str(tmp_path), "output.name": name,
+                                     "train.learning_rate": 3e-3, **overrides})
+    weights = {}
+    try:
+        result = train.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
+                           resume=tmp_path / name if resume else None,
+                           callbacks=_callbacks(weights, crash_after))
+    except Stop:
+        result = None
+    return result, weights
+
+
+def _history(run):
+    with (run / "history.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def _saved_weights(path):
+    import keras
+
+    import corolla.models.layers  # noqa: F401
+
+    return keras.saving.load_model(path, compile=False).get_weights()
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def f1_run(tiny_petals, tmp_path_factory):
+    """4 epochs asked, val macro F1 forced to 0.5, 0.9, 0.3, 0.95 (the patched metric), early
+    stopping patience 1; killed after epoch 1 (the best), then resumed."""
+    import corolla.train.callbacks as callbacks
+
+    tmp = tmp_path_factory.mktemp("f1")
+    figures = iter([0.5, 0.9, 0.3, 0.95])
+    real = callbacks.f1_score
+    seen = []
+
+    def forced(y_true, y_pred, **kwargs):
+        seen.append(real(y_true, y_pred, **kwargs))  # the real figure is computed too
+        return next(figures)
+
+    callbacks.f1_score = forced
+    try:
+        overrides = {"data.path": str(tiny_petals), "train.epochs": 4,
+                     "train.early_stopping_patience": 1}
+        _, first = _train(tmp, "r", overrides, crash_after=1)
+        _, second = _train(tmp, "r", {}, resume=True)
+    finally:
+        callbacks.f1_score = real
+    return tmp / "r", {**first, **second}, seen
+
+
+def test_val_macro_f1_is_recorded_every_epoch_from_the_whole_val_split(f1_run):
+    run, _, seen = f1_run
+    rows = _history(run)
+    assert [float(r["val_f1_macro"]) for r in rows] == [0.5, 0.9, 0.3]
+    assert {"loss", "accuracy", "val_loss", "val_accuracy", "learning_rate"} <= set(rows[0])
+    assert len(seen) == 3 and all(0 <= f <= 1 for f in seen)
+
+
+def test_the_best_epoch_is_model_keras_and_the_last_is_last_keras_across_a_resume(f1_run):
+    """Early stopping: epoch 3 (index 2) is worse than epoch 2 (the best, before the kill), so
+    patience 1 stops the run there; the best survived the resume."""
+    run, weights, _ = f1_run
+    assert [r["epoch"] for r in _history(run)] == ["0", "1", "2"]  # stopped, not 4 epochs
+    assert rundir.status(run) == rundir.TRAINED and not (run / "backup").exists()
+    best, last = _saved_weights(run / "model.keras"), _saved_weights(run / "last.keras")
+    assert _same(best, weights[1]) and _same(last, weights[2]) and not _same(best, last)
+
+
+@pytest.fixture(scope="module")
+def option_runs(tiny_petals, tmp_path_factory):
+    """EMA + 2 batches per update + two-phase (1 frozen epoch, then x 0.5), label smoothing,
+    deterministic:
+    one uninterrupted run, and one killed after the frozen epoch and resumed."""
+    tmp = tmp_path_factory.mktemp("options")
+    overrides = {"data.path": str(tiny_petals), "train.epochs": 2, "train.ema": True,
+                 "train.ema_momentum": 0.5, "train.accumulation_steps": 2,
+                 "train.frozen_epochs": 1, "train.finetune_lr_scale": 0.5,
+                 "train.label_smoothing": 0.1, "train.deterministic": True,
+                 "train.steps_per_epoch": 4}  # 2 updates per epoch: the EMA moves off the raw
+    result, whole = _train(tmp, "a", overrides)
+    _, first = _train(tmp, "b", overrides, crash_after=0)
+    _, second = _train(tmp, "b", {}, resume=True)
+    return tmp, result, whole, {**first, **second}
+
+
+def test_two_phase_freezes_the_backbone_then_trains_it_at_the_scaled_rate(option_runs):
+    from corolla.train.schedule import learning_rate_schedule
+
+    tmp, _, weights, _ = option_runs
+    assert _same(weights["start"], weights["backbone0"])  # frozen (BatchNorm statistics too)
+    changed = [not np.array_equal(x, y) for x, y in zip(weights["backbone0"],
+                                                        weights["backbone1"])]
+    assert sum(changed) >= len(changed) // 2  # trained in the second phase
+    rows = _history(tmp / "a")
+    # 4 steps per epoch, 2 batches per update: 2 updates per epoch; 1 warm-up epoch, then
+    # cosine; each epoch's rate is its last update's.
+    schedule = learning_rate_schedule(3e-3, 4, 2, 3e-4, 3e-5)
+    expected = [float(schedule(1)), 0.5 * float(schedule(3))]
+    assert [float(r["learning_rate"]) for r in rows] == pytest.approx(expected, rel=1e-5)
+
+
+def test_ema_weights_are_saved_and_resume_across_the_phase_boundary_is_exact(option_runs):
+    """The saved last epoch holds the EMA of the weights (the raw ones differ); the run killed
+    after the frozen epoch and resumed ends bit-identical to the uninterrupted one."""
+    tmp, _, whole, resumed = option_runs
+    a, b = _saved_weights(tmp / "a" / "last.keras"), _saved_weights(tmp / "b" / "last.keras")
+    assert _same(a, b)
+    assert _same(_saved_weights(tmp / "a" / "model.keras"),
+                 _saved_weights(tmp / "b" / "model.keras"))
+    assert not _same(a, whole[1])  # raw weights at the end of the last epoch: not what is saved
+    assert _same(whole[1], resumed[1])
+    assert [r["epoch"] for r in _history(tmp / "b")] == ["0", "1"]
