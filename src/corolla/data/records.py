@@ -46,6 +46,7 @@ def parse_features(serialized: tf.Tensor, labelled: bool, features: Features = C
                    image: bool = True) -> dict[str, tf.Tensor]:
     """One record's features under the competition's names ("image", "class", "id"), whatever
     they are called in the file. A vector of records (a batch) gives batched features."""
+    serialized = tf.convert_to_tensor(serialized)
     parse = tf.io.parse_single_example if serialized.shape.rank == 0 else tf.io.parse_example
     example = parse(serialized, features.spec(labelled, image))
     names = {"id": features.id, "image": features.image, "class": features.label}
