@@ -38,9 +38,10 @@ def test_a_local_preset_trains_one_step_and_reloads(preset, tiny_petals, tmp_pat
 
     folder, _ = preset
     assert main(["train", "--data", str(tiny_petals), "--model", f"hub:{folder}", "--epochs", "1",
-                 "--steps-per-epoch", "1", "--batch-size", "8", "--runs-dir", str(tmp_path),
-                 "--name", "hub"]) == 0
-    model = keras.saving.load_model(tmp_path / "hub" / "model.keras", safe_mode=True)
+                 "--steps-per-epoch", "1", "--batch-size", "8", "--runs-dir", str(tmp_path)]) == 0
+    (run,) = tmp_path.iterdir()  # named after the preset folder, not its whole path
+    assert run.name.startswith("hub-tiny_resnet-")
+    model = keras.saving.load_model(run / "model.keras", safe_mode=True)
     assert model.output_shape == (None, 4)
     images = np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype(np.float32)
     np.testing.assert_allclose(model.predict(images, verbose=0).sum(axis=1), 1.0, rtol=1e-5)

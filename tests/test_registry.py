@@ -80,3 +80,19 @@ def test_preprocessing_matches_keras_applications(module):
     for layer in preprocess():
         x = layer(x)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(x), expected, rtol=1e-5, atol=1e-4)
+
+
+def test_info_lists_models_without_building_them(capsys, monkeypatch):
+    from corolla.cli import main
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("info --models built a model")
+
+    monkeypatch.setattr(models.registry, "_build_backbone", no_build)
+    assert main(["info", "--models"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if line.startswith("efficientnet_b7 "))
+    assert row.split()[:4] == ["efficientnet_b7", "600px", "64.1M", "yes"]
+    row = next(line for line in lines if line.startswith("small_resnet "))
+    assert row.split()[:4] == ["small_resnet", "160px", "1.2M", "no"]
+    assert any(line.startswith("hub:PRESET") for line in lines)

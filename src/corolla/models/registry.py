@@ -99,10 +99,13 @@ def create_model(name: str, num_classes: int, image_size: int | None = None,
     x = pool(name="pool")(x)
     outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32",
                                  name="probabilities")(x)
-    return keras.Model(inputs, outputs, name=_model_name(name))
+    return keras.Model(inputs, outputs, name=short_name(name))
 
 
-def _model_name(name: str) -> str:
+def short_name(name: str) -> str:
+    """A model name fit for file and Keras names: `hub:/a/b/resnet_18` -> `hub-resnet_18`."""
+    if name.startswith(HUB_PREFIX):
+        name = "hub-" + os.path.basename(name[len(HUB_PREFIX):].rstrip("/\\"))
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "model"
 
 
