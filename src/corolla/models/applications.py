@@ -38,11 +38,12 @@ class Row:
     image_size: int  # the size Keras' ImageNet weights were trained at
     params: int  # backbone parameters, include_top=False
     description: str
+    learning_rate: float = 1e-3  # obsolete (see ModelSpec.learning_rate)
 
 
 TABLE = [
     Row("vgg16", "VGG16", "vgg16", CAFFE, 224, 14_714_688,
-        "VGG16, the tutorial's (frozen) backbone"),
+        "VGG16, the tutorial's (frozen) backbone", learning_rate=1e-4),
     Row("resnet50", "ResNet50", "resnet50", CAFFE, 224, 23_587_712, "ResNet50"),
     Row("resnet50_v2", "ResNet50V2", "resnet_v2", TF, 224, 23_564_800, "ResNet50 v2"),
     Row("densenet121", "DenseNet121", "densenet", TORCH, 224, 7_037_504, "DenseNet121"),
@@ -168,4 +169,5 @@ def _imagenet_stem(backbone):
 for _row in TABLE:
     register(ModelSpec(_row.name, _builder(_row), _row.family.preprocessing,
                        image_size=_row.image_size, imagenet=True, params=_row.params,
-                       description=f"keras.applications {_row.description}"))
+                       description=f"keras.applications {_row.description}",
+                       learning_rate=_row.learning_rate))
