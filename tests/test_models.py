@@ -151,3 +151,48 @@ def test_efficientnet_normalises_with_imagenet_statistics_even_without_weights()
     images = np.random.default_rng(1).uniform(0, 255, (2, 32, 32, 3)).astype(np.float32)
     expected = (images / 255 - np.array([0.485, 0.456, 0.406])) / np.array([0.229, 0.224, 0.225])
     np.testing.assert_allclose(stem(images), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_backbone_weights_file_round_trip(tmp_path):
+    """--weights FILE: a backbone's weights saved from one model build the same model."""
+    images = np.random.default_rng(2).uniform(0, 255, (2, 64, 64, 3)).astype(np.float32)
+    source = models.create_model("mobilenet_v3_small", num_classes=2, image_size=64)
+    backbone = [layer for layer in source.layers if isinstance(layer, keras.Model)][0]
+    path = tmp_path / "backbone.weights.h5"
+    backbone.save_weights(path)
+    loaded = models.create_model("mobilenet_v3_small", num_classes=2, image_size=64,
+                                 weights=str(path))
+    loaded.get_layer("probabilities").set_weights(
+        source.get_layer("probabilities").get_weights())
+    np.testing.assert_array_equal(loaded(images, training=False), source(images, training=False))
+
+
+def test_weights_of_another_architecture_are_a_user_error(tmp_path):
+    source = models.create_model("small_cnn", num_classes=2, image_size=32)
+    path = tmp_path / "small_cnn.weights.h5"
+    [layer for layer in source.layers if isinstance(layer, keras.Model)][0].save_weights(path)
+    with pytest.raises(UserError, match=r"does not fit small_resnet's backbone at 32 px"):
+        models.create_model("small_resnet", num_classes=2, image_size=32, weights=str(path))
+
+
+def test_failed_download_names_the_file_to_pass_with_weights(tmp_path, monkeypatch):
+    """Keras' real download path (`get_file`, an empty cache) with the network cut at
+    urlretrieve: one line naming --weights FILE and where Keras caches the file."""
+    import urllib.error
+
+    from keras.src.backend import config as keras_config
+    from keras.src.utils import file_utils
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(keras_config, "_KERAS_DIR", str(tmp_path))
+    monkeypatch.setattr(file_utils, "urlretrieve", offline)
+    with pytest.raises(UserError) as e:
+        models.create_model("mobilenet_v3_small", num_classes=2, image_size=64,
+                            weights="imagenet")
+    message = str(e.value)
+    assert "\n" not in message
+    assert message.startswith("could not download ImageNet weights for mobilenet_v3_small")
+    assert "--weights FILE" in message
+    assert ".keras/models/weights_mobilenet_v3_small_224_1.0_float_no_top_v2.h5" in message

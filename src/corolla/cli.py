@@ -78,8 +78,10 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
                    "once into a cache (see corolla convert)")
     p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read (images: "
                    "the size to convert to; default: the model's)")
-    p.add_argument("--model", help="registered model name (corolla info --models)")
-    p.add_argument("--weights", help="none, imagenet, or a local backbone weights file")
+    p.add_argument("--model", help="registered model name (corolla info --models), or "
+                   "hub:PRESET: a keras-hub preset name or local preset folder")
+    p.add_argument("--weights", help="none, imagenet (Keras downloads it; a hub preset's own "
+                   "weights), or a local backbone weights file")
     p.add_argument("--freeze-backbone", dest="train_backbone", action="store_false",
                    default=None, help="train only the classifier head")
     defaults = config_lib.RunConfig()
@@ -303,9 +305,13 @@ def _info(args) -> int:
         print(f"auto: {recipes.AUTO['cpu']} on CPUs, {recipes.AUTO['gpu']} on GPUs and TPUs")
         return 0
     if args.models:
+        print(f"{'model':20s} {'size':>6s} {'params':>7s}  imagenet  description")
         for name in models.names():
             spec = models.get(name)
-            print(f"{name:18s} {spec.image_size:4d}px  {spec.description}")
+            print(f"{name:20s} {spec.image_size:4d}px {spec.params / 1e6:6.1f}M  "
+                  f"{'yes' if spec.imagenet else 'no':8s}  {spec.description}")
+        print(f"{'hub:PRESET':20s} {'':6s} {'':7s}  {'preset':8s}  a keras-hub image classifier "
+              f"preset or local preset folder (pip install \"corolla[hub]\")")
         return 0
     cfg = config_lib.load(overrides=overrides(args), labels=labels(args))
     plan = runtime.detect_for(cfg)

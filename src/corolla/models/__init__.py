@@ -1,6 +1,6 @@
 """Models: a registry of backbones with their preprocessing and image size, one generic head."""
 
-from corolla.models import zoo  # noqa: F401  (registers the built-in models)
+from corolla.models import applications, zoo  # noqa: F401  (register the built-in models)
 from corolla.models.registry import ModelSpec, create_model, get, names, register
 
 __all__ = ["ModelSpec", "create_model", "get", "names", "register"]

@@ -1,17 +1,22 @@
 """The model registry: name -> how to build the backbone, its input preprocessing, its default
-image size and learning rate. timm-style: everything is reached through `create_model`.
+image size and its size in parameters. timm-style: everything is reached through `create_model`.
 
-Importing this module does not import Keras (the CLI validates names before the backend is
-chosen); the builders import it when called.
+Names are the registered ones (`corolla info --models`) or `hub:PRESET` for a keras-hub image
+classifier preset (corolla.models.hub). Importing this module does not import Keras (the CLI
+validates names before the backend is chosen); the builders import it when called.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from corolla.errors import UserError
+
+HUB_PREFIX = "hub:"
 
 
 @dataclass(frozen=True)
@@ -20,9 +25,9 @@ class ModelSpec:
     backbone: Callable  # (input_shape, weights: None | "imagenet" | path) -> keras.Model
     preprocessing: Callable  # () -> list of Keras layers: float [0, 255] RGB -> backbone input
     image_size: int  # the size the backbone was designed (and pre-trained) for
-    learning_rate: float  # peak rate at the default global batch of 16 x replicas
-    imagenet: bool  # has downloadable ImageNet weights
+    imagenet: bool  # has downloadable pre-trained weights (a hub preset: its own)
     description: str
+    params: int | None = None  # backbone parameters (no head); None: known once built
 
 
 _REGISTRY: dict[str, ModelSpec] = {}
@@ -36,12 +41,18 @@ def register(spec: ModelSpec) -> ModelSpec:
 
 
 def names() -> list[str]:
+    """The registered names (keras-hub presets are not listed: any preset name is accepted)."""
     return sorted(_REGISTRY)
 
 
 def get(name: str) -> ModelSpec:
+    if name.startswith(HUB_PREFIX):
+        from corolla.models import hub
+
+        return hub.spec(name[len(HUB_PREFIX):])
     if name not in _REGISTRY:
-        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(names())}")
+        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(names())}, "
+                        f"or hub:PRESET (a keras-hub preset)")
     return _REGISTRY[name]
 
 
@@ -79,20 +90,51 @@ def create_model(name: str, num_classes: int, image_size: int | None = None,
     backbone = _build_backbone(spec, (size, size, 3), weights)
     backbone.trainable = train_backbone
     x = backbone(x, training=None if train_backbone else False)
-    x = keras.layers.GlobalAveragePooling2D(name="pool")(x)
+    # Convnets give feature maps (batch, h, w, c); transformers (keras-hub) give tokens.
+    pool = keras.layers.GlobalAveragePooling1D if len(x.shape) == 3 else \
+        keras.layers.GlobalAveragePooling2D
+    x = pool(name="pool")(x)
     if dropout:
         x = keras.layers.Dropout(dropout, name="head_dropout")(x)
     outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32",
                                  name="probabilities")(x)
-    return keras.Model(inputs, outputs, name=name)
+    return keras.Model(inputs, outputs, name=short_name(name))
+
+
+def short_name(name: str) -> str:
+    """A model name fit for file and Keras names: `hub:/a/b/resnet_18` -> `hub-resnet_18`."""
+    if name.startswith(HUB_PREFIX):
+        name = "hub-" + os.path.basename(name[len(HUB_PREFIX):].rstrip("/\\"))
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "model"
 
 
 def _build_backbone(spec: ModelSpec, input_shape, weights):
     try:
         return spec.backbone(input_shape, weights)
+    except UserError:
+        raise
     except Exception as e:  # keras.utils.get_file raises a bare Exception on network failure
         if weights == "imagenet" and ("URL fetch failure" in str(e) or isinstance(e, OSError)):
-            raise UserError(f"could not download ImageNet weights for {spec.name} (no network?);"
-                            f" use --weights none or --weights PATH to a local copy of the "
-                            f"Keras 'notop' weights file") from None
+            raise UserError(download_failed(spec.name, str(e))) from None
+        if weights not in (None, "imagenet") and isinstance(e, (ValueError, OSError)):
+            raise UserError(f"weights file {weights!r} does not fit {spec.name}'s backbone at "
+                            f"{input_shape[0]} px ({_first_line(e)}); pass the backbone weights "
+                            f"of the same architecture (Keras 'notop' .h5 or .weights.h5)"
+                            ) from None
         raise
+
+
+def download_failed(name: str, message: str) -> str:
+    """One line for a failed ImageNet download: where Keras would have cached the file, so the
+    user can copy it there or pass it with --weights."""
+    url = re.search(r"(https?://\S+?)(?::\s|$)", message)
+    file_name = url.group(1).rsplit("/", 1)[-1] if url else "<the weights file>"
+    cache = os.path.join(os.environ.get("KERAS_HOME", os.path.join("~", ".keras")), "models")
+    return (f"could not download ImageNet weights for {name} (no network?); use --weights FILE "
+            f"with a local copy of {file_name} (Keras caches it as {cache}/{file_name}), or "
+            f"--weights none")
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__

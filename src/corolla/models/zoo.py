@@ -1,8 +1,9 @@
-"""The registered models: a small CNN that trains fast on CPUs, and the tutorial's VGG16 and
-EfficientNetB0 from `keras.applications`."""
+"""Corolla's own from-scratch CNNs for CPUs (the keras.applications backbones are in
+corolla.models.applications)."""
 
 from __future__ import annotations
 
+from corolla.models import preprocessing
 from corolla.models.registry import ModelSpec, register
 
 
@@ -41,106 +42,55 @@ def _small_cnn(input_shape, weights):
     return backbone
 
 
-def _rescale():
+def _small_resnet(input_shape, weights):
+    """A ResNet sized for a 2-core CPU and a few thousand photos trained from scratch.
+
+    Stem: a stride-2 3x3 conv and a 3x3 max pool (a 192 px image is 48x48 after it: the
+    full-resolution convolutions are where a CPU spends its time). Then three stages of one
+    basic residual block each (two 3x3 convs, 64 / 128 / 256 channels, the last two stages at
+    stride 2, a 1x1 projection on the shortcut when the shape changes), global pooling by the
+    head. About 1.2 M parameters and 0.4 GMACs per 192 px image: roughly twice small_cnn's
+    compute, for residual connections and a wider last stage, which let a from-scratch model
+    keep learning over more epochs on little data instead of saturating.
+
+    Each block's last BatchNormalization starts at gamma = 0 ("zero-init residual", Goyal et al.
+    2017): every block is the identity at first, so the net trains as a shallow one early and
+    high learning rates are stable. BatchNormalization is synchronized with momentum 0.9, as in
+    small_cnn (see there)."""
     import keras
+    from keras import layers
 
-    return [keras.layers.Rescaling(1 / 255, name="rescale")]
+    sync = keras.backend.backend() == "tensorflow"
 
+    def bn(x, name, zero=False):
+        return layers.BatchNormalization(momentum=0.9, synchronized=sync, name=name,
+                                         gamma_initializer="zeros" if zero else "ones")(x)
 
-def _vgg16(input_shape, weights):
-    import keras
+    def conv(x, width, stride, name, kernel=3):
+        return layers.Conv2D(width, kernel, strides=stride, padding="same", use_bias=False,
+                             kernel_initializer="he_normal", name=name)(x)
 
-    return keras.applications.VGG16(include_top=False, weights=weights, input_shape=input_shape)
-
-
-def _caffe():
-    from corolla.models.layers import CaffePreprocessing
-
-    return [CaffePreprocessing(name="caffe_preprocessing")]
-
-
-# The ImageNet statistics EfficientNet's Keras weights were trained with (RGB, inputs in [0, 1]).
-IMAGENET_MEAN_RGB = (0.485, 0.456, 0.406)
-IMAGENET_STDDEV_RGB = (0.229, 0.224, 0.225)
-
-
-def _efficientnet(constructor_name: str):
-    """A builder for `keras.applications.<constructor_name>` (EfficientNetB0..B7) that makes the
-    same graph whatever the weights, so a local copy of the ImageNet weights is the same model as
-    the downloaded ones.
-
-    Keras builds EfficientNet's stem differently by the value of `weights`: Rescaling(1/255),
-    Normalization and, only when `weights == "imagenet"`, a Rescaling(1/sqrt(stddev)), because
-    its weights file stores the ImageNet stddev as the Normalization's variance (so the layer
-    divides by sqrt(stddev); tensorflow/tensorflow#49930). Loaded into the `weights=None` graph,
-    that same file normalises by sqrt(stddev) instead of stddev: inputs about 2x too large.
-    So "imagenet" is left to Keras (its graph, its download), and `None` or a file get that graph
-    rebuilt (`_imagenet_stem`): a file that loads into Keras' imagenet graph loads into it the
-    same way, be it the Keras "notop" .h5 (legacy format, matched by layer order) or a Keras 3
-    `.weights.h5` saved from such a backbone. No Lambda layers: saved models load in safe_mode.
-    """
-
-    def build(input_shape, weights):
-        import keras
-
-        constructor = getattr(keras.applications, constructor_name)
-        if weights == "imagenet":
-            return constructor(include_top=False, weights="imagenet", input_shape=input_shape)
-        backbone = _imagenet_stem(constructor(include_top=False, weights=None,
-                                              input_shape=input_shape))
-        if weights:
-            backbone.load_weights(weights)
-        return backbone
-
-    return build
-
-
-def _imagenet_stem(backbone):
-    """Returns a copy of a `weights=None` EfficientNet with the stem Keras builds for "imagenet":
-    Rescaling(1/sqrt(stddev)) inserted after its Normalization layer. The Normalization starts
-    at the ImageNet statistics in the weights file's convention (variance = stddev), so a model
-    trained from scratch sees the same normalised inputs, (x / 255 - mean) / stddev, as a
-    pre-trained one; a weights file overwrites them with its own.
-
-    The copy has fresh layers (`clone_model`'s default): reusing the originals would leave their
-    first node in the discarded graph, and `layer.output` (feature extraction) would point
-    there."""
-    import math
-
-    import keras
-    import numpy as np
-
-    norms = [layer for layer in backbone.layers if isinstance(layer, keras.layers.Normalization)]
-    if len(norms) != 1:
-        raise RuntimeError(f"expected one Normalization layer in Keras' {backbone.name}, found "
-                           f"{len(norms)}: keras.applications changed; update corolla.models.zoo")
-
-    def call(layer, *args, **kwargs):
-        outputs = layer(*args, **kwargs)
-        if isinstance(layer, keras.layers.Normalization):
-            outputs = keras.layers.Rescaling([1 / math.sqrt(s) for s in IMAGENET_STDDEV_RGB],
-                                             name="imagenet_stddev")(outputs)
-        return outputs
-
-    inputs = keras.Input(batch_shape=backbone.input.shape, name=backbone.layers[0].name)
-    backbone = keras.models.clone_model(backbone, input_tensors=inputs, call_function=call)
-    (norm,) = [layer for layer in backbone.layers
-               if isinstance(layer, keras.layers.Normalization)]
-    _, _, count = norm.get_weights()
-    norm.set_weights([np.asarray(IMAGENET_MEAN_RGB, "float32"),
-                      np.asarray(IMAGENET_STDDEV_RGB, "float32"), count])
-    norm.finalize_state()  # the layer computes from tensors made from its variables
+    inputs = keras.Input(input_shape)
+    x = layers.ReLU(name="stem_relu")(bn(conv(inputs, 32, 2, "stem_conv"), "stem_bn"))
+    x = layers.MaxPooling2D(3, strides=2, padding="same", name="stem_pool")(x)
+    for i, (width, stride) in enumerate(((64, 1), (128, 2), (256, 2))):
+        name = f"stage{i}"
+        y = layers.ReLU(name=f"{name}_relu1")(bn(conv(x, width, stride, f"{name}_conv1"),
+                                                 f"{name}_bn1"))
+        y = bn(conv(y, width, 1, f"{name}_conv2"), f"{name}_bn2", zero=True)
+        if stride != 1 or x.shape[-1] != width:
+            x = bn(conv(x, width, stride, f"{name}_shortcut", kernel=1), f"{name}_shortcut_bn")
+        x = layers.ReLU(name=f"{name}_out")(layers.Add(name=f"{name}_add")([x, y]))
+    backbone = keras.Model(inputs, x, name="small_resnet_backbone")
+    if weights:
+        backbone.load_weights(weights)
     return backbone
 
 
-def _nothing():
-    return []  # EfficientNet rescales and normalises [0, 255] inputs itself
-
-
-register(ModelSpec("small_cnn", _small_cnn, _rescale, image_size=64, learning_rate=3e-3,
-                   imagenet=False, description="4-block CNN from scratch; fast on CPUs"))
-register(ModelSpec("vgg16", _vgg16, _caffe, image_size=224, learning_rate=1e-4, imagenet=True,
-                   description="keras.applications VGG16, the tutorial's backbone"))
-register(ModelSpec("efficientnet_b0", _efficientnet("EfficientNetB0"), _nothing, image_size=224,
-                   learning_rate=1e-3, imagenet=True,
-                   description="keras.applications EfficientNetB0"))
+register(ModelSpec("small_cnn", _small_cnn, preprocessing.unit, image_size=64, imagenet=False,
+                   params=389_856,
+                   description="4-block CNN from scratch; fast on CPUs"))
+register(ModelSpec("small_resnet", _small_resnet, preprocessing.unit, image_size=160,
+                   imagenet=False, params=1_210_592,
+                   description="3-stage ResNet from scratch (BN, zero-init residuals) sized for "
+                               "a 2-core CPU; trains at 128-192 px"))

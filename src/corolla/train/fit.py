@@ -245,7 +245,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     current = next(p for p in plan_phases if p.end > max(state.epochs_done - 1, 0))
     configure(current)
     if plan.is_chief and not resume:
-        run_dir = rundir.create(config.output.runs_dir, config.output.name, config.model.name)
+        run_dir = rundir.create(config.output.runs_dir, config.output.name,
+                                 models.registry.short_name(config.model.name))
         rundir.claim(run_dir, log)
         backup_dir = run_dir / rundir.BACKUP
         rundir.record(run_dir, config, plan, layout.class_names)
