@@ -29,7 +29,7 @@ def measure(model_name: str, size: int, batch: int, steps: int, jit: bool) -> di
     import numpy as np
 
     from corolla import models, runtime
-    from corolla.train import compile_model
+    from corolla.training import compile_model
 
     plan = runtime.detect(batch_size=batch)
     import keras

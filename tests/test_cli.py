@@ -149,7 +149,7 @@ def test_malformed_tf_config_is_one_line(capsys, monkeypatch):
 def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, tmp_path, capsys):
     import keras
 
-    from corolla import config, runtime, train
+    from corolla import config, runtime, training
 
     class Stop(Exception):
         pass
@@ -163,7 +163,7 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
                                  "train.batch_size": 8, "output.runs_dir": str(tmp_path),
                                  "output.name": "r"})
     with pytest.raises(Stop):
-        train.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
+        training.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
                   callbacks=[StopAfterFirstEpoch()])
     run = tmp_path / "r"
     assert (run / "backup").is_dir() and not (run / "model.keras").exists()
@@ -216,7 +216,7 @@ def test_a_file_whose_name_miscounts_its_records_is_named(tmp_path, tiny_petals,
 
 
 def test_ctrl_c_says_how_to_continue(tiny_petals, tmp_path, capsys, monkeypatch):
-    from corolla.train import checkpoint
+    from corolla.training import checkpoint
 
     saved = checkpoint.Checkpoint.on_epoch_end
 

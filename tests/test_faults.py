@@ -130,7 +130,7 @@ def test_one_writer_per_run(tiny_petals, tmp_path, capsys):
 def test_a_loss_that_becomes_nan_stops_the_run_keeping_its_backup(tiny_petals, tmp_path,
                                                                   capsys, monkeypatch):
     from corolla.cli import main
-    from corolla.train import checkpoint
+    from corolla.training import checkpoint
 
     saved = checkpoint.Checkpoint.on_epoch_end
 

@@ -107,7 +107,7 @@ def _fake_plan(replicas):
 
 def test_the_peak_scales_with_replicas_once_and_the_saved_config_says_what_ran(tiny_petals,
                                                                               tmp_path):
-    from corolla.train import resolve
+    from corolla.training import resolve
 
     cfg, _ = recipes.compose(None, {"data.path": str(tiny_petals), "train.recipe": "xception",
                                     "model.name": "small_cnn", "model.weights": "none",
@@ -122,7 +122,7 @@ def test_the_peak_scales_with_replicas_once_and_the_saved_config_says_what_ran(t
 
 def test_the_saved_config_reproduces_the_run_without_its_recipe_file(tiny_petals, tmp_path):
     """A recipe file, used, then gone: runs/X/config.toml still gives the same config."""
-    from corolla.train import resolve
+    from corolla.training import resolve
 
     mine = tmp_path / "mine.toml"
     mine.write_text('description = "mine"\n[train]\nepochs = 2\nschedule = "ramp"\n'
@@ -151,7 +151,7 @@ def _at_epochs(schedule, epochs):
 
 
 def test_ramp_schedule_matches_the_tutorial_formula_with_the_notebook_constants():
-    from corolla.train import ramp_schedule, ramp_value
+    from corolla.training import ramp_schedule, ramp_value
 
     start, peak, low = 1e-5, 5e-5 * 8, 1e-5  # peak x 8 replicas
     schedule = ramp_schedule(start, peak, low, 5, 0, 0.8, STEPS)
@@ -163,7 +163,7 @@ def test_ramp_schedule_matches_the_tutorial_formula_with_the_notebook_constants(
 
 
 def test_xception_ramp_sustains_then_decays():
-    from corolla.train import ramp_schedule
+    from corolla.training import ramp_schedule
 
     start, peak, low = 1e-5, 1e-4 * 8, 1e-5
     schedule = ramp_schedule(start, peak, low, 3, 3, 0.5, STEPS)
@@ -176,7 +176,7 @@ def test_xception_ramp_sustains_then_decays():
 def test_schedules_count_optimizer_updates_and_continue_into_a_second_phase():
     import keras
 
-    from corolla.train.schedule import for_training
+    from corolla.training.schedule import for_training
 
     t = config.apply(config.RunConfig(), {
         "train.schedule": "ramp", "train.start_learning_rate": 1e-5,

@@ -18,7 +18,7 @@ CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
 
 
 def test_schedule_matches_its_formula_at_chosen_steps():
-    from corolla.train import learning_rate_schedule
+    from corolla.training import learning_rate_schedule
 
     peak, total, warmup = 1e-3, 100, 10
     schedule = learning_rate_schedule(peak, total, warmup)

@@ -39,7 +39,7 @@ def _backbone(model):
 
 
 def _train(tmp_path, name, overrides, crash_after=None, resume=False):
-    from corolla import runtime, train
+    from corolla import runtime, training
 
     if resume:
         _, cfg = rundir.load_unfinished(tmp_path / name)
@@ -49,7 +49,7 @@ def _train(tmp_path, name, overrides, crash_after=None, resume=False):
                                      "train.learning_rate": 3e-3, **overrides})
     weights = {}
     try:
-        result = train.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
+        result = training.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
                            resume=tmp_path / name if resume else None,
                            callbacks=_callbacks(weights, crash_after))
     except Stop:
@@ -78,7 +78,7 @@ def _same(a, b):
 def f1_run(tiny_petals, tmp_path_factory):
     """4 epochs asked, val macro F1 forced to 0.5, 0.9, 0.3, 0.95 (the patched metric), early
     stopping patience 1; killed after epoch 1 (the best), then resumed."""
-    import corolla.train.callbacks as callbacks
+    import corolla.training.callbacks as callbacks
 
     tmp = tmp_path_factory.mktemp("f1")
     figures = iter([0.5, 0.9, 0.3, 0.95])
@@ -136,7 +136,7 @@ def option_runs(tiny_petals, tmp_path_factory):
 
 
 def test_two_phase_freezes_the_backbone_then_trains_it_at_the_scaled_rate(option_runs):
-    from corolla.train.schedule import learning_rate_schedule
+    from corolla.training.schedule import learning_rate_schedule
 
     tmp, _, weights, _ = option_runs
     assert _same(weights["start"], weights["backbone0"])  # frozen (BatchNorm statistics too)

@@ -16,36 +16,18 @@ The workflow in a few lines (`corolla.api`; pictures show inline in Jupyter):
 """
 
 import importlib
-import types
 
 __version__ = "0.1.0"
 
 # Submodules load on first attribute access so that `import corolla` stays light.
-_SUBMODULES = {"config", "runtime", "data", "models", "train", "evaluate", "predict", "flow",
+_SUBMODULES = {"config", "runtime", "data", "models", "training", "evaluate", "predict", "flow",
                "metrics", "report", "submission", "rundir", "demo", "errors", "predictions",
                "ensemble", "files", "api", "workflow", "html_report", "kaggle_submit"}
 # The notebook API, loaded on first use too.
-_API = {"open_run", "Run"}
-
-
-class _LazyTrain(types.ModuleType):
-    """`corolla.train` until the training package is imported (it imports Keras, which must wait
-    for the backend to be chosen): calling it is `corolla.api.train`, and any attribute loads
-    the package. Once imported, the package itself is callable the same way (see
-    corolla/train/__init__.py)."""
-
-    def __call__(self, *args, **kwargs):
-        from corolla.api import train
-
-        return train(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(importlib.import_module("corolla.train"), name)
+_API = {"train", "open_run", "Run"}  # corolla.train() is the workflow; corolla.training fits
 
 
 def __getattr__(name):
-    if name == "train":
-        return _LazyTrain("corolla.train", "Train a run: corolla.api.train (see corolla.api).")
     if name in _SUBMODULES:
         return importlib.import_module(f"corolla.{name}")
     if name in _API:

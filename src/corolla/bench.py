@@ -77,7 +77,7 @@ def train(config, plan, steps: int = 20, warmup: int = 3, rounds: int = 3, log=p
     import tensorflow as tf
 
     from corolla import models
-    from corolla.train import fit
+    from corolla.training import fit
 
     config, layout = fit.resolve(config, plan)
     size, t = layout.image_size, config.train

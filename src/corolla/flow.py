@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla import evaluate, predict, rundir, train
+from corolla import evaluate, predict, rundir, training
 from corolla.data import check
 from corolla.runtime import Plan
 
@@ -14,7 +14,7 @@ from corolla.runtime import Plan
 def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
                            resume: Path | None = None) -> tuple[Path | None, dict | None]:
     """Returns (run directory, val metrics); (None, None) on a worker that is not the chief.
-    `resume`: an unfinished run directory to continue (see `train.run`): from its last
+    `resume`: an unfinished run directory to continue (see `training.run`): from its last
     completed epoch, or, if it was killed after its training, from its evaluation.
     With `train.folds` set: a k-fold run (see `corolla.kfold`), whose metrics are its
     out-of-fold scores."""
@@ -29,7 +29,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         rundir.claim(run_dir, log)
         log(f"{run_dir} finished training before it stopped: evaluating and predicting")
     else:
-        result = train.run(config, plan, log=log, resume=resume)
+        result = training.run(config, plan, log=log, resume=resume)
         if not plan.is_chief:
             return None, None
         # Single process: the trained model is used as it is. Several processes: the chief

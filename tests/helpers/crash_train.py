@@ -26,11 +26,10 @@ def die(where):
 import corolla.evaluate  # noqa: E402
 import corolla.files  # noqa: E402
 import corolla.predict  # noqa: E402
-import corolla.train  # noqa: E402
-import corolla.train.checkpoint  # noqa: E402
-import corolla.train.fit  # noqa: E402
+import corolla.training.checkpoint  # noqa: E402
+import corolla.training.fit  # noqa: E402
 
-_run = corolla.train.fit.run
+_run = corolla.training.fit.run
 
 
 def run(*args, callbacks=(), **kwargs):
@@ -73,22 +72,22 @@ def dying_writer(original, name, where):
     return atomic_path
 
 
-corolla.train.run = corolla.train.fit.run = run
+corolla.training.run = corolla.training.fit.run = run
 if point == "backup":
-    corolla.train.checkpoint.atomic_path = dying_writer(
-        corolla.train.checkpoint.atomic_path, f"epoch-{arg:04d}.weights.h5", "in the backup")
+    corolla.training.checkpoint.atomic_path = dying_writer(
+        corolla.training.checkpoint.atomic_path, f"epoch-{arg:04d}.weights.h5", "in the backup")
 elif point == "save":
     corolla.files.atomic_path = dying_writer(corolla.files.atomic_path, "model.keras",
                                              "in the model save")
 elif point == "history":
-    _write_history = corolla.train.checkpoint.write_history
+    _write_history = corolla.training.checkpoint.write_history
 
     def write_history(rows, path):
         if len(rows) == arg + 1:
             die("between the backup and the history")
         _write_history(rows, path)
 
-    corolla.train.checkpoint.write_history = write_history
+    corolla.training.checkpoint.write_history = write_history
 elif point in ("evaluate", "predict"):
     module = getattr(corolla, point)
     _inner = getattr(module, point)

@@ -35,7 +35,7 @@ if mode == "equivalence":
     import keras
     import tensorflow as tf
 
-    from corolla.train import compile_model
+    from corolla.training import compile_model
 
     # No BatchNormalization: its statistics are per replica by design, which is not what this
     # checks (that the strategy splits the batch and sums the gradients exactly).

@@ -21,7 +21,7 @@ from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import Interrupted, UserError
 from corolla.runtime import Plan, collective
-from corolla.train import schedule as schedule_lib
+from corolla.training import schedule as schedule_lib
 
 
 @dataclass
@@ -85,7 +85,7 @@ def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None =
     asks for (Adam without it)."""
     import keras
 
-    from corolla.train.optimizer import make_optimizer
+    from corolla.training.optimizer import make_optimizer
 
     train = train or config_lib.TrainConfig()
     model.compile(optimizer=make_optimizer(train, schedule),
@@ -156,10 +156,10 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
 
     from corolla import models
     from corolla.runtime.hardware import worker_scratch
-    from corolla.train.callbacks import ValMacroF1
-    from corolla.train.checkpoint import (BackupState, Checkpoint, read_state, stops_early,
+    from corolla.training.callbacks import ValMacroF1
+    from corolla.training.checkpoint import (BackupState, Checkpoint, read_state, stops_early,
                                           write_history)
-    from corolla.train.optimizer import finalize_ema
+    from corolla.training.optimizer import finalize_ema
 
     asked = config.train
     config, layout = resolve(config, plan, resume=resume is not None,

@@ -31,7 +31,7 @@ def ramp_value(epoch: float, start: float, peak: float, minimum: float, rampup: 
 
 @functools.cache
 def _classes():
-    # Defined on first use: importing corolla.train must not import Keras (the backend is
+    # Defined on first use: importing corolla.training must not import Keras (the backend is
     # chosen later).
     import keras
     from keras import ops

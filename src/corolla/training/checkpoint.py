@@ -104,8 +104,8 @@ class Checkpoint(keras.callbacks.Callback):
             model.load_weights(self.backup_dir / self.state.weights)
 
     def on_epoch_end(self, epoch, logs=None):
-        from corolla.train.callbacks import VAL_F1, ema_weights
-        from corolla.train.optimizer import epoch_learning_rate
+        from corolla.training.callbacks import VAL_F1, ema_weights
+        from corolla.training.optimizer import epoch_learning_rate
 
         row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()},
                "learning_rate": epoch_learning_rate(self.model.optimizer)}
