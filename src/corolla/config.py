@@ -264,15 +264,19 @@ def load(path: str | Path | None = None, overrides: dict[str, Any] | None = None
     """Defaults <- TOML file (if given) <- overrides (dotted keys; `labels` as in `apply`)."""
     config = RunConfig()
     if path is not None:
-        path = Path(path)
-        try:
-            tree = tomllib.loads(path.read_text())
-        except FileNotFoundError:
-            raise UserError(f"config file {str(path)!r} does not exist") from None
-        except tomllib.TOMLDecodeError as e:
-            raise UserError(f"config file {str(path)!r} is not valid TOML: {e}") from None
-        config = apply(config, flatten(tree))
+        config = apply(config, flatten(read_toml(path, "config file")))
     return apply(config, overrides or {}, labels)
+
+
+def read_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """A TOML file's tree; a missing or malformed file is a one-line error naming `what`."""
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{what} {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{what} {str(path)!r} is not valid TOML: {e}") from None
 
 
 def save(config: RunConfig, path: str | Path) -> None:

@@ -8,7 +8,6 @@ accelerator: a from-scratch recipe on CPUs, a pretrained fine-tuning one on GPUs
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -53,12 +52,7 @@ def load(name_or_path: str) -> Recipe:
     else:
         path = Path(name_or_path)
         name = str(path.resolve())
-    try:
-        tree = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"recipe file {str(path)!r} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"recipe file {str(path)!r} is not valid TOML: {e}") from None
+    tree = config_lib.read_toml(path, "recipe file")
     description = tree.pop("description", "")
     if not isinstance(description, str):
         raise UserError(f"recipe {str(path)!r}: description must be a string, got "
@@ -93,7 +87,7 @@ def compose(config_path: str | Path | None, overrides: dict[str, Any],
     name = choose(asked.train.recipe, accelerator)
     tree = {}
     if config_path is not None:
-        tree = config_lib.flatten(tomllib.loads(Path(config_path).read_text()))
+        tree = config_lib.flatten(config_lib.read_toml(config_path, "config file"))
     if _recipe_keys() <= set(tree):
         recipe = Recipe(name, "(every value given by the config file)", {})
     else:
