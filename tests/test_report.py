@@ -39,6 +39,19 @@ def test_training_curves_show_loss_accuracy_and_learning_rate(tmp_path):
     _check_png(path)
 
 
+@pytest.mark.parametrize("epochs", [[0], [0, 1], [3, 4, 5], list(range(40))])
+def test_epoch_ticks_are_whole_epochs_even_for_one_epoch(epochs):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot(epochs, [1.0] * len(epochs))
+    report.epoch_axis(ax, epochs)
+    ticks = [t for t in ax.get_xticks() if epochs[0] - 0.5 <= t <= epochs[-1] + 0.5]
+    plt.close(fig)
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    assert set(ticks) <= set(epochs) and (len(epochs) > 20 or ticks == epochs)
+
+
 def test_sample_and_mistake_grids_are_pictures(tmp_path):
     rng = np.random.default_rng(1)
     images = rng.uniform(0, 255, (7, 32, 32, 3)).astype(np.float32)

@@ -98,11 +98,23 @@ def plot_confusion_matrix(matrix: np.ndarray, names: list[str], path: str | Path
     return _save(fig, path)
 
 
-def plot_history(history_csv: str | Path, path: str | Path) -> Path | None:
-    """Loss, accuracy (train against validation) and the learning rate per epoch, from the
-    run's history.csv; the epochs are numbered as in that file, on whole-number ticks."""
+def epoch_axis(ax, epochs: list[int]) -> None:
+    """Whole-epoch ticks numbered as in history.csv: every epoch's own on short runs (a single
+    epoch too, where matplotlib would put fractional ones around it)."""
     from matplotlib.ticker import MaxNLocator
 
+    ax.set_xlabel("epoch (as in history.csv)")
+    if len(epochs) <= 20:
+        ax.set_xticks(epochs)
+        ax.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def plot_history(history_csv: str | Path, path: str | Path) -> Path | None:
+    """Loss, accuracy (train against validation, and val macro F1 where recorded) and the
+    learning rate per epoch, from the run's history.csv; the epochs are numbered as in that
+    file, on whole-number ticks."""
     with Path(history_csv).open(newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
@@ -116,8 +128,10 @@ def plot_history(history_csv: str | Path, path: str | Path) -> Path | None:
                 ax.plot(epochs, [float(r[prefix + key]) for r in rows], style,
                         label=(f"{'val' if prefix else 'train'} {key}"
                                if key != "learning_rate" else "at the end of the epoch"))
-        ax.set_xlabel("epoch (as in history.csv)")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if key == "accuracy" and "val_f1_macro" in rows[0]:  # the competition's metric
+            ax.plot(epochs, [float(r["val_f1_macro"]) for r in rows], "-^",
+                    label="val macro F1")
+        epoch_axis(ax, epochs)
         ax.set_title(key.replace("_", " "))
         ax.grid(alpha=0.3)
         ax.legend()
