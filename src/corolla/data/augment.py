@@ -129,9 +129,9 @@ def _colour(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _fused(images, seed, flip: bool, affine: bool, colour: bool):
-    """uint8 [B,S,S,3] -> float32, flipped / transformed / recoloured: one XLA kernel, so the
-    batch is read once and written once."""
+def _fused(images, seed, flip: bool, affine: bool, colour: bool, to_uint8: bool):
+    """uint8 [B,S,S,3] -> flipped / transformed / recoloured: one XLA kernel, so the batch is
+    read once and written once; uint8 out (rounded, saturated) with `to_uint8`, else float32."""
     n, size = tf.shape(images)[0], images.shape[1]
     s = tf.random.experimental.stateless_split(seed, 3)
     flips = tf.ones([n])
@@ -140,15 +140,21 @@ def _fused(images, seed, flip: bool, affine: bool, colour: bool):
     if affine:
         out = _resample(images, _affine_matrices(n, size, s[1], flips))
     else:
-        out = tf.cast(images, tf.float32)
+        out = images  # flipped as bytes: no arithmetic until colour needs it
         if flip:
             out = tf.where(flips[:, None, None, None] < 0, tf.reverse(out, [2]), out)
+        if colour or not to_uint8:
+            out = tf.cast(out, tf.float32)
     if colour:
         out = _colour(out, s[2])
+    if to_uint8 and out.dtype != tf.uint8:
+        out = tf.cast(tf.clip_by_value(tf.round(out), 0.0, 255.0), tf.uint8)
     return out
 
 
 # ------------------------------------------------------------------------- Keras' own layers
+
+BLENDING = ("randaugment", "mixup", "cutmix")  # in the order they are applied; float32 out
 
 class _Seeds:
     """A `keras.random.SeedGenerator` that draws nothing from a variable: each seed a layer asks
@@ -208,14 +214,29 @@ def _keras(name: str, images, labels, seed):
 
 # ------------------------------------------------------------------------------------ apply
 
+def blends(names) -> bool:
+    """Whether `names` blend pixels (randaugment, mixup, cutmix), so that the batch must leave
+    as float32; the others give uint8 (see `apply`)."""
+    return bool(set(names) & set(BLENDING))
+
+
 def apply(names, images: tf.Tensor, labels: tf.Tensor, seed: tf.Tensor):
-    """(uint8 [B,S,S,3], labels) -> (float32 [B,S,S,3] in [0, 255], labels) with the batch-level
-    augmentations of `names` (crop is done while decoding). Labels must be one-hot float32
-    [B, C] for mixup and cutmix, which mix them."""
+    """(uint8 [B,S,S,3], labels) -> (images, labels) with the batch-level augmentations of
+    `names` (crop is done while decoding). The images stay uint8 (flip, affine and colour are
+    rounded and saturated back to bytes in their one kernel) unless `names` blend pixels
+    (`blends`): then float32 in [0, 255]. Labels must be one-hot float32 [B, C] for mixup and
+    cutmix, which mix them."""
     names = set(names)
+    if not names - {"crop"}:
+        return images, labels
+    to_float = blends(names)
     s = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 4)
-    images = _fused(images, s[0], "flip" in names, "affine" in names, "color" in names)
-    for i, name in enumerate(("randaugment", "mixup", "cutmix")):
+    if names & {"flip", "affine", "color"} or to_float:
+        images = _fused(images, s[0], "flip" in names, "affine" in names, "color" in names,
+                        not to_float)
+    if not to_float:
+        return images, labels
+    for i, name in enumerate(BLENDING):
         if name in names:
             if name in NEED_ONE_HOT and labels.shape.rank != 2:
                 raise ValueError(f"{name} needs one-hot labels [batch, classes]")
