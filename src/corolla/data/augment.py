@@ -116,16 +116,24 @@ def _resample(images: tf.Tensor, m: tf.Tensor) -> tf.Tensor:
     return upper * (1 - ay) + lower * ay
 
 
-def _colour(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+def _colour(images: tf.Tensor, seed: tf.Tensor, to_uint8: bool = False) -> tf.Tensor:
     """Per image: contrast about mid-grey, a slight per-channel gain (white balance, which also
-    moves saturation) and brightness: one multiply-add per value, fused with the cast. (The
-    per-image mean and grey that a textbook contrast/saturation needs cost XLA 3x more.)"""
-    n = tf.shape(images)[0]
+    moves saturation) and brightness: one multiply-add per value, fused with the casts. (The
+    per-image mean and grey that a textbook contrast/saturation needs cost XLA 3x more.)
+    Computed on rows of S*3 values with the gains tiled along the row: XLA vectorises that
+    about twice as well as a [..., 3] broadcast. `to_uint8`: rounded and saturated to bytes."""
+    n, size = tf.shape(images)[0], images.shape[1]
     s = tf.random.experimental.stateless_split(seed, 3)
     contrast = _uniform([n, 1, 1, 1], s[0], *CONTRAST)
     gain = contrast * _uniform([n, 1, 1, 3], s[1], *CHANNEL_GAIN)
     brightness = _uniform([n, 1, 1, 1], s[2], -BRIGHTNESS * 255, BRIGHTNESS * 255)
-    return tf.clip_by_value(images * gain + (127.5 * (1 - gain) + brightness), 0.0, 255.0)
+    offset = 127.5 * (1 - gain) + brightness + (0.5 if to_uint8 else 0.0)  # +0.5: cast rounds
+    rows = tf.reshape(tf.cast(images, tf.float32), [n, size, size * 3])
+    out = tf.clip_by_value(rows * tf.tile(tf.reshape(gain, [n, 1, 3]), [1, 1, size])
+                           + tf.tile(tf.reshape(offset, [n, 1, 3]), [1, 1, size]), 0.0, 255.0)
+    if to_uint8:  # non-negative: truncation after +0.5 rounds half up
+        out = tf.cast(out, tf.uint8)
+    return tf.reshape(out, tf.shape(images))
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
@@ -143,10 +151,10 @@ def _fused(images, seed, flip: bool, affine: bool, colour: bool, to_uint8: bool)
         out = images  # flipped as bytes: no arithmetic until colour needs it
         if flip:
             out = tf.where(flips[:, None, None, None] < 0, tf.reverse(out, [2]), out)
-        if colour or not to_uint8:
+        if not (colour or to_uint8):
             out = tf.cast(out, tf.float32)
     if colour:
-        out = _colour(out, s[2])
+        out = _colour(out, s[2], to_uint8)
     if to_uint8 and out.dtype != tf.uint8:
         out = tf.cast(tf.clip_by_value(tf.round(out), 0.0, 255.0), tf.uint8)
     return out
