@@ -1,15 +1,19 @@
 """Training-time augmentation on whole batches, inside `tf.data`, by name (see `policies`).
 
 `apply(names, images, labels, seed)` takes a batch of decoded images (uint8 [B,S,S,3]) and gives
-float32 in [0, 255] (the models rescale themselves); `crop` happens earlier, while decoding
+uint8 (flip, affine, colour: rounded and saturated in their one kernel; the model's float32 Input
+casts on the accelerator), or float32 in [0, 255] when randaugment, mixup or cutmix blend pixels
+(`BLENDING`); `crop` happens earlier, while decoding
 (`decode_crop`: only the crop's window of the JPEG is decoded). Every draw derives from `seed`
 (int64 [2]): the same seed gives the same batch, which makes an epoch's augmentation a function
 of (seed, epoch) (see `pipeline.train_dataset`).
 
-Measured on this 2-core host (CPU ms per 192 px image, batch 64; JPEG decoding is ~0.45):
-the cast to float32 alone 0.26; flip + colour + that cast, hand-written and fused by XLA into
-one pass, 0.35 (one multiply-add per value: see `_colour`);
-Keras' RandomFlip 1.7 and RandomColorJitter 4.5 (several unfused passes over float32). The
+Measured on this 2-core host (CPU ms per 192 px image, batch 128, loaded; JPEG decoding ~0.5):
+a cast to float32 alone 0.43; flip + colour fused by XLA with float32 out 0.5-0.6, with uint8 out
+0.16-0.23 (colour alone 0.09-0.16 on rows of S*3 values, 0.17 on a [..., 3] broadcast; flip alone
+0.07-0.11; a plain uint8 copy 0.04). `corolla bench data`: the training pipeline at 0.79-0.81x
+parse+decode with uint8 batches, 0.43-0.47x with float32. Keras' RandomFlip 1.7 and
+RandomColorJitter 4.5 (several unfused passes over float32). The
 notebooks' rotation/shear/zoom/shift as one XLA bilinear resampling 0.8, against 2.8 for each
 of Keras' RandomRotation / RandomShear / RandomZoom / RandomTranslation (four passes). So flip,
 affine and colour are hand-written; mixup, cutmix and randaugment are Keras' own layers, driven
