@@ -91,7 +91,7 @@ def train(config, plan, steps: int = 20, warmup: int = 3, rounds: int = 3, log=p
     with plan.scope():
         model = models.create_model(config.model.name, classes, size, config.model.weights,
                                     config.model.train_backbone)
-        fit.compile_model(model, plan, t.learning_rate, 1, config)
+        fit.compile_model(model, plan, t.learning_rate, 1, train=t)
     log(f"{config.model.name} at {size}x{size}, global batch {plan.global_batch} on "
         f"{plan.strategy_name}; augmentation: {', '.join(config.data.augment) or 'none'}; "
         f"{rounds} rounds of {steps} steps after {warmup}, medians")

@@ -1,15 +1,19 @@
 """Training-time augmentation on whole batches, inside `tf.data`, by name (see `policies`).
 
 `apply(names, images, labels, seed)` takes a batch of decoded images (uint8 [B,S,S,3]) and gives
-float32 in [0, 255] (the models rescale themselves); `crop` happens earlier, while decoding
+uint8 (flip, affine, colour: rounded and saturated in their one kernel; the model's float32 Input
+casts on the accelerator), or float32 in [0, 255] when randaugment, mixup or cutmix blend pixels
+(`BLENDING`); `crop` happens earlier, while decoding
 (`decode_crop`: only the crop's window of the JPEG is decoded). Every draw derives from `seed`
 (int64 [2]): the same seed gives the same batch, which makes an epoch's augmentation a function
 of (seed, epoch) (see `pipeline.train_dataset`).
 
-Measured on this 2-core host (CPU ms per 192 px image, batch 64; JPEG decoding is ~0.45):
-the cast to float32 alone 0.26; flip + colour + that cast, hand-written and fused by XLA into
-one pass, 0.35 (one multiply-add per value: see `_colour`);
-Keras' RandomFlip 1.7 and RandomColorJitter 4.5 (several unfused passes over float32). The
+Measured on this 2-core host (CPU ms per 192 px image, batch 128, loaded; JPEG decoding ~0.5):
+a cast to float32 alone 0.43; flip + colour fused by XLA with float32 out 0.5-0.6, with uint8 out
+0.16-0.23 (colour alone 0.09-0.16 on rows of S*3 values, 0.17 on a [..., 3] broadcast; flip alone
+0.07-0.11; a plain uint8 copy 0.04). `corolla bench data`: the training pipeline at 0.79-0.81x
+parse+decode with uint8 batches, 0.43-0.47x with float32. Keras' RandomFlip 1.7 and
+RandomColorJitter 4.5 (several unfused passes over float32). The
 notebooks' rotation/shear/zoom/shift as one XLA bilinear resampling 0.8, against 2.8 for each
 of Keras' RandomRotation / RandomShear / RandomZoom / RandomTranslation (four passes). So flip,
 affine and colour are hand-written; mixup, cutmix and randaugment are Keras' own layers, driven
@@ -116,22 +120,30 @@ def _resample(images: tf.Tensor, m: tf.Tensor) -> tf.Tensor:
     return upper * (1 - ay) + lower * ay
 
 
-def _colour(images: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+def _colour(images: tf.Tensor, seed: tf.Tensor, to_uint8: bool = False) -> tf.Tensor:
     """Per image: contrast about mid-grey, a slight per-channel gain (white balance, which also
-    moves saturation) and brightness: one multiply-add per value, fused with the cast. (The
-    per-image mean and grey that a textbook contrast/saturation needs cost XLA 3x more.)"""
-    n = tf.shape(images)[0]
+    moves saturation) and brightness: one multiply-add per value, fused with the casts. (The
+    per-image mean and grey that a textbook contrast/saturation needs cost XLA 3x more.)
+    Computed on rows of S*3 values with the gains tiled along the row: XLA vectorises that
+    about twice as well as a [..., 3] broadcast. `to_uint8`: rounded and saturated to bytes."""
+    n, size = tf.shape(images)[0], images.shape[1]
     s = tf.random.experimental.stateless_split(seed, 3)
     contrast = _uniform([n, 1, 1, 1], s[0], *CONTRAST)
     gain = contrast * _uniform([n, 1, 1, 3], s[1], *CHANNEL_GAIN)
     brightness = _uniform([n, 1, 1, 1], s[2], -BRIGHTNESS * 255, BRIGHTNESS * 255)
-    return tf.clip_by_value(images * gain + (127.5 * (1 - gain) + brightness), 0.0, 255.0)
+    offset = 127.5 * (1 - gain) + brightness + (0.5 if to_uint8 else 0.0)  # +0.5: cast rounds
+    rows = tf.reshape(tf.cast(images, tf.float32), [n, size, size * 3])
+    out = tf.clip_by_value(rows * tf.tile(tf.reshape(gain, [n, 1, 3]), [1, 1, size])
+                           + tf.tile(tf.reshape(offset, [n, 1, 3]), [1, 1, size]), 0.0, 255.0)
+    if to_uint8:  # non-negative: truncation after +0.5 rounds half up
+        out = tf.cast(out, tf.uint8)
+    return tf.reshape(out, tf.shape(images))
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _fused(images, seed, flip: bool, affine: bool, colour: bool):
-    """uint8 [B,S,S,3] -> float32, flipped / transformed / recoloured: one XLA kernel, so the
-    batch is read once and written once."""
+def _fused(images, seed, flip: bool, affine: bool, colour: bool, to_uint8: bool):
+    """uint8 [B,S,S,3] -> flipped / transformed / recoloured: one XLA kernel, so the batch is
+    read once and written once; uint8 out (rounded, saturated) with `to_uint8`, else float32."""
     n, size = tf.shape(images)[0], images.shape[1]
     s = tf.random.experimental.stateless_split(seed, 3)
     flips = tf.ones([n])
@@ -140,15 +152,21 @@ def _fused(images, seed, flip: bool, affine: bool, colour: bool):
     if affine:
         out = _resample(images, _affine_matrices(n, size, s[1], flips))
     else:
-        out = tf.cast(images, tf.float32)
+        out = images  # flipped as bytes: no arithmetic until colour needs it
         if flip:
             out = tf.where(flips[:, None, None, None] < 0, tf.reverse(out, [2]), out)
+        if not (colour or to_uint8):
+            out = tf.cast(out, tf.float32)
     if colour:
-        out = _colour(out, s[2])
+        out = _colour(out, s[2], to_uint8)
+    if to_uint8 and out.dtype != tf.uint8:
+        out = tf.cast(tf.clip_by_value(tf.round(out), 0.0, 255.0), tf.uint8)
     return out
 
 
 # ------------------------------------------------------------------------- Keras' own layers
+
+BLENDING = ("randaugment", "mixup", "cutmix")  # in the order they are applied; float32 out
 
 class _Seeds:
     """A `keras.random.SeedGenerator` that draws nothing from a variable: each seed a layer asks
@@ -208,14 +226,29 @@ def _keras(name: str, images, labels, seed):
 
 # ------------------------------------------------------------------------------------ apply
 
+def blends(names) -> bool:
+    """Whether `names` blend pixels (randaugment, mixup, cutmix), so that the batch must leave
+    as float32; the others give uint8 (see `apply`)."""
+    return bool(set(names) & set(BLENDING))
+
+
 def apply(names, images: tf.Tensor, labels: tf.Tensor, seed: tf.Tensor):
-    """(uint8 [B,S,S,3], labels) -> (float32 [B,S,S,3] in [0, 255], labels) with the batch-level
-    augmentations of `names` (crop is done while decoding). Labels must be one-hot float32
-    [B, C] for mixup and cutmix, which mix them."""
+    """(uint8 [B,S,S,3], labels) -> (images, labels) with the batch-level augmentations of
+    `names` (crop is done while decoding). The images stay uint8 (flip, affine and colour are
+    rounded and saturated back to bytes in their one kernel) unless `names` blend pixels
+    (`blends`): then float32 in [0, 255]. Labels must be one-hot float32 [B, C] for mixup and
+    cutmix, which mix them."""
     names = set(names)
+    if not names - {"crop"}:
+        return images, labels
+    to_float = blends(names)
     s = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 4)
-    images = _fused(images, s[0], "flip" in names, "affine" in names, "color" in names)
-    for i, name in enumerate(("randaugment", "mixup", "cutmix")):
+    if names & {"flip", "affine", "color"} or to_float:
+        images = _fused(images, s[0], "flip" in names, "affine" in names, "color" in names,
+                        not to_float)
+    if not to_float:
+        return images, labels
+    for i, name in enumerate(BLENDING):
         if name in names:
             if name in NEED_ONE_HOT and labels.shape.rank != 2:
                 raise ValueError(f"{name} needs one-hot labels [batch, classes]")
