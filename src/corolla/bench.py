@@ -70,7 +70,7 @@ def data(path: str, image_size: int = 0, batch_size: int = 128, augment="default
     return {"decode": a, "train": b, "ratio": ratio}
 
 
-def train(config, plan, steps: int = 20, warmup: int = 3, rounds: int = 3, log=print) -> dict:
+def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
     """Steps/s of the model fed by the real training pipeline against the same model fed one
     cached batch over and over (what it could do if input were free), and the verdict."""
     import keras
@@ -94,25 +94,27 @@ def train(config, plan, steps: int = 20, warmup: int = 3, rounds: int = 3, log=p
         fit.compile_model(model, plan, t.learning_rate, 1, train=t)
     log(f"{config.model.name} at {size}x{size}, global batch {plan.global_batch} on "
         f"{plan.strategy_name}; augmentation: {', '.join(config.data.augment) or 'none'}; "
-        f"{rounds} rounds of {steps} steps after {warmup}, medians")
+        f"{rounds} epochs of {steps} steps after one to warm up, medians")
 
     class Clock(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seconds = []
+
         def on_epoch_begin(self, epoch, logs=None):
             self.start = time.perf_counter()
 
         def on_epoch_end(self, epoch, logs=None):
-            self.seconds = time.perf_counter() - self.start
+            self.seconds.append(time.perf_counter() - self.start)
 
-    def rate(ds):
+    def rates_of(ds):
+        # One fit, one iterator: a fit per round would start the pipeline again (its shuffle
+        # buffer refilled) and time that too. Epoch 0 warms up (tracing, buffers).
         clock = Clock()
-        model.fit(ds, epochs=1, steps_per_epoch=warmup, verbose=0)
-        model.fit(ds, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[clock])
-        return steps / clock.seconds
+        model.fit(ds, epochs=rounds + 1, steps_per_epoch=steps, verbose=0, callbacks=[clock])
+        return [steps / seconds for seconds in clock.seconds[1:]]
 
-    rates = {"real": [], "cached": []}
-    for _ in range(rounds):
-        rates["real"].append(rate(real))
-        rates["cached"].append(rate(cached))
+    rates = {"real": rates_of(real), "cached": rates_of(cached)}
     r, c = statistics.median(rates["real"]), statistics.median(rates["cached"])
     log(f"real pipeline      {r:8.2f} steps/s  ({r * plan.global_batch:.0f} images/s)")
     log(f"one cached batch   {c:8.2f} steps/s  ({c * plan.global_batch:.0f} images/s)")
