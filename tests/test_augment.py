@@ -150,3 +150,12 @@ def test_an_unknown_augment_flag_is_one_line(tiny_petals, capsys):
     err = capsys.readouterr().err
     assert err.startswith("corolla: error: --augment: unknown augmentation 'zoom'")
     assert err.count("\n") == 1
+
+
+def test_batches_of_several_image_sizes_in_one_process():
+    # A relaxed tf.function signature once lost the static size after a few sizes (None x None),
+    # and the colour step could not be built: every size must keep working.
+    for size in (16, 24, 32, 40):
+        images = tf.zeros([2, size, size, 3], tf.uint8)
+        out, _ = augment.apply(["flip", "color"], images, tf.zeros([2, C]), _seed(size))
+        assert out.shape == (2, size, size, 3) and out.dtype == tf.uint8

@@ -140,7 +140,9 @@ def _colour(images: tf.Tensor, seed: tf.Tensor, to_uint8: bool = False) -> tf.Te
     return tf.reshape(out, tf.shape(images))
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
+# No reduce_retracing: relaxed signatures lose the static image size (None x None after a
+# second size in one process) that the row layout and the resampling are built from.
+@tf.function(jit_compile=True)
 def _fused(images, seed, flip: bool, affine: bool, colour: bool, to_uint8: bool):
     """uint8 [B,S,S,3] -> flipped / transformed / recoloured: one XLA kernel, so the batch is
     read once and written once; uint8 out (rounded, saturated) with `to_uint8`, else float32."""
