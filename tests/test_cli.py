@@ -241,3 +241,26 @@ def test_evaluating_on_data_with_other_classes_is_refused(demo_run, tmp_path, ca
     (other / "classes.txt").write_text("a\nb\nc\nd\n")
     _one_line_error(capsys, ["evaluate", str(run), "--data", str(other)],
                     "names 4 classes, not the 4 this run was trained on")
+
+
+def test_a_model_trained_at_a_smaller_input_size_evaluates_at_it(tiny_petals, tmp_path):
+    """--input-size 16 on 32 px data: the model is built at 16, the saved config says so, and
+    evaluate and predict scale the data to it; a larger --input-size keeps the data's size."""
+    import keras
+
+    runs = tmp_path / "runs"
+    base = ["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "2",
+            "--batch-size", "8", "--runs-dir", str(runs)]
+    assert main([*base, "--input-size", "16", "--name", "small"]) == 0
+    run = runs / "small"
+    config = tomllib.loads((run / "config.toml").read_text())
+    assert config["model"]["input_size"] == 16 and config["data"]["image_size"] == 32
+    model = keras.saving.load_model(run / "model.keras", compile=False)
+    assert model.input_shape == (None, 16, 16, 3)
+    assert main(["evaluate", str(run)]) == 0
+    assert json.loads((run / "metrics.json").read_text())["split"] == "val"
+    assert main(["predict", str(run), "--out", str(tmp_path / "sub.csv")]) == 0
+    assert len((tmp_path / "sub.csv").read_text().splitlines()) == 1 + 20
+    assert main([*base, "--input-size", "64", "--name", "large"]) == 0
+    config = tomllib.loads((runs / "large" / "config.toml").read_text())
+    assert config["model"]["input_size"] == 32  # at most the data's size

@@ -171,3 +171,33 @@ def test_a_cached_stream_is_decoded_once_and_shuffled_per_epoch(tiny_petals):
                                 augment=False, ordered=True)
     epochs = [_image_keys(ds.skip(8 * e).take(8)) for e in range(2)]
     assert sorted(epochs[0]) == sorted(epochs[1]) and epochs[0] != epochs[1]
+
+
+@pytest.mark.parametrize("size", [16, 24])  # 32 / 2: the decoder scales; 24: decode, resize
+def test_images_are_scaled_to_the_input_size_as_they_are_decoded(tiny_petals, size):
+    split = layout.open_layout(str(tiny_petals)).split("val")
+    full = [e["image"].numpy() for e in pipeline.read(split, 32, ordered=True)]
+    scaled = [e["image"].numpy() for e in pipeline.read(split, size, ordered=True)]
+    assert len(scaled) == len(full) and scaled[0].shape == (size, size, 3)
+    assert scaled[0].dtype == np.uint8
+    # The same pictures, smaller: each nearest to its own area resize, and close to it (a
+    # 32 px JPEG scaled in the DCT is not exactly an area resize).
+    references = tf.image.resize(np.stack(full), [size, size], antialias=True).numpy()
+    distance = np.abs(references[None] - np.stack(scaled)[:, None].astype(np.float32)).mean(
+        axis=(2, 3, 4))
+    np.testing.assert_array_equal(distance.argmin(axis=1), np.arange(len(full)))
+    assert distance.diagonal().mean() < 10
+    train = pipeline.train_dataset(split, size, 8, epoch_examples=16, ordered=True)
+    eval_ = pipeline.eval_dataset(split, size, 8)
+    for ds in (train, eval_):
+        images = next(iter(ds))
+        images = images[0] if isinstance(images, tuple) else images
+        assert images.shape == (8, size, size, 3)
+    crop = pipeline.train_dataset(split, size, 8, epoch_examples=16, augment=["crop"])
+    assert next(iter(crop))[0].shape == (8, size, size, 3)
+
+
+def test_a_wrong_stored_size_is_still_found_when_scaling(tmp_path):
+    jpeg = tf.io.encode_jpeg(tf.zeros([16, 16, 3], tf.uint8))  # in a 32x32 folder
+    with pytest.raises(tf.errors.InvalidArgumentError, match="is not 32x32"):
+        records.decode_image(jpeg, 16, stored_size=32)

@@ -35,7 +35,8 @@ def decode_only(split, image_size: int, batch: int):
     import tensorflow as tf
 
     return pipeline._records(split, ordered=False).repeat().batch(batch).map(
-        lambda r, p, i: pipeline.decode_batch(r, p, i, image_size, features=split.features),
+        lambda r, p, i: pipeline.decode_batch(r, p, i, image_size, features=split.features,
+                                              stored_size=split.stored_size),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=False).prefetch(tf.data.AUTOTUNE)
 
 
@@ -80,7 +81,7 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
     from corolla.training import fit
 
     config, layout = fit.resolve(config, plan)
-    size, t = layout.image_size, config.train
+    size, t = config.model.input_size, config.train
     classes = len(layout.class_names)
     real = pipeline.train_dataset(
         layout.split("train"), size, plan.global_batch, epoch_examples=plan.global_batch * 1000,

@@ -18,7 +18,8 @@ from corolla.errors import DATA_ERROR, UserError
 FLAG_KEYS = {
     "data": "data.path", "image_size": "data.image_size", "augment": "data.augment",
     "cache": "data.cache", "model": "model.name", "weights": "model.weights",
-    "train_backbone": "model.train_backbone", "epochs": "train.epochs",
+    "train_backbone": "model.train_backbone", "input_size": "model.input_size",
+    "epochs": "train.epochs",
     "batch_size": "train.batch_size", "global_batch_size": "train.global_batch_size",
     "learning_rate": "train.learning_rate", "steps_per_epoch": "train.steps_per_epoch",
     "seed": "train.seed", "deterministic": "train.deterministic",
@@ -82,6 +83,9 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
                    "hub:PRESET: a keras-hub preset name or local preset folder")
     p.add_argument("--weights", help="none, imagenet (Keras downloads it; a hub preset's own "
                    "weights), or a local backbone weights file")
+    p.add_argument("--input-size", type=int, metavar="S", help="the size the model sees, at "
+                   "most: larger images are scaled down to S as they are decoded (default: "
+                   "the data's size)")
     p.add_argument("--freeze-backbone", dest="train_backbone", action="store_false",
                    default=None, help="train only the classifier head")
     defaults = config_lib.RunConfig()

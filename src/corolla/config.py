@@ -59,6 +59,10 @@ class ModelConfig:
     weights: str = "none"  # "none", "imagenet" (downloads) or a local backbone weights file
     train_backbone: bool = True  # False freezes the backbone, as the tutorial does with VGG16
     dropout: float = 0.0  # dropout rate before the classifier head; 0 = none
+    # The size the model sees, at most: larger images are scaled down to it as they are decoded
+    # (JPEG DCT scaling when it divides the data's size), for training and prediction alike;
+    # 0 = the data's size. A run's config records the size it resolved to.
+    input_size: int = 0
 
 
 @dataclass
@@ -207,6 +211,7 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "train.learning_rate": (t.learning_rate, 0, None),
               "train.warmup_epochs": (t.warmup_epochs, 0, None), "train.seed": (t.seed, 0, None),
               "data.image_size": (config.data.image_size, 0, None),
+              "model.input_size": (config.model.input_size, 0, None),
               "train.start_learning_rate": (t.start_learning_rate, 0, None),
               "train.min_learning_rate": (t.min_learning_rate, 0, None),
               "train.sustain_epochs": (t.sustain_epochs, 0, None),

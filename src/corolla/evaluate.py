@@ -145,12 +145,19 @@ def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan:
         return (total / tta).astype(np.float32)
 
 
+def input_size(model, layout: layout_lib.Layout) -> int:
+    """The size `model` takes (its run's model.input_size): the data's images are scaled to it
+    as they are decoded, whatever size the data holds."""
+    shape = model.input_shape
+    return (shape[1] if isinstance(shape, tuple) else None) or layout.image_size
+
+
 def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val",
              skip_bad_records: bool = False, tta: int = 1, log=None) -> Evaluation:
     # The checked split counts the records the pipelines yield (less any skipped ones).
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     meta = pipeline.metadata(data, skip_bad_records)
-    probabilities = predict_probabilities(model, data, layout.image_size, plan,
+    probabilities = predict_probabilities(model, data, input_size(model, layout), plan,
                                           skip_bad_records, tta=tta, log=log)
     y_true, y_pred = np.asarray(meta["labels"]), probabilities.argmax(axis=1)
     metrics = metrics_lib.classification_metrics(y_true, y_pred, layout.class_names)

@@ -13,7 +13,7 @@ from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
-from corolla.evaluate import load_model, open_run, output_dir, predict_probabilities
+from corolla.evaluate import input_size, load_model, open_run, output_dir, predict_probabilities
 from corolla.runtime import Plan
 
 
@@ -32,7 +32,7 @@ def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test",
     mean of that many views of each image, see `corolla.tta`)."""
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     ids = pipeline.metadata(data, skip_bad_records)["ids"]
-    probabilities = predict_probabilities(model, data, layout.image_size, plan,
+    probabilities = predict_probabilities(model, data, input_size(model, layout), plan,
                                           skip_bad_records, tta=tta, log=log)
     return Prediction(split, ids, probabilities.argmax(axis=1), probabilities, tta)
 

@@ -120,24 +120,34 @@ def _resample(images: tf.Tensor, m: tf.Tensor) -> tf.Tensor:
     return upper * (1 - ay) + lower * ay
 
 
-def _colour(images: tf.Tensor, seed: tf.Tensor, to_uint8: bool = False) -> tf.Tensor:
-    """Per image: contrast about mid-grey, a slight per-channel gain (white balance, which also
-    moves saturation) and brightness: one multiply-add per value, fused with the casts. (The
-    per-image mean and grey that a textbook contrast/saturation needs cost XLA 3x more.)
-    Computed on rows of S*3 values with the gains tiled along the row: XLA vectorises that
-    about twice as well as a [..., 3] broadcast. `to_uint8`: rounded and saturated to bytes."""
-    n, size = tf.shape(images)[0], images.shape[1]
+def _colour_params(n: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Per image and channel, int16 [n,1,1,3] gain and offset in 1/64ths: out = (x * gain +
+    offset) / 64. Contrast about mid-grey, a slight per-channel gain (white balance, which also
+    moves saturation) and brightness, folded into one multiply-add per value. (The per-image
+    mean and grey that a textbook contrast/saturation needs cost XLA 3x more.) Sixty-fourths:
+    fine enough for a random jitter, and 255 * gain + offset stays inside int16."""
     s = tf.random.experimental.stateless_split(seed, 3)
     contrast = _uniform([n, 1, 1, 1], s[0], *CONTRAST)
     gain = contrast * _uniform([n, 1, 1, 3], s[1], *CHANNEL_GAIN)
     brightness = _uniform([n, 1, 1, 1], s[2], -BRIGHTNESS * 255, BRIGHTNESS * 255)
-    offset = 127.5 * (1 - gain) + brightness + (0.5 if to_uint8 else 0.0)  # +0.5: cast rounds
-    rows = tf.reshape(tf.cast(images, tf.float32), [n, size, size * 3])
-    out = tf.clip_by_value(rows * tf.tile(tf.reshape(gain, [n, 1, 3]), [1, 1, size])
-                           + tf.tile(tf.reshape(offset, [n, 1, 3]), [1, 1, size]), 0.0, 255.0)
-    if to_uint8:  # non-negative: truncation after +0.5 rounds half up
-        out = tf.cast(out, tf.uint8)
-    return tf.reshape(out, tf.shape(images))
+    offset = 127.5 * (1 - gain) + brightness
+    return (tf.cast(tf.round(gain * 64), tf.int16), tf.cast(tf.round(offset * 64), tf.int16))
+
+
+def _colour(images: tf.Tensor, seed: tf.Tensor, to_uint8: bool = False) -> tf.Tensor:
+    """The colour jitter of `_colour_params`. Bytes in and out (`to_uint8`) stay in integers:
+    (x * gain + offset + 32) >> 6 is x * gain + offset rounded half up, saturated to bytes.
+    That is the float version rounded exactly, at half its cost (XLA's float conversions of
+    bytes are what cost: 0.06 against 0.11 ms per 192 px image with the flip, one core)."""
+    gain, offset = _colour_params(tf.shape(images)[0], seed)
+    if to_uint8 and images.dtype == tf.uint8:
+        out = tf.bitwise.right_shift(tf.cast(images, tf.int16) * gain + (offset + 32), 6)
+        return tf.cast(tf.clip_by_value(out, 0, 255), tf.uint8)
+    out = tf.clip_by_value(tf.cast(images, tf.float32) * (tf.cast(gain, tf.float32) / 64)
+                           + tf.cast(offset, tf.float32) / 64, 0.0, 255.0)
+    if to_uint8:
+        out = tf.cast(tf.round(out), tf.uint8)
+    return out
 
 
 # No reduce_retracing: relaxed signatures lose the static image size (None x None after a

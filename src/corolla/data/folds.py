@@ -99,7 +99,8 @@ class FoldSplit(Split):
 def pooled(layout: Layout) -> Split:
     """Train and val as one split (train's files, then val's), as k-fold reads them."""
     train, val = Layout.split(layout, "train"), Layout.split(layout, "val")
-    return Split("train+val", train.files + val.files, labelled=True, features=layout.features)
+    return Split("train+val", train.files + val.files, labelled=True, features=layout.features,
+                 stored_size=layout.image_size)
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ class FoldLayout(Layout):
         if name not in ("train", "val"):
             return super().split(name)
         others = tuple(k for k in range(1, self.assignment.k + 1) if k != self.fold)
-        return FoldSplit(name, pooled(self).files, True, self.features,
+        return FoldSplit(name, pooled(self).files, True, self.features, self.image_size,
                          assignment=self.assignment,
                          keep=(self.fold,) if name == "val" else others)
 

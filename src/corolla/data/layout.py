@@ -35,6 +35,7 @@ class Split:
     files: tuple[RecordFile, ...]
     labelled: bool
     features: Features = COMPETITION  # the feature names in the files (see records.Features)
+    stored_size: int = 0  # the images' size in the files (SxS); 0 = unknown (as asked)
 
     @property
     def count(self) -> int:
@@ -67,7 +68,8 @@ class Layout:
             raise UserError(f"no .tfrec files in {folder}; the {name} split is needed here "
                             f"(layout: tfrecords-jpeg-SxS/{{train,val,test}}/NN-SxS-COUNT.tfrec)")
         return Split(name, tuple(RecordFile(p, _count(p)) for p in paths),
-                     labelled=name != "test", features=self.features)
+                     labelled=name != "test", features=self.features,
+                     stored_size=self.image_size)
 
     def has_split(self, name: str) -> bool:
         return bool(tf.io.gfile.glob(f"{self.size_dir}/{name}/*.tfrec"))

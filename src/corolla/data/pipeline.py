@@ -113,7 +113,8 @@ def _with_options(ds: tf.data.Dataset, ordered: bool, auto_shard: bool = False):
 
 def _parser(split: Split, image_size: int):
     return lambda record, path, index: records.parse(record, image_size, split.labelled,
-                                                     (path, index), split.features)
+                                                     (path, index), split.features,
+                                                     split.stored_size)
 
 
 def read(split: Split, image_size: int, *, ordered: bool, shard: tuple[int, int] = (1, 0),
@@ -204,7 +205,8 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
                                     (images, _seeds(crop_seeds, tf.shape(images)[0])))
         else:
             images, labels = decode_batch(*batch_, image_size, crop="crop" in names,
-                                          seed=crop_seeds, features=split.features)
+                                          seed=crop_seeds, features=split.features,
+                                          stored_size=split.stored_size)
         if num_classes:
             labels = tf.one_hot(labels, num_classes, dtype=tf.float32)
         return augment_lib.apply(names, images, labels, aug_seed)
@@ -226,9 +228,10 @@ def _per_image(fn, elems) -> tf.Tensor:
 
 def decode_batch(serialized: tf.Tensor, paths: tf.Tensor, indices: tf.Tensor, image_size: int,
                  crop: bool = False, seed: tf.Tensor | None = None,
-                 features: records.Features = records.COMPETITION):
+                 features: records.Features = records.COMPETITION, stored_size: int = 0):
     """A batch of labelled records (with their files and indices, for the errors) -> (uint8
-    [B,S,S,3], int32 [B]); with `crop`, each image a random crop of its JPEG (`seed`: [2])."""
+    [B,S,S,3], int32 [B]); with `crop`, each image a random crop of its JPEG (`seed`: [2]).
+    `stored_size`: the records' image size, when not S (see `records.decode_image`)."""
     example = records.parse_features(serialized, True, features)
     labels = tf.cast(example["class"], tf.int32)
     n = tf.shape(serialized)[0]
@@ -238,7 +241,7 @@ def decode_batch(serialized: tf.Tensor, paths: tf.Tensor, indices: tf.Tensor, im
         jpeg, path, index, example_id, s = x
         image = records.decode_image(jpeg, image_size, records.describe(path, index, example_id),
                                      decode=(lambda j: augment_lib.decode_crop(j, image_size, s))
-                                     if crop else None)
+                                     if crop else None, stored_size=stored_size)
         return image
 
     images = _per_image(one, (example["image"], paths, indices, example["id"], seeds))

@@ -67,6 +67,7 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
     peak = t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1)
     return config_lib.apply(config, {
         "data.path": path, "data.image_size": layout.image_size,
+        "model.input_size": min(config.model.input_size or layout.image_size, layout.image_size),
         "data.converted": layout.root if layout.source else "",
         "train.recipe": "none" if t.recipe == "auto" else t.recipe,
         # Scaled once, here: the saved config holds the peak that ran (scale_lr "none"), so a
@@ -181,7 +182,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     _check_same_epoch(plan, state.epochs_done)
 
     _set_determinism(config, plan)
-    size, t = layout.image_size, config.train
+    size, t = config.model.input_size or layout.image_size, config.train
     num_classes = len(layout.class_names)
     steps, steps_per_execution = plan.fit_steps(t.steps_per_epoch)
     if t.accumulation_steps > 1:
@@ -272,7 +273,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     if plan.is_chief:
         own.append(keras.callbacks.TensorBoard(str(run_dir / "logs"), write_graph=False))
     _log_recipe(config, log)
-    log(f"training {config.model.name} at {size}x{size} on {plan.strategy_name} "
+    scaled = f" (scaled from the data's {layout.image_size})" if size != layout.image_size else ""
+    log(f"training {config.model.name} at {size}x{size}{scaled} on {plan.strategy_name} "
         f"({plan.replicas} replica(s), global batch {plan.global_batch}): "
         f"{t.epochs} epochs x {steps} steps")
     verbose = (1 if sys.stdout.isatty() else 2) if plan.is_chief else 0
