@@ -78,18 +78,26 @@ def _read(path: str, labelled: bool, tolerate_tail: bool,
     return scan
 
 
+# Each file's scan, once per process: a command checks a split in several steps (before
+# training, for validation, before evaluating); keyed on the file's size and time like _FOUND.
+_SCANNED: dict[tuple, _Scan] = {}
+
+
 def _scan(path: str, labelled: bool, tolerate_tail: bool,
           features: records.Features = records.COMPETITION) -> _Scan:
     """Raises TensorFlow's DataLossError at a damaged tail unless `tolerate_tail`, and its
     InvalidArgumentError for a record that is not an Example of the competition's format."""
-    try:
-        return _read(path, labelled, tolerate_tail=False, features=features)
-    except tf.errors.DataLossError as e:
-        if not tolerate_tail:
-            raise
-        scan = _read(path, labelled, tolerate_tail=True, features=features)
-        scan.tail = _reason(e)
-        return scan
+    key = (_key(path), labelled, tolerate_tail, features)
+    if key not in _SCANNED:
+        try:
+            _SCANNED[key] = _read(path, labelled, tolerate_tail=False, features=features)
+        except tf.errors.DataLossError as e:
+            if not tolerate_tail:
+                raise
+            scan = _read(path, labelled, tolerate_tail=True, features=features)
+            scan.tail = _reason(e)
+            _SCANNED[key] = scan
+    return _SCANNED[key]
 
 
 def _decoding(path: str, features: records.Features = records.COMPETITION) -> set[int]:

@@ -404,6 +404,11 @@ def describe(summary: Summary, class_names, settings: Settings) -> list[str]:
     return lines
 
 
+# Cache folders this process has said it reads: one command opens its data in several steps
+# (train, evaluate, predict), and says so once.
+_ANNOUNCED: set[Path] = set()
+
+
 def cached(source: ImageSource, settings: Settings, root: Path, log=print) -> Path:
     """`source` converted with `settings` under `root/<key>`: reused while neither the source's
     files (paths, sizes, modification times, labels) nor the settings change."""
@@ -416,7 +421,9 @@ def cached(source: ImageSource, settings: Settings, root: Path, log=print) -> Pa
         skipped = len(manifest.get("skipped", ()))
         note = f"; {skipped} unreadable file(s) left out (see {out / MANIFEST})" if skipped \
             else ""
-        log(f"data: {source.path} unchanged since its conversion: reading {out}{note}")
+        if out not in _ANNOUNCED:
+            log(f"data: {source.path} unchanged since its conversion: reading {out}{note}")
+            _ANNOUNCED.add(out)
         return out
     Path(root).mkdir(parents=True, exist_ok=True)
     log(f"data: converting {source.path} into the cache {out} (reused while the files and "
