@@ -74,17 +74,17 @@ def transform(images, view: int, params):
         images = tf.reverse(images, axis=[2])
     if view < 2:
         return images
+    from corolla.data.augment import affine_matrices
+
     params = tf.convert_to_tensor(params, tf.float32)
     zoom, dx, dy, angle = tf.unstack(params, axis=1)
-    height = tf.cast(tf.shape(images)[1], tf.float32)
-    width = tf.cast(tf.shape(images)[2], tf.float32)
-    cx, cy = (width - 1) / 2, (height - 1) / 2
-    # Each output pixel p reads the input at M (p - c) + c - shift, M = rotation / zoom.
-    cos, sin = tf.cos(angle) / zoom, tf.sin(angle) / zoom
-    tx, ty = dx * width, dy * height
-    zeros = tf.zeros_like(cos)
-    transforms = tf.stack([cos, -sin, cx - cos * cx + sin * cy - tx,
-                           sin, cos, cy - sin * cx - cos * cy - ty, zeros, zeros], axis=1)
+    size = tf.cast(tf.shape(images)[1], tf.float32)  # square, as every image here
+    zeros = tf.zeros_like(zoom)
+    # Training's warp (no shear, the same zoom both ways; the flip was done above), as the
+    # first 6 of the 8 numbers of a projective transform.
+    matrices = affine_matrices(size, angle, zeros, zoom, zoom, dy * size, dx * size, 1.0)
+    transforms = tf.concat([tf.reshape(matrices, [-1, 6]), tf.zeros([tf.shape(zoom)[0], 2])],
+                           axis=1)
     warped = tf.raw_ops.ImageProjectiveTransformV3(
         images=images, transforms=transforms, output_shape=tf.shape(images)[1:3],
         fill_value=0.0, interpolation="BILINEAR", fill_mode="REFLECT")

@@ -10,9 +10,11 @@ of (seed, epoch) (see `pipeline.train_dataset`).
 
 Measured on this 2-core host (CPU ms per 192 px image, batch 128, loaded; JPEG decoding ~0.5):
 a cast to float32 alone 0.43; flip + colour fused by XLA with float32 out 0.5-0.6, with uint8 out
-0.16-0.23 (colour alone 0.09-0.16 on rows of S*3 values, 0.17 on a [..., 3] broadcast; flip alone
-0.07-0.11; a plain uint8 copy 0.04). `corolla bench data`: the training pipeline at 0.79-0.81x
-parse+decode with uint8 batches, 0.43-0.47x with float32. Keras' RandomFlip 1.7 and
+0.16-0.23. Idle, one core (decoding 0.42): flip + colour in int16 fixed point 0.064 against 0.11
+in float32 (colour alone 0.047, flip alone 0.046: XLA moves 3-byte pixels one at a time; numpy's
+plain copy of the batch, this host's memory floor, 0.016). `corolla bench data`: the training
+pipeline at 0.84x parse+decode with the int16 kernel, 0.77 with float32 arithmetic on uint8
+batches, 0.43-0.47x with float32 batches. Keras' RandomFlip 1.7 and
 RandomColorJitter 4.5 (several unfused passes over float32). The
 notebooks' rotation/shear/zoom/shift as one XLA bilinear resampling 0.8, against 2.8 for each
 of Keras' RandomRotation / RandomShear / RandomZoom / RandomTranslation (four passes). So flip,
@@ -73,18 +75,13 @@ def random_crop(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
 
 # ------------------------------------------------------------------ flip, affine, colour (XLA)
 
-def _affine_matrices(n: tf.Tensor, size: int, seed: tf.Tensor, flip: tf.Tensor) -> tf.Tensor:
-    """[n, 2, 3]: each output pixel (x, y, 1) -> where to read it in the input, the notebooks'
-    rotation, shear, zoom and shift about the centre, with the flip folded in."""
-    s = tf.random.experimental.stateless_split(seed, 6)
-    deg = math.pi / 180
-    rot = ROTATION * deg * tf.random.stateless_normal([n], s[0])
-    shear = SHEAR * deg * tf.random.stateless_normal([n], s[1])
-    zoom_y = 1.0 + ZOOM * tf.random.stateless_normal([n], s[2])
-    zoom_x = 1.0 + ZOOM * tf.random.stateless_normal([n], s[3])
-    shift_y = SHIFT * size * tf.random.stateless_normal([n], s[4])
-    shift_x = SHIFT * size * tf.random.stateless_normal([n], s[5])
-    cos, sin = tf.cos(rot), tf.sin(rot)
+def affine_matrices(size, rotation, shear, zoom_y, zoom_x, shift_y, shift_x,
+                    flip) -> tf.Tensor:
+    """[n, 2, 3] from per-image [n] parameters: each output pixel (x, y, 1) -> where to read it
+    in an S x S input. The notebooks' transform about the centre: rotation and shear (radians),
+    zoom (> 1 enlarges), shift (pixels), with a flip (-1 mirrors, 1 not) folded in. Training's
+    random warp and test-time augmentation's views (`corolla.tta`) are both built here."""
+    cos, sin = tf.cos(rotation), tf.sin(rotation)
     # Inverse map: undo zoom (divide), then shear and rotation, as the notebooks' matrix does.
     a = (cos / zoom_x) * flip
     b = (sin + cos * tf.tan(shear)) / zoom_y
@@ -92,7 +89,19 @@ def _affine_matrices(n: tf.Tensor, size: int, seed: tf.Tensor, flip: tf.Tensor) 
     e = (cos - sin * tf.tan(shear)) / zoom_y
     c = (size - 1) / 2
     return tf.reshape(tf.stack([a, b, c - a * c - b * c + shift_x,
-                                d, e, c - d * c - e * c + shift_y], 1), [n, 2, 3])
+                                d, e, c - d * c - e * c + shift_y], 1), [-1, 2, 3])
+
+
+def _affine_matrices(n: tf.Tensor, size: int, seed: tf.Tensor, flip: tf.Tensor) -> tf.Tensor:
+    """`affine_matrices` drawn at random, as the notebooks draw them (normal, see ROTATION...)."""
+    s = tf.random.experimental.stateless_split(seed, 6)
+    deg = math.pi / 180
+    return affine_matrices(size, ROTATION * deg * tf.random.stateless_normal([n], s[0]),
+                           SHEAR * deg * tf.random.stateless_normal([n], s[1]),
+                           1.0 + ZOOM * tf.random.stateless_normal([n], s[2]),
+                           1.0 + ZOOM * tf.random.stateless_normal([n], s[3]),
+                           SHIFT * size * tf.random.stateless_normal([n], s[4]),
+                           SHIFT * size * tf.random.stateless_normal([n], s[5]), flip)
 
 
 def _resample(images: tf.Tensor, m: tf.Tensor) -> tf.Tensor:
@@ -151,7 +160,7 @@ def _colour(images: tf.Tensor, seed: tf.Tensor, to_uint8: bool = False) -> tf.Te
 
 
 # No reduce_retracing: relaxed signatures lose the static image size (None x None after a
-# second size in one process) that the row layout and the resampling are built from.
+# second size in one process) that the resampling is built from.
 @tf.function(jit_compile=True)
 def _fused(images, seed, flip: bool, affine: bool, colour: bool, to_uint8: bool):
     """uint8 [B,S,S,3] -> flipped / transformed / recoloured: one XLA kernel, so the batch is
