@@ -20,9 +20,8 @@ import importlib
 __version__ = "0.1.0"
 
 # Submodules load on first attribute access so that `import corolla` stays light.
-_SUBMODULES = {"config", "runtime", "data", "models", "training", "evaluate", "predict", "flow",
-               "metrics", "report", "submission", "rundir", "demo", "errors", "predictions",
-               "ensemble", "files", "api", "workflow", "html_report", "kaggle_submit"}
+_SUBMODULES = {"config", "runtime", "data", "models", "training", "evaluation", "report", "flow",
+               "rundir", "demo", "errors", "files", "api", "workflow"}
 # The notebook API, loaded on first use too.
 _API = {"train", "open_run", "Run"}  # corolla.train() is the workflow; corolla.training fits
 

@@ -52,7 +52,7 @@ class Report:
         self.path = Path(path)
 
     def _repr_html_(self) -> str:
-        from corolla import html_report
+        from corolla.report import html as html_report
 
         return html_report.fragment(self.path.parent)
 
@@ -109,7 +109,7 @@ class Run:
         if self.metrics is None:
             return (f"<p>Corolla run <code>{escape(str(self.path))}</code>: not evaluated yet "
                     f"(<code>run.evaluate()</code>)</p>")
-        from corolla import html_report
+        from corolla.report import html as html_report
 
         return html_report.fragment(self.path)
 

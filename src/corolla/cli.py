@@ -382,14 +382,14 @@ def _report(args) -> int:
 
 
 def _submit(args) -> int:
-    from corolla import kaggle_submit
+    from corolla.report import kaggle
 
-    kaggle_submit.submit_run(args.run, args.competition, args.message)
+    kaggle.submit_run(args.run, args.competition, args.message)
     return 0
 
 
 def _ensemble(args) -> int:
-    from corolla import ensemble
+    from corolla.evaluation import ensemble
 
     ensemble.ensemble_run(args.runs, weights=args.weights, out=args.out)
     return 0
@@ -411,8 +411,8 @@ def _convert(args) -> int:
 
 
 def _check_submission(args) -> int:
-    from corolla import submission
     from corolla.data import pipeline, sources
+    from corolla.report import submission
 
     layout = sources.open_data(args.data)
     test_ids = pipeline.metadata(layout.split("test"))["ids"]

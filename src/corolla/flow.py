@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla import evaluate, predict, rundir, training
+from corolla import rundir, training
 from corolla.data import check
+from corolla.evaluation import evaluate, inference, predict
 from corolla.runtime import Plan
 
 
@@ -38,7 +39,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
     try:
         metrics = evaluate.evaluate_run(run_dir, plan, model=model, log=log,
                                         report_skipped=False)
-        _, _, layout = evaluate.open_run(run_dir)
+        _, _, layout = inference.open_run(run_dir)
         if layout.has_split("test"):
             predict.predict_run(run_dir, plan, model=model, log=log, report_skipped=False)
         else:

@@ -35,7 +35,8 @@ from corolla import rundir
 from corolla.errors import Interrupted, UserError
 from corolla.runtime import Plan
 
-OOF = "oof"  # the out-of-fold predictions: predictions/oof.npz (corolla.predictions' format)
+# The out-of-fold predictions: predictions/oof.npz (corolla.evaluation.predictions' format).
+OOF = "oof"
 
 
 def fold_name(k: int) -> str:
@@ -198,8 +199,9 @@ def pool(parent: str | Path, log=print) -> dict:
     """The parent's files, from its folds' saved predictions alone: predictions/oof.npz with
     metrics.json and confusion_matrix.png, and (when the folds predicted a test split) the mean
     of their test probabilities, predictions/test.npz and submission.csv (checked)."""
-    from corolla import metrics as metrics_lib
-    from corolla import predictions, report, submission
+    from corolla.evaluation import metrics as metrics_lib
+    from corolla.evaluation import predictions
+    from corolla.report import plots, submission
     from corolla.data import folds as folds_lib
 
     parent = Path(parent)
@@ -222,14 +224,14 @@ def pool(parent: str | Path, log=print) -> dict:
     merged = predictions.make(
         [i for p in held_out for i in p.ids], np.concatenate([p.labels for p in held_out]),
         np.concatenate([p.probabilities for p in held_out]), names).in_order(assignment.ids)
-    report.make_folder(parent)
+    plots.make_folder(parent)
     written = [predictions.save(predictions.path_in(parent, OOF), merged.ids, merged.labels,
                                 merged.probabilities, names)]
     m = metrics_lib.classification_metrics(merged.labels, merged.predicted, names)
     m.update(split=OOF, folds=k, per_fold=per_fold, data=config.data.path)
-    written.append(report.write_json(m, parent / rundir.METRICS))
+    written.append(plots.write_json(m, parent / rundir.METRICS))
     matrix, labels = metrics_lib.confusion(merged.labels, merged.predicted)
-    written.append(report.plot_confusion_matrix(matrix, [names[i] for i in labels],
+    written.append(plots.plot_confusion_matrix(matrix, [names[i] for i in labels],
                                                  parent / rundir.CONFUSION))
     log(f"out-of-fold ({len(merged)} train+val images, {k} folds): accuracy "
         f"{m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  precision "

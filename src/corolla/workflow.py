@@ -118,11 +118,11 @@ def evaluate(run, flags: dict | None = None, names: dict | None = None,
              log=print) -> dict:
     """`corolla evaluate`: scores the run on val (metrics.json, pictures, predictions,
     report.html); returns the metrics. `tta`: test-time augmentation views (1: none)."""
-    from corolla import tta as tta_lib
+    from corolla.evaluation import tta as tta_lib
 
     tta_lib.check(tta)  # before the run is opened and a backend picked
     plan = inference_plan(run, flags, names)
-    from corolla import evaluate as evaluate_lib
+    from corolla.evaluation import evaluate as evaluate_lib
 
     return evaluate_lib.evaluate_run(run, plan, data_path=data, out=out, log=log, tta=tta)
 
@@ -132,11 +132,11 @@ def predict(run, flags: dict | None = None, names: dict | None = None,
             tta: int = 1, log=print) -> Path:
     """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
     test-time augmentation views (1: none)."""
-    from corolla import tta as tta_lib
+    from corolla.evaluation import tta as tta_lib
 
     tta_lib.check(tta)
     plan = inference_plan(run, flags, names)
-    from corolla import predict as predict_lib
+    from corolla.evaluation import predict as predict_lib
 
     return predict_lib.predict_run(run, plan, data_path=data, out=out, force=force, log=log,
                                    tta=tta)
@@ -144,6 +144,6 @@ def predict(run, flags: dict | None = None, names: dict | None = None,
 
 def report(folder) -> Path:
     """`corolla report`: writes FOLDER/report.html from what the folder holds."""
-    from corolla import html_report
+    from corolla.report import html as html_report
 
     return html_report.write(folder)

@@ -29,9 +29,9 @@ def ema_weights(swap: keras.callbacks.SwapEMAWeights | None):
 class ValMacroF1(keras.callbacks.Callback):
     """Puts val macro F1 (scikit-learn's default, as Kaggle scores) into the epoch's logs, from
     one prediction pass over the whole val split (padded batches, padding dropped: see
-    `evaluate.predict_probabilities`), not an average of per-batch figures. Every process runs
-    the pass on its own devices over the whole split: with the same weights everywhere they
-    agree on the figure, so the best epoch and early stopping need no collective."""
+    `evaluation.inference.predict_probabilities`), not an average of per-batch figures. Every
+    process runs the pass on its own devices over the whole split: with the same weights
+    everywhere they agree on the figure, so the best epoch and early stopping need no collective."""
 
     def __init__(self, split, image_size: int, labels, plan, swap=None,
                  skip_bad_records: bool = False):
@@ -40,12 +40,13 @@ class ValMacroF1(keras.callbacks.Callback):
         self.plan, self.swap, self.skip = plan, swap, skip_bad_records
 
     def on_epoch_end(self, epoch, logs=None):
-        from corolla.evaluate import predict_probabilities
+        from corolla.evaluation.inference import predict_probabilities
 
         with ema_weights(self.swap):
             probabilities = predict_probabilities(self.model, self.split, self.image_size,
                                                   self.plan, self.skip)
         if logs is not None:
-            # As corolla.metrics computes the run's f1_macro: the union of true and predicted.
+            # As corolla.evaluation.metrics computes the run's f1_macro: the union of true and
+            # predicted.
             logs[VAL_F1] = float(f1_score(self.labels, probabilities.argmax(axis=1),
                                           average="macro", zero_division=0))

@@ -1,15 +1,15 @@
 """Ensembles: a weighted average of several runs' saved class probabilities.
 
 The best public "Petals to the Metal" notebooks blend two backbones' probabilities with a weight
-chosen on val. Here the members are folders holding saved predictions (`corolla.predictions`:
-a run after `corolla evaluate` and `corolla predict`, a RUN/eval-<data>/ folder, or another
-ensemble), so no model runs again. `auto` weights maximise the blend's val macro F1, the
-competition's metric: every point of a grid over the simplex (step 0.05) for two or three
-members, coordinate ascent from the best of equal weights and each member alone for more. The
-members alone are candidates, so the blend never scores below its best member on val; equal
-weights win every tie, since the weights that score best on val by a hair are the least likely
-to score best on test. The blend's val scores are then optimistic (the weights were fitted on
-val), which metrics.json says.
+chosen on val. Here the members are folders holding saved predictions
+(`corolla.evaluation.predictions`: a run after `corolla evaluate` and `corolla predict`, a
+RUN/eval-<data>/ folder, or another ensemble), so no model runs again. `auto` weights maximise
+the blend's val macro F1, the competition's metric: every point of a grid over the simplex (step
+0.05) for two or three members, coordinate ascent from the best of equal weights and each member
+alone for more. The members alone are candidates, so the blend never scores below its best
+member on val; equal weights win every tie, since the weights that score best on val by a hair
+are the least likely to score best on test. The blend's val scores are then optimistic (the
+weights were fitted on val), which metrics.json says.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from corolla import predictions as predictions_lib
 from corolla.errors import UserError
-from corolla.predictions import Predictions
+from corolla.evaluation import predictions as predictions_lib
+from corolla.evaluation.predictions import Predictions
 
 STEP = 0.05  # weight resolution of the search
 GRID_MEMBERS = 3  # up to this many members, every point of the grid is tried (231 for three)
@@ -149,10 +149,10 @@ def parse_weights(text: str, members: int) -> np.ndarray | None:
 
 
 def macro_f1(y_true, y_pred) -> float:
-    """The competition's figure, as `corolla.metrics` computes it with scikit-learn (per-class
-    F1 = 2 TP / (true + predicted), averaged over the union of the true and the predicted
-    classes), from counts: the search scores hundreds of blends, scikit-learn's checks would
-    take most of its time. tests/test_ensemble.py holds it equal to scikit-learn's."""
+    """The competition's figure, as `corolla.evaluation.metrics` computes it with scikit-learn
+    (per-class F1 = 2 TP / (true + predicted), averaged over the union of the true and the
+    predicted classes), from counts: the search scores hundreds of blends, scikit-learn's checks
+    would take most of its time. tests/test_ensemble.py holds it equal to scikit-learn's."""
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     size = int(max(y_true.max(initial=0), y_pred.max(initial=0))) + 1
     tp = np.bincount(y_true[y_true == y_pred], minlength=size)
@@ -258,7 +258,7 @@ def build(folders, weights: str | list[float] | None = "auto") -> Ensemble:
 def metrics(ensemble: Ensemble) -> dict:
     """The blend's val metrics (as `corolla evaluate` reports a run's) with its members, their
     val macro F1 and weights, and how the weights were chosen."""
-    from corolla import metrics as metrics_lib
+    from corolla.evaluation import metrics as metrics_lib
 
     val = ensemble.val
     result = metrics_lib.classification_metrics(val.labels, val.predicted, val.class_names)
@@ -278,8 +278,9 @@ def metrics(ensemble: Ensemble) -> dict:
 def write(ensemble: Ensemble, out_dir: Path) -> dict[str, Path]:
     """The ensemble's folder: predictions/val.npz (and test.npz), metrics.json, the confusion
     matrix, with test predictions a checked submission.csv, and report.html."""
-    from corolla import metrics as metrics_lib
-    from corolla import report, rundir, submission
+    from corolla import rundir
+    from corolla.evaluation import metrics as metrics_lib
+    from corolla.report import plots, submission
 
     val, test, names = ensemble.val, ensemble.test, ensemble.val.class_names
     written = {"val_predictions": predictions_lib.save(
@@ -287,16 +288,16 @@ def write(ensemble: Ensemble, out_dir: Path) -> dict[str, Path]:
     if test is not None:
         written["test_predictions"] = predictions_lib.save(
             predictions_lib.path_in(out_dir, "test"), test.ids, None, test.probabilities, names)
-    written["metrics"] = report.write_json(metrics(ensemble), out_dir / rundir.METRICS)
+    written["metrics"] = plots.write_json(metrics(ensemble), out_dir / rundir.METRICS)
     matrix, labels = metrics_lib.confusion(val.labels, val.predicted)
-    written["confusion_matrix"] = report.plot_confusion_matrix(
+    written["confusion_matrix"] = plots.plot_confusion_matrix(
         matrix, [names[i] for i in labels], out_dir / rundir.CONFUSION,
         title="Ensemble, val (rows: true class, normalised)")
     if test is not None:
         written["submission"] = submission.write(test.ids, test.predicted,
                                                  out_dir / rundir.SUBMISSION,
                                                  num_classes=len(names))
-    from corolla import html_report
+    from corolla.report import html as html_report
 
     written["report"] = html_report.write(out_dir)  # last: it embeds the pictures just written
     return written

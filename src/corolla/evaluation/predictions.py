@@ -12,8 +12,9 @@ One file per split, `<folder>/predictions/<split>.npz` (a NumPy archive, read wi
     probabilities  float32  [N, C]  the model's class probabilities, row i for ids[i]
     class_names    str      [C]     what column j stands for (the run's classes.txt)
     tta            int64    []      how many views of each image the probabilities average
-                                    (test-time augmentation, `corolla.tta`); 1 = none. Files
-                                    written before it existed lack it and read as 1.
+                                    (test-time augmentation, `corolla.evaluation.tta`); 1 =
+                                    none. Files written before it existed lack it and read
+                                    as 1.
 
 Readers ignore keys they do not know, so that later writers may add some.
 """
@@ -117,7 +118,7 @@ def save(path: str | Path, ids, labels, probabilities, class_names, tta: int = 1
     """Writes one split's predictions (see the module for the format), atomically: a reader
     gets the old file or the new one. Arrays that are not one split's predictions are a bug of
     the caller (ValueError), refused before anything is written."""
-    from corolla.report import make_folder  # matplotlib: not for readers of predictions
+    from corolla.report.plots import make_folder  # matplotlib: not for readers of predictions
 
     p = make(ids, labels, probabilities, class_names, tta)
     path = Path(path)

@@ -7,13 +7,16 @@ from pathlib import Path
 
 import numpy as np
 
-from corolla import predictions, report, rundir, submission
-from corolla import tta as tta_lib
+from corolla import rundir
 from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
-from corolla.evaluate import input_size, load_model, open_run, output_dir, predict_probabilities
+from corolla.evaluation import predictions
+from corolla.evaluation import tta as tta_lib
+from corolla.evaluation.inference import (input_size, load_model, open_run, output_dir,
+                                          predict_probabilities)
+from corolla.report import plots, submission
 from corolla.runtime import Plan
 
 
@@ -29,7 +32,7 @@ class Prediction:
 def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test",
             skip_bad_records: bool = False, tta: int = 1, log=None) -> Prediction:
     """Ids, predicted labels and class probabilities, in the split's file order (`tta`: the
-    mean of that many views of each image, see `corolla.tta`)."""
+    mean of that many views of each image, see `corolla.evaluation.tta`)."""
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     ids = pipeline.metadata(data, skip_bad_records)["ids"]
     probabilities = predict_probabilities(model, data, input_size(model, layout), plan,
@@ -45,7 +48,7 @@ def output_path(run_dir: Path, out: str | Path | None = None, force: bool = Fals
     file is replaced only with `force`."""
     default = run_dir / rundir.SUBMISSION
     if out is None or Path(out).resolve() == default.resolve():
-        report.check_folder(run_dir, "--out")
+        plots.check_folder(run_dir, "--out")
         return default
     out, run = Path(out), run_dir.resolve()
     resolved = out.resolve()
@@ -58,7 +61,7 @@ def output_path(run_dir: Path, out: str | Path | None = None, force: bool = Fals
                         f"{out / rundir.SUBMISSION}")
     if (out.exists() or out.is_symlink()) and not force:
         raise UserError(f"--out {out} already exists; pass --force to overwrite it")
-    report.check_folder(out.parent, "--out")
+    plots.check_folder(out.parent, "--out")
     return out
 
 
@@ -70,7 +73,7 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
     The test predictions are saved where evaluate saves val's (the run, or RUN/eval-<data>/ for
     other data; see `evaluate.output_dir`), whatever `out` is: they are the run's record of its
     model on that data, which ensembles read. `tta`: the mean of that many views of each
-    image (see `corolla.tta`), recorded in the saved predictions."""
+    image (see `corolla.evaluation.tta`), recorded in the saved predictions."""
     tta = tta_lib.check(tta)
     run_dir, config, layout = open_run(run_dir, data_path)
     path = output_path(run_dir, out, force)
@@ -84,7 +87,7 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
     result = predict(model, layout, plan, skip_bad_records=config.data.skip_bad_records,
                      tta=tta, log=log)
     if saved_in is not None:
-        report.make_folder(saved_in)
+        plots.make_folder(saved_in)
         saved = predictions.save(predictions.path_in(saved_in, result.split), result.ids, None,
                                  result.probabilities, layout.class_names, tta=tta)
     log(f"wrote {saved}" if saved_in is not None else

@@ -2,7 +2,7 @@
 `kaggle` package (an optional extra: pip install "corolla[kaggle]").
 
 Everything that can be found out here is found before anything is sent: the file is checked
-(`corolla.submission.check`) against the test ids and classes the run saved with its test
+(`corolla.report.submission.check`) against the test ids and classes the run saved with its test
 predictions (predictions/test.npz), then the package and the credentials are looked for. The
 credentials are looked for before `kaggle` is imported, because the package authenticates on
 import and, in some versions, ends the process when it finds none.
@@ -17,8 +17,10 @@ import re
 import sys
 from pathlib import Path
 
-from corolla import predictions, rundir, submission
+from corolla import rundir
 from corolla.errors import UserError
+from corolla.evaluation import predictions
+from corolla.report import submission
 
 INSTALL = 'pip install "corolla[kaggle]"'
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
