@@ -7,7 +7,7 @@ import tomllib
 
 import pytest
 
-from corolla import submission
+from corolla.report import submission
 from corolla.cli import main
 from corolla.data import layout, pipeline
 

@@ -10,9 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from corolla import config, ensemble, predictions, submission
+from corolla import config
 from corolla.cli import main
 from corolla.data.classes import format_classes_file
+from corolla.evaluation import ensemble, predictions
+from corolla.report import submission
 
 CLASSES = ("daisy", "rose", "tulip", "iris", "cyclamen ")
 VAL, TEST = 120, 40

@@ -12,10 +12,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from corolla import kfold, predictions, submission
+from corolla import kfold
 from corolla.cli import main
 from corolla.data import folds, layout, pipeline
 from corolla.errors import UserError
+from corolla.evaluation import predictions
+from corolla.report import submission
 
 
 def test_folds_are_stratified_disjoint_covering_and_seeded():
@@ -107,7 +109,7 @@ def test_train_folds_writes_fold_runs_oof_predictions_and_a_checked_submission(t
     oof = predictions.load(parent / "predictions" / "oof.npz")
     assert list(oof.ids) == list(assignment.ids) and len(set(oof.ids)) == len(truth)
     assert dict(zip(oof.ids, oof.labels.tolist())) == truth
-    from corolla import metrics
+    from corolla.evaluation import metrics
 
     scores = json.loads((parent / "metrics.json").read_text())
     again = metrics.classification_metrics(oof.labels, oof.predicted, oof.class_names)

@@ -18,10 +18,11 @@ import warnings
 import numpy as np
 import pytest
 
-from corolla import config, submission
+from corolla import config
 from corolla.cli import main
 from corolla.data import layout, pipeline, records
 from corolla.data.classes import CLASSES_FILE, format_classes_file
+from corolla.report import submission
 
 SIZE = 16
 SHARDS = 3

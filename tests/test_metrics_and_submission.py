@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from corolla import metrics, submission
+from corolla.evaluation import metrics
+from corolla.report import submission
 
 
 def test_macro_scores_are_the_competitions_union_of_true_and_predicted_labels():

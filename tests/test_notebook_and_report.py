@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import corolla
-from corolla import html_report, submission
+from corolla.report import html as html_report
+from corolla.report import submission
 from corolla.cli import main
 from corolla.errors import UserError
 
@@ -86,7 +87,7 @@ def test_report_holds_every_metric_and_embeds_every_picture(run):
 
 
 def test_ensemble_folder_has_its_report_with_members_and_escaped_names(run, tmp_path):
-    from corolla import ensemble, predictions
+    from corolla.evaluation import ensemble, predictions
 
     twin = tmp_path / "twin"  # a second member: the same predictions, under other class names
     (twin / "predictions").mkdir(parents=True)

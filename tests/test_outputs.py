@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from corolla import report, submission
+from corolla.report import plots, submission
 from corolla.cli import main
 from corolla.errors import UserError
 
@@ -30,7 +30,7 @@ def demo_run(tmp_path_factory):
 @pytest.fixture
 def no_model_loading(monkeypatch):
     """Fails the test if a model is loaded: refusals must come before that work."""
-    from corolla import evaluate, predict
+    from corolla.evaluation import evaluate, predict
 
     def load_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the refusal")
@@ -204,8 +204,8 @@ def test_a_refused_write_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", read_only)
     for name, write in (
             ("s.csv", lambda path: submission.write(["a"], [1], path)),
-            ("m.json", lambda path: report.write_json({"a": 1}, path)),
-            ("cm.png", lambda path: report.plot_confusion_matrix(np.eye(2), ["a", "b"], path))):
+            ("m.json", lambda path: plots.write_json({"a": 1}, path)),
+            ("cm.png", lambda path: plots.plot_confusion_matrix(np.eye(2), ["a", "b"], path))):
         with pytest.raises(UserError) as refused:
             write(tmp_path / name)
         assert str(refused.value).startswith(
@@ -218,7 +218,7 @@ def test_a_picture_that_fails_half_way_leaves_the_old_one(tmp_path, monkeypatch)
     import matplotlib.pyplot as plt
     import numpy as np
 
-    path = report.plot_confusion_matrix(np.eye(2), ["a", "b"], tmp_path / "cm.png")
+    path = plots.plot_confusion_matrix(np.eye(2), ["a", "b"], tmp_path / "cm.png")
     old = path.read_bytes()
     assert old.startswith(b"\x89PNG")
 
@@ -230,7 +230,7 @@ def test_a_picture_that_fails_half_way_leaves_the_old_one(tmp_path, monkeypatch)
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", half_then_fail)
     with pytest.raises(UserError, match=r"could not write .*cm\.png \(No space left on device\)"):
-        report.plot_confusion_matrix(np.zeros((2, 2)), ["a", "b"], path)
+        plots.plot_confusion_matrix(np.zeros((2, 2)), ["a", "b"], path)
     assert path.read_bytes() == old
     assert [p.name for p in tmp_path.iterdir()] == ["cm.png"]  # no temporary file left
     assert plt.get_fignums() == []  # and no figure left open

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from test_known_answer import CLASS_NAMES, RULE, SIZE, TEST_LABELS, data, run  # noqa: F401
 
-from corolla import predictions, submission
 from corolla.cli import main
 from corolla.data import layout, pipeline
 from corolla.errors import UserError
+from corolla.evaluation import predictions
+from corolla.report import submission
 
 
 def _partials(folder):
@@ -125,7 +126,7 @@ def test_evaluate_saves_the_val_predictions_in_the_splits_order(data, run):
     assert saved.class_names == CLASS_NAMES and saved.probabilities.shape == (12, 4)
     np.testing.assert_allclose(saved.probabilities.sum(axis=1), 1, rtol=1e-5)
     # The run's scores follow from the file alone.
-    from corolla import metrics
+    from corolla.evaluation import metrics
 
     scores = json.loads((run / "metrics.json").read_text())
     again = metrics.classification_metrics(saved.labels, saved.predicted, saved.class_names)
@@ -169,7 +170,7 @@ def test_a_run_that_cannot_be_written_still_predicts_to_out(run, tmp_path, monke
                                                             capsys):
     """Someone else's run (a folder this user may not write into; faked here, since root writes
     anywhere): with --out the submission is still written, the predictions are not saved."""
-    from corolla import predict
+    from corolla.evaluation import predict
 
     def unwritable(run_dir, *args, **kwargs):
         raise UserError(f"cannot write into {run_dir} (permission denied); make it writable or "

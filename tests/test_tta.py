@@ -1,4 +1,4 @@
-"""Test-time augmentation: the views (`corolla.tta`) and `corolla predict --tta N`, whose
+"""Test-time augmentation: the views (`corolla.evaluation.tta`) and `corolla predict --tta N`, whose
 probabilities must be the mean of the single views' (computed here independently, the whole
 split in one batch), on one device and on two replicas with a padded last batch."""
 
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from conftest import REPO, run_python
 
-from corolla import predictions, submission, tta
 from corolla.cli import main
 from corolla.errors import UserError
+from corolla.evaluation import predictions, tta
+from corolla.report import submission
 
 
 def _images(n: int = 5, size: int = 24, seed: int = 0) -> np.ndarray:
@@ -95,17 +96,17 @@ def expected(tiny_kfold):
     from corolla import runtime
 
     plan = runtime.detect()
-    from corolla import evaluate
+    from corolla.evaluation import inference
     from corolla.data import pipeline
 
     run = tiny_kfold / "fold-1"
-    _, _, data = evaluate.open_run(run)
+    _, _, data = inference.open_run(run)
     split = data.split("test")
     ids = pipeline.metadata(split)["ids"]
     images = np.stack([e["image"].numpy() for e in pipeline.read(split, data.image_size,
                                                                    ordered=True)])
     images = images.astype(np.float32)
-    model = evaluate.load_model(run, plan, len(data.class_names))
+    model = inference.load_model(run, plan, len(data.class_names))
     views = [model.predict(tta.transform(images, v, tta.parameters(v, len(images))),
                            verbose=0) for v in range(3)]
     return run, ids, np.mean(views, axis=0), views[0]

@@ -232,7 +232,7 @@ def pool(parent: str | Path, log=print) -> dict:
     written.append(plots.write_json(m, parent / rundir.METRICS))
     matrix, labels = metrics_lib.confusion(merged.labels, merged.predicted)
     written.append(plots.plot_confusion_matrix(matrix, [names[i] for i in labels],
-                                                 parent / rundir.CONFUSION))
+                                               parent / rundir.CONFUSION))
     log(f"out-of-fold ({len(merged)} train+val images, {k} folds): accuracy "
         f"{m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  precision "
         f"{m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}")

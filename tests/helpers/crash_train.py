@@ -23,9 +23,9 @@ def die(where):
     os._exit(3)
 
 
-import corolla.evaluate  # noqa: E402
+import corolla.evaluation.evaluate  # noqa: E402
+import corolla.evaluation.predict  # noqa: E402
 import corolla.files  # noqa: E402
-import corolla.predict  # noqa: E402
 import corolla.training.checkpoint  # noqa: E402
 import corolla.training.fit  # noqa: E402
 
@@ -89,7 +89,7 @@ elif point == "history":
 
     corolla.training.checkpoint.write_history = write_history
 elif point in ("evaluate", "predict"):
-    module = getattr(corolla, point)
+    module = getattr(corolla.evaluation, point)
     _inner = getattr(module, point)
 
     def dying(*args, **kwargs):

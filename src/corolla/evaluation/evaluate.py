@@ -78,9 +78,9 @@ def write(evaluation: Evaluation, layout: layout_lib.Layout, out_dir: Path,
         if i < samples or i in wanted}
     shown = [i for i in range(samples) if i in found]  # fewer when the split is smaller
     written["samples"] = plots.plot_samples(np.stack([found[i] for i in shown]),
-                                             evaluation.y_true[:samples],
-                                             evaluation.y_pred[:samples], names,
-                                             out_dir / rundir.SAMPLES)
+                                            evaluation.y_true[:samples],
+                                            evaluation.y_pred[:samples], names,
+                                            out_dir / rundir.SAMPLES)
     if len(mistakes):
         confidence = evaluation.probabilities[mistakes, evaluation.y_pred[mistakes]]
         written["mistakes"] = plots.plot_samples(
