@@ -71,7 +71,7 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
     """`corolla predict`: writes submission.csv (into the run directory unless `out` is given;
     see `output_path` for what `out` and `force` may replace), checked against the test ids.
     The test predictions are saved where evaluate saves val's (the run, or RUN/eval-<data>/ for
-    other data; see `evaluate.output_dir`), whatever `out` is: they are the run's record of its
+    other data; see `inference.output_dir`), whatever `out` is: they are the run's record of its
     model on that data, which ensembles read. `tta`: the mean of that many views of each
     image (see `corolla.evaluation.tta`), recorded in the saved predictions."""
     tta = tta_lib.check(tta)
