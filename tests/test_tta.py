@@ -1,6 +1,6 @@
-"""Test-time augmentation: the views (`corolla.evaluation.tta`) and `corolla predict --tta N`, whose
-probabilities must be the mean of the single views' (computed here independently, the whole
-split in one batch), on one device and on two replicas with a padded last batch."""
+"""Test-time augmentation: the views (`corolla.evaluation.tta`) and `corolla predict --tta N`,
+whose probabilities must be the mean of the single views' (computed here independently, the
+whole split in one batch), on one device and on two replicas with a padded last batch."""
 
 from __future__ import annotations
 
