@@ -301,10 +301,12 @@ def _info(args) -> int:
     if args.recipes:
         from corolla import recipes
 
-        print(f"{'recipe':22s} {'model':18s} {'size':>5s} {'epochs':>6s}  description")
+        print(f"{'recipe':22s} {'model':18s} {'size':>6s} {'epochs':>6s}  description")
         for row in recipes.table():
-            size = f"{row['image_size']}px" if row["image_size"] else "auto"
-            print(f"{row['name']:22s} {row['model']:18s} {size:>5s} {row['epochs']:6d}  "
+            # The data's size to read, else the model's input size at most (<=), else auto.
+            size = f"{row['image_size']}px" if row["image_size"] else \
+                f"<={row['input_size']}" if row["input_size"] else "auto"
+            print(f"{row['name']:22s} {row['model']:18s} {size:>6s} {row['epochs']:6d}  "
                   f"{row['description']}")
         print(f"auto: {recipes.AUTO['cpu']} on CPUs, {recipes.AUTO['gpu']} on GPUs and TPUs")
         return 0

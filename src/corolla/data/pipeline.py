@@ -278,33 +278,6 @@ def eval_dataset(split: Split, image_size: int, global_batch: int, pad: bool = T
     return ds.batch(global_batch, drop_remainder=pad).prefetch(AUTOTUNE)
 
 
-def validation_dataset(split: Split, image_size: int, global_batch: int,
-                       full_batches: bool, workers: int = 1,
-                       skip_bad_records: bool = False,
-                       num_classes: int = 0) -> tuple[tf.data.Dataset, int]:
-    """(image, label) batches for monitoring during `fit`, and the number of steps to run; never
-    augmented. Labels one-hot float32 [B, num_classes] when `num_classes` is given, as in
-    `train_dataset`.
-
-    With several processes every one must run the same number of steps (one that runs out first
-    leaves the others waiting in a collective): full batches, repeated, `count // global_batch`
-    steps. The run's metrics.json does not depend on this: it comes from the chief's exact pass
-    over the whole split.
-    """
-    multi = workers > 1
-    full_batches = full_batches or multi
-    ds = read(split, image_size, ordered=True, auto_shard=multi,
-              skip_bad_records=skip_bad_records).map(
-        lambda e: (tf.cast(e["image"], tf.float32),
-                   tf.one_hot(e["label"], num_classes) if num_classes else e["label"]),
-        num_parallel_calls=AUTOTUNE)
-    if multi:
-        ds = ds.repeat()
-    count = _count(split, skip_bad_records)
-    steps = max(1, count // global_batch) if full_batches else -(-count // global_batch)
-    return ds.batch(global_batch, drop_remainder=full_batches).prefetch(AUTOTUNE), steps
-
-
 def metadata(split: Split, skip_bad_records: bool = False) -> dict[str, list]:
     """Ids (str) and, for labelled splits, labels, in the order `eval_dataset` yields images
     (given the same `skip_bad_records`)."""

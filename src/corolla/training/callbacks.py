@@ -27,11 +27,14 @@ def ema_weights(swap: keras.callbacks.SwapEMAWeights | None):
 
 
 class ValMacroF1(keras.callbacks.Callback):
-    """Puts val macro F1 (scikit-learn's default, as Kaggle scores) into the epoch's logs, from
-    one prediction pass over the whole val split (padded batches, padding dropped: see
-    `evaluation.inference.predict_probabilities`), not an average of per-batch figures. Every
+    """Puts val macro F1 (scikit-learn's default, as Kaggle scores), val accuracy and val loss
+    (the compiled loss) into the epoch's logs, from one prediction pass over the whole val split
+    (padded batches, padding dropped: see `evaluation.inference.predict_probabilities`), not an
+    average of per-batch figures. It is the run's only validation pass (`fit` gets no
+    validation_data: that would decode and predict the same images a second time). Every
     process runs the pass on its own devices over the whole split: with the same weights
-    everywhere they agree on the figure, so the best epoch and early stopping need no collective."""
+    everywhere they agree on the figures, so the best epoch and early stopping need no
+    collective."""
 
     def __init__(self, split, image_size: int, labels, plan, swap=None,
                  skip_bad_records: bool = False):
@@ -46,7 +49,12 @@ class ValMacroF1(keras.callbacks.Callback):
             probabilities = predict_probabilities(self.model, self.split, self.image_size,
                                                   self.plan, self.skip)
         if logs is not None:
+            predicted = probabilities.argmax(axis=1)
+            one_hot = np.eye(probabilities.shape[1], dtype=np.float32)[self.labels]
+            logs["val_loss"] = float(keras.ops.convert_to_numpy(
+                self.model.loss(one_hot, probabilities)))
+            logs["val_accuracy"] = float(np.mean(predicted == self.labels))
             # As corolla.evaluation.metrics computes the run's f1_macro: the union of true and
             # predicted.
-            logs[VAL_F1] = float(f1_score(self.labels, probabilities.argmax(axis=1),
-                                          average="macro", zero_division=0))
+            logs[VAL_F1] = float(f1_score(self.labels, predicted, average="macro",
+                                          zero_division=0))

@@ -214,12 +214,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             skip_bad_records=config.data.skip_bad_records, num_classes=num_classes)
 
     train_ds = train_data(state.epochs_done)
-    # Several processes (either backend) must all run the same number of validation steps.
-    val_ds, val_steps = pipeline.validation_dataset(
-        layout.split("val"), size, plan.global_batch,
-        full_batches=plan.static_shapes or plan.replicas > 1, workers=plan.num_processes,
-        skip_bad_records=config.data.skip_bad_records, num_classes=num_classes)
-    # The whole val split, for macro F1 after every epoch (its own padded pass).
+    # The whole val split, for the val figures after every epoch (one padded pass, see
+    # ValMacroF1: Keras' own validation would be a second pass over the same images).
     val_split = check.check_split(layout.split("val"), num_classes,
                                   skip_bad_records=config.data.skip_bad_records)
     val_labels = pipeline.metadata(val_split, config.data.skip_bad_records)["labels"]
@@ -260,7 +256,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     model_path = run_dir / rundir.MODEL if plan.is_chief else backup_dir.parent / rundir.MODEL
     last_path = model_path.with_name(LAST)
 
-    # Validation (Keras' and the macro F1 pass) and the best model use the EMA weights.
+    # Validation and the best model use the EMA weights.
     swap = keras.callbacks.SwapEMAWeights() if t.ema else None
     checkpoint = Checkpoint(backup_dir, state, run_dir / rundir.HISTORY if plan.is_chief else None,
                             swap=swap, patience=t.early_stopping_patience, log=log)
@@ -296,8 +292,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             if first != state.epochs_done:
                 train_ds = train_data(first)
             model.fit(train_ds, epochs=phase.end, initial_epoch=first,
-                      steps_per_epoch=steps, validation_data=val_ds,
-                      validation_steps=val_steps, callbacks=own + list(callbacks),
+                      steps_per_epoch=steps, callbacks=own + list(callbacks),
                       shuffle=False, verbose=verbose)
             if model.stop_training:
                 break
