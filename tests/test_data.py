@@ -197,7 +197,18 @@ def test_images_are_scaled_to_the_input_size_as_they_are_decoded(tiny_petals, si
     assert next(iter(crop))[0].shape == (8, size, size, 3)
 
 
-def test_a_wrong_stored_size_is_still_found_when_scaling(tmp_path):
-    jpeg = tf.io.encode_jpeg(tf.zeros([16, 16, 3], tf.uint8))  # in a 32x32 folder
-    with pytest.raises(tf.errors.InvalidArgumentError, match="is not 32x32"):
-        records.decode_image(jpeg, 16, stored_size=32)
+@pytest.mark.parametrize("size", [16, 24])
+def test_a_wrong_stored_size_is_still_found_when_scaling(size):
+    for encode in (tf.io.encode_jpeg, tf.io.encode_png):
+        image = encode(tf.zeros([16, 16, 3], tf.uint8))  # in a 32x32 folder
+        with pytest.raises(tf.errors.InvalidArgumentError, match="is not 32x32"):
+            records.decode_image(image, size, stored_size=32)
+
+
+def test_png_records_are_scaled_too():
+    """decode_jpeg reads PNG as well, but only JPEG scales in the decoder: PNG is resized."""
+    image = np.random.default_rng(0).integers(0, 256, (32, 32, 3)).astype(np.uint8)
+    for size in (16, 24):
+        out = records.decode_image(tf.io.encode_png(image), size, stored_size=32).numpy()
+        expected = tf.image.resize(image, [size, size], antialias=True).numpy()
+        assert out.shape == (size, size, 3) and np.abs(out - expected).max() <= 0.5

@@ -78,19 +78,25 @@ def describe(path: tf.Tensor, index: tf.Tensor, example_id: tf.Tensor) -> list:
     return ["record ", tf.cast(index, tf.int32), " (id ", example_id, ") of ", path]
 
 
-def scaled_decode(jpeg: tf.Tensor, image_size: int, stored_size: int) -> tf.Tensor:
-    """JPEG bytes of a `stored_size` image -> uint8 [image_size, image_size, 3]. A size that
-    divides the stored one by 2, 4 or 8 comes straight out of the decoder (libjpeg scales in
-    the DCT, decoding less: 192 px to 96 costs 0.32 ms per image against 0.43 for the full
-    image); any other size is decoded whole and resized (area-averaged when smaller)."""
+def scaled_decode(jpeg: tf.Tensor, image_size: int,
+                  stored_size: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """Image bytes of a `stored_size` image -> (uint8 [image_size, image_size, 3], the stored
+    image's [height, width], to check). A JPEG scaled by 1/2, 1/4 or 1/8 comes straight out of
+    the decoder (libjpeg scales in the DCT, decoding less: 192 px to 96 costs 0.32 ms per image
+    against 0.43 for the full image); any other size, and the other formats `decode_jpeg`
+    reads (PNG...), are decoded whole and resized (area-averaged when smaller)."""
+    def whole():
+        image = tf.io.decode_jpeg(jpeg, channels=3)
+        size = tf.shape(image)[:2]
+        image = tf.image.resize(image, [image_size, image_size], antialias=True)
+        return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8), size
+
     ratio = stored_size // image_size
-    if image_size * ratio == stored_size and ratio in (2, 4, 8):
-        return tf.io.decode_jpeg(jpeg, channels=3, ratio=ratio)
-    image = tf.io.decode_jpeg(jpeg, channels=3)
-    if image_size == stored_size:
-        return image
-    image = tf.image.resize(image, [image_size, image_size], antialias=True)
-    return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
+    if image_size * ratio != stored_size or ratio not in (2, 4, 8):
+        return whole()
+    return tf.cond(tf.equal(tf.strings.substr(jpeg, 0, 2), _MAGIC[0]),
+                   lambda: (tf.io.decode_jpeg(jpeg, channels=3, ratio=ratio),
+                            tf.image.extract_jpeg_shape(jpeg)[:2]), whole)
 
 
 def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None,
@@ -113,9 +119,10 @@ def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None,
         if decode is None and stored == image_size:
             image = tf.io.decode_jpeg(jpeg, channels=3)
             size = tf.shape(image)[:2]
+        elif decode is None:
+            image, size = scaled_decode(jpeg, image_size, stored)
         else:
-            image = (decode or (lambda j: scaled_decode(j, image_size, stored)))(jpeg)
-            size = tf.image.extract_jpeg_shape(jpeg)[:2]
+            image, size = decode(jpeg), tf.image.extract_jpeg_shape(jpeg)[:2]
     check = tf.debugging.Assert(
         tf.reduce_all(tf.equal(size, stored)),
         [f"{DATA_ERROR}: an image in the records is not {stored}x{stored}; the images "
