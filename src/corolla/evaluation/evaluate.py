@@ -20,6 +20,7 @@ from corolla.report import html as html_report
 from corolla.report import plots
 from corolla.runtime import Plan
 
+
 @dataclass
 class Evaluation:
     metrics: dict
