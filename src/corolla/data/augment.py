@@ -28,6 +28,7 @@ import math
 
 import tensorflow as tf
 
+from corolla.data import records
 from corolla.data.policies import NAMES, NEED_ONE_HOT  # noqa: F401  (re-exported)
 
 # Random resized crop: the fraction of the image's area kept, and the crop's aspect range.
@@ -55,22 +56,18 @@ def crop_window(image_shape: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     return tf.stack([begin[0], begin[1], size[0], size[1]])
 
 
-def _resize(image: tf.Tensor, image_size: int) -> tf.Tensor:
-    image = tf.image.resize(image, [image_size, image_size])
-    return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
-
-
 def decode_crop(jpeg: tf.Tensor, image_size: int, seed: tf.Tensor) -> tf.Tensor:
     """JPEG bytes -> uint8 [S, S, 3]: a random crop, decoded alone (rows below it and columns
     beside it are never decoded), resized to S."""
     window = crop_window(tf.image.extract_jpeg_shape(jpeg), seed)
-    return _resize(tf.image.decode_and_crop_jpeg(jpeg, window, channels=3), image_size)
+    return records.resize(tf.image.decode_and_crop_jpeg(jpeg, window, channels=3), image_size)
 
 
 def random_crop(image: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
     """The same crop of an image already decoded (uint8 [S, S, 3], e.g. from the cache)."""
     w = crop_window(tf.shape(image), seed)
-    return _resize(tf.image.crop_to_bounding_box(image, w[0], w[1], w[2], w[3]), image.shape[0])
+    return records.resize(tf.image.crop_to_bounding_box(image, w[0], w[1], w[2], w[3]),
+                          image.shape[0])
 
 
 # ------------------------------------------------------------------ flip, affine, colour (XLA)

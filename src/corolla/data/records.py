@@ -78,6 +78,13 @@ def describe(path: tf.Tensor, index: tf.Tensor, example_id: tf.Tensor) -> list:
     return ["record ", tf.cast(index, tf.int32), " (id ", example_id, ") of ", path]
 
 
+def resize(image: tf.Tensor, image_size: int, antialias: bool = False) -> tf.Tensor:
+    """uint8 [H, W, 3] -> uint8 [S, S, 3], bilinear (area-averaged when shrinking with
+    `antialias`), rounded and saturated back to bytes."""
+    image = tf.image.resize(image, [image_size, image_size], antialias=antialias)
+    return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8)
+
+
 def scaled_decode(jpeg: tf.Tensor, image_size: int,
                   stored_size: int) -> tuple[tf.Tensor, tf.Tensor]:
     """Image bytes of a `stored_size` image -> (uint8 [image_size, image_size, 3], the stored
@@ -87,9 +94,7 @@ def scaled_decode(jpeg: tf.Tensor, image_size: int,
     reads (PNG...), are decoded whole and resized (area-averaged when smaller)."""
     def whole():
         image = tf.io.decode_jpeg(jpeg, channels=3)
-        size = tf.shape(image)[:2]
-        image = tf.image.resize(image, [image_size, image_size], antialias=True)
-        return tf.cast(tf.clip_by_value(tf.round(image), 0, 255), tf.uint8), size
+        return resize(image, image_size, antialias=True), tf.shape(image)[:2]
 
     ratio = stored_size // image_size
     if image_size * ratio != stored_size or ratio not in (2, 4, 8):

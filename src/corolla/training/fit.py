@@ -182,7 +182,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     _check_same_epoch(plan, state.epochs_done)
 
     _set_determinism(config, plan)
-    size, t = config.model.input_size or layout.image_size, config.train
+    size, t = config.model.input_size, config.train  # resolved above: never 0 here
     num_classes = len(layout.class_names)
     steps, steps_per_execution = plan.fit_steps(t.steps_per_epoch)
     if t.accumulation_steps > 1:
