@@ -35,6 +35,33 @@ def test_head_stays_float32_under_mixed_precision():
         keras.config.set_dtype_policy("float32")
 
 
+@pytest.mark.parametrize("name, size, other", [("small_cnn", 128, 64),
+                                               ("efficientnet_b0", 32, 48)])
+def test_a_model_of_any_size_is_saved_at_its_input_size(name, size, other, tmp_path):
+    """Progressive resizing trains a model of any size; what it saves (`at_size`) is the same
+    layers and weights taking the one input size, and loads as such with safe_mode."""
+    model = models.create_model(name, num_classes=3, image_size=size, dropout=0.2,
+                                any_size=True)
+    fixed = models.at_size(model, size)
+    assert model.input_shape == (None, None, None, 3)
+    assert fixed.input_shape == (None, size, size, 3)
+    assert len(fixed.weights) == len(model.weights) and all(
+        a is b for a, b in zip(fixed.weights, model.weights))
+    # The architecture is the one built for the size (small_cnn adds a stride-2 stem from 128).
+    built = models.create_model(name, num_classes=3, image_size=size, dropout=0.2)
+    assert [w.shape for w in model.weights] == [w.shape for w in built.weights]
+    rng = np.random.default_rng(0)
+    resized = rng.uniform(0, 255, (2, other, other, 3)).astype(np.float32)
+    assert model.predict(resized, verbose=0).shape == (2, 3)
+    images = rng.uniform(0, 255, (2, size, size, 3)).astype(np.float32)
+    expected = model.predict(images, verbose=0)
+    np.testing.assert_array_equal(fixed.predict(images, verbose=0), expected)
+    fixed.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
+    assert loaded.input_shape == (None, size, size, 3)
+    np.testing.assert_allclose(loaded.predict(images, verbose=0), expected, atol=1e-6)
+
+
 def test_frozen_backbone_trains_only_the_head():
     model = models.create_model("small_cnn", num_classes=2, image_size=16, train_backbone=False)
     assert [w.name for w in model.trainable_weights] == ["kernel", "bias"]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO
+from corolla import config
 
 CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
 
@@ -31,6 +32,30 @@ def test_schedule_matches_its_formula_at_chosen_steps():
     }
     for step, lr in expected.items():
         assert float(schedule(step)) == pytest.approx(lr, rel=1e-5), step
+
+
+def test_progressive_resizing_ramps_in_steps_of_16_and_ends_at_the_input_size():
+    from corolla.training import fit, schedule
+
+    def sizes(final, epochs, **train):
+        t = config.load(overrides={"train.epochs": epochs, **{f"train.{k}": v
+                                                                for k, v in train.items()}}).train
+        return [schedule.input_size(t, final, e) for e in range(epochs)]
+
+    # FFCV's ramp by fractions: 96 until half way (epoch 14), linear to 128 by 80% (22.4),
+    # rounded down to multiples of 16.
+    assert sizes(128, 28, start_size=96) == [96] * 19 + [112] * 4 + [128] * 5
+    assert sizes(128, 5, start_size=0) == sizes(128, 5, start_size=160) == [128] * 5
+    # The last epoch is at the input size even when the ramp ends with the training.
+    assert sizes(48, 4, start_size=16, size_ramp_start=0, size_ramp_end=1) == [16, 16, 32, 48]
+    assert sizes(200, 3, start_size=64, size_ramp_start=0.9, size_ramp_end=0.9) == [64, 64, 200]
+    # Phases split where the size changes, and where two-phase fine-tuning unfreezes.
+    t = config.load(overrides={"train.epochs": 6, "train.start_size": 16,
+                               "train.frozen_epochs": 2, "train.size_ramp_start": 0.4,
+                               "train.size_ramp_end": 0.6}).train
+    assert [(p.start, p.end, p.frozen, p.size) for p in fit.phases(t, True, 32)] == [
+        (0, 2, True, 16), (2, 4, False, 16), (4, 6, False, 32)]
+    assert [(p.start, p.end, p.size) for p in fit.phases(t, True, 0)] == [(0, 2, 0), (2, 6, 0)]
 
 
 def _train(args, crash="none", env=None, timeout=300):

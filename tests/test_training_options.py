@@ -162,3 +162,51 @@ def test_ema_weights_are_saved_and_resume_across_the_phase_boundary_is_exact(opt
     assert not _same(a, whole[1])  # raw weights at the end of the last epoch: not what is saved
     assert _same(whole[1], resumed[1])
     assert [r["epoch"] for r in _history(tmp / "b")] == ["0", "1"]
+
+
+@pytest.fixture(scope="module")
+def progressive_runs(tiny_petals, tmp_path_factory):
+    """Progressive resizing on 32 px data: epochs 1-2 at 16 px, epoch 3 at 32; one run
+    uninterrupted, one killed after its first epoch and resumed. Records the size of every
+    training dataset built (the first epoch it starts at, its images' size)."""
+    from corolla.data import pipeline
+
+    tmp = tmp_path_factory.mktemp("progressive")
+    real, built = pipeline.train_dataset, []
+
+    def recording(split, image_size, *args, **kwargs):
+        ds = real(split, image_size, *args, **kwargs)
+        built.append((kwargs["first_epoch"], image_size, ds.element_spec[0].shape[1]))
+        return ds
+
+    pipeline.train_dataset = recording
+    try:
+        overrides = {"data.path": str(tiny_petals), "train.epochs": 3, "train.start_size": 16,
+                     "train.size_ramp_start": 0.0, "train.size_ramp_end": 0.5,
+                     "train.deterministic": True}
+        _train(tmp, "a", overrides)
+        whole, built[:] = list(built), []
+        _train(tmp, "b", overrides, crash_after=0)
+        _train(tmp, "b", {}, resume=True)
+    finally:
+        pipeline.train_dataset = real
+    return tmp, whole, built
+
+
+def test_progressive_resizing_trains_small_first_and_saves_at_the_input_size(progressive_runs):
+    import keras
+
+    tmp, whole, _ = progressive_runs
+    assert whole == [(0, 16, 16), (2, 32, 32)]  # one dataset per size, from its first epoch
+    for name in ("model.keras", "last.keras"):
+        model = keras.saving.load_model(tmp / "a" / name, compile=False)
+        assert model.input_shape == (None, 32, 32, 3)
+    assert config.load(tmp / "a" / "config.toml").train.start_size == 16
+
+
+def test_a_progressive_run_resumes_at_the_size_of_its_next_epoch(progressive_runs):
+    tmp, _, resumed = progressive_runs
+    assert resumed == [(0, 16, 16), (1, 16, 16), (2, 32, 32)]
+    assert [r["epoch"] for r in _history(tmp / "b")] == ["0", "1", "2"]
+    assert _same(_saved_weights(tmp / "a" / "last.keras"),
+                 _saved_weights(tmp / "b" / "last.keras"))

@@ -19,6 +19,7 @@ FLAG_KEYS = {
     "data": "data.path", "image_size": "data.image_size", "augment": "data.augment",
     "cache": "data.cache", "model": "model.name", "weights": "model.weights",
     "train_backbone": "model.train_backbone", "input_size": "model.input_size",
+    "start_size": "train.start_size",
     "epochs": "train.epochs",
     "batch_size": "train.batch_size", "global_batch_size": "train.global_batch_size",
     "learning_rate": "train.learning_rate", "steps_per_epoch": "train.steps_per_epoch",
@@ -86,6 +87,9 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-size", type=int, metavar="S", help="the size the model sees, at "
                    "most: larger images are scaled down to S as they are decoded (default: "
                    "the data's size)")
+    p.add_argument("--start-size", type=int, metavar="S", help="progressive resizing: the "
+                   "first epochs at S px, growing to the input size over the ramp "
+                   "(train.size_ramp_start/end: fractions of the epochs); 0 = off")
     p.add_argument("--freeze-backbone", dest="train_backbone", action="store_false",
                    default=None, help="train only the classifier head")
     defaults = config_lib.RunConfig()

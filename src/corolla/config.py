@@ -100,6 +100,12 @@ class TrainConfig:
     finetune_lr_scale: float = 0.1  # then trained with the schedule's rate x this
     accumulation_steps: int = 1  # average the gradients of N batches per optimizer update
     early_stopping_patience: int = 0  # stop after N epochs without a better val macro F1; 0 = off
+    # Progressive resizing: the first epochs at start_size px, growing linearly (in steps of
+    # 16 px) over the fraction [size_ramp_start, size_ramp_end) of the epochs to
+    # model.input_size, at which the rest train and every epoch is validated. 0 = off.
+    start_size: int = 0
+    size_ramp_start: float = 0.5
+    size_ramp_end: float = 0.8
 
 
 @dataclass
@@ -223,7 +229,10 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "train.frozen_epochs": (t.frozen_epochs, 0, None),
               "train.finetune_lr_scale": (t.finetune_lr_scale, 0, None),
               "train.accumulation_steps": (t.accumulation_steps, 1, None),
-              "train.early_stopping_patience": (t.early_stopping_patience, 0, None)}
+              "train.early_stopping_patience": (t.early_stopping_patience, 0, None),
+              "train.start_size": (t.start_size, 0, None),
+              "train.size_ramp_start": (t.size_ramp_start, 0, 1),
+              "train.size_ramp_end": (t.size_ramp_end, 0, 1)}
     for key, (value, low, high) in ranges.items():
         if isinstance(value, float) and not math.isfinite(value):
             fail(key, "be a finite number", value)
@@ -234,6 +243,9 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
     _check_folds(config, labels)
     if t.learning_rate <= 0:
         fail("train.learning_rate", "be positive", t.learning_rate)
+    if t.size_ramp_end < t.size_ramp_start:
+        fail("train.size_ramp_end", f"not be below train.size_ramp_start ({t.size_ramp_start})",
+             t.size_ramp_end)
     name = config.output.name
     if name and (PurePath(name).is_absolute() or ".." in PurePath(name).parts):
         fail("output.name", f"be a folder name inside {config.output.runs_dir!r} (no absolute "

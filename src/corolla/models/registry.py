@@ -72,10 +72,17 @@ def check_weights(spec: ModelSpec, weights: str) -> str | None:
 
 
 def create_model(name: str, num_classes: int, image_size: int | None = None,
-                 weights: str | None = None, train_backbone: bool = True, dropout: float = 0.0):
+                 weights: str | None = None, train_backbone: bool = True, dropout: float = 0.0,
+                 any_size: bool = False):
     """Backbone + global average pooling + Dense(num_classes) with a float32 softmax (so mixed
-    precision never rounds the probabilities), with `dropout` before it. The model takes float RGB images in [0, 255]:
-    preprocessing is inside it, so a saved model needs nothing else at inference."""
+    precision never rounds the probabilities), with `dropout` before it. The model takes float
+    RGB images in [0, 255]: preprocessing is inside it, so a saved model needs nothing else at
+    inference.
+
+    `any_size`: the model takes images of any height and width (progressive resizing trains
+    one model at several sizes), its architecture still the one built for `image_size` (the
+    backbones choose strides and stems by size). Save it through `at_size`: a saved model takes
+    the one size it is meant for."""
     import keras
 
     spec = get(name)
@@ -83,11 +90,20 @@ def create_model(name: str, num_classes: int, image_size: int | None = None,
     size = image_size or spec.image_size
     if num_classes < 2:
         raise UserError(f"a classifier needs at least 2 classes, got {num_classes}")
-    inputs = keras.Input((size, size, 3), name="image")
+    inputs = keras.Input((None, None, 3) if any_size else (size, size, 3), name="image")
     x = inputs
     for layer in spec.preprocessing():
         x = layer(x)
     backbone = _build_backbone(spec, (size, size, 3), weights)
+    if any_size:  # the same layers (and weights) on an input of any size
+        try:
+            backbone = keras.models.clone_model(
+                backbone, input_tensors=keras.Input((None, None, 3)),
+                clone_function=lambda layer: layer)
+        except Exception as e:  # e.g. a transformer's position embeddings of one size
+            raise UserError(f"model {spec.name!r} cannot take images of several sizes "
+                            f"({_first_line(e)}); set train.start_size = 0 (no progressive "
+                            f"resizing)") from None
     backbone.trainable = train_backbone
     x = backbone(x, training=None if train_backbone else False)
     # Convnets give feature maps (batch, h, w, c); transformers (keras-hub) give tokens.
@@ -99,6 +115,16 @@ def create_model(name: str, num_classes: int, image_size: int | None = None,
     outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32",
                                  name="probabilities")(x)
     return keras.Model(inputs, outputs, name=short_name(name))
+
+
+def at_size(model, size: int):
+    """A model of `create_model(any_size=True)` as one taking `size` px images: the same
+    layers and weights (training one trains the other), the input shape fixed."""
+    import keras
+
+    return keras.models.clone_model(model, input_tensors=keras.Input((size, size, 3),
+                                                                     name="image"),
+                                    clone_function=lambda layer: layer)
 
 
 def short_name(name: str) -> str:

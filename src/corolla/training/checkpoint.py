@@ -84,13 +84,14 @@ class Checkpoint(keras.callbacks.Callback):
     epoch better than the best so far saves its model (on the EMA weights: `swap`, Keras'
     SwapEMAWeights, when the optimizer keeps them), and `patience` epochs without one stop the
     training. The backup itself holds the raw weights and the optimizer (with its EMA), so a
-    resumed run continues exactly."""
+    resumed run continues exactly. `saved`: the model the best epoch is saved as, when not the
+    one trained (a view of it at the run's input size: see `models.at_size`)."""
 
     def __init__(self, backup_dir: Path, state: BackupState, history_path: Path | None = None,
-                 swap=None, patience: int = 0, log=print):
+                 swap=None, patience: int = 0, log=print, saved=None):
         super().__init__()
         self.backup_dir, self.state, self.history_path = Path(backup_dir), state, history_path
-        self.swap, self.patience, self.log = swap, patience, log
+        self.swap, self.patience, self.log, self.saved = swap, patience, log, saved
         self.backup_dir.mkdir(parents=True, exist_ok=True)
         remove_partials(self.backup_dir)  # a weights file a killed run never put in place
 
@@ -125,7 +126,7 @@ class Checkpoint(keras.callbacks.Callback):
         if f1 is not None and math.isfinite(f1) and (best_f1 is None or f1 > best_f1):
             best_epoch, best_f1, best = epoch, f1, f"best-epoch-{epoch:04d}.keras"
             with ema_weights(self.swap), atomic_path(self.backup_dir / best) as tmp:
-                self.model.save(tmp)
+                (self.model if self.saved is None else self.saved).save(tmp)
         self.state = BackupState(epoch + 1, name, self.state.history + [row], best_epoch,
                                  best_f1, best)
         write_text_atomic(self.backup_dir / STATE, json.dumps(self.state.__dict__, indent=1))

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -99,21 +100,38 @@ def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None =
 
 @dataclass(frozen=True)
 class Phase:
-    """Epochs [start, end) trained with the backbone frozen or not, at the schedule x lr_scale."""
+    """Epochs [start, end) trained with the backbone frozen or not, at the schedule x lr_scale,
+    on `size` px images (0: the model's input size)."""
     start: int
     end: int
     frozen: bool
     lr_scale: float = 1.0
+    size: int = 0
+
+    def same_optimizer(self, other: Phase) -> bool:
+        """Whether `other` trains with this phase's compiled model (only its images' size
+        differs), so that moving on needs no new optimizer."""
+        return (self.frozen, self.lr_scale) == (other.frozen, other.lr_scale)
 
 
-def phases(train: config_lib.TrainConfig, train_backbone: bool) -> list[Phase]:
+def phases(train: config_lib.TrainConfig, train_backbone: bool, size: int = 0) -> list[Phase]:
     """Two-phase fine-tuning: the head alone for train.frozen_epochs, then everything at the
-    schedule's rate x train.finetune_lr_scale. One phase otherwise."""
+    schedule's rate x train.finetune_lr_scale; one phase otherwise. With progressive resizing
+    (train.start_size, for a model of `size` px), each is split where the image size changes."""
     n = min(train.frozen_epochs, train.epochs) if train_backbone else 0
     if not n:
-        return [Phase(0, train.epochs, frozen=not train_backbone)]
-    split = [Phase(0, n, frozen=True), Phase(n, train.epochs, False, train.finetune_lr_scale)]
-    return [p for p in split if p.end > p.start]
+        split = [Phase(0, train.epochs, frozen=not train_backbone)]
+    else:
+        split = [Phase(0, n, frozen=True), Phase(n, train.epochs, False, train.finetune_lr_scale)]
+    out = []
+    for p in split:
+        for epoch in range(p.start, p.end):
+            at = schedule_lib.input_size(train, size, epoch)
+            if out and out[-1].end == epoch and out[-1].size == at and p.same_optimizer(out[-1]):
+                out[-1] = dataclasses.replace(out[-1], end=epoch + 1)
+            else:
+                out.append(dataclasses.replace(p, start=epoch, end=epoch + 1, size=at))
+    return out
 
 
 def backbone_of(model):
@@ -204,16 +222,20 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     # whole batch from an identical stream (JAX processes).
     per_process = plan.global_batch // plan.input_shard[0]
 
-    def train_data(first_epoch: int):
+    def train_data(first_epoch: int, phase_size: int):
         # One per `fit` (each iterates its dataset from the start): epoch k is drawn as k.
         return pipeline.train_dataset(
-            layout.split("train"), size, plan.global_batch, epoch_examples=steps * per_process,
+            layout.split("train"), phase_size, plan.global_batch,
+            epoch_examples=steps * per_process,
             first_epoch=first_epoch, seed=t.seed, augment=config.data.augment,
             cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer,
             ordered=ordered, shard=plan.input_shard,
             skip_bad_records=config.data.skip_bad_records, num_classes=num_classes)
 
-    train_ds = train_data(state.epochs_done)
+    plan_phases = phases(t, config.model.train_backbone, size)
+    progressive = any(p.size != size for p in plan_phases)
+    resumed = next((p for p in plan_phases if p.end > state.epochs_done), plan_phases[-1])
+    train_ds = train_data(state.epochs_done, resumed.size)
     # The whole val split, for the val figures after every epoch (one padded pass, see
     # ValMacroF1: Keras' own validation would be a second pass over the same images).
     val_split = check.check_split(layout.split("val"), num_classes,
@@ -221,12 +243,14 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     val_labels = pipeline.metadata(val_split, config.data.skip_bad_records)["labels"]
     # Data and model come first: a failure there (a split smaller than one batch, weights that
     # will not load) leaves no empty run behind.
-    plan_phases = phases(t, config.model.train_backbone)
     with plan.scope():
         model = models.create_model(config.model.name, num_classes, size,
                                     config.model.weights, config.model.train_backbone,
-                                    dropout=config.model.dropout)
-        backbone = backbone_of(model) if len(plan_phases) > 1 else None
+                                    dropout=config.model.dropout, any_size=progressive)
+        # What the run saves: the model at its input size (the same layers and weights).
+        saved = models.at_size(model, size) if progressive else model
+        backbone = backbone_of(model) if t.frozen_epochs and config.model.train_backbone \
+            else None
 
     def configure(phase: Phase) -> None:
         """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
@@ -259,7 +283,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     # Validation and the best model use the EMA weights.
     swap = keras.callbacks.SwapEMAWeights() if t.ema else None
     checkpoint = Checkpoint(backup_dir, state, run_dir / rundir.HISTORY if plan.is_chief else None,
-                            swap=swap, patience=t.early_stopping_patience, log=log)
+                            swap=swap, patience=t.early_stopping_patience, log=log, saved=saved)
     with plan.scope():
         checkpoint.restore(model)
     own = [ValMacroF1(val_split, size, val_labels, plan, swap, config.data.skip_bad_records),
@@ -273,24 +297,29 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     log(f"training {config.model.name} at {size}x{size}{scaled} on {plan.strategy_name} "
         f"({plan.replicas} replica(s), global batch {plan.global_batch}): "
         f"{t.epochs} epochs x {steps} steps")
+    if progressive:
+        log("progressive resizing: " + ", ".join(f"{p.size} px in {_epochs(p)}"
+                                                 for p in plan_phases))
     verbose = (1 if sys.stdout.isatty() else 2) if plan.is_chief else 0
     try:
         for phase in plan_phases:
             done = checkpoint.state.epochs_done
             if phase.end <= done or stops_early(checkpoint.state, t.early_stopping_patience):
                 continue
-            if phase != current:
+            if not phase.same_optimizer(current):
                 # The model enters the phase as a finished one leaves it: on its EMA weights.
                 finalize_ema(model)
                 configure(phase)
-                current = phase
-            if len(plan_phases) > 1:
-                log(f"epochs {phase.start + 1}-{phase.end}: backbone "
+            current = phase
+            if backbone is not None:
+                log(f"{_epochs(phase)}: backbone "
                     f"{'frozen' if phase.frozen else 'trained'}, learning rate x "
-                    f"{phase.lr_scale:g}")
+                    f"{phase.lr_scale:g}" + (f", {phase.size} px" if progressive else ""))
+            elif progressive:
+                log(f"{_epochs(phase)} at {phase.size} px")
             first = max(done, phase.start)
             if first != state.epochs_done:
-                train_ds = train_data(first)
+                train_ds = train_data(first, phase.size)
             model.fit(train_ds, epochs=phase.end, initial_epoch=first,
                       steps_per_epoch=steps, callbacks=own + list(callbacks),
                       shuffle=False, verbose=verbose)
@@ -306,7 +335,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
 
     final = checkpoint.state
     with atomic_path(last_path) as tmp:
-        model.save(tmp)
+        saved.save(tmp)
     last_epoch = final.epochs_done - 1
     if final.best is not None and final.best_epoch != last_epoch:
         log(f"model.keras: epoch {final.best_epoch + 1} (val macro F1 {final.best_f1:.4f}, "
@@ -315,6 +344,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             shutil.copyfile(backup_dir / final.best, tmp)
         model = None  # the caller loads the best model from the run
     else:
+        model = saved
         with atomic_path(model_path) as tmp:
             model.save(tmp)
     shutil.rmtree(backup_dir, ignore_errors=True)
@@ -323,6 +353,13 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
 
 
 LAST = "last.keras"  # the last epoch's model, beside model.keras (the best epoch's)
+
+
+def _epochs(phase: Phase) -> str:
+    """A phase's epochs as the log counts them (from 1): "epoch 3" or "epochs 3-5"."""
+    if phase.end - phase.start == 1:
+        return f"epoch {phase.end}"
+    return f"epochs {phase.start + 1}-{phase.end}"
 
 
 def _log_recipe(config: config_lib.RunConfig, log) -> None:

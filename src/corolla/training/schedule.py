@@ -122,3 +122,25 @@ def for_training(train, updates_per_epoch: int, accumulation: int = 1, first_epo
         return schedule
     _, on_updates = _classes()
     return on_updates(schedule, accumulation, first_epoch * updates_per_epoch, scale)
+
+
+SIZE_STEP = 16  # progressive resizing's sizes are multiples of this (below the final size)
+
+
+def input_size(train, final: int, epoch: int) -> int:
+    """Progressive resizing (FFCV's ramp, by fractions of the epochs): the input size of
+    `epoch` (from 0), train.start_size until the ramp, growing linearly over epochs
+    [size_ramp_start, size_ramp_end) x train.epochs, rounded down to a multiple of SIZE_STEP,
+    then `final` (the last epoch at least: the model is validated and kept at `final`).
+    `final` throughout when train.start_size is 0 or not below it."""
+    start = train.start_size
+    if not start or start >= final:
+        return final
+    last = min(train.size_ramp_end * train.epochs, train.epochs - 1)
+    first = min(train.size_ramp_start * train.epochs, last)
+    if epoch >= last:
+        return final
+    if epoch < first:
+        return start
+    size = start + (final - start) * (epoch - first) / (last - first)
+    return min(max(start, int(size) // SIZE_STEP * SIZE_STEP), final)
