@@ -189,3 +189,15 @@ def test_schedules_count_optimizer_updates_and_continue_into_a_second_phase():
     for update in (0, 2, 5):
         assert value(second, 2 * update) == pytest.approx(0.1 * value(plain, 6 * STEPS + update))
         assert value(second, 2 * update + 1) == value(second, 2 * update)
+
+
+def test_info_lists_every_recipe_with_its_sizes(capsys):
+    """The cpu recipe trains with progressive resizing: its size column is start-input."""
+    from corolla.cli import main
+
+    assert main(["info", "--recipes"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
+    assert set(recipes.names()) <= set(rows)
+    cpu = config.apply(config.RunConfig(), recipes.load("cpu").values)
+    assert cpu.train.start_size and cpu.model.input_size
+    assert rows["cpu"][2] == f"{cpu.train.start_size}-{cpu.model.input_size}"

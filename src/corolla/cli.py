@@ -307,9 +307,13 @@ def _info(args) -> int:
 
         print(f"{'recipe':22s} {'model':18s} {'size':>6s} {'epochs':>6s}  description")
         for row in recipes.table():
-            # The data's size to read, else the model's input size at most (<=), else auto.
-            size = f"{row['image_size']}px" if row["image_size"] else \
-                f"<={row['input_size']}" if row["input_size"] else "auto"
+            # The data's size to read, else the model's input size at most (<=; from the
+            # start size with progressive resizing), else auto.
+            size, start = "auto", row["start_size"]
+            if row["image_size"]:
+                size = f"{row['image_size']}px"
+            elif row["input_size"]:
+                size = f"{start}-{row['input_size']}" if start else f"<={row['input_size']}"
             print(f"{row['name']:22s} {row['model']:18s} {size:>6s} {row['epochs']:6d}  "
                   f"{row['description']}")
         print(f"auto: {recipes.AUTO['cpu']} on CPUs, {recipes.AUTO['gpu']} on GPUs and TPUs")

@@ -100,14 +100,15 @@ def compose(config_path: str | Path | None, overrides: dict[str, Any],
 
 def table() -> list[dict[str, Any]]:
     """Every shipped recipe: name, model, image size (the data's to read), input size (the
-    model's, at most), epochs, description."""
+    model's, at most), start size (progressive resizing's first), epochs, description."""
     rows = []
     for name in names():
         recipe = load(name)
         config = config_lib.apply(config_lib.RunConfig(), recipe.values)
         rows.append({"name": name, "model": config.model.name,
                      "image_size": config.data.image_size,
-                     "input_size": config.model.input_size, "epochs": config.train.epochs,
+                     "input_size": config.model.input_size,
+                     "start_size": config.train.start_size, "epochs": config.train.epochs,
                      "description": recipe.description})
     return rows
 
