@@ -57,8 +57,10 @@ else:
     from corolla import config
     from corolla.flow import train_evaluate_predict
 
+    # Two epochs with progressive resizing: the first at 16 px, the second at the data's 32.
     cfg = config.load(overrides={"data.path": sys.argv[4], "output.runs_dir": sys.argv[5],
-                                 "output.name": "run", "train.epochs": 1,
+                                 "output.name": "run", "train.epochs": 2,
+                                 "train.start_size": 16,
                                  "train.global_batch_size": GLOBAL_BATCH})
     run_dir, metrics = train_evaluate_predict(cfg, plan, log=lambda *a: None)
     out["run_dir"], out["f1_macro"] = str(run_dir), metrics["f1_macro"]
