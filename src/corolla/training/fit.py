@@ -300,6 +300,9 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     if progressive:
         log("progressive resizing: " + ", ".join(f"{p.size} px in {_epochs(p)}"
                                                  for p in plan_phases))
+    elif t.start_size:
+        log(f"no progressive resizing: train.start_size {t.start_size} is not below the input "
+            f"size {size}, or {t.epochs} epoch(s) leave no room for a ramp")
     verbose = (1 if sys.stdout.isatty() else 2) if plan.is_chief else 0
     try:
         for phase in plan_phases:
