@@ -26,6 +26,9 @@ def test_overrides_are_typed_and_do_not_touch_the_original():
     ({"runtime.strategy": "bogus"}, "runtime.strategy must be one of"),
     ({"data.augment": "maybe"}, "unknown augmentation 'maybe'; names are crop, flip"),
     ({"data.augment": 3}, "must be a policy"),
+    ({"train.size_ramp_start": 0.8, "train.size_ramp_end": 0.5},
+     r"train.size_ramp_end must not be below train.size_ramp_start \(0.8\), got 0.5"),
+    ({"train.start_size": -1}, "train.start_size must not be negative"),
 ])
 def test_bad_values_are_user_errors(updates, message):
     with pytest.raises(UserError, match=message):
