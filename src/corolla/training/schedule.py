@@ -11,6 +11,9 @@ callback holds state of its own.
 Both count optimizer updates: with gradient accumulation Keras calls the schedule with its
 micro-step counter, which `OnUpdates` divides back into updates (and shifts, for the second
 phase of a two-phase fine-tuning, whose fresh optimizer starts at step 0).
+
+Beside them, the size schedule of progressive resizing (`input_size`: the image size of an
+epoch), which `fit.phases` turns into phases.
 """
 
 from __future__ import annotations
