@@ -40,7 +40,7 @@ def test_progressive_resizing_ramps_in_steps_of_16_and_ends_at_the_input_size():
     def sizes(final, epochs, **train):
         t = config.load(overrides={"train.epochs": epochs, **{f"train.{k}": v
                                                                 for k, v in train.items()}}).train
-        return [schedule.input_size(t, final, e) for e in range(epochs)]
+        return [schedule.size_at(t, final, e) for e in range(epochs)]
 
     # FFCV's ramp by fractions: 96 until half way (epoch 14), linear to 128 by 80% (22.4),
     # rounded down to multiples of 16.

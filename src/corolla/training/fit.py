@@ -126,7 +126,7 @@ def phases(train: config_lib.TrainConfig, train_backbone: bool, size: int = 0) -
     out = []
     for p in split:
         for epoch in range(p.start, p.end):
-            at = schedule_lib.input_size(train, size, epoch)
+            at = schedule_lib.size_at(train, size, epoch)
             if out and out[-1].end == epoch and out[-1].size == at and p.same_optimizer(out[-1]):
                 out[-1] = dataclasses.replace(out[-1], end=epoch + 1)
             else:

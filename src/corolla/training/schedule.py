@@ -12,7 +12,7 @@ Both count optimizer updates: with gradient accumulation Keras calls the schedul
 micro-step counter, which `OnUpdates` divides back into updates (and shifts, for the second
 phase of a two-phase fine-tuning, whose fresh optimizer starts at step 0).
 
-Beside them, the size schedule of progressive resizing (`input_size`: the image size of an
+Beside them, the size schedule of progressive resizing (`size_at`: the image size of an
 epoch), which `fit.phases` turns into phases.
 """
 
@@ -130,7 +130,7 @@ def for_training(train, updates_per_epoch: int, accumulation: int = 1, first_epo
 SIZE_STEP = 16  # progressive resizing's sizes are multiples of this (below the final size)
 
 
-def input_size(train, final: int, epoch: int) -> int:
+def size_at(train, final: int, epoch: int) -> int:
     """Progressive resizing (FFCV's ramp, by fractions of the epochs): the input size of
     `epoch` (from 0), train.start_size until the ramp, growing linearly over epochs
     [size_ramp_start, size_ramp_end) x train.epochs, rounded down to a multiple of SIZE_STEP,
