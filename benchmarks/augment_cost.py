@@ -53,6 +53,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if not Path(args.data).is_dir():
+        parser.error(f"--data {args.data}: no such folder (flowers5 is in ../shared/data)")
 
     import tensorflow as tf
 
