@@ -134,6 +134,13 @@ def test_drop_noise_keeps_every_other_byte():
         b"W0000 00:00:1744708234.960672 1370911 computation_placer.cc:177] computation placer "
         b"already registered. Please check linkage and avoid linking the same target more than "
         b"once.\r\n",
+        # TensorFlow 2.21 (absl's format) and 2.20 and before (TensorFlow's own).
+        b"I0000 00:00:1795537248.824541    2252 port.cc:153] oneDNN custom operations are on. "
+        b"You may see slightly different numerical results due to floating-point round-off "
+        b"errors from different computation orders. To turn them off, set the environment "
+        b"variable `TF_ENABLE_ONEDNN_OPTS=0`.\n",
+        b"2025-08-14 10:02:11.123456: I tensorflow/core/util/port.cc:153] oneDNN custom "
+        b"operations are on. You may see slightly different numerical results.\n",
     ]
     kept = [REAL, b"E0000 cuda_platform.cc:52] failed call to cuInit: CUDA_ERROR_SYSTEM_DRIVER"
                   b"_MISMATCH\n", b"Traceback (most recent call last):\n", b"\n", b"tail"]

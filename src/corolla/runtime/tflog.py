@@ -7,6 +7,7 @@ never sees the lines either). With TensorFlow 2.21 on a CPU machine every comman
 twice (the framework library, then the profiler plugin):
 
     WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+    I0000 00:00:1795537248.824541    2252 port.cc:153] oneDNN custom operations are on. ...
     I0000 00:00:1795346533.231385    3537 cudart_stub.cc:31] Could not find cuda drivers on ...
 
 Later lines (cuInit failing when the devices are listed, the CPU-feature notice) obey the
@@ -41,6 +42,9 @@ NOISE = tuple(re.compile(p) for p in (
     # CUDA builds registering their plugins twice (TensorFlow 2.14+, tensorflow/tensorflow#62075).
     rb"\] Unable to register cu(DNN|FFT|BLAS) factory: Attempting to register factory for plugin",
     rb"\] computation placer already registered\. Please check linkage",
+    # The oneDNN notice: logged under the level since TensorFlow 2.21, once per library that
+    # links oneDNN (twice on CPU builds). TF_CPP_MIN_LOG_LEVEL=0 still shows it.
+    rb"\] oneDNN custom operations are on\. ",
 ))
 
 # The end of the captured bytes: whether the wrapped block returned or raised. Without either,
