@@ -30,7 +30,7 @@ def tiny_petals(tmp_path_factory) -> Path:
     """32 px synthetic petals in the competition layout: 4 classes, 64/32/20 images."""
     from corolla.data import synthetic
 
-    from corolla import demo
+    from corolla.commands import demo
 
     return synthetic.write(tmp_path_factory.mktemp("petals"), demo.TINY.data)
 

@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from corolla import config
 from corolla.cli import main
-from corolla.data import augment, layout, pipeline, policies
+from corolla.config import policies
+from corolla.data import augment, layout, pipeline
 from corolla.errors import UserError
 
 B, S, C = 8, 32, 4

@@ -11,7 +11,7 @@ from corolla import cli
 from corolla.cli import main
 from corolla.data import check, layout, pipeline, records
 from corolla.data.classes import format_classes_file
-from corolla.errors import DATA_ERROR
+from corolla.errors import DATA_ERROR, UserError
 
 SIZE = 32
 GOOD = 16  # records per file
@@ -198,3 +198,19 @@ def test_a_test_files_damaged_tail_cannot_be_skipped(tmp_path, capsys):
     _one_line(capsys, _train(tmp_path / "data", tmp_path, "--skip-bad-records"),
               f"{paths['test', 0]} is damaged", "cannot skip them")
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_python_api_gets_the_clis_one_line_for_a_damaged_stream(tmp_path):
+    """`corolla.train()` and `Run.evaluate()` translate library errors as the CLI does (one
+    shared `commands.errors`): a notebook user sees the file and the record, not TensorFlow."""
+    from corolla.commands.errors import as_user_errors
+
+    paths = _data(tmp_path / "data", {("val", 0): "not_jpeg"})
+    split = layout.open_layout(str(tmp_path / "data")).split("val")
+    with pytest.raises(UserError) as info, as_user_errors(note=lambda line: None):
+        for _ in pipeline.eval_dataset(split, SIZE, 8):
+            pass
+    assert str(info.value).startswith(
+        f"record 3 (id va0-0003) of {paths['val', 0]} holds no image: its bytes do not start")
+    with pytest.raises(ZeroDivisionError), as_user_errors():  # a bug keeps its traceback
+        1 / 0

@@ -14,6 +14,7 @@ from corolla import config
 from corolla.cli import main
 from corolla.data.classes import format_classes_file
 from corolla.evaluation import ensemble, predictions
+from corolla.report import scored
 from corolla.report import submission
 
 CLASSES = ("daisy", "rose", "tulip", "iris", "cyclamen ")
@@ -54,10 +55,10 @@ def make_run(folder, sure_of=(0, 1, 2), seed=0, *, classes=CLASSES, val_ids=None
     val_p = _probabilities(labels, sure_of, seed)
     test_p = _probabilities(TEST_LABELS, sure_of, seed + 100)
     val_rows = np.arange(VAL) if order is None else np.asarray(order)
-    predictions.save(predictions.path_in(folder, "val"), [ids[i] for i in val_rows],
+    scored.save_predictions(predictions.path_in(folder, "val"), [ids[i] for i in val_rows],
                      labels[val_rows], val_p[val_rows], classes)
     if test:
-        predictions.save(predictions.path_in(folder, "test"), TEST_IDS, None, test_p, classes)
+        scored.save_predictions(predictions.path_in(folder, "test"), TEST_IDS, None, test_p, classes)
     return folder
 
 
@@ -125,7 +126,7 @@ def test_auto_weights_turn_down_members_that_would_hurt(tmp_path, members):
         bad[-1].mkdir()
         for split, ids, labels, truth in (("val", VAL_IDS, VAL_LABELS, wrong),
                                           ("test", TEST_IDS, None, TEST_LABELS)):
-            predictions.save(predictions.path_in(bad[-1], split), ids, labels,
+            scored.save_predictions(predictions.path_in(bad[-1], split), ids, labels,
                              _probabilities(truth, range(5), seed=10 + i), CLASSES)
     result = ensemble.build([good, *bad], "auto")
     vals = [m.val for m in result.members]
@@ -214,7 +215,7 @@ def test_members_that_do_not_match_are_refused_in_one_line(runs, tmp_path, capsy
                            classes=("daisy", "rose", "tulip", "iris", "cyclamen"))
     fewer = tmp_path / "fewer-classes"
     fewer.mkdir()
-    predictions.save(predictions.path_in(fewer, "val"), VAL_IDS, VAL_LABELS % 4,
+    scored.save_predictions(predictions.path_in(fewer, "val"), VAL_IDS, VAL_LABELS % 4,
                      np.full((VAL, 4), 0.25), CLASSES[:4])
     other_labels = make_run(tmp_path / "other-labels", val_labels=(VAL_LABELS + 1) % 5)
     no_test = make_run(tmp_path / "no-test", test=False)

@@ -96,7 +96,7 @@ def crashed_pid(result):
 
 
 def test_one_writer_per_run(tiny_petals, tmp_path, capsys):
-    from corolla import rundir
+    from corolla.runs import rundir
     from corolla.cli import main
 
     command = ["train", "--data", str(tiny_petals), "--epochs", "1", "--batch-size", "16",
@@ -108,7 +108,7 @@ def test_one_writer_per_run(tiny_petals, tmp_path, capsys):
     assert (run / ".lock").read_text().startswith("process ")
     # Another process holds the run: a second writer is refused in one line.
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from corolla import rundir; rundir.claim(sys.argv[1]); "
+        "import sys, time; from corolla.runs import rundir; rundir.claim(sys.argv[1]); "
         "print('held', flush=True); time.sleep(60)"), str(run)], stdout=subprocess.PIPE,
         text=True)
     try:

@@ -12,7 +12,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from corolla import kfold
 from corolla.cli import main
 from corolla.data import folds, layout, pipeline
 from corolla.errors import UserError
@@ -22,19 +21,19 @@ from corolla.report import submission
 
 def test_folds_are_stratified_disjoint_covering_and_seeded():
     labels = np.repeat([0, 1, 2, 3], [10, 7, 23, 5])
-    found = kfold.assign(labels, 5, seed=3)
+    found = folds.assign(labels, 5, seed=3)
     assert sorted(set(found.tolist())) == [1, 2, 3, 4, 5]  # one fold per example, all used
     for fold in range(1, 6):
         held = Counter(labels[found == fold].tolist())
         for label, total in Counter(labels.tolist()).items():
             assert abs(held[label] - total / 5) < 1, (fold, label)  # each class spread evenly
-    np.testing.assert_array_equal(found, kfold.assign(labels, 5, seed=3))
-    assert not np.array_equal(found, kfold.assign(labels, 5, seed=4))
+    np.testing.assert_array_equal(found, folds.assign(labels, 5, seed=3))
+    assert not np.array_equal(found, folds.assign(labels, 5, seed=4))
 
 
 def test_a_class_with_fewer_examples_than_folds_is_one_line():
     with pytest.raises(UserError) as refused:
-        kfold.assign([0] * 9 + [1] * 2, 3, seed=0, class_names=("rose", "iris "))
+        folds.assign([0] * 9 + [1] * 2, 3, seed=0, class_names=("rose", "iris "))
     message = str(refused.value)
     assert "class 'iris ' has 2 examples in train+val, fewer than the 3 folds" in message
     assert "--folds 2 or fewer" in message and "\n" not in message
@@ -66,7 +65,7 @@ def test_a_folds_splits_stream_exactly_its_ids_and_shard_exactly(tiny_petals, tm
     workers' parts (2 workers: by file; 5: by record) are disjoint and cover the fold."""
     data = layout.open_layout(str(tiny_petals))
     meta = pipeline.metadata(folds.pooled(data))
-    found = kfold.assign(meta["labels"], 3, seed=1)
+    found = folds.assign(meta["labels"], 3, seed=1)
     folds.Assignment(tuple(meta["ids"]), tuple(meta["labels"]),
                      tuple(found.tolist())).write(tmp_path / "folds.csv")
     fold = _fold_layout(tiny_petals, tmp_path / "folds.csv", 1)
@@ -125,6 +124,9 @@ def test_train_folds_writes_fold_runs_oof_predictions_and_a_checked_submission(t
     assert list(submission.read(parent / "submission.csv").values()) == \
         mean.predicted.tolist()
     assert (parent / "FINISHED").is_file() and (parent / "confusion_matrix.png").is_file()
+    # The same writer as a run's: the parent's report shows its out-of-fold scores.
+    report = (parent / "report.html").read_text()
+    assert f"{scores['f1_macro']:.4f}" in report and "<th>split</th><td>oof</td>" in report
 
 
 @pytest.mark.slow

@@ -8,6 +8,8 @@ import html
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,12 +56,40 @@ def test_notebook_workflow_returns_the_runs_files_and_metrics(run, tiny_petals):
 
 
 def test_unknown_or_misplaced_settings_are_named(run, tmp_path):
-    with pytest.raises(UserError, match=r"unknown setting epoch=; it takes .*epochs"):
+    with pytest.raises(UserError, match=r"unknown setting epoch= \(did you mean epochs=\); "
+                                        r"it takes .*epochs="):
         corolla.train(data=tmp_path, epoch=3)
     with pytest.raises(UserError, match=r"Run.evaluate\(\) got an unknown setting epochs="):
         run.evaluate(epochs=3)  # a trained run's settings are its own
     with pytest.raises(UserError, match="not a run folder"):
         corolla.open_run(tmp_path)
+
+
+def test_errors_name_the_keyword_a_python_caller_wrote(tmp_path):
+    """The API speaks Python: `data=`, `epochs=`, `resume=`, never the CLI's `--data`."""
+    with pytest.raises(UserError, match=r"no data given; pass data= with a folder"):
+        corolla.train(epochs=1)
+    with pytest.raises(UserError, match=r"^epochs= must be") as info:
+        corolla.train(data=tmp_path, epochs=-1)
+    assert "--" not in str(info.value)
+    with pytest.raises(UserError, match=r"resume= continues a run .* drop epochs="):
+        corolla.train(resume=tmp_path, epochs=2)
+
+
+def test_the_top_level_lists_its_names_and_imports_no_keras():
+    assert {"train", "open_run", "Run", "runtime", "models", "config"} <= set(dir(corolla))
+    assert set(corolla.__all__) <= set(dir(corolla))
+    code = ("import sys, corolla; names = dir(corolla); "
+            "assert 'keras' not in sys.modules and 'tensorflow' not in sys.modules, "
+            "sorted(m for m in sys.modules if m.startswith(('keras', 'tensorflow')))")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_report_names_the_datas_size_and_the_models_input_size(run):
+    text = (run.path / "report.html").read_text()
+    config = run.config
+    assert f"<th>data image size</th><td>{config.data.image_size} px</td>" in text
+    assert f"<th>model input size</th><td>{config.model.input_size} px</td>" in text
 
 
 def test_report_holds_every_metric_and_embeds_every_picture(run):
@@ -87,17 +117,19 @@ def test_report_holds_every_metric_and_embeds_every_picture(run):
 
 
 def test_ensemble_folder_has_its_report_with_members_and_escaped_names(run, tmp_path):
-    from corolla.evaluation import ensemble, predictions
+    from corolla.commands.ensemble import ensemble_run
+    from corolla.evaluation import predictions
+    from corolla.report import scored
 
     twin = tmp_path / "twin"  # a second member: the same predictions, under other class names
     (twin / "predictions").mkdir(parents=True)
     for split in ("val", "test"):
         saved = predictions.load(predictions.path_in(run.path, split))
         names = tuple(f"<b>{n} & co</b>" for n in saved.class_names)
-        predictions.save(predictions.path_in(twin, split), saved.ids,
+        scored.save_predictions(predictions.path_in(twin, split), saved.ids,
                          saved.labels if split == "val" else None, saved.probabilities, names)
     shutil.copytree(twin, tmp_path / "twin2")
-    out = ensemble.ensemble_run([twin, tmp_path / "twin2"], weights="1,1",
+    out = ensemble_run([twin, tmp_path / "twin2"], weights="1,1",
                                 out=tmp_path / "blend", log=lambda line: None)
     text = (out / "report.html").read_text()
     m = json.loads((out / "metrics.json").read_text())

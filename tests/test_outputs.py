@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from corolla import files
 from corolla.report import plots, submission
 from corolla.cli import main
 from corolla.errors import UserError
@@ -30,7 +31,7 @@ def demo_run(tmp_path_factory):
 @pytest.fixture
 def no_model_loading(monkeypatch):
     """Fails the test if a model is loaded: refusals must come before that work."""
-    from corolla.evaluation import evaluate, predict
+    from corolla.commands import evaluate, predict
 
     def load_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the refusal")
@@ -204,7 +205,7 @@ def test_a_refused_write_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", read_only)
     for name, write in (
             ("s.csv", lambda path: submission.write(["a"], [1], path)),
-            ("m.json", lambda path: plots.write_json({"a": 1}, path)),
+            ("m.json", lambda path: files.write_json({"a": 1}, path)),
             ("cm.png", lambda path: plots.plot_confusion_matrix(np.eye(2), ["a", "b"], path))):
         with pytest.raises(UserError) as refused:
             write(tmp_path / name)

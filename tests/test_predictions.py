@@ -15,6 +15,7 @@ from corolla.cli import main
 from corolla.data import layout, pipeline
 from corolla.errors import UserError
 from corolla.evaluation import predictions
+from corolla.report import scored
 from corolla.report import submission
 
 
@@ -33,7 +34,7 @@ def test_a_saved_split_reads_back_as_it_was_written(tmp_path):
     ids = ["0f3a9c2e1", "00000000a", "b7", "1"]  # not in sorted order: the order is kept
     probabilities = _probabilities(4, 4)
     (tmp_path / "run").mkdir()  # predictions/ is made in it (not a mistyped path's parents)
-    path = predictions.save(tmp_path / "run" / "predictions" / "val.npz", ids, [3, 0, 2, 3],
+    path = scored.save_predictions(tmp_path / "run" / "predictions" / "val.npz", ids, [3, 0, 2, 3],
                             probabilities, CLASS_NAMES)
     assert path == tmp_path / "run" / "predictions" / "val.npz" and path.is_file()
     assert sorted(p.name for p in path.parent.iterdir()) == ["val.npz"]  # no partial file
@@ -55,7 +56,7 @@ def test_a_saved_split_reads_back_as_it_was_written(tmp_path):
 
 
 def test_test_predictions_have_unknown_labels(tmp_path):
-    path = predictions.save(predictions.path_in(tmp_path, "test"), ["a", "b"], None,
+    path = scored.save_predictions(predictions.path_in(tmp_path, "test"), ["a", "b"], None,
                             _probabilities(2, 3), ["x", "y", "z"])
     assert path == tmp_path / "predictions" / "test.npz"
     loaded = predictions.load(path)
@@ -84,7 +85,7 @@ def test_rows_can_be_put_in_another_order_by_id(tmp_path):
 def test_arrays_that_are_not_a_splits_predictions_are_refused(tmp_path, ids, labels,
                                                               probabilities, message):
     with pytest.raises(ValueError) as refused:
-        predictions.save(tmp_path / "p.npz", ids, labels, probabilities, ["x", "y", "z"])
+        scored.save_predictions(tmp_path / "p.npz", ids, labels, probabilities, ["x", "y", "z"])
     assert message in str(refused.value)
     assert list(tmp_path.iterdir()) == []  # nothing written
 
@@ -170,7 +171,7 @@ def test_a_run_that_cannot_be_written_still_predicts_to_out(run, tmp_path, monke
                                                             capsys):
     """Someone else's run (a folder this user may not write into; faked here, since root writes
     anywhere): with --out the submission is still written, the predictions are not saved."""
-    from corolla.evaluation import predict
+    from corolla.commands import predict
 
     def unwritable(run_dir, *args, **kwargs):
         raise UserError(f"cannot write into {run_dir} (permission denied); make it writable or "
@@ -191,7 +192,7 @@ def test_the_flow_after_training_saves_val_and_test_predictions(data, run, tmp_p
     model is trained): evaluate and predict save both splits' predictions, beside
     submission.csv, before FINISHED."""
     from corolla import config, runtime
-    from corolla.flow import train_evaluate_predict
+    from corolla.commands.run import train_evaluate_predict
 
     _, truth = data
     copy = tmp_path / "trained"

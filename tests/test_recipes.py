@@ -7,7 +7,9 @@ import tomllib
 
 import pytest
 
-from corolla import config, recipes
+from corolla import config
+from corolla.commands import train as train_command
+from corolla.config import recipe as recipes
 from corolla.errors import UserError
 
 
@@ -86,7 +88,7 @@ def test_auto_picks_by_the_plans_accelerator(accelerator, expected):
                 replicas=8, num_processes=1, process_id=0, is_chief=True, batch_per_replica=64,
                 global_batch=512, precision="float32", steps_per_execution=1,
                 jit_compile=False, hardware=None)
-    cfg, plan2, recipe = recipes.for_plan(None, {}, {}, plan)
+    cfg, plan2, recipe = train_command.for_plan(None, {}, {}, plan)
     assert recipe.name == cfg.train.recipe == expected
     # The plan takes the recipe's batch: 16 per replica.
     assert (plan2.batch_per_replica, plan2.global_batch) == (16, 128)
@@ -96,7 +98,7 @@ def test_auto_is_cpu_here():
     from corolla import runtime
 
     plan = runtime.detect_for(config.RunConfig())
-    assert recipes.for_plan(None, {}, {}, plan)[2].name == "cpu"
+    assert train_command.for_plan(None, {}, {}, plan)[2].name == "cpu"
 
 
 def _fake_plan(replicas):

@@ -91,7 +91,7 @@ def test_info_lists_models_without_building_them(capsys, monkeypatch):
     def no_build(*args, **kwargs):
         raise AssertionError("info --models built a model")
 
-    monkeypatch.setattr(models.registry, "_build_backbone", no_build)
+    monkeypatch.setattr(models.factory, "_build_backbone", no_build)
     assert main(["info", "--models"]) == 0
     lines = capsys.readouterr().out.splitlines()
     row = next(line for line in lines if line.startswith("efficientnet_b7 "))

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from corolla.cli import main
-from corolla.data import convert, layout, pipeline, records, sources
+from corolla.data import convert, datasets, layout, pipeline, records, sources
 from corolla.errors import UserError
 
 CLASSES = ("aster", "bluebell", "crocus")
@@ -100,7 +100,7 @@ def test_a_folder_converts_to_the_competition_layout_and_reads_back_the_same(pho
     assert not summary.skipped
     assert (out / "classes.txt").read_text().splitlines() == list(CLASSES)
     for size in (16, 24):
-        data = sources.open_data(str(out), size)
+        data = datasets.open_data(str(out), size)
         assert data.class_names == CLASSES and data.image_size == size
         seen = {}
         for split in ("train", "val", "test"):
@@ -175,7 +175,7 @@ def test_a_csv_of_paths_and_labels(photos, tmp_path):
     assert source.kind == "csv" and source.class_names == CLASSES
     out = tmp_path / "recs"
     convert.convert(source, out, convert.Settings(image_sizes=(16,)), log=lambda *a: None)
-    data = sources.open_data(str(out))
+    data = datasets.open_data(str(out))
     val, test = _read_all(data, "val"), _read_all(data, "test")
     train = _read_all(data, "train")
     assert len(val) == 5 and len(test) == 2 and len(train) == len(ids) - 7
@@ -210,7 +210,7 @@ def test_records_with_other_feature_names_are_read_through_a_mapping(tmp_path):
                     "name": tf.train.Feature(bytes_list=tf.train.BytesList(
                         value=[f"{split}-{k}".encode()]))})).SerializeToString())
     mapping = records.Features(image="image_raw", label="target", id="name")
-    data = sources.open_data(str(tmp_path), features=mapping)
+    data = datasets.open_data(str(tmp_path), features=mapping)
     from corolla.data import check
 
     checked = check.check_split(data.split("train"), 3)
@@ -219,7 +219,7 @@ def test_records_with_other_feature_names_are_read_through_a_mapping(tmp_path):
     assert {i: lab for i, (lab, _) in got.items()} == {f"train-{k}": k % 3 for k in range(6)}
     assert pipeline.metadata(data.split("val"))["ids"] == [f"val-{k}" for k in range(4)]
     with pytest.raises(UserError, match="00-8x8-6.tfrec"):  # the competition's names: named
-        check.check_split(sources.open_data(str(tmp_path)).split("train"), 3)
+        check.check_split(datasets.open_data(str(tmp_path)).split("train"), 3)
 
 
 def test_workers_read_disjoint_parts_that_cover_converted_data(converted):
@@ -311,7 +311,7 @@ def test_bad_sources_are_one_line_errors_naming_the_file(photos, tmp_path, capsy
 def test_train_on_a_folder_converts_once_into_the_cache(photos, tmp_path, monkeypatch,
                                                         capsys):
     root, _ = photos
-    monkeypatch.setenv(sources.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
     assert main(["train", "--data", str(root), "--image-size", "16", "--epochs", "1",
                  "--steps-per-epoch", "2", "--batch-size", "4", "--runs-dir",
                  str(tmp_path / "runs"), "--name", "f"]) == 0
@@ -327,10 +327,10 @@ def test_train_on_a_folder_converts_once_into_the_cache(photos, tmp_path, monkey
     assert (run / "classes.txt").read_text().splitlines() == list(CLASSES)
     assert (run / "metrics.json").is_file()
     # The same files: the cache is reused. A file touched: converted again.
-    assert sources.open_data(str(root), 16, log=print).root == str(cached[0])
+    assert datasets.open_data(str(root), 16, log=print).root == str(cached[0])
     assert "converting" not in capsys.readouterr().out
     os.utime(root / "aster" / "00.jpg", ns=(1, 1))
-    again = sources.open_data(str(root), 16, log=print)
+    again = datasets.open_data(str(root), 16, log=print)
     assert "converting" in capsys.readouterr().out and again.root != str(cached[0])
 
 
@@ -351,7 +351,7 @@ def test_flowers5_through_a_folder_and_back(flowers5, tmp_path):
     convert.convert(sources.scan(tmp_path / "photos"), tmp_path / "recs",
                     convert.Settings(image_sizes=(192,), val_fraction=0.25),
                     log=lambda *a: None)
-    back = sources.open_data(str(tmp_path / "recs"))
+    back = datasets.open_data(str(tmp_path / "recs"))
     got = {**_read_all(back, "train"), **_read_all(back, "val")}
     assert set(got) == set(originals)
     errors = []

@@ -10,6 +10,7 @@ import pytest
 
 from corolla.cli import main
 from corolla.evaluation import predictions
+from corolla.report import scored
 from corolla.report import kaggle as kaggle_lib
 from corolla.report import submission
 
@@ -23,7 +24,7 @@ def run(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     probabilities = np.eye(3, dtype=np.float32)[[0, 1, 2, 1]]
-    predictions.save(predictions.path_in(folder, "test"), IDS, None, probabilities, NAMES)
+    scored.save_predictions(predictions.path_in(folder, "test"), IDS, None, probabilities, NAMES)
     submission.write(IDS, [0, 1, 2, 1], folder / "submission.csv", num_classes=3)
     return folder
 

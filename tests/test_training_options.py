@@ -8,7 +8,8 @@ import csv
 import numpy as np
 import pytest
 
-from corolla import config, rundir
+from corolla import config
+from corolla.runs import rundir
 
 
 class Stop(Exception):
@@ -82,21 +83,21 @@ def f1_run(tiny_petals, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("f1")
     figures = iter([0.5, 0.9, 0.3, 0.95])
-    real = callbacks.f1_score
+    real = callbacks.macro_f1
     seen = []
 
     def forced(y_true, y_pred, **kwargs):
         seen.append(real(y_true, y_pred, **kwargs))  # the real figure is computed too
         return next(figures)
 
-    callbacks.f1_score = forced
+    callbacks.macro_f1 = forced
     try:
         overrides = {"data.path": str(tiny_petals), "train.epochs": 4,
                      "train.early_stopping_patience": 1}
         _, first = _train(tmp, "r", overrides, crash_after=1)
         _, second = _train(tmp, "r", {}, resume=True)
     finally:
-        callbacks.f1_score = real
+        callbacks.macro_f1 = real
     return tmp / "r", {**first, **second}, seen
 
 

@@ -13,6 +13,7 @@ from conftest import REPO, run_python
 from corolla.cli import main
 from corolla.errors import UserError
 from corolla.evaluation import predictions, tta
+from corolla.report import scored
 from corolla.report import submission
 
 
@@ -78,7 +79,7 @@ def test_a_number_of_views_out_of_range_is_one_line(capsys):
 
 
 def test_saved_predictions_record_their_views_and_old_files_read_as_one(tmp_path):
-    path = predictions.save(predictions.path_in(tmp_path, "test"), ["a", "b"], None,
+    path = scored.save_predictions(predictions.path_in(tmp_path, "test"), ["a", "b"], None,
                             np.eye(2), ["x", "y"], tta=3)
     assert predictions.load(path).tta == 3
     old = tmp_path / "old.npz"  # written before the field existed

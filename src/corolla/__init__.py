@@ -19,11 +19,16 @@ import importlib
 
 __version__ = "0.1.0"
 
-# Submodules load on first attribute access so that `import corolla` stays light.
-_SUBMODULES = {"config", "runtime", "data", "models", "training", "evaluation", "report", "flow",
-               "rundir", "demo", "errors", "files", "api", "workflow"}
+# The layers, lowest first (each imports only from those before it; tests/test_layers.py holds
+# this): errors, files -> config -> runtime -> data -> models -> runs -> evaluation -> training
+# -> report -> commands -> api, cli. They load on first attribute access, so that
+# `import corolla` stays light.
+_SUBMODULES = ("errors", "files", "config", "runtime", "data", "models", "runs", "evaluation",
+               "training", "report", "commands", "api", "cli")
 # The notebook API, loaded on first use too.
-_API = {"train", "open_run", "Run"}  # corolla.train() is the workflow; corolla.training fits
+_API = ("train", "open_run", "Run")  # corolla.train() is the workflow; corolla.training fits
+
+__all__ = [*_API, *_SUBMODULES]
 
 
 def __getattr__(name):
@@ -32,3 +37,7 @@ def __getattr__(name):
     if name in _API:
         return getattr(importlib.import_module("corolla.api"), name)
     raise AttributeError(f"module 'corolla' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__})

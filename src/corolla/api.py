@@ -10,35 +10,19 @@
 
 Keyword settings are the command line's flags by their Python names (`epochs`, `batch_size`,
 `learning_rate`, `steps_per_epoch`, `runs_dir`, `name`, ...): they go through the CLI's one
-flag -> config table (`corolla.cli.FLAG_KEYS`), so every flag is a keyword here too. The work is
-done by `corolla.workflow`, which the CLI calls as well.
+flag -> config table (`corolla.config.flags`), so every flag is a keyword here too, and errors
+name the keyword (`epochs=`), not the flag. The work is done by `corolla.commands`, which the
+CLI calls as well, with the same one-line errors (a `UserError`) for bad input.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from corolla import rundir, workflow
+from corolla.commands.errors import as_user_errors
+from corolla.config.flags import from_keywords
 from corolla.errors import UserError
-
-
-def settings(given: dict, what: str, only: tuple[str, ...] = ()) -> tuple[dict, dict]:
-    """(config key -> value, config key -> "name=") of keyword settings, by the CLI's table;
-    `only`: the config key prefixes this call takes. An unknown keyword is a UserError naming
-    it."""
-    from corolla.cli import FLAG_KEYS
-
-    flags, names = {}, {}
-    for name, value in given.items():
-        key = FLAG_KEYS.get(name)
-        if key is None or (only and not key.startswith(only)):
-            allowed = sorted(n for n, k in FLAG_KEYS.items() if not only or k.startswith(only))
-            raise UserError(f"{what} got an unknown setting {name}=; it takes "
-                            f"{', '.join(allowed)}")
-        if value is not None:
-            flags[key] = str(value) if isinstance(value, Path) else value
-            names[key] = f"{name}="
-    return flags, names
+from corolla.runs import paths
 
 
 # What evaluate and predict take: the machine's runtime and the inference batch.
@@ -72,7 +56,7 @@ class Run:
         """The run's resolved config (None for an ensemble folder, which has none)."""
         from corolla import config as config_lib
 
-        path = self.path / rundir.CONFIG
+        path = self.path / paths.CONFIG
         return config_lib.load(path) if path.is_file() else None
 
     @property
@@ -80,7 +64,7 @@ class Run:
         """metrics.json of the run's last evaluation (None before any)."""
         import json
 
-        path = self.path / rundir.METRICS
+        path = self.path / paths.METRICS
         return json.loads(path.read_text()) if path.is_file() else None
 
     def evaluate(self, tta: int = 1, data: str | Path | None = None,
@@ -88,20 +72,29 @@ class Run:
         """Scores the run on val (metrics.json, pictures, predictions, report.html) and returns
         the metrics (`tta`: test-time augmentation views). `runtime`: backend, strategy,
         precision, batch_size, global_batch_size."""
-        flags, names = settings(runtime, "Run.evaluate()", _INFERENCE)
-        return workflow.evaluate(self.path, flags, names, data=_text(data), out=out, tta=tta)
+        from corolla.commands import evaluate
+
+        flags, names = from_keywords(runtime, "Run.evaluate()", _INFERENCE)
+        with as_user_errors():
+            return evaluate.evaluate(self.path, flags, names, data=_text(data), out=out,
+                                     tta=tta)
 
     def predict(self, tta: int = 1, data: str | Path | None = None,
                 out: str | Path | None = None, force: bool = False, **runtime) -> Path:
         """Writes the checked submission.csv (`tta`: test-time augmentation passes) and returns
         its path."""
-        flags, names = settings(runtime, "Run.predict()", _INFERENCE)
-        return workflow.predict(self.path, flags, names, data=_text(data), out=out,
-                                force=force, tta=tta)
+        from corolla.commands import predict
+
+        flags, names = from_keywords(runtime, "Run.predict()", _INFERENCE)
+        with as_user_errors():
+            return predict.predict(self.path, flags, names, data=_text(data), out=out,
+                                   force=force, tta=tta)
 
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""
-        return Report(workflow.report(self.path))
+        from corolla.commands import report
+
+        return Report(report.report(self.path))
 
     def _repr_html_(self) -> str:
         from html import escape
@@ -129,15 +122,18 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     and returns it; None on a worker process that is not the chief. `config`: a TOML file, as
     --config; `resume`: an interrupted run to continue; `keywords`: the command line's flags
     by their Python names (data=, model=, epochs=, ...)."""
-    flags, names = settings(keywords, "corolla.train()")
-    run_dir, _ = workflow.train(_text(config), flags, names, resume=resume, log=log)
+    from corolla.commands import train as train_command
+
+    flags, names = from_keywords(keywords, "corolla.train()")
+    with as_user_errors():
+        run_dir, _ = train_command.train(_text(config), flags, names, resume=resume, log=log)
     return Run(run_dir) if run_dir is not None else None
 
 
 def open_run(path: str | Path) -> Run:
     """An existing run (or ensemble) folder."""
     path = Path(path)
-    if not (path / rundir.CONFIG).is_file() and not (path / rundir.METRICS).is_file():
-        raise UserError(f"{str(path)!r} is not a run folder (no {rundir.CONFIG}); pass a "
+    if not (path / paths.CONFIG).is_file() and not (path / paths.METRICS).is_file():
+        raise UserError(f"{str(path)!r} is not a run folder (no {paths.CONFIG}); pass a "
                         f"folder written by `corolla train` or `corolla ensemble`")
     return Run(path)

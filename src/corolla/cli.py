@@ -1,39 +1,19 @@
-"""The `corolla` command. Thin: it parses flags into a RunConfig and calls library functions.
+"""The `corolla` command. Thin: it parses flags and dispatches to `corolla.commands`.
 
-A user mistake ends with one line on stderr and exit status 2; a bug keeps its traceback.
+A user mistake ends with one line on stderr and exit status 2 (`commands.errors` makes the
+line); Ctrl-C ends with 130 and says how to continue; a bug keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from corolla import __version__
 from corolla import config as config_lib
-from corolla.errors import DATA_ERROR, UserError
-
-# Flag destination -> config key: the one place where flags meet the config.
-FLAG_KEYS = {
-    "data": "data.path", "image_size": "data.image_size", "augment": "data.augment",
-    "cache": "data.cache", "model": "model.name", "weights": "model.weights",
-    "train_backbone": "model.train_backbone", "input_size": "model.input_size",
-    "start_size": "train.start_size",
-    "epochs": "train.epochs",
-    "batch_size": "train.batch_size", "global_batch_size": "train.global_batch_size",
-    "learning_rate": "train.learning_rate", "steps_per_epoch": "train.steps_per_epoch",
-    "seed": "train.seed", "deterministic": "train.deterministic",
-    "backend": "runtime.backend", "strategy": "runtime.strategy",
-    "precision": "runtime.precision", "runs_dir": "output.runs_dir", "name": "output.name",
-    "skip_bad_records": "data.skip_bad_records", "folds": "train.folds",
-    "recipe": "train.recipe", "schedule": "train.schedule", "warmup_epochs": "train.warmup_epochs",
-    "optimizer": "train.optimizer", "weight_decay": "train.weight_decay",
-    "label_smoothing": "train.label_smoothing", "dropout": "model.dropout", "ema": "train.ema",
-    "frozen_epochs": "train.frozen_epochs", "finetune_lr_scale": "train.finetune_lr_scale",
-    "accumulation_steps": "train.accumulation_steps",
-    "early_stopping_patience": "train.early_stopping_patience",
-}
+from corolla.config import flags as flags_lib
+from corolla.errors import UserError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,7 +40,7 @@ def _batch_flags(p: argparse.ArgumentParser, note: str = "") -> None:
 
 
 def _augment_flags(p: argparse.ArgumentParser) -> None:
-    from corolla.data import policies
+    from corolla.config import policies
 
     p.add_argument("--augment", metavar="NAMES|POLICY", help=f"training augmentation: a policy "
                    f"({', '.join(policies.POLICIES)}; default: "
@@ -118,7 +98,7 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _recipe_flags(p: argparse.ArgumentParser) -> None:
-    from corolla import recipes
+    from corolla.config import recipe as recipes
 
     g = p.add_argument_group("recipe and training options (flags override the recipe and "
                              "--config)")
@@ -288,72 +268,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def overrides(args: argparse.Namespace) -> dict:
-    return {key: getattr(args, dest) for dest, key in FLAG_KEYS.items()
-            if getattr(args, dest, None) is not None}
-
-
-def labels(args: argparse.Namespace) -> dict[str, str]:
-    """Config key -> the flag that set it, for error messages ("--epochs must be ...")."""
-    names = getattr(args, "flag_names", {})
-    return {key: names[dest] for dest, key in FLAG_KEYS.items() if dest in names}
+def settings(args: argparse.Namespace) -> tuple[dict, dict]:
+    """(config key -> value, config key -> the flag that set it) of the parsed flags."""
+    return flags_lib.from_flags(vars(args), getattr(args, "flag_names", {}))
 
 
 def _info(args) -> int:
-    from corolla import models, runtime
+    from corolla.commands import info
 
     if args.recipes:
-        from corolla import recipes
-
-        print(f"{'recipe':22s} {'model':18s} {'size':>6s} {'epochs':>6s}  description")
-        for row in recipes.table():
-            # The data's size to read, else the model's input size at most (<=; from the
-            # start size with progressive resizing), else auto.
-            size, start = "auto", row["start_size"]
-            if row["image_size"]:
-                size = f"{row['image_size']}px"
-            elif row["input_size"]:
-                size = f"{start}-{row['input_size']}" if start else f"<={row['input_size']}"
-            print(f"{row['name']:22s} {row['model']:18s} {size:>6s} {row['epochs']:6d}  "
-                  f"{row['description']}")
-        print(f"auto: {recipes.AUTO['cpu']} on CPUs, {recipes.AUTO['gpu']} on GPUs and TPUs")
-        return 0
-    if args.models:
-        print(f"{'model':20s} {'size':>6s} {'params':>7s}  imagenet  description")
-        for name in models.names():
-            spec = models.get(name)
-            print(f"{name:20s} {spec.image_size:4d}px {spec.params / 1e6:6.1f}M  "
-                  f"{'yes' if spec.imagenet else 'no':8s}  {spec.description}")
-        print(f"{'hub:PRESET':20s} {'':6s} {'':7s}  {'preset':8s}  a keras-hub image classifier "
-              f"preset or local preset folder (pip install \"corolla[hub]\")")
-        return 0
-    cfg = config_lib.load(overrides=overrides(args), labels=labels(args))
-    plan = runtime.detect_for(cfg)
-    info = plan.to_dict()
-    if args.json:
-        print(json.dumps(info, indent=2))
-        return 0
-    hw = info["hardware"]
-    found = (f"TPU ({hw['tpu']}, {hw['tpu_cores']} cores)" if hw["tpu"] else
-             f"{hw['gpus']} GPU(s)" if hw["gpus"] else
-             f"{hw['jax_devices']} {hw['jax_platform'].upper()} device(s) via JAX"
-             if hw["jax_platform"] in ("tpu", "gpu") else
-             f"CPU ({hw['cpu_devices']} logical device(s))")
-    print(f"hardware     {found}")
-    print(f"backend      {info['backend']}")
-    print(f"strategy     {info['strategy']}")
-    print(f"REPLICAS     {info['replicas']}")
-    print(f"processes    {info['num_processes']} (this is #{info['process_id']}"
-          f"{', chief' if info['is_chief'] else ''})")
-    print(f"batch        {info['batch_per_replica']} per replica -> global {info['global_batch']}")
-    print(f"precision    {info['precision']}")
+        info.recipes()
+    elif args.models:
+        info.models()
+    else:
+        info.hardware(*settings(args), as_json=args.json)
     return 0
 
 
 def _demo(args) -> int:
-    from corolla import demo
+    from corolla.commands import demo
 
-    flags = overrides(args)
+    flags, _ = settings(args)
     if args.epochs is not None:
         flags["train.epochs"] = args.epochs
     run_dir, metrics = demo.run(args.cache_dir, args.runs_dir, tiny=args.tiny, name=args.name,
@@ -364,91 +299,77 @@ def _demo(args) -> int:
 
 
 def _train(args) -> int:
-    from corolla import workflow
+    from corolla.commands import train
 
-    run_dir, _ = workflow.train(args.config, overrides(args), labels(args), resume=args.resume)
+    run_dir, _ = train.train(args.config, *settings(args), resume=args.resume)
     if run_dir is not None:
         print(f"done: {run_dir}")
     return 0
 
 
 def _inference(args) -> int:
-    from corolla import workflow
-
     if args.command == "evaluate":
-        workflow.evaluate(args.run, overrides(args), labels(args), data=args.data, out=args.out,
+        from corolla.commands import evaluate
+
+        evaluate.evaluate(args.run, *settings(args), data=args.data, out=args.out,
                           tta=args.tta)
     else:
-        workflow.predict(args.run, overrides(args), labels(args), data=args.data, out=args.out,
-                         force=args.force, tta=args.tta)
+        from corolla.commands import predict
+
+        predict.predict(args.run, *settings(args), data=args.data, out=args.out,
+                        force=args.force, tta=args.tta)
     return 0
 
 
 def _report(args) -> int:
-    from corolla import workflow
+    from corolla.commands import report
 
-    print(f"wrote {workflow.report(args.run)}")
+    print(f"wrote {report.report(args.run)}")
     return 0
 
 
 def _submit(args) -> int:
-    from corolla.report import kaggle
+    from corolla.commands import submit
 
-    kaggle.submit_run(args.run, args.competition, args.message)
+    submit.submit(args.run, args.competition, args.message)
     return 0
 
 
 def _ensemble(args) -> int:
-    from corolla.evaluation import ensemble
+    from corolla.commands import ensemble
 
     ensemble.ensemble_run(args.runs, weights=args.weights, out=args.out)
     return 0
 
 
 def _convert(args) -> int:
-    from corolla.data import convert, sources
+    from corolla.commands import convert
+    from corolla.data.convert import Settings
 
     sizes = tuple(s for group in args.image_size or [[224]] for s in group)
-    settings = convert.Settings(image_sizes=sizes, fit=args.fit, quality=args.quality,
-                                seed=args.seed, val_fraction=args.val_fraction,
-                                test_fraction=args.test_fraction, shard_mb=args.shard_mb,
-                                strict=args.strict, workers=args.workers).check()
-    if Path(args.out).exists():  # before the source is listed
-        raise UserError(f"{args.out} already exists; convert never overwrites: remove it or "
-                        f"choose another OUT")
-    convert.convert(sources.scan(args.src), args.out, settings)
+    convert.convert(args.src, args.out, Settings(
+        image_sizes=sizes, fit=args.fit, quality=args.quality, seed=args.seed,
+        val_fraction=args.val_fraction, test_fraction=args.test_fraction,
+        shard_mb=args.shard_mb, strict=args.strict, workers=args.workers))
     return 0
 
 
 def _check_submission(args) -> int:
-    from corolla.data import pipeline, sources
-    from corolla.report import submission
+    from corolla.commands import check_submission
 
-    layout = sources.open_data(args.data)
-    test_ids = pipeline.metadata(layout.split("test"))["ids"]
-    problems = submission.check(args.file, test_ids, len(layout.class_names))
-    if problems:
-        raise UserError(submission.describe(args.file, problems))
-    print(f"{args.file}: OK, {submission.row_count(args.file)} rows: every test id of "
-          f"{layout.size_dir} once, labels in [0, {len(layout.class_names)})")
+    check_submission.check_submission(args.file, args.data)
     return 0
 
 
 def _bench(args) -> int:
-    from corolla import bench
+    from corolla.commands import bench
 
     if args.bench == "data":
-        augment = args.augment if args.augment is not None else "default"
-        from corolla.data import policies
-
-        bench.data(args.data, args.image_size or 0, args.batch_size, policies.resolve(
-            augment, "--augment"), batches=args.batches)
-        return 0
-    from corolla import runtime
-
-    cfg = config_lib.load(overrides=overrides(args), labels=labels(args))
-    plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
-    bench.train(cfg, plan, steps=args.steps)
+        bench.data(args.data, args.image_size or 0, args.batch_size,
+                   args.augment if args.augment is not None else "default",
+                   batches=args.batches)
+    else:
+        bench.train_command(*settings(args), steps=args.steps)
     return 0
 
 
@@ -459,6 +380,7 @@ COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inferenc
 
 
 def main(argv: list[str] | None = None) -> int:
+    from corolla.commands.errors import as_user_errors
     from corolla.runtime import tflog
     from corolla.runtime.hardware import quiet_logs
 
@@ -469,32 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     quiet_import = tflog.quiet_tensorflow_import()  # before quiet_logs() sets the level
     quiet_logs()
     try:
-        with quiet_import:
+        with quiet_import, as_user_errors():
             return COMMANDS[args.command](args)
     except UserError as e:
         print(f"corolla: error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:
-        # Bad records surface inside tf.data as TensorFlow errors: ours are assertions whose data
-        # (strings, joined here) start with the marker: "assertion failed: [corolla data error:
-        # ] [WHAT] [...]". TensorFlow's own (a JPEG that does not decode, a damaged file) name
-        # no file, so the data is searched.
-        message = str(e)
-        if DATA_ERROR in message:
-            import re
-
-            line = message[message.index(DATA_ERROR):].splitlines()[0]
-            what = "".join(re.findall(r"\[([^\]]*)\]", f"[{line}"))[len(DATA_ERROR) + 1:]
-            what = what.strip()
-        elif type(e).__module__.startswith("tensorflow"):
-            from corolla.data import check
-
-            what = check.explain(e, note=lambda note: print(note, file=sys.stderr))
-            if what is None:
-                raise
-        else:
-            raise
-        print(f"corolla: error: {what}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         run_dir = getattr(e, "run_dir", None)

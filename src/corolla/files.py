@@ -1,5 +1,5 @@
 """Atomic file writes: a reader (or a resumed run) sees the old file or the new one, never half
-of one. Everything a run writes goes through here: the file is written under a temporary name
+of one; and folders checked before the work that would write into them. Everything a run writes goes through here: the file is written under a temporary name
 in the same folder, flushed to disk, then renamed over the target (`os.replace` is atomic
 within one file system)."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import uuid
 from pathlib import Path
@@ -61,3 +62,41 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# What the system says when a folder cannot be written, as opposed to a bug.
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def check_folder(folder: str | Path, flag: str = "") -> Path:
+    """Fails before the work, not after it: a missing folder, or one this user may not write
+    into, is found before a model is loaded. `flag` names the option that chose the folder."""
+    folder = Path(folder)
+    other = f" or pass {flag} with another one" if flag else ""
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise UserError(f"folder {folder} {what}; create it first{other}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write into {folder} (permission denied); make it writable"
+                        f"{other}")
+    return folder
+
+
+def make_folder(folder: str | Path) -> Path:
+    """The folder, made if missing (not its parents: a mistyped path is not built), with a
+    refusal of the system as one line."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(exist_ok=True)
+    except FileNotFoundError:
+        raise UserError(f"cannot make {folder}: {folder.parent} does not exist") from None
+    except OSError as e:
+        if e.errno not in _UNWRITABLE:
+            raise
+        raise UserError(f"cannot make {folder} ({e.strerror}); make {folder.parent} writable "
+                        f"or write elsewhere") from None
+    return folder
+
+
+def write_json(data: dict, path: str | Path) -> Path:
+    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -29,7 +29,7 @@ import math
 import tensorflow as tf
 
 from corolla.data import records
-from corolla.data.policies import NAMES, NEED_ONE_HOT  # noqa: F401  (re-exported)
+from corolla.config.policies import NAMES, NEED_ONE_HOT  # noqa: F401  (re-exported)
 
 # Random resized crop: the fraction of the image's area kept, and the crop's aspect range.
 CROP_AREA = (0.35, 1.0)

@@ -1,8 +1,8 @@
 """K-fold splits: a run's train and val drawn from train+val pooled, by a fold per id.
 
-A k-fold parent run (`corolla.kfold`) writes the assignment once, as data, to its `folds.csv`
-(`id,label,fold`, folds 1..K, in the order the pooled split is read); each fold's run names that
-file and its fold in its config (`data.folds_file`, `data.fold`). `restrict` turns the data's
+`assign` draws the folds (stratified); a k-fold parent run (`corolla.commands.kfold`) writes
+the assignment once, as data, to its `folds.csv` (`id,label,fold`, folds 1..K, in the order the
+pooled split is read); each fold's run names that file and its fold in its config (`data.folds_file`, `data.fold`). `restrict` turns the data's
 layout into the fold's: its "val" split is the records of fold k, its "train" split those of
 the other folds, its "test" split the data's own. The records are streamed from the data's own
 files and kept by id (a `tf.lookup.StaticHashTable` id -> fold in a `Dataset.filter`, see
@@ -14,14 +14,37 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from corolla.data.layout import Layout, Split
 from corolla.errors import UserError
 
-FOLDS_FILE = "folds.csv"
 HEADER = ["id", "label", "fold"]
+
+
+def assign(labels, k: int, seed: int, class_names=None) -> np.ndarray:
+    """Fold 1..k of each example: stratified (every fold holds each class in the proportion
+    of the whole, within one example), disjoint, covering, and the same for the same seed.
+    A class with fewer than k examples could not be in every fold: a UserError."""
+    from sklearn.model_selection import StratifiedKFold
+
+    labels = np.asarray(labels)
+    counts = Counter(labels.tolist())
+    label, fewest = min(counts.items(), key=lambda item: (item[1], item[0]))
+    if fewest < k:
+        name = repr(class_names[label]) if class_names is not None else str(label)
+        fix = f"use --folds {fewest} or fewer" if fewest >= 2 else "k-fold needs 2 or more"
+        raise UserError(f"class {name} has {fewest} example{'s' * (fewest != 1)} in train+val, "
+                        f"fewer than the {k} folds (each fold must hold every class); {fix}")
+    found = np.zeros(len(labels), np.int64)
+    splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+    for fold, (_, held_out) in enumerate(splitter.split(np.zeros(len(labels)), labels), 1):
+        found[held_out] = fold
+    return found
 
 
 @dataclass(frozen=True)

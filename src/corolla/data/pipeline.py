@@ -15,7 +15,8 @@ import math
 import tensorflow as tf
 
 from corolla.data import augment as augment_lib
-from corolla.data import check, folds, policies, records
+from corolla.config import policies
+from corolla.data import check, folds, records
 from corolla.data.layout import Split
 from corolla.errors import UserError
 

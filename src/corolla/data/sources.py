@@ -1,6 +1,6 @@
-"""Where images come from, and the one function that turns any data path into a Layout.
+"""Where images come from: image folders and CSVs listed as labelled items (`scan`).
 
-A data path is one of:
+A data path is one of (`corolla.data.datasets.open_data` turns any of them into a Layout):
 
 - the competition layout, `PATH/tfrecords-jpeg-SxS/{train,val,test}/*.tfrec` (local or gs://),
   read as it is; with `features` (config `[data.features]`), records whose features have other
@@ -33,7 +33,6 @@ from corolla.errors import UserError
 # What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SPLIT_FOLDERS = ("train", "val", "test")
-CACHE_ENV = "COROLLA_CACHE_DIR"  # where `train --data FOLDER|CSV` converts (see `cache_dir`)
 
 
 @dataclass(frozen=True)
@@ -255,41 +254,3 @@ def scan(path: str | Path) -> ImageSource:
     if kind == "folder":
         return scan_folder(path)
     raise UserError(f"{path} is already in the TFRecord layout; nothing to convert")
-
-
-def cache_dir() -> Path:
-    """Where `train --data FOLDER|CSV` keeps its conversions: $COROLLA_CACHE_DIR, else
-    $XDG_CACHE_HOME/corolla, else ~/.cache/corolla (beside the demo's data). Not under the runs
-    folder: evaluate, predict and check-submission, which know no runs folder, find the same
-    conversion, and every run of a source shares it."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "corolla"
-
-
-def features_of(data_config):
-    """The record feature names a run's [data] config gives (see `records.Features`)."""
-    from corolla.data.records import Features
-
-    return Features(image=data_config.image_feature, label=data_config.label_feature,
-                    id=data_config.id_feature)
-
-
-def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, features=None,
-              log=print):
-    """Any data path -> a competition Layout: read as it is (its records' features named as
-    `features` says, see `features_of`), or converted (once, cached) from an image folder or a
-    CSV at `image_size` (or `preferred_size`, the model's)."""
-    from corolla.data import layout as layout_lib
-
-    if not path or kind_of(path) == "layout":
-        layout = layout_lib.open_layout(path, image_size, preferred_size)
-        return layout_lib.with_features(layout, features) if features else layout
-    from corolla.data import convert
-
-    source = scan(path)
-    settings = convert.Settings(image_sizes=(image_size or preferred_size,))
-    out = convert.cached(source, settings, cache_dir() / "converted", log=log)
-    layout = layout_lib.open_layout(str(out), image_size or preferred_size)
-    return layout_lib.with_source(layout, source.path)

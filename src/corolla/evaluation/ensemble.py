@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError
+from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import predictions as predictions_lib
+from corolla.evaluation.metrics import macro_f1
 from corolla.evaluation.predictions import Predictions
 
 STEP = 0.05  # weight resolution of the search
@@ -148,19 +150,6 @@ def parse_weights(text: str, members: int) -> np.ndarray | None:
     return weights / weights.sum()
 
 
-def macro_f1(y_true, y_pred) -> float:
-    """The competition's figure, as `corolla.evaluation.metrics` computes it with scikit-learn
-    (per-class F1 = 2 TP / (true + predicted), averaged over the union of the true and the
-    predicted classes), from counts: the search scores hundreds of blends, scikit-learn's checks
-    would take most of its time. tests/test_ensemble.py holds it equal to scikit-learn's."""
-    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
-    size = int(max(y_true.max(initial=0), y_pred.max(initial=0))) + 1
-    tp = np.bincount(y_true[y_true == y_pred], minlength=size)
-    both = np.bincount(y_true, minlength=size) + np.bincount(y_pred, minlength=size)
-    scored = both > 0
-    return float((2 * tp[scored] / both[scored]).mean()) if scored.any() else 0.0
-
-
 def _mix(weights: np.ndarray, stack: np.ndarray) -> np.ndarray:
     """The weighted average of [members, N, C] probabilities, as float32: the search scores
     exactly the probabilities that are saved (a float64 blend could argmax otherwise)."""
@@ -258,8 +247,6 @@ def build(folders, weights: str | list[float] | None = "auto") -> Ensemble:
 def metrics(ensemble: Ensemble) -> dict:
     """The blend's val metrics (as `corolla evaluate` reports a run's) with its members, their
     val macro F1 and weights, and how the weights were chosen."""
-    from corolla.evaluation import metrics as metrics_lib
-
     val = ensemble.val
     result = metrics_lib.classification_metrics(val.labels, val.predicted, val.class_names)
     result["split"] = "val"
@@ -273,60 +260,3 @@ def metrics(ensemble: Ensemble) -> dict:
         result["note"] = ("the weights were chosen on this val split, so these val scores "
                           "are optimistic; test scores are the honest figure")
     return result
-
-
-def write(ensemble: Ensemble, out_dir: Path) -> dict[str, Path]:
-    """The ensemble's folder: predictions/val.npz (and test.npz), metrics.json, the confusion
-    matrix, with test predictions a checked submission.csv, and report.html."""
-    from corolla import rundir
-    from corolla.evaluation import metrics as metrics_lib
-    from corolla.report import plots, submission
-
-    val, test, names = ensemble.val, ensemble.test, ensemble.val.class_names
-    written = {"val_predictions": predictions_lib.save(
-        predictions_lib.path_in(out_dir, "val"), val.ids, val.labels, val.probabilities, names)}
-    if test is not None:
-        written["test_predictions"] = predictions_lib.save(
-            predictions_lib.path_in(out_dir, "test"), test.ids, None, test.probabilities, names)
-    written["metrics"] = plots.write_json(metrics(ensemble), out_dir / rundir.METRICS)
-    matrix, labels = metrics_lib.confusion(val.labels, val.predicted)
-    written["confusion_matrix"] = plots.plot_confusion_matrix(
-        matrix, [names[i] for i in labels], out_dir / rundir.CONFUSION,
-        title="Ensemble, val (rows: true class, normalised)")
-    if test is not None:
-        written["submission"] = submission.write(test.ids, test.predicted,
-                                                 out_dir / rundir.SUBMISSION,
-                                                 num_classes=len(names))
-    from corolla.report import html as html_report
-
-    written["report"] = html_report.write(out_dir)  # last: it embeds the pictures just written
-    return written
-
-
-def ensemble_run(folders, weights="auto", out: str | Path | None = None,
-                 runs_dir: str | Path = "runs", log=print) -> Path:
-    """`corolla ensemble`: blends, then writes a new folder (`out`, or
-    runs/ensemble-<timestamp>), never over an existing one. Everything is checked and the
-    weights are chosen before the folder is made, so a refusal leaves nothing behind."""
-    from corolla import rundir
-
-    ensemble = build(folders, weights)
-    if out is not None and (Path(out).exists() or Path(out).is_symlink()):
-        raise UserError(f"--out {out} already exists; an ensemble writes a new folder: choose "
-                        f"another name")
-    out_dir = (rundir.create(Path(out).parent, Path(out).name, "ensemble") if out is not None
-               else rundir.create(runs_dir, "", "ensemble"))
-    for member, w, f1 in zip(ensemble.members, ensemble.weights, ensemble.member_f1):
-        log(f"member {member.folder}: val macro F1 {f1:.4f}, weight {w:.3f}")
-    log(f"weights: {ensemble.search}")
-    written = write(ensemble, out_dir)
-    m = metrics(ensemble)
-    log(f"blend: val accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
-        f"({m['num_examples']} images"
-        f"{'; weights chosen on val, so optimistic' if 'note' in m else ''})")
-    if ensemble.test is None:
-        log("no test predictions in the members: no submission.csv written")
-    for path in written.values():
-        log(f"wrote {path}")
-    return out_dir
-

@@ -1,22 +1,22 @@
 """Running a trained model: a run opened with its data, its model loaded and checked, batched
-class probabilities (with test-time augmentation), and where the results go. Evaluation,
-prediction and training's val F1 callback all run models through here."""
+class probabilities (with test-time augmentation). Evaluation, prediction and training's val F1
+callback all run models through here."""
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from corolla import rundir
-from corolla.data import folds
+from corolla.data import datasets, folds
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
 from corolla.evaluation import tta as tta_lib
-from corolla.report import plots
+from corolla.runs import paths, rundir
+from corolla.runs.kfold import refuse_parent
+from corolla.runs.outputs import data_root
 from corolla.runtime import Plan
 
 
@@ -29,7 +29,7 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int):
 
     with plan.inference_scope():
         try:
-            model = keras.saving.load_model(run_dir / rundir.MODEL, compile=False)
+            model = keras.saving.load_model(run_dir / paths.MODEL, compile=False)
         except (TypeError, ValueError) as e:  # Keras wraps the layer's ValueError in a TypeError
             # small_cnn trained on TensorFlow saves synchronized BatchNorm (see models.zoo).
             if "synchronized=True is only supported" in str(e):
@@ -40,12 +40,12 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int):
             # anything); Corolla's own models hold only registered layers.
             if str(e).startswith("Requested the deserialization of a"):
                 what = "a Lambda layer" if "`Lambda` layer" in str(e) else "a Python lambda"
-                raise UserError(f"{run_dir / rundir.MODEL} contains {what}; Corolla loads "
+                raise UserError(f"{run_dir / paths.MODEL} contains {what}; Corolla loads "
                                 f"models only in Keras' safe mode: rebuild the model with "
                                 f"registered layers instead") from None
             raise
     if model.output_shape[-1] != num_classes:
-        raise UserError(f"{run_dir / rundir.MODEL} outputs {model.output_shape[-1]} classes but "
+        raise UserError(f"{run_dir / paths.MODEL} outputs {model.output_shape[-1]} classes but "
                         f"the run names {num_classes}; it is not this run's model")
     return model
 
@@ -53,59 +53,19 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int):
 def open_run(run_dir, data_path: str | None = None):
     """(run folder, its config, its data layout at the trained image size). The run's own
     class names win: data that names other classes would pair outputs with wrong labels."""
-    from corolla.kfold import refuse_parent
-
     refuse_parent(run_dir)
     run_dir, config = rundir.load(run_dir)
-    from corolla.data import sources
-
-    layout = sources.open_data(data_path or config.data.path, config.data.image_size,
-                               features=sources.features_of(config.data))
-    if not data_path or _data_root(layout.source or layout.root) == \
-            _data_root(config.data.path):
+    layout = datasets.open_data(data_path or config.data.path, config.data.image_size,
+                                features=datasets.features_of(config.data))
+    if not data_path or data_root(layout.source or layout.root) == \
+            data_root(config.data.path):
         layout = folds.restrict(layout, config.data)  # a k-fold run's fold of its own data
     saved = rundir.class_names(run_dir)
     if saved is not None and saved != layout.class_names:
         raise UserError(f"the data at {layout.root} names {len(layout.class_names)} classes, "
                         f"not the {len(saved)} this run was trained on "
-                        f"({run_dir / rundir.CLASSES}); pass --data with the run's data set")
+                        f"({run_dir / paths.CLASSES}); pass --data with the run's data set")
     return run_dir, config, layout
-
-
-def _data_root(path: str) -> str:
-    """A data path as a comparable place: the folder above tfrecords-jpeg-SxS/, resolved."""
-    path = path.rstrip("/")
-    if re.fullmatch(r"tfrecords-jpeg-\d+x\d+", path.rsplit("/", 1)[-1]):
-        path = path.rsplit("/", 1)[0]
-    return path if "://" in path else str(Path(path).resolve())
-
-
-def output_dir(run_dir: Path, config, layout: layout_lib.Layout, out=None) -> Path:
-    """Where evaluation writes, checked before a model is loaded. Scores on the run's own data
-    refresh the run's metrics.json and plots; scores on other data go beside them, into
-    RUN/eval-<data folder>/ (or `out`), so that the run keeps the record of its own val split.
-    Inside a run, `out` may be only that place or another eval-* folder: never the run's own
-    files, its backup or its logs."""
-    own = bool(config.data.path) and \
-        _data_root(layout.source or layout.root) == _data_root(config.data.path)
-    name = _data_root(layout.root).rstrip("/").rsplit("/", 1)[-1] or "data"
-    default = run_dir if own else run_dir / f"eval-{name}"
-    if out is None:
-        target = default
-    else:
-        target, run = Path(out), run_dir.resolve()
-        resolved = target.resolve()
-        inside = resolved == run or run in resolved.parents
-        if inside and resolved != default.resolve() and not (
-                resolved.parent == run and resolved.name.startswith("eval-")):
-            raise UserError(f"--out {out} is inside the run folder {run_dir}, where evaluate "
-                            f"writes only into {default} or another eval-* folder; choose one "
-                            f"of those or a folder outside the run")
-        if target.exists() and not target.is_dir():
-            raise UserError(f"--out {out} is a file; evaluate writes a folder (metrics.json "
-                            f"and plots): pass a folder's name")
-    plots.check_folder(target if target.is_dir() else target.parent, "--out")
-    return target
 
 
 PROGRESS_STEPS = 10  # a progress bar (in a terminal) for predictions of this many batches

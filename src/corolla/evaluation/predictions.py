@@ -1,7 +1,8 @@
 """Saved predictions: what a model said about every example of a split, kept as data.
 
-`evaluate` and `predict` run the model once and save its class probabilities here, so that
-reports, ensembles and k-fold scores are computed from the files without running a model again.
+`evaluate` and `predict` run the model once and their class probabilities are saved in this
+format (`corolla.report.scored.save_predictions` writes it; `load` reads it), so that reports,
+ensembles and k-fold scores are computed from the files without running a model again.
 
 One file per split, `<folder>/predictions/<split>.npz` (a NumPy archive, read without pickle):
 
@@ -28,9 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError
-from corolla.files import atomic_path
+from corolla.runs.paths import predictions_file
 
-FOLDER = "predictions"
 UNKNOWN = -1  # the label of an example whose class is not known (test)
 KEYS = ("ids", "labels", "probabilities", "class_names")
 
@@ -69,7 +69,7 @@ class Predictions:
 
 def path_in(folder: str | Path, split: str) -> Path:
     """Where the predictions of `split` live in a run (or an evaluation or ensemble) folder."""
-    return Path(folder) / FOLDER / f"{split}.npz"
+    return predictions_file(folder, split)
 
 
 def make(ids, labels, probabilities, class_names, tta: int = 1) -> Predictions:
@@ -114,26 +114,8 @@ def _problem(ids, labels, probabilities, class_names) -> str | None:
     return None
 
 
-def save(path: str | Path, ids, labels, probabilities, class_names, tta: int = 1) -> Path:
-    """Writes one split's predictions (see the module for the format), atomically: a reader
-    gets the old file or the new one. Arrays that are not one split's predictions are a bug of
-    the caller (ValueError), refused before anything is written."""
-    from corolla.report.plots import make_folder  # matplotlib: not for readers of predictions
-
-    p = make(ids, labels, probabilities, class_names, tta)
-    path = Path(path)
-    make_folder(path.parent)
-    # np.savez appends ".npz" to a name that lacks it, and would miss the temporary file:
-    # it is given the open file instead.
-    with atomic_path(path) as tmp, tmp.open("wb") as f:
-        np.savez(f, ids=np.array(p.ids, dtype=str), labels=p.labels,
-                 probabilities=p.probabilities, class_names=np.array(p.class_names, dtype=str),
-                 tta=np.int64(p.tta))
-    return path
-
-
 def load(path: str | Path) -> Predictions:
-    """A predictions file, checked as `save` checks it; a file that is not one is a user error
+    """A predictions file, checked as `make` checks its arrays; a file that is not one is a user error
     naming the file (it is data on disk, perhaps from another tool or a damaged copy)."""
     path = Path(path)
     again = "write it again with `corolla evaluate RUN` (val) or `corolla predict RUN` (test)"

@@ -1,6 +1,9 @@
-"""Models: a registry of backbones with their preprocessing and image size, one generic head."""
+"""Models: a registry of backbones with their preprocessing and image size (`registry`), the
+factory that builds them behind one generic head (`factory`), keras-hub presets (`hub`)."""
 
 from corolla.models import applications, zoo  # noqa: F401  (register the built-in models)
-from corolla.models.registry import ModelSpec, at_size, create_model, get, names, register
+from corolla.models.factory import at_size, check_weights, create_model, get, short_name
+from corolla.models.registry import ModelSpec, names, register
 
-__all__ = ["ModelSpec", "at_size", "create_model", "get", "names", "register"]
+__all__ = ["ModelSpec", "at_size", "check_weights", "create_model", "get", "names", "register",
+           "short_name"]

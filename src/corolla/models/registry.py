@@ -1,17 +1,11 @@
 """The model registry: name -> how to build the backbone, its input preprocessing, its default
-image size and its size in parameters. timm-style: everything is reached through `create_model`.
-
-Names are the registered ones (`corolla info --models`) or `hub:PRESET` for a keras-hub image
-classifier preset (corolla.models.hub). Importing this module does not import Keras (the CLI
-validates names before the backend is chosen); the builders import it when called.
-"""
+image size and its size in parameters (`corolla info --models`). Models are built by
+`corolla.models.factory`, which also resolves `hub:PRESET` names. Importing this module does
+not import Keras (the CLI validates names before the backend is chosen)."""
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from corolla.errors import UserError
@@ -45,122 +39,9 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get(name: str) -> ModelSpec:
-    if name.startswith(HUB_PREFIX):
-        from corolla.models import hub
-
-        return hub.spec(name[len(HUB_PREFIX):])
+def lookup(name: str) -> ModelSpec:
+    """A registered model (`get` also resolves hub: presets)."""
     if name not in _REGISTRY:
         raise UserError(f"unknown model {name!r}; choose one of: {', '.join(names())}, "
                         f"or hub:PRESET (a keras-hub preset)")
     return _REGISTRY[name]
-
-
-def check_weights(spec: ModelSpec, weights: str) -> str | None:
-    """Normalises the weights argument: None, "imagenet" or an existing local file."""
-    if weights in ("", "none", None):
-        return None
-    if weights == "imagenet":
-        if not spec.imagenet:
-            raise UserError(f"model {spec.name!r} has no ImageNet weights; use --weights none "
-                            f"or a local weights file")
-        return weights
-    if not Path(weights).is_file():
-        raise UserError(f"weights file {weights!r} does not exist; pass --weights none, "
-                        f"imagenet, or the path of a local backbone weights file (.h5)")
-    return weights
-
-
-def create_model(name: str, num_classes: int, image_size: int | None = None,
-                 weights: str | None = None, train_backbone: bool = True, dropout: float = 0.0,
-                 any_size: bool = False):
-    """Backbone + global average pooling + Dense(num_classes) with a float32 softmax (so mixed
-    precision never rounds the probabilities), with `dropout` before it. The model takes float
-    RGB images in [0, 255]: preprocessing is inside it, so a saved model needs nothing else at
-    inference.
-
-    `any_size`: the model takes images of any height and width (progressive resizing trains
-    one model at several sizes), its architecture still the one built for `image_size` (the
-    backbones choose strides and stems by size). Save it through `at_size`: a saved model takes
-    the one size it is meant for."""
-    import keras
-
-    spec = get(name)
-    weights = check_weights(spec, weights)
-    size = image_size or spec.image_size
-    if num_classes < 2:
-        raise UserError(f"a classifier needs at least 2 classes, got {num_classes}")
-    inputs = keras.Input((None, None, 3) if any_size else (size, size, 3), name="image")
-    x = inputs
-    for layer in spec.preprocessing():
-        x = layer(x)
-    backbone = _build_backbone(spec, (size, size, 3), weights)
-    if any_size:  # the same layers (and weights) on an input of any size
-        try:
-            backbone = keras.models.clone_model(
-                backbone, input_tensors=keras.Input((None, None, 3)),
-                clone_function=lambda layer: layer)
-        except Exception as e:  # e.g. a transformer's position embeddings of one size
-            raise UserError(f"model {spec.name!r} cannot take images of several sizes "
-                            f"({_first_line(e)}); set train.start_size = 0 (no progressive "
-                            f"resizing)") from None
-    backbone.trainable = train_backbone
-    x = backbone(x, training=None if train_backbone else False)
-    # Convnets give feature maps (batch, h, w, c); transformers (keras-hub) give tokens.
-    pool = keras.layers.GlobalAveragePooling1D if len(x.shape) == 3 else \
-        keras.layers.GlobalAveragePooling2D
-    x = pool(name="pool")(x)
-    if dropout:
-        x = keras.layers.Dropout(dropout, name="head_dropout")(x)
-    outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32",
-                                 name="probabilities")(x)
-    return keras.Model(inputs, outputs, name=short_name(name))
-
-
-def at_size(model, size: int):
-    """A model of `create_model(any_size=True)` as one taking `size` px images: the same
-    layers and weights (training one trains the other), the input shape fixed."""
-    import keras
-
-    return keras.models.clone_model(model, input_tensors=keras.Input((size, size, 3),
-                                                                     name="image"),
-                                    clone_function=lambda layer: layer)
-
-
-def short_name(name: str) -> str:
-    """A model name fit for file and Keras names: `hub:/a/b/resnet_18` -> `hub-resnet_18`."""
-    if name.startswith(HUB_PREFIX):
-        name = "hub-" + os.path.basename(name[len(HUB_PREFIX):].rstrip("/\\"))
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "model"
-
-
-def _build_backbone(spec: ModelSpec, input_shape, weights):
-    try:
-        return spec.backbone(input_shape, weights)
-    except UserError:
-        raise
-    except Exception as e:  # keras.utils.get_file raises a bare Exception on network failure
-        if weights == "imagenet" and ("URL fetch failure" in str(e) or isinstance(e, OSError)):
-            raise UserError(download_failed(spec.name, str(e))) from None
-        if weights not in (None, "imagenet") and isinstance(e, (ValueError, OSError)):
-            raise UserError(f"weights file {weights!r} does not fit {spec.name}'s backbone at "
-                            f"{input_shape[0]} px ({_first_line(e)}); pass the backbone weights "
-                            f"of the same architecture (Keras 'notop' .h5 or .weights.h5)"
-                            ) from None
-        raise
-
-
-def download_failed(name: str, message: str) -> str:
-    """One line for a failed ImageNet download: where Keras would have cached the file, so the
-    user can copy it there or pass it with --weights."""
-    url = re.search(r"(https?://\S+?)(?::\s|$)", message)
-    file_name = url.group(1).rsplit("/", 1)[-1] if url else "<the weights file>"
-    cache = os.path.join(os.environ.get("KERAS_HOME", os.path.join("~", ".keras")), "models")
-    return (f"could not download ImageNet weights for {name} (no network?); use --weights FILE "
-            f"with a local copy of {file_name} (Keras caches it as {cache}/{file_name}), or "
-            f"--weights none")
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:200] if text else type(e).__name__

@@ -23,20 +23,20 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 
-from corolla import __version__, rundir
 from corolla.errors import UserError
 from corolla.files import write_text_atomic
+from corolla.runs import paths
 
-REPORT = "report.html"
 
 # Known pictures first, in the order people read them; any other PNG of the folder follows.
 CAPTIONS = {
-    rundir.CONFUSION: "Confusion matrix",
-    rundir.CURVES: "Training curves",
-    rundir.SAMPLES: "Sample predictions",
-    rundir.MISTAKES: "Most confident mistakes",
+    paths.CONFUSION: "Confusion matrix",
+    paths.CURVES: "Training curves",
+    paths.SAMPLES: "Sample predictions",
+    paths.MISTAKES: "Most confident mistakes",
 }
 
 # The headline figures, as metrics.json names them.
@@ -66,22 +66,22 @@ def sources(folder: str | Path) -> Sources:
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder; pass a run folder, e.g. runs/<run>")
-    path = folder / rundir.METRICS
+    path = folder / paths.METRICS
     if not path.is_file():
-        if (folder / rundir.CONFIG).is_file():
+        if (folder / paths.CONFIG).is_file():
             raise UserError(f"run {str(folder)!r} has no evaluation ({path} is missing); run "
                             f"`corolla evaluate {folder}` first")
-        raise UserError(f"{folder} holds no {rundir.METRICS}; pass a run folder after "
+        raise UserError(f"{folder} holds no {paths.METRICS}; pass a run folder after "
                         f"`corolla evaluate`, an eval-* folder or an ensemble folder")
     metrics = json.loads(path.read_text())
     if "members" in metrics:
         return Sources(folder, "ensemble", metrics, None)
-    if (folder / rundir.CONFIG).is_file():
+    if (folder / paths.CONFIG).is_file():
         return Sources(folder, "run", metrics, folder)
     # An evaluation on other data: its run is the folder above (RUN/eval-<data>/), or the one
     # its metrics.json names (an --out folder elsewhere).
     for candidate in (folder.parent, Path(metrics.get("run", "") or folder)):
-        if (candidate / rundir.CONFIG).is_file():
+        if (candidate / paths.CONFIG).is_file():
             return Sources(folder, "evaluation", metrics, candidate)
     return Sources(folder, "evaluation", metrics, None)
 
@@ -89,7 +89,7 @@ def sources(folder: str | Path) -> Sources:
 def write(folder: str | Path) -> Path:
     """Writes FOLDER/report.html (atomically) and returns its path."""
     src = sources(folder)
-    return write_text_atomic(src.folder / REPORT, document(src))
+    return write_text_atomic(src.folder / paths.REPORT, document(src))
 
 
 def document(src: Sources) -> str:
@@ -115,7 +115,8 @@ def fragment(src: Sources | str | Path) -> str:
         parts += [_timings(src), _plan(src.run_dir), _config(src.run_dir)]
     elif src.kind == "evaluation":
         parts.append("<p>The run of this evaluation was not found: no config or plan.</p>")
-    parts.append(f'<p class="foot">Written by Corolla {_e(__version__)} on '
+    version = metadata.version("corolla")
+    parts.append(f'<p class="foot">Written by Corolla {_e(version)} on '
                  f"{_e(time.strftime('%Y-%m-%d %H:%M:%S %z'))} from the files of "
                  f"{_e(src.folder.resolve())}.</p>")
     return '<div class="corolla-report">\n' + "\n".join(p for p in parts if p) + "\n</div>"
@@ -149,7 +150,8 @@ def _header(src: Sources) -> str:
     facts.append(("split", m.get("split", "val")))
     if src.run_dir is not None:
         cfg = _config_values(src.run_dir)
-        facts += [(k, cfg[k]) for k in ("model", "image size", "epochs") if k in cfg]
+        facts += [(k, cfg[k]) for k in ("model", "data image size", "model input size",
+                                         "epochs") if k in cfg]
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
     return f'<table class="facts">{rows}</table>'
 
@@ -194,7 +196,7 @@ def _per_class(m: dict) -> str:
 
 
 def _sessions(run_dir: Path) -> list[dict]:
-    path = run_dir / rundir.PLAN
+    path = run_dir / paths.PLAN
     return json.loads(path.read_text()).get("sessions", []) if path.is_file() else []
 
 
@@ -217,9 +219,9 @@ def _timings(src: Sources) -> str:
     sessions = _sessions(run_dir)
     for i, session in enumerate(sessions):
         rows.append([_e(f"session {i + 1} started"), _e(session.get("started", "?"))])
-    evaluated = datetime.fromtimestamp((src.folder / rundir.METRICS).stat().st_mtime).astimezone()
+    evaluated = datetime.fromtimestamp((src.folder / paths.METRICS).stat().st_mtime).astimezone()
     rows.append([_e("evaluation written"), _e(evaluated.strftime("%Y-%m-%dT%H:%M:%S%z"))])
-    finished = run_dir / rundir.FINISHED
+    finished = run_dir / paths.FINISHED
     end = _when(finished.read_text()) if finished.is_file() else None
     if end is not None:
         rows.append([_e("run finished"), _e(end.strftime("%Y-%m-%dT%H:%M:%S%z"))])
@@ -239,7 +241,7 @@ def _timings(src: Sources) -> str:
 
 
 def _history(run_dir: Path) -> list[dict]:
-    path = run_dir / rundir.HISTORY
+    path = run_dir / paths.HISTORY
     if not path.is_file():
         return []
     with path.open(newline="") as f:
@@ -282,17 +284,22 @@ def _config_values(run_dir: Path) -> dict:
     import tomllib
 
     try:
-        cfg = tomllib.loads((run_dir / rundir.CONFIG).read_text())
+        cfg = tomllib.loads((run_dir / paths.CONFIG).read_text())
     except (OSError, tomllib.TOMLDecodeError):
         return {}
+    data_size = cfg.get("data", {}).get("image_size")
+    # The size the model takes: the data's unless scaled down (model.input_size; 0 in a run
+    # made before it was resolved means the data's).
+    input_size = cfg.get("model", {}).get("input_size") or data_size
     found = {"model": cfg.get("model", {}).get("name"),
-             "image size": cfg.get("data", {}).get("image_size"),
+             "data image size": f"{data_size} px" if data_size else None,
+             "model input size": f"{input_size} px" if input_size else None,
              "epochs": cfg.get("train", {}).get("epochs")}
     return {k: v for k, v in found.items() if v is not None}
 
 
 def _config(run_dir: Path) -> str:
-    path = run_dir / rundir.CONFIG
+    path = run_dir / paths.CONFIG
     return f"<h2>Config (config.toml)</h2>\n<pre>{_e(path.read_text())}</pre>"
 
 

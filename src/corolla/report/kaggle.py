@@ -17,10 +17,10 @@ import re
 import sys
 from pathlib import Path
 
-from corolla import rundir
 from corolla.errors import UserError
 from corolla.evaluation import predictions
 from corolla.report import submission
+from corolla.runs import paths
 
 INSTALL = 'pip install "corolla[kaggle]"'
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]*")
@@ -31,15 +31,15 @@ def checked_file(target: str | Path) -> Path:
     predictions/), checked against the test ids and classes saved in predictions/test.npz."""
     target = Path(target)
     if target.is_dir():
-        folder, path = target, target / rundir.SUBMISSION
+        folder, path = target, target / paths.SUBMISSION
         if not path.is_file():
-            raise UserError(f"{target} has no {rundir.SUBMISSION}; run `corolla predict "
+            raise UserError(f"{target} has no {paths.SUBMISSION}; run `corolla predict "
                             f"{target}` first")
     elif target.is_file():
         folder, path = target.parent, target
     else:
         raise UserError(f"{target} does not exist; pass a run folder holding "
-                        f"{rundir.SUBMISSION}, e.g. runs/<run>")
+                        f"{paths.SUBMISSION}, e.g. runs/<run>")
     saved = predictions.path_in(folder, "test")
     if not saved.is_file():
         raise UserError(f"{folder} has no saved test predictions ({saved}) to check {path} "

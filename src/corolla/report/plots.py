@@ -7,9 +7,6 @@ A folder Corolla may not write into is the user's to fix, and is found before th
 from __future__ import annotations
 
 import csv
-import errno
-import json
-import os
 from pathlib import Path
 
 import matplotlib
@@ -18,46 +15,7 @@ matplotlib.use("Agg")  # files only; no display on servers and TPU VMs
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from corolla.errors import UserError  # noqa: E402
-from corolla.files import atomic_path, write_text_atomic  # noqa: E402
-
-# What the system says when a folder cannot be written, as opposed to a bug.
-_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
-
-
-def check_folder(folder: str | Path, flag: str = "") -> Path:
-    """Fails before the work, not after it: a missing folder, or one this user may not write
-    into, is found before a model is loaded. `flag` names the option that chose the folder."""
-    folder = Path(folder)
-    other = f" or pass {flag} with another one" if flag else ""
-    if not folder.is_dir():
-        what = "is not a folder" if folder.exists() else "does not exist"
-        raise UserError(f"folder {folder} {what}; create it first{other}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise UserError(f"cannot write into {folder} (permission denied); make it writable"
-                        f"{other}")
-    return folder
-
-
-def make_folder(folder: str | Path) -> Path:
-    """The folder, made if missing (not its parents: a mistyped path is not built), with a
-    refusal of the system as one line."""
-    folder = Path(folder)
-    try:
-        folder.mkdir(exist_ok=True)
-    except FileNotFoundError:
-        raise UserError(f"cannot make {folder}: {folder.parent} does not exist") from None
-    except OSError as e:
-        if e.errno not in _UNWRITABLE:
-            raise
-        raise UserError(f"cannot make {folder} ({e.strerror}); make {folder.parent} writable "
-                        f"or write elsewhere") from None
-    return folder
-
-
-def write_json(data: dict, path: str | Path) -> Path:
-    return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
-
+from corolla.files import atomic_path  # noqa: E402
 
 MAX_MATRIX_CLASSES = 30  # beyond this, names and cells are unreadable: the most confused only
 

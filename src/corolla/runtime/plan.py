@@ -8,6 +8,7 @@ replica and process counts, the global batch and the precision policy. Nothing o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -102,6 +103,14 @@ class Plan:
             raise ValueError(f"an epoch needs at least 1 step, got {steps}")
         per_execution = min(self.steps_per_execution, steps)
         return steps - steps % per_execution, per_execution
+
+    def with_batch(self, batch_size: int, global_batch_size: int = 0) -> Plan:
+        """The plan with the batch a config asks for (a recipe may set it after the hardware
+        was detected with the defaults): `global_batch` decides, as for `detect`."""
+        per_replica, total = global_batch(self.replicas, batch_size, global_batch_size)
+        if (per_replica, total) == (self.batch_per_replica, self.global_batch):
+            return self
+        return dataclasses.replace(self, batch_per_replica=per_replica, global_batch=total)
 
     def to_dict(self) -> dict:
         hw = self.hardware

@@ -7,7 +7,9 @@ import contextlib
 
 import keras
 import numpy as np
-from sklearn.metrics import f1_score
+
+from corolla.evaluation.inference import predict_probabilities
+from corolla.evaluation.metrics import macro_f1
 
 VAL_F1 = "val_f1_macro"
 
@@ -43,8 +45,6 @@ class ValMacroF1(keras.callbacks.Callback):
         self.plan, self.swap, self.skip = plan, swap, skip_bad_records
 
     def on_epoch_end(self, epoch, logs=None):
-        from corolla.evaluation.inference import predict_probabilities
-
         with ema_weights(self.swap):
             probabilities = predict_probabilities(self.model, self.split, self.image_size,
                                                   self.plan, self.skip)
@@ -54,7 +54,4 @@ class ValMacroF1(keras.callbacks.Callback):
             logs["val_loss"] = float(keras.ops.convert_to_numpy(
                 self.model.loss(one_hot, probabilities)))
             logs["val_accuracy"] = float(np.mean(predicted == self.labels))
-            # As corolla.evaluation.metrics computes the run's f1_macro: the union of true and
-            # predicted.
-            logs[VAL_F1] = float(f1_score(self.labels, predicted, average="macro",
-                                          zero_division=0))
+            logs[VAL_F1] = macro_f1(self.labels, predicted)

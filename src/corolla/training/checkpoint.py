@@ -30,8 +30,7 @@ import keras
 
 from corolla.errors import UserError
 from corolla.files import atomic_path, remove_partials, write_text_atomic
-
-STATE = "state.json"
+from corolla.runs.paths import STATE
 
 
 @dataclass

@@ -1,28 +1,34 @@
 """Training: compile + fit + checkpoints + resume.
 
-`run(config, plan)` is what `corolla train` and `corolla demo` call.
+`run(config, plan)` is what `corolla train` and `corolla demo` call: it prepares (settings,
+backup, epoch length), builds the model, opens the run folder, fits the phases and saves.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import shutil
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from corolla import config as config_lib
-from corolla import rundir
+from corolla import files, models
 from corolla.data import check
-from corolla.data import folds
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import Interrupted, UserError
+from corolla.runs import paths, rundir
 from corolla.runtime import Plan, collective
 from corolla.training import schedule as schedule_lib
+from corolla.training.settings import resolve
+
+# Keras is imported when training starts, not with this module: the backend is chosen first.
+# So callbacks, checkpoint and optimizer (which import it) are imported in the functions.
+if TYPE_CHECKING:
+    from corolla.training.checkpoint import BackupState, Checkpoint
 
 
 @dataclass
@@ -30,55 +36,6 @@ class TrainResult:
     run_dir: Path | None  # None on a worker that is not the chief: it writes no run
     model: object
     history: dict
-
-
-def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
-            log=print) -> tuple[config_lib.RunConfig, layout_lib.Layout]:
-    """Checks the config against the registry and the data, and fills in everything that
-    `0`/auto left open (image size, global batch, steps per epoch, the learning rates: the peak
-    scaled with the replicas when train.scale_lr asks, start and minimum; the data path made
-    absolute), so that the saved config says exactly what ran and a resumed run keeps its
-    schedule whatever hardware it resumes on. A config that never went through a recipe
-    (`corolla.recipes.compose`; built in Python) records train.recipe = "none". An image folder
-    or CSV is converted (once, into the cache; see `sources.open_data`): the config keeps it as
-    data.path, and records the converted copy as data.converted."""
-    from corolla import models
-    from corolla.data import sources
-
-    spec = models.get(config.model.name)
-    models.registry.check_weights(spec, config.model.weights)
-    path = config.data.path
-    if path and "://" not in path:
-        path = os.path.abspath(path)
-    layout = sources.open_data(path, config.data.image_size, spec.image_size,
-                               features=sources.features_of(config.data), log=log)
-    layout = folds.restrict(layout, config.data)  # a k-fold run's fold of train+val
-    splits = [layout.split("train"), layout.split("val")]  # both must exist before anything
-    if layout.has_split("test"):
-        splits.append(layout.split("test"))
-    # The checked train split counts what training will draw (less any skipped records).
-    train_split = [check.check_split(split, len(layout.class_names),
-                                     skip_bad_records=config.data.skip_bad_records)
-                   for split in splits][0]
-    steps = config.train.steps_per_epoch or train_split.count // plan.global_batch
-    if steps < 1:
-        raise UserError(f"the train split has {train_split.count} examples, fewer than one "
-                        f"global batch ({plan.global_batch}); use a smaller --batch-size")
-    t = config.train
-    peak = t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1)
-    return config_lib.apply(config, {
-        "data.path": path, "data.image_size": layout.image_size,
-        "model.input_size": min(config.model.input_size or layout.image_size, layout.image_size),
-        "data.converted": layout.root if layout.source else "",
-        "train.recipe": "none" if t.recipe == "auto" else t.recipe,
-        # Scaled once, here: the saved config holds the peak that ran (scale_lr "none"), so a
-        # rerun or a resume on other hardware keeps it, as it keeps the global batch.
-        "train.learning_rate": peak, "train.scale_lr": "none",
-        "train.start_learning_rate": t.start_learning_rate or peak / 10,
-        "train.min_learning_rate": t.min_learning_rate or peak / 100,
-        "train.global_batch_size": plan.global_batch, "train.steps_per_epoch": steps,
-        "output.run_id": config.output.run_id if resume else uuid.uuid4().hex[:12],
-    }), layout
 
 
 def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None = None,
@@ -165,25 +122,63 @@ def _check_same_epoch(plan: Plan, epochs_done: int) -> None:
                         f"(the same command, the same TMPDIR on each host)")
 
 
+@dataclass
+class _Prepared:
+    """What training needs before the first epoch, found before any folder is made."""
+    config: config_lib.RunConfig  # resolved
+    layout: layout_lib.Layout
+    run_dir: Path | None  # the run continued (chief), None for a new run or a worker
+    backup_dir: Path | None  # a worker's; the chief's is inside its run folder
+    state: BackupState
+    steps: int  # per epoch
+    steps_per_execution: int
+
+
 def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
         callbacks=()) -> TrainResult:
     """Trains into a new run directory, or continues the interrupted run `resume` (its
     config, from its last completed epoch). `callbacks` are added to Corolla's own.
 
     The run's model.keras is its best epoch by val macro F1; last.keras its last epoch."""
-    import keras
+    log = log if plan.is_chief else (lambda *args: None)
+    ready = _prepare(config, plan, log, resume)
+    config, t = ready.config, ready.config.train
+    size, num_classes = config.model.input_size, len(ready.layout.class_names)
+    plan_phases = phases(t, config.model.train_backbone, size)
+    progressive = any(p.size != size for p in plan_phases)
+    # Data and model come first: a failure there (a split smaller than one batch, weights that
+    # will not load) leaves no empty run behind.
+    val_split = check.check_split(ready.layout.split("val"), num_classes,
+                                  skip_bad_records=config.data.skip_bad_records)
+    val_labels = pipeline.metadata(val_split, config.data.skip_bad_records)["labels"]
+    with plan.scope():
+        model = models.create_model(config.model.name, num_classes, size,
+                                    config.model.weights, config.model.train_backbone,
+                                    dropout=config.model.dropout, any_size=progressive)
+        # What the run saves: the model at its input size (the same layers and weights).
+        saved = models.at_size(model, size) if progressive else model
+    trainer = _Trainer(ready, plan, model, log, callbacks)
+    # The phase that saved the backup: its optimizer holds the backed-up state.
+    trainer.configure(next(p for p in plan_phases if p.end > max(ready.state.epochs_done - 1, 0)))
+    run_dir, backup_dir = _open_folder(ready, plan, log, resume)
+    model_path = run_dir / paths.MODEL if plan.is_chief else backup_dir.parent / paths.MODEL
+    checkpoint = trainer.callbacks(run_dir, backup_dir, saved, val_split, val_labels)
+    _log_training(config, plan, ready, plan_phases, progressive, log)
+    try:
+        trainer.fit_phases(plan_phases, progressive)
+    except KeyboardInterrupt:
+        raise Interrupted(run_dir) from None
+    return _save(model, saved, checkpoint.state, model_path, backup_dir, run_dir, log)
 
-    from corolla import models
+
+def _prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) -> _Prepared:
+    """Resolves the settings, claims the run to continue and reads its backup, and fixes the
+    epoch's length: everything decided before a model is built."""
     from corolla.runtime.hardware import worker_scratch
-    from corolla.training.callbacks import ValMacroF1
-    from corolla.training.checkpoint import (BackupState, Checkpoint, read_state, stops_early,
-                                          write_history)
-    from corolla.training.optimizer import finalize_ema
+    from corolla.training.checkpoint import BackupState, read_state
 
     asked = config.train
-    config, layout = resolve(config, plan, resume=resume is not None,
-                             log=log if plan.is_chief else (lambda *args: None))
-    log = log if plan.is_chief else (lambda *args: None)
+    config, layout = resolve(config, plan, resume=resume is not None, log=log)
     if asked.scale_lr == "replicas":
         log(f"peak learning rate {asked.learning_rate:g} x {plan.replicas} replica(s) = "
             f"{config.train.learning_rate:g} (train.scale_lr = replicas)")
@@ -194,17 +189,20 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     run_dir = Path(resume) if resume and plan.is_chief else None
     if run_dir:
         rundir.claim(run_dir, log)  # before its backup is read: one writer per run
-    backup_dir = (run_dir / rundir.BACKUP if run_dir else None) if plan.is_chief else \
-        worker_scratch(run_id, plan.process_id) / rundir.BACKUP
+    backup_dir = (run_dir / paths.BACKUP if run_dir else None) if plan.is_chief else \
+        worker_scratch(run_id, plan.process_id) / paths.BACKUP
     state = read_state(backup_dir) if resume else BackupState()
     _check_same_epoch(plan, state.epochs_done)
-
     _set_determinism(config, plan)
-    size, t = config.model.input_size, config.train  # resolved above: never 0 here
-    num_classes = len(layout.class_names)
+    steps, steps_per_execution = _epoch_steps(config.train, plan, log)
+    return _Prepared(config, layout, run_dir, backup_dir, state, steps, steps_per_execution)
+
+
+def _epoch_steps(t: config_lib.TrainConfig, plan: Plan, log) -> tuple[int, int]:
+    """(steps per epoch, steps per execution): whole executions, and with gradient
+    accumulation whole accumulations, so that every epoch ends on an optimizer update."""
     steps, steps_per_execution = plan.fit_steps(t.steps_per_epoch)
     if t.accumulation_steps > 1:
-        # Every epoch ends on an optimizer update: whole executions of whole accumulations.
         unit = math.lcm(steps_per_execution, t.accumulation_steps)
         if steps < unit:
             raise UserError(f"an epoch of {steps} steps is shorter than one accumulation of "
@@ -216,146 +214,176 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             f"{steps_per_execution} steps the accelerator runs per call"
             + (f" and of the {t.accumulation_steps} accumulated batches per update"
                if t.accumulation_steps > 1 else ""))
-    updates = steps // t.accumulation_steps  # optimizer updates per epoch: what schedules count
-    ordered = plan.identical_input or t.deterministic
-    # Each process consumes its own share of every global batch (TensorFlow workers), or the
-    # whole batch from an identical stream (JAX processes).
-    per_process = plan.global_batch // plan.input_shard[0]
+    return steps, steps_per_execution
 
-    def train_data(first_epoch: int, phase_size: int):
-        # One per `fit` (each iterates its dataset from the start): epoch k is drawn as k.
-        return pipeline.train_dataset(
-            layout.split("train"), phase_size, plan.global_batch,
-            epoch_examples=steps * per_process,
-            first_epoch=first_epoch, seed=t.seed, augment=config.data.augment,
-            cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer,
-            ordered=ordered, shard=plan.input_shard,
-            skip_bad_records=config.data.skip_bad_records, num_classes=num_classes)
 
-    plan_phases = phases(t, config.model.train_backbone, size)
-    progressive = any(p.size != size for p in plan_phases)
-    resumed = next((p for p in plan_phases if p.end > state.epochs_done), plan_phases[-1])
-    train_ds = train_data(state.epochs_done, resumed.size)
-    # The whole val split, for the val figures after every epoch (one padded pass, see
-    # ValMacroF1: Keras' own validation would be a second pass over the same images).
-    val_split = check.check_split(layout.split("val"), num_classes,
-                                  skip_bad_records=config.data.skip_bad_records)
-    val_labels = pipeline.metadata(val_split, config.data.skip_bad_records)["labels"]
-    # Data and model come first: a failure there (a split smaller than one batch, weights that
-    # will not load) leaves no empty run behind.
-    with plan.scope():
-        model = models.create_model(config.model.name, num_classes, size,
-                                    config.model.weights, config.model.train_backbone,
-                                    dropout=config.model.dropout, any_size=progressive)
-        # What the run saves: the model at its input size (the same layers and weights).
-        saved = models.at_size(model, size) if progressive else model
-        backbone = backbone_of(model) if t.frozen_epochs and config.model.train_backbone \
-            else None
+def _open_folder(ready: _Prepared, plan: Plan, log, resume) -> tuple[Path | None, Path]:
+    """(run folder, backup folder): a new run's folder made and recorded by the chief, or the
+    continued run's session recorded (with the history its backup holds: a kill may have come
+    between the backup and history.csv)."""
+    from corolla.training.checkpoint import write_history
 
-    def configure(phase: Phase) -> None:
-        """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
-        schedule continues from the phase's first epoch."""
-        if backbone is not None:
-            backbone.trainable = not phase.frozen
-        with plan.scope():
-            schedule = schedule_lib.for_training(t, updates, t.accumulation_steps,
-                                                 first_epoch=phase.start, scale=phase.lr_scale)
-            compile_model(model, plan, schedule, steps_per_execution, train=t)
-
-    # The phase that saved the backup: its optimizer holds the backed-up state.
-    current = next(p for p in plan_phases if p.end > max(state.epochs_done - 1, 0))
-    configure(current)
+    config, run_dir, backup_dir = ready.config, ready.run_dir, ready.backup_dir
     if plan.is_chief and not resume:
         run_dir = rundir.create(config.output.runs_dir, config.output.name,
-                                 models.registry.short_name(config.model.name))
+                                models.short_name(config.model.name))
         rundir.claim(run_dir, log)
-        backup_dir = run_dir / rundir.BACKUP
-        rundir.record(run_dir, config, plan, layout.class_names)
+        backup_dir = run_dir / paths.BACKUP
+        rundir.record(run_dir, config, plan, ready.layout.class_names)
         log(f"run directory: {run_dir}")
     elif plan.is_chief:
         rundir.record_session(run_dir, plan)
-        if state.history:  # a kill may have come between the backup and the history
-            write_history(state.history, run_dir / rundir.HISTORY)
-        log(f"resuming {run_dir} after epoch {state.epochs_done} of {t.epochs}")
-    model_path = run_dir / rundir.MODEL if plan.is_chief else backup_dir.parent / rundir.MODEL
-    last_path = model_path.with_name(LAST)
+        if ready.state.history:
+            write_history(ready.state.history, run_dir / paths.HISTORY)
+        log(f"resuming {run_dir} after epoch {ready.state.epochs_done} of "
+            f"{config.train.epochs}")
+    return run_dir, backup_dir
 
-    # Validation and the best model use the EMA weights.
-    swap = keras.callbacks.SwapEMAWeights() if t.ema else None
-    checkpoint = Checkpoint(backup_dir, state, run_dir / rundir.HISTORY if plan.is_chief else None,
-                            swap=swap, patience=t.early_stopping_patience, log=log, saved=saved)
-    with plan.scope():
-        checkpoint.restore(model)
-    own = [ValMacroF1(val_split, size, val_labels, plan, swap, config.data.skip_bad_records),
-           checkpoint]  # F1 first: the checkpoint records it and keeps the best epoch
-    if swap is not None:
-        own.insert(0, swap)
-    if plan.is_chief:
-        own.append(keras.callbacks.TensorBoard(str(run_dir / "logs"), write_graph=False))
+
+class _Trainer:
+    """The model through its phases: compiled per phase, fed per phase, with Corolla's
+    callbacks."""
+
+    def __init__(self, ready: _Prepared, plan: Plan, model, log, extra_callbacks):
+        self.ready, self.plan, self.model, self.log = ready, plan, model, log
+        self.extra = list(extra_callbacks)
+        t = ready.config.train
+        self.backbone = backbone_of(model) if t.frozen_epochs and \
+            ready.config.model.train_backbone else None
+        self.current: Phase | None = None
+        self.own: list = []
+
+    def configure(self, phase: Phase) -> None:
+        """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
+        schedule continues from the phase's first epoch."""
+        t = self.ready.config.train
+        if self.backbone is not None:
+            self.backbone.trainable = not phase.frozen
+        with self.plan.scope():
+            updates = self.ready.steps // t.accumulation_steps  # what schedules count
+            schedule = schedule_lib.for_training(t, updates, t.accumulation_steps,
+                                                 first_epoch=phase.start, scale=phase.lr_scale)
+            compile_model(self.model, self.plan, schedule, self.ready.steps_per_execution,
+                          train=t)
+        self.current = phase
+
+    def callbacks(self, run_dir, backup_dir, saved, val_split, val_labels) -> Checkpoint:
+        """Corolla's own callbacks, the backup restored into the model; returns the
+        checkpoint, whose state says what was trained."""
+        import keras
+
+        from corolla.training.callbacks import ValMacroF1
+        from corolla.training.checkpoint import Checkpoint
+
+        config, plan = self.ready.config, self.plan
+        t = config.train
+        # Validation and the best model use the EMA weights.
+        swap = keras.callbacks.SwapEMAWeights() if t.ema else None
+        checkpoint = Checkpoint(backup_dir, self.ready.state,
+                                run_dir / paths.HISTORY if plan.is_chief else None, swap=swap,
+                                patience=t.early_stopping_patience, log=self.log, saved=saved)
+        with plan.scope():
+            checkpoint.restore(self.model)
+        self.own = [ValMacroF1(val_split, config.model.input_size, val_labels, plan, swap,
+                               config.data.skip_bad_records),
+                    checkpoint]  # F1 first: the checkpoint records it and keeps the best epoch
+        if swap is not None:
+            self.own.insert(0, swap)
+        if plan.is_chief:
+            self.own.append(keras.callbacks.TensorBoard(str(run_dir / paths.LOGS),
+                                                        write_graph=False))
+        self.checkpoint = checkpoint
+        return checkpoint
+
+    def _data(self, first_epoch: int, size: int):
+        """The training stream from `first_epoch` at `size` px: one per `fit` (each iterates
+        its dataset from the start), epoch k drawn as k. Each process consumes its own share of
+        every global batch (TensorFlow workers), or the whole batch from an identical stream
+        (JAX processes)."""
+        config, plan, t = self.ready.config, self.plan, self.ready.config.train
+        per_process = plan.global_batch // plan.input_shard[0]
+        return pipeline.train_dataset(
+            self.ready.layout.split("train"), size, plan.global_batch,
+            epoch_examples=self.ready.steps * per_process,
+            first_epoch=first_epoch, seed=t.seed, augment=config.data.augment,
+            cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer,
+            ordered=plan.identical_input or t.deterministic, shard=plan.input_shard,
+            skip_bad_records=config.data.skip_bad_records,
+            num_classes=len(self.ready.layout.class_names))
+
+    def fit_phases(self, plan_phases: list[Phase], progressive: bool) -> None:
+        """Fits every phase not yet trained (or until early stopping)."""
+        from corolla.training.checkpoint import stops_early
+        from corolla.training.optimizer import finalize_ema
+
+        t = self.ready.config.train
+        verbose = (1 if sys.stdout.isatty() else 2) if self.plan.is_chief else 0
+        for phase in plan_phases:
+            done = self.checkpoint.state.epochs_done
+            if phase.end <= done or stops_early(self.checkpoint.state,
+                                                t.early_stopping_patience):
+                continue
+            if not phase.same_optimizer(self.current):
+                # The model enters the phase as a finished one leaves it: on its EMA weights.
+                finalize_ema(self.model)
+                self.configure(phase)
+            self.current = phase
+            if self.backbone is not None:
+                self.log(f"{_epochs(phase)}: backbone "
+                         f"{'frozen' if phase.frozen else 'trained'}, learning rate x "
+                         f"{phase.lr_scale:g}" + (f", {phase.size} px" if progressive else ""))
+            elif progressive:
+                self.log(f"{_epochs(phase)} at {phase.size} px")
+            first = max(done, phase.start)
+            self.model.fit(self._data(first, phase.size), epochs=phase.end,
+                           initial_epoch=first, steps_per_epoch=self.ready.steps,
+                           callbacks=self.own + self.extra, shuffle=False, verbose=verbose)
+            if self.model.stop_training:
+                break
+
+
+def _save(model, saved, final: BackupState, model_path: Path, backup_dir: Path, run_dir,
+          log) -> TrainResult:
+    """last.keras, then model.keras (the best epoch's, or the last), then the backup goes.
+    Every worker saves (saving may read mirrored variables collectively); only the chief's copy
+    is the run's. The backup goes only once the model is safely written; model.keras last of
+    all (it marks the run trained)."""
+    from corolla.training.optimizer import finalize_ema
+
+    finalize_ema(model)  # (what fit did already, unless no epoch was left to train)
+    with files.atomic_path(model_path.with_name(paths.LAST)) as tmp:
+        saved.save(tmp)
+    last_epoch = final.epochs_done - 1
+    if final.best is not None and final.best_epoch != last_epoch:
+        log(f"model.keras: epoch {final.best_epoch + 1} (val macro F1 {final.best_f1:.4f}, "
+            f"the best); last.keras: epoch {last_epoch + 1}")
+        with files.atomic_path(model_path) as tmp:
+            shutil.copyfile(backup_dir / final.best, tmp)
+        result = None  # the caller loads the best model from the run
+    else:
+        result = saved
+        with files.atomic_path(model_path) as tmp:
+            result.save(tmp)
+    shutil.rmtree(backup_dir, ignore_errors=True)
+    history = {k: [row.get(k) for row in final.history] for row in final.history for k in row}
+    return TrainResult(run_dir=run_dir, model=result, history=history)
+
+
+def _log_training(config, plan: Plan, ready: _Prepared, plan_phases, progressive: bool,
+                  log) -> None:
+    t, size = config.train, config.model.input_size
     _log_recipe(config, log)
-    scaled = f" (scaled from the data's {layout.image_size})" if size != layout.image_size else ""
+    data_size = ready.layout.image_size
+    scaled = f" (scaled from the data's {data_size})" if size != data_size else ""
     log(f"training {config.model.name} at {size}x{size}{scaled} on {plan.strategy_name} "
         f"({plan.replicas} replica(s), global batch {plan.global_batch}): "
-        f"{t.epochs} epochs x {steps} steps")
+        f"{t.epochs} epochs x {ready.steps} steps")
     if progressive:
         log("progressive resizing: " + ", ".join(f"{p.size} px in {_epochs(p)}"
                                                  for p in plan_phases))
     elif t.start_size:
         log(f"no progressive resizing: train.start_size {t.start_size} is not below the input "
             f"size {size}, or {t.epochs} epoch(s) leave no room for a ramp")
-    verbose = (1 if sys.stdout.isatty() else 2) if plan.is_chief else 0
-    try:
-        for phase in plan_phases:
-            done = checkpoint.state.epochs_done
-            if phase.end <= done or stops_early(checkpoint.state, t.early_stopping_patience):
-                continue
-            if not phase.same_optimizer(current):
-                # The model enters the phase as a finished one leaves it: on its EMA weights.
-                finalize_ema(model)
-                configure(phase)
-            current = phase
-            if backbone is not None:
-                log(f"{_epochs(phase)}: backbone "
-                    f"{'frozen' if phase.frozen else 'trained'}, learning rate x "
-                    f"{phase.lr_scale:g}" + (f", {phase.size} px" if progressive else ""))
-            elif progressive:
-                log(f"{_epochs(phase)} at {phase.size} px")
-            first = max(done, phase.start)
-            if first != state.epochs_done:
-                train_ds = train_data(first, phase.size)
-            model.fit(train_ds, epochs=phase.end, initial_epoch=first,
-                      steps_per_epoch=steps, callbacks=own + list(callbacks),
-                      shuffle=False, verbose=verbose)
-            if model.stop_training:
-                break
-    except KeyboardInterrupt:
-        raise Interrupted(run_dir) from None
-    finalize_ema(model)  # (what fit did already, unless no epoch was left to train)
-    # Every worker saves (saving may read mirrored variables collectively); only the chief's
-    # copy is the run's. The backup goes only once the model is safely written; model.keras
-    # last of all (it marks the run trained).
-    from corolla.files import atomic_path
-
-    final = checkpoint.state
-    with atomic_path(last_path) as tmp:
-        saved.save(tmp)
-    last_epoch = final.epochs_done - 1
-    if final.best is not None and final.best_epoch != last_epoch:
-        log(f"model.keras: epoch {final.best_epoch + 1} (val macro F1 {final.best_f1:.4f}, "
-            f"the best); last.keras: epoch {last_epoch + 1}")
-        with atomic_path(model_path) as tmp:
-            shutil.copyfile(backup_dir / final.best, tmp)
-        model = None  # the caller loads the best model from the run
-    else:
-        model = saved
-        with atomic_path(model_path) as tmp:
-            model.save(tmp)
-    shutil.rmtree(backup_dir, ignore_errors=True)
-    history = {k: [row.get(k) for row in final.history] for row in final.history for k in row}
-    return TrainResult(run_dir=run_dir, model=model, history=history)
-
-
-LAST = "last.keras"  # the last epoch's model, beside model.keras (the best epoch's)
 
 
 def _epochs(phase: Phase) -> str:

@@ -1,10 +1,10 @@
-"""The workflow's steps as library calls: what `corolla train`, `evaluate`, `predict` and
-`report` do once their settings are parsed. The CLI and the Python API (`corolla.api`) both call
-these, so neither holds logic of its own.
+"""`corolla train`: the run's config (defaults < recipe < --config < flags, by accelerator; or
+the config of the run it continues), then one run end to end (`commands.run`) or a k-fold run
+(`commands.kfold`).
 
 Settings arrive as `flags` (config key -> value, e.g. {"train.epochs": 3}) with `names` (config
-key -> how the user wrote it: "--epochs" on the command line, "epochs=" from Python), so that
-errors name what the user typed.
+key -> how the user wrote it: "--epochs" on the command line, "epochs=" from Python; see
+`config.flags`), so that errors name what the user typed.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import os
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla import rundir
+from corolla.config import recipe as recipe_lib
 from corolla.errors import UserError
+from corolla.runs import kfold as kfold_rule
+from corolla.runs import paths, rundir
 
 
 def train_config(config_file: str | None = None, flags: dict | None = None,
@@ -28,15 +30,16 @@ def train_config(config_file: str | None = None, flags: dict | None = None,
     if resume:
         fixed = sorted(names.get(k, k) for k in flags if not k.startswith("runtime."))
         if fixed or config_file:
-            raise UserError(f"--resume continues a run with its own config and global batch; "
-                            f"drop {', '.join(fixed) or '--config'} (only runtime flags may "
-                            f"change)")
+            raise UserError(f"{names.get('resume', '--resume')} continues a run with its own "
+                            f"config and global batch; drop "
+                            f"{', '.join(fixed) or names.get('config', '--config')} (only "
+                            f"runtime flags may change)")
         resume, run_cfg = rundir.load_unfinished(resume)
         return config_lib.apply(run_cfg, flags, names), resume
     cfg = config_lib.load(config_file, flags, names)
     again = Path(cfg.output.runs_dir) / cfg.output.name
     if "output.name" in flags and rundir.status(again) != rundir.FINISHED_STATUS \
-            and (again / rundir.CONFIG).is_file():
+            and (again / paths.CONFIG).is_file():
         # The same named command after a kill (preemption): continue that run.
         resume, run_cfg = rundir.load_unfinished(again)
         _check_same_command(run_cfg, flags, names, again)
@@ -67,7 +70,7 @@ def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, r
     if differ:
         raise UserError(f"run {str(run)!r} exists with other settings: {'; '.join(differ)}; "
                         f"continue it with `corolla train --resume {run}` or choose another "
-                        f"--name")
+                        f"{names.get('output.name', '--name')}")
 
 
 def _get(cfg: config_lib.RunConfig, key: str):
@@ -75,75 +78,37 @@ def _get(cfg: config_lib.RunConfig, key: str):
     return getattr(getattr(cfg, section), name)
 
 
+def for_plan(config_file: str | None, flags: dict, names: dict | None, plan):
+    """(config, plan, recipe) of a new run: `recipe.compose` for the accelerator of `plan`
+    (detected from the config without its recipe: the hardware decides "auto"), and the plan
+    with the batch the recipe sets."""
+    config, recipe = recipe_lib.compose(config_file, flags, names, plan.accelerator)
+    return (config, plan.with_batch(config.train.batch_size, config.train.global_batch_size),
+            recipe)
+
+
 def train(config_file: str | None = None, flags: dict | None = None, names: dict | None = None,
           resume: str | Path | None = None, log=print) -> tuple[Path | None, dict | None]:
-    """`corolla train`: trains, evaluates on val and writes submission.csv (`corolla.flow`).
-    Returns (run folder, val metrics); (None, None) on a worker that is not the chief."""
+    """`corolla train`: trains, evaluates on val and writes submission.csv. Returns (run
+    folder, val metrics; a k-fold run's: its out-of-fold scores); (None, None) on a worker that
+    is not the chief."""
     from corolla import runtime
 
     cfg, resume = train_config(config_file, flags, names, resume, log)
     if not cfg.data.path:
         given = (names or {}).get("data.path", "--data")
         raise UserError(f"no data given; pass {given} with a folder holding tfrecords-jpeg-SxS/ "
-                        f"(or data.path in --config)")
+                        f"(or data.path in {(names or {}).get('config', '--config')})")
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
-        from corolla import recipes
-
         name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
-        cfg, plan, recipe = recipes.for_plan(config_file, flags, names, plan)
+        cfg, plan, recipe = for_plan(config_file, flags, names, plan)
         cfg = config_lib.apply(cfg, {"output.name": name})
         log(f"recipe {recipe.name}: {recipe.description}")
-    from corolla.flow import train_evaluate_predict
+    if kfold_rule.is_parent(cfg):
+        from corolla.commands import kfold
 
-    return train_evaluate_predict(cfg, plan, log=log, resume=resume)
+        return kfold.train_folds(cfg, plan, log=log, resume=resume)
+    from corolla.commands import run
 
-
-def inference_plan(run, flags: dict | None = None, names: dict | None = None):
-    """The plan to evaluate or predict with a trained run on this machine: the run's config
-    with this machine's strategy and its own batch, unless runtime or batch settings say
-    otherwise (other settings are the run's own and are ignored)."""
-    from corolla import kfold, runtime
-
-    kfold.refuse_parent(run)  # a k-fold parent holds fold runs, not a model
-    _, run_cfg = rundir.load(run)
-    flags = {k: v for k, v in (flags or {}).items() if k.startswith(("runtime.", "train."))}
-    cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", "train.global_batch_size": 0,
-                                     **flags}, names or {})
-    return runtime.detect_for(cfg)  # first: it picks the Keras backend
-
-
-def evaluate(run, flags: dict | None = None, names: dict | None = None,
-             data: str | None = None, out: str | Path | None = None, tta: int = 1,
-             log=print) -> dict:
-    """`corolla evaluate`: scores the run on val (metrics.json, pictures, predictions,
-    report.html); returns the metrics. `tta`: test-time augmentation views (1: none)."""
-    from corolla.evaluation import tta as tta_lib
-
-    tta_lib.check(tta)  # before the run is opened and a backend picked
-    plan = inference_plan(run, flags, names)
-    from corolla.evaluation import evaluate as evaluate_lib
-
-    return evaluate_lib.evaluate_run(run, plan, data_path=data, out=out, log=log, tta=tta)
-
-
-def predict(run, flags: dict | None = None, names: dict | None = None,
-            data: str | None = None, out: str | Path | None = None, force: bool = False,
-            tta: int = 1, log=print) -> Path:
-    """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
-    test-time augmentation views (1: none)."""
-    from corolla.evaluation import tta as tta_lib
-
-    tta_lib.check(tta)
-    plan = inference_plan(run, flags, names)
-    from corolla.evaluation import predict as predict_lib
-
-    return predict_lib.predict_run(run, plan, data_path=data, out=out, force=force, log=log,
-                                   tta=tta)
-
-
-def report(folder) -> Path:
-    """`corolla report`: writes FOLDER/report.html from what the folder holds."""
-    from corolla.report import html as html_report
-
-    return html_report.write(folder)
+    return run.train_evaluate_predict(cfg, plan, log=log, resume=resume)

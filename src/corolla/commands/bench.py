@@ -13,7 +13,8 @@ import statistics
 import time
 
 from corolla.data import layout as layout_lib
-from corolla.data import pipeline, policies
+from corolla.config import policies
+from corolla.data import pipeline
 
 
 def _rate(make, batches: int, warmup: int, batch: int) -> float:
@@ -41,11 +42,13 @@ def decode_only(split, image_size: int, batch: int):
 
 
 def data(path: str, image_size: int = 0, batch_size: int = 128, augment="default",
-         batches: int = 30, warmup: int = 5, rounds: int = 3, log=print) -> dict:
-    """Images/s of (a) parse+decode and (b) the training pipeline with `augment`, and b/a."""
+         batches: int = 30, warmup: int = 5, rounds: int = 3, log=print,
+         label: str = "--augment") -> dict:
+    """Images/s of (a) parse+decode and (b) the training pipeline with `augment` (a policy or
+    names; `label` names the setting in errors), and b/a."""
+    names = policies.resolve(augment, label)
     layout = layout_lib.open_layout(path, image_size, 192)
     split, size = layout.split("train"), layout.image_size
-    names = policies.resolve(augment)
     batch = min(batch_size, split.count)
     log(f"{split.count} training images at {size}x{size} in {layout.size_dir}; batch {batch}; "
         f"augmentation: {', '.join(names) or 'none'}; {rounds} rounds of {batches} batches "
@@ -78,9 +81,9 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
     import tensorflow as tf
 
     from corolla import models
-    from corolla.training import fit
+    from corolla.training import fit, settings
 
-    config, layout = fit.resolve(config, plan)
+    config, layout = settings.resolve(config, plan)
     size, t = config.model.input_size, config.train
     classes = len(layout.class_names)
     real = pipeline.train_dataset(
@@ -128,3 +131,13 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
                    f"batch's speed)")
     log(f"verdict: {verdict}")
     return {"real": r, "cached": c, "verdict": verdict}
+
+
+def train_command(flags: dict, names: dict, steps: int = 20, log=print) -> dict:
+    """`corolla bench train`: `train` with the plan these runtime and batch settings get."""
+    from corolla import config as config_lib
+    from corolla import runtime
+
+    cfg = config_lib.load(overrides=flags, labels=names)
+    plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
+    return train(cfg, plan, steps=steps, log=log)

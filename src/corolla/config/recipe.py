@@ -12,10 +12,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from corolla import config as config_lib
+from corolla.config import schema as config_lib
 from corolla.errors import UserError
 
-FOLDER = Path(__file__).parent
+FOLDER = Path(__file__).parent / "recipes"  # the shipped recipes, one TOML file each
 SECTIONS = ("data", "model", "train")  # what a recipe may set: runtime and output are not its
 AUTO = {"cpu": "cpu", "gpu": "effnet-b7-finetune", "tpu": "effnet-b7-finetune"}
 NONE = "none"  # no recipe: the config's plain defaults (a config built in Python, the demo)
@@ -111,19 +111,3 @@ def table() -> list[dict[str, Any]]:
                      "start_size": config.train.start_size, "epochs": config.train.epochs,
                      "description": recipe.description})
     return rows
-
-
-def for_plan(config_path: str | Path | None, overrides: dict[str, Any],
-             labels: dict[str, str] | None, plan) -> tuple[config_lib.RunConfig, Any, Recipe]:
-    """`compose` for the accelerator of `plan` (detected from the config without its recipe:
-    the hardware decides "auto"), and the plan with the batch the recipe sets."""
-    import dataclasses
-
-    from corolla.runtime import global_batch
-
-    config, recipe = compose(config_path, overrides, labels, plan.accelerator)
-    per_replica, total = global_batch(plan.replicas, config.train.batch_size,
-                                      config.train.global_batch_size)
-    if (per_replica, total) != (plan.batch_per_replica, plan.global_batch):
-        plan = dataclasses.replace(plan, batch_per_replica=per_replica, global_batch=total)
-    return config, plan, recipe

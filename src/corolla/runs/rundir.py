@@ -1,9 +1,5 @@
-"""Run directories: one per run, never silently overwritten.
-
-    runs/<model>-<YYYYmmdd-HHMMSS>/
-        config.toml  plan.json  classes.txt  model.keras  history.csv  metrics.json
-        submission.csv  *.png  logs/  backup/ (while training)
-"""
+"""Run directories: one per run, never silently overwritten; made, locked, recorded and opened
+here (their files' names: `corolla.runs.paths`)."""
 
 from __future__ import annotations
 
@@ -17,21 +13,7 @@ from corolla import config as config_lib
 from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
 from corolla.files import remove_partials, write_text_atomic
-
-CONFIG = "config.toml"
-PLAN = "plan.json"  # what ran: the hardware plan and library versions of every session
-CLASSES = "classes.txt"  # the class names the model's outputs stand for
-MODEL = "model.keras"
-HISTORY = "history.csv"
-METRICS = "metrics.json"
-SUBMISSION = "submission.csv"
-CONFUSION = "confusion_matrix.png"
-CURVES = "training_curves.png"
-SAMPLES = "sample_predictions.png"
-MISTAKES = "confident_mistakes.png"  # the wrong predictions the model was surest of
-BACKUP = "backup"  # the state of a run in training (train.checkpoint); gone once trained
-FINISHED = "FINISHED"  # written last, when evaluation and the submission are written too
-LOCK = ".lock"  # held (flock) by the one process that trains the run
+from corolla.runs.paths import CLASSES, CONFIG, FINISHED, LOCK, MODEL, PLAN
 
 
 def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:

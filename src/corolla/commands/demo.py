@@ -48,8 +48,8 @@ def run(cache_dir: str | Path, runs_dir: str = "runs", tiny: bool = False, name:
     # The plan first: it picks the Keras backend, before anything imports TensorFlow.
     plan = plan or runtime.detect_for(demo_config(Path(cache_dir), settings, runs_dir, name,
                                                   overrides))
+    from corolla.commands.run import train_evaluate_predict
     from corolla.data import synthetic
-    from corolla.flow import train_evaluate_predict
 
     data_dir = synthetic.ensure(cache_dir, settings.data, log=log)
     config = demo_config(data_dir, settings, runs_dir, name, overrides)

@@ -1,14 +1,18 @@
-"""The whole run as `corolla train` does it: train, then (on the chief) evaluate on val and,
-when the data has a test split, write submission.csv; FINISHED is written last."""
+"""One run end to end, as `corolla train` and `corolla demo` do it: train, then (on the chief)
+evaluate on val and, when the data has a test split, write submission.csv; FINISHED is written
+last."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla import rundir, training
+from corolla import training
+from corolla.commands.evaluate import evaluate_run
+from corolla.commands.predict import predict_run
 from corolla.data import check
-from corolla.evaluation import evaluate, inference, predict
+from corolla.evaluation import inference
+from corolla.runs import rundir
 from corolla.runtime import Plan
 
 
@@ -16,13 +20,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
                            resume: Path | None = None) -> tuple[Path | None, dict | None]:
     """Returns (run directory, val metrics); (None, None) on a worker that is not the chief.
     `resume`: an unfinished run directory to continue (see `training.run`): from its last
-    completed epoch, or, if it was killed after its training, from its evaluation.
-    With `train.folds` set: a k-fold run (see `corolla.kfold`), whose metrics are its
-    out-of-fold scores."""
-    if config.train.folds and not config.data.fold:  # the parent of k fold runs
-        from corolla import kfold
-
-        return kfold.train_folds(config, plan, log=log, resume=resume)
+    completed epoch, or, if it was killed after its training, from its evaluation."""
     if resume is not None and rundir.status(resume) == rundir.TRAINED:
         if not plan.is_chief:
             return None, None
@@ -37,11 +35,10 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         # reloads the saved model to run alone, outside the collective strategy.
         run_dir, model = result.run_dir, None if plan.multi_worker else result.model
     try:
-        metrics = evaluate.evaluate_run(run_dir, plan, model=model, log=log,
-                                        report_skipped=False)
+        metrics = evaluate_run(run_dir, plan, model=model, log=log, report_skipped=False)
         _, _, layout = inference.open_run(run_dir)
         if layout.has_split("test"):
-            predict.predict_run(run_dir, plan, model=model, log=log, report_skipped=False)
+            predict_run(run_dir, plan, model=model, log=log, report_skipped=False)
         else:
             log(f"no test split in {layout.size_dir}: no submission.csv written")
         # Damaged records skipped (data.skip_bad_records): one line per file, at the end.

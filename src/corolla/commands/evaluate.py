@@ -1,0 +1,80 @@
+"""`corolla evaluate`: a trained run scored on val (or other data), with its files written by
+`report.scored` into the run, or into RUN/eval-<data>/ for other data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corolla import config as config_lib
+from corolla.data import check
+from corolla.evaluation import evaluate as evaluate_lib
+from corolla.evaluation import predictions
+from corolla.evaluation import tta as tta_lib
+from corolla.evaluation.inference import load_model, open_run
+from corolla.report import plots, scored
+from corolla.runs import paths, rundir
+from corolla.runs.kfold import refuse_parent
+from corolla.runs.outputs import output_dir
+from corolla.runtime import Plan
+
+
+def inference_plan(run, flags: dict | None = None, names: dict | None = None) -> Plan:
+    """The plan to evaluate or predict with a trained run on this machine: the run's config
+    with this machine's strategy and its own batch, unless runtime or batch settings say
+    otherwise (other settings are the run's own and are ignored)."""
+    from corolla import runtime
+
+    refuse_parent(run)  # a k-fold parent holds fold runs, not a model
+    _, run_cfg = rundir.load(run)
+    flags = {k: v for k, v in (flags or {}).items() if k.startswith(("runtime.", "train."))}
+    cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", "train.global_batch_size": 0,
+                                     **flags}, names or {})
+    return runtime.detect_for(cfg)  # first: it picks the Keras backend
+
+
+def evaluate(run, flags: dict | None = None, names: dict | None = None,
+             data: str | None = None, out: str | Path | None = None, tta: int = 1,
+             log=print) -> dict:
+    """`corolla evaluate`: scores the run on val (metrics.json, pictures, predictions,
+    report.html); returns the metrics. `tta`: test-time augmentation views (1: none)."""
+    tta_lib.check(tta)  # before the run is opened and a backend picked
+    plan = inference_plan(run, flags, names)
+    return evaluate_run(run, plan, data_path=data, out=out, log=log, tta=tta)
+
+
+def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print,
+                 out: str | Path | None = None, report_skipped: bool = True, tta: int = 1):
+    """`corolla evaluate`: loads the run's model (unless given), scores it on val (`tta`: the
+    mean of that many views of each image, see `corolla.evaluation.tta`), writes files into the
+    run directory (see `runs.outputs.output_dir`) and returns the metrics."""
+    tta = tta_lib.check(tta)
+    run_dir, config, layout = open_run(run_dir, data_path)
+    out_dir = output_dir(run_dir, config, layout, out)
+    into_run = out_dir.resolve() == run_dir.resolve()
+    if not into_run:
+        log(f"scores on {layout.root} go to {out_dir}, not over the run's own metrics")
+    model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
+    skip = config.data.skip_bad_records
+    evaluation = evaluate_lib.evaluate(model, layout, plan, skip_bad_records=skip, tta=tta,
+                                       log=log)
+    evaluation.metrics["data"] = layout.root
+    evaluation.metrics["run"] = str(run_dir.resolve())  # the report of an --out folder finds it
+    result = predictions.make(evaluation.ids, evaluation.y_true, evaluation.probabilities,
+                              layout.class_names, tta=tta)
+    # Training curves belong with the run's own record, not with scores on other data.
+    written = scored.write(out_dir, evaluation.metrics, result,
+                           history=run_dir / paths.HISTORY if into_run else None,
+                           layout=layout, skip_bad_records=skip)
+    m = evaluation.metrics
+    log(f"val: accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
+        f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "
+        f"({m['num_examples']} images, {m['num_classes_present']} classes"
+        f"{f', mean of {tta} views' if tta > 1 else ''})")
+    for line in plots.per_class_table(m["per_class"]):
+        log(f"  {line}")
+    for path in written.values():
+        log(f"wrote {path}")
+    if report_skipped:
+        for line in check.skipped_summary([layout.split("val")]):
+            log(line)
+    return m

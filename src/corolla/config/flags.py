@@ -1,0 +1,71 @@
+"""The one table where settings meet the config: a command-line flag's destination (its Python
+name, which is also the notebook API's keyword) -> the config key it sets.
+
+The CLI builds its overrides from it, the Python API its keywords, and both name what the user
+typed in errors: `--epochs` on the command line, `epochs=` from Python (`names`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from corolla.errors import UserError
+
+FLAG_KEYS = {
+    "data": "data.path", "image_size": "data.image_size", "augment": "data.augment",
+    "cache": "data.cache", "model": "model.name", "weights": "model.weights",
+    "train_backbone": "model.train_backbone", "input_size": "model.input_size",
+    "start_size": "train.start_size",
+    "epochs": "train.epochs",
+    "batch_size": "train.batch_size", "global_batch_size": "train.global_batch_size",
+    "learning_rate": "train.learning_rate", "steps_per_epoch": "train.steps_per_epoch",
+    "seed": "train.seed", "deterministic": "train.deterministic",
+    "backend": "runtime.backend", "strategy": "runtime.strategy",
+    "precision": "runtime.precision", "runs_dir": "output.runs_dir", "name": "output.name",
+    "skip_bad_records": "data.skip_bad_records", "folds": "train.folds",
+    "recipe": "train.recipe", "schedule": "train.schedule", "warmup_epochs": "train.warmup_epochs",
+    "optimizer": "train.optimizer", "weight_decay": "train.weight_decay",
+    "label_smoothing": "train.label_smoothing", "dropout": "model.dropout", "ema": "train.ema",
+    "frozen_epochs": "train.frozen_epochs", "finetune_lr_scale": "train.finetune_lr_scale",
+    "accumulation_steps": "train.accumulation_steps",
+    "early_stopping_patience": "train.early_stopping_patience",
+}
+
+# Settings that are not config keys but are named in errors: the config file and the run to
+# resume (`names["config"]`, `names["resume"]`).
+EXTRA = ("config", "resume")
+
+
+def from_flags(values: dict, flag_names: dict[str, str]) -> tuple[dict, dict]:
+    """(config key -> value, config key -> flag) of parsed command-line flags: `values` by
+    destination (None: not given), `flag_names` destination -> the flag ("--epochs")."""
+    flags = {key: values[dest] for dest, key in FLAG_KEYS.items()
+             if values.get(dest) is not None}
+    names = {key: flag_names[dest] for dest, key in FLAG_KEYS.items() if dest in flag_names}
+    names.update({extra: f"--{extra}" for extra in EXTRA})
+    return flags, names
+
+
+def keyword_names() -> dict[str, str]:
+    """Config key -> "keyword=" for every setting: how errors name them to a Python caller."""
+    names = {key: f"{name}=" for name, key in FLAG_KEYS.items()}
+    names.update({extra: f"{extra}=" for extra in EXTRA})
+    return names
+
+
+def from_keywords(given: dict, what: str, only: tuple[str, ...] = ()) -> tuple[dict, dict]:
+    """(config key -> value, config key -> "keyword=") of a Python call's keyword settings;
+    `only`: the config key prefixes this call takes. An unknown keyword is a UserError naming
+    it, with the nearest known ones."""
+    allowed = sorted(n for n, k in FLAG_KEYS.items() if not only or k.startswith(only))
+    flags = {}
+    for name, value in given.items():
+        if name not in allowed:
+            near = difflib.get_close_matches(name, allowed, n=3)
+            hint = f" (did you mean {' or '.join(f'{n}=' for n in near)})" if near else ""
+            raise UserError(f"{what} got an unknown setting {name}={hint}; it takes "
+                            f"{', '.join(f'{n}=' for n in allowed)}")
+        if value is not None:
+            flags[FLAG_KEYS[name]] = str(value) if isinstance(value, Path) else value
+    return flags, keyword_names()

@@ -1,0 +1,60 @@
+"""A run's settings resolved once, from its config, the plan and the data: everything that
+`0`/auto left open is filled in, so that the saved config.toml says exactly what ran."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from corolla import config as config_lib
+from corolla import models
+from corolla.data import check, datasets, folds
+from corolla.data import layout as layout_lib
+from corolla.errors import UserError
+from corolla.runtime import Plan
+
+
+def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
+            log=print) -> tuple[config_lib.RunConfig, layout_lib.Layout]:
+    """Checks the config against the registry and the data, and fills in everything that
+    `0`/auto left open (image size, global batch, steps per epoch, the learning rates: the peak
+    scaled with the replicas when train.scale_lr asks, start and minimum; the data path made
+    absolute), so that the saved config says exactly what ran and a resumed run keeps its
+    schedule whatever hardware it resumes on. A config that never went through a recipe
+    (`config.recipe.compose`; built in Python) records train.recipe = "none". An image folder
+    or CSV is converted (once, into the cache; see `data.datasets.open_data`): the config keeps it as
+    data.path, and records the converted copy as data.converted."""
+    spec = models.get(config.model.name)
+    models.check_weights(spec, config.model.weights)
+    path = config.data.path
+    if path and "://" not in path:
+        path = os.path.abspath(path)
+    layout = datasets.open_data(path, config.data.image_size, spec.image_size,
+                                features=datasets.features_of(config.data), log=log)
+    layout = folds.restrict(layout, config.data)  # a k-fold run's fold of train+val
+    splits = [layout.split("train"), layout.split("val")]  # both must exist before anything
+    if layout.has_split("test"):
+        splits.append(layout.split("test"))
+    # The checked train split counts what training will draw (less any skipped records).
+    train_split = [check.check_split(split, len(layout.class_names),
+                                     skip_bad_records=config.data.skip_bad_records)
+                   for split in splits][0]
+    steps = config.train.steps_per_epoch or train_split.count // plan.global_batch
+    if steps < 1:
+        raise UserError(f"the train split has {train_split.count} examples, fewer than one "
+                        f"global batch ({plan.global_batch}); use a smaller --batch-size")
+    t = config.train
+    peak = t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1)
+    return config_lib.apply(config, {
+        "data.path": path, "data.image_size": layout.image_size,
+        "model.input_size": min(config.model.input_size or layout.image_size, layout.image_size),
+        "data.converted": layout.root if layout.source else "",
+        "train.recipe": "none" if t.recipe == "auto" else t.recipe,
+        # Scaled once, here: the saved config holds the peak that ran (scale_lr "none"), so a
+        # rerun or a resume on other hardware keeps it, as it keeps the global batch.
+        "train.learning_rate": peak, "train.scale_lr": "none",
+        "train.start_learning_rate": t.start_learning_rate or peak / 10,
+        "train.min_learning_rate": t.min_learning_rate or peak / 100,
+        "train.global_batch_size": plan.global_batch, "train.steps_per_epoch": steps,
+        "output.run_id": config.output.run_id if resume else uuid.uuid4().hex[:12],
+    }), layout
