@@ -1,0 +1,25 @@
+"""The k-fold parent: a run folder (`corolla train --folds K`) that holds K fold runs and their
+pooled scores, not a model of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corolla import config as config_lib
+from corolla.errors import UserError
+from corolla.runs.paths import CONFIG, METRICS, SUBMISSION, fold_name
+
+
+def is_parent(config: config_lib.RunConfig) -> bool:
+    """Whether a run of this config is a k-fold parent (a fold's own run is not)."""
+    return bool(config.train.folds) and not config.data.fold
+
+
+def refuse_parent(run_dir: str | Path) -> None:
+    """A k-fold parent holds no model of its own: evaluate and predict take one of its folds."""
+    path = Path(run_dir) / CONFIG
+    if path.is_file() and is_parent(config_lib.load(path)):
+        raise UserError(f"{run_dir} is a k-fold run: it has no model of its own; evaluate or "
+                        f"predict one of its folds ({Path(run_dir) / fold_name(1)} ...). Its "
+                        f"out-of-fold scores are in {Path(run_dir) / METRICS}, its "
+                        f"averaged test predictions in {Path(run_dir) / SUBMISSION}")

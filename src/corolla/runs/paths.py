@@ -1,0 +1,55 @@
+"""Every name in a run folder: the run-folder format, in one place.
+
+    runs/<model>-<YYYYmmdd-HHMMSS>/
+        config.toml  plan.json  classes.txt      what the run is (written first)
+        backup/ (state.json, epoch files)        the state of a run in training; gone once trained
+        history.csv  logs/                       one row per epoch; TensorBoard's events
+        model.keras  last.keras                  the best epoch's model (marks the run trained),
+                                                 the last epoch's
+        metrics.json  *.png  report.html        scores on val, pictures, the offline page
+        predictions/{val,test}.npz  submission.csv
+        eval-<data>/                             scores on other data (the same files)
+        fold-1/ ... folds.csv predictions/oof.npz    a k-fold parent's
+        FINISHED                                 written last
+    runs/ensemble-<YYYYmmdd-HHMMSS>/             a blend of runs (the scored files)
+
+Changing a name here changes the format: runs written before would no longer be read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CONFIG = "config.toml"
+PLAN = "plan.json"  # what ran: the hardware plan and library versions of every session
+CLASSES = "classes.txt"  # the class names the model's outputs stand for
+MODEL = "model.keras"  # the best epoch's model by val macro F1
+LAST = "last.keras"  # the last epoch's model, beside model.keras
+HISTORY = "history.csv"
+LOGS = "logs"  # TensorBoard's event files
+METRICS = "metrics.json"
+SUBMISSION = "submission.csv"
+REPORT = "report.html"
+CONFUSION = "confusion_matrix.png"
+CURVES = "training_curves.png"
+SAMPLES = "sample_predictions.png"
+MISTAKES = "confident_mistakes.png"  # the wrong predictions the model was surest of
+PREDICTIONS = "predictions"  # the folder of saved predictions, one <split>.npz each
+BACKUP = "backup"  # the state of a run in training (train.checkpoint); gone once trained
+STATE = "state.json"  # inside backup/: what the backup holds
+FINISHED = "FINISHED"  # written last, when evaluation and the submission are written too
+LOCK = ".lock"  # held (flock) by the one process that trains the run
+FOLDS = "folds.csv"  # a k-fold parent's assignment of train+val ids to folds
+OOF = "oof"  # a k-fold parent's out-of-fold predictions: predictions/oof.npz
+EVAL_PREFIX = "eval-"  # RUN/eval-<data>/: scores on other data than the run's own
+ENSEMBLE_PREFIX = "ensemble"  # runs/ensemble-<timestamp>/
+
+
+def fold_name(k: int) -> str:
+    """A k-fold parent's folder of fold k (1..K)."""
+    return f"fold-{k}"
+
+
+def predictions_file(folder: str | Path, split: str) -> Path:
+    """Where the saved predictions of `split` live in a run, eval-* or ensemble folder."""
+    return Path(folder) / PREDICTIONS / f"{split}.npz"
