@@ -48,7 +48,7 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     mean of that many views of each image, see `corolla.evaluation.tta`), writes files into the
     run directory (see `runs.outputs.output_dir`) and returns the metrics."""
     tta = tta_lib.check(tta)
-    run_dir, config, layout = open_run(run_dir, data_path)
+    run_dir, config, layout = open_run(run_dir, data_path, log)
     out_dir = output_dir(run_dir, config, layout, out)
     into_run = out_dir.resolve() == run_dir.resolve()
     if not into_run:

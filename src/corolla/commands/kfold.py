@@ -34,7 +34,7 @@ from corolla import models
 from corolla.commands.run import train_evaluate_predict
 from corolla.data import check, pipeline
 from corolla.data import folds as folds_lib
-from corolla.data import layout as layout_lib
+from corolla.data import datasets
 from corolla.errors import Interrupted, UserError
 from corolla.evaluation import pool as pool_lib
 from corolla.report import scored
@@ -42,17 +42,23 @@ from corolla.runs import paths, rundir
 from corolla.runtime import Plan
 
 
-def _resolve(config: config_lib.RunConfig):
+def _resolve(config: config_lib.RunConfig, resume: bool, log):
     """The parent's config with what every fold must share made explicit (the absolute data
-    path, the image size), and the data's layout."""
+    path, the image size, the conversion of an image folder or CSV: every fold reads that one,
+    `datasets.open_recorded`), and the data's layout."""
     spec = models.get(config.model.name)
     models.check_weights(spec, config.model.weights)
     path = config.data.path
     if path and "://" not in path:
         path = os.path.abspath(path)
-    layout = layout_lib.open_layout(path, config.data.image_size, spec.image_size)
-    return config_lib.apply(config, {"data.path": path,
-                                     "data.image_size": layout.image_size}), layout
+    if resume:  # the data the folds were assigned on, whatever happened to the source since
+        layout = datasets.open_recorded(config.data, spec.image_size, log=log)
+    else:
+        layout = datasets.open_data(path, config.data.image_size, spec.image_size,
+                                    features=datasets.features_of(config.data), log=log)
+    return config_lib.apply(config, {
+        "data.path": path, "data.image_size": layout.image_size,
+        "data.converted": layout.root if layout.source else ""}), layout
 
 
 def _assignment(config: config_lib.RunConfig, layout, log) -> folds_lib.Assignment:
@@ -104,7 +110,7 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
     if config.data.skip_bad_records:
         raise UserError("k-fold runs cannot skip damaged records yet (folds are counted by "
                         "id); drop --skip-bad-records or repair the data")
-    config, layout = _resolve(config)
+    config, layout = _resolve(config, resume is not None, log)
     if resume is None:
         assignment = _assignment(config, layout, log)  # before the folder: a refusal leaves none
         parent = rundir.create(config.output.runs_dir, config.output.name,

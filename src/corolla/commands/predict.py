@@ -35,10 +35,11 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
     see `runs.outputs.output_path` for what `out` and `force` may replace), checked against the
     test ids. The test predictions are saved where evaluate saves val's (the run, or
     RUN/eval-<data>/ for other data; see `runs.outputs.output_dir`), whatever `out` is: they are
-    the run's record of its model on that data, which ensembles read. `tta`: the mean of that many views of each
-    image (see `corolla.evaluation.tta`), recorded in the saved predictions."""
+    the run's record of its model on that data, which ensembles read. `tta`: the mean of that
+    many views of each image (see `corolla.evaluation.tta`), recorded in the saved
+    predictions."""
     tta = tta_lib.check(tta)
-    run_dir, config, layout = open_run(run_dir, data_path)
+    run_dir, config, layout = open_run(run_dir, data_path, log)
     path = output_path(run_dir, out, force)
     try:
         saved_in = output_dir(run_dir, config, layout)

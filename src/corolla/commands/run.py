@@ -36,7 +36,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         run_dir, model = result.run_dir, None if plan.multi_worker else result.model
     try:
         metrics = evaluate_run(run_dir, plan, model=model, log=log, report_skipped=False)
-        _, _, layout = inference.open_run(run_dir)
+        _, _, layout = inference.open_run(run_dir, log=log)
         if layout.has_split("test"):
             predict_run(run_dir, plan, model=model, log=log, report_skipped=False)
         else:

@@ -409,21 +409,34 @@ def describe(summary: Summary, class_names, settings: Settings) -> list[str]:
 _ANNOUNCED: set[Path] = set()
 
 
-def cached(source: ImageSource, settings: Settings, root: Path, log=print) -> Path:
-    """`source` converted with `settings` under `root/<key>`: reused while neither the source's
-    files (paths, sizes, modification times, labels) nor the settings change."""
-    settings = settings.check()
+def cache_folder(source: ImageSource, settings: Settings, root: Path) -> Path:
+    """Where `cached` keeps `source` converted with `settings`: a folder named by a key of the
+    source's files (paths, sizes, modification times, labels) and the settings, so that the
+    same files give the same folder, and the same split."""
     key = hashlib.sha256(json.dumps({"version": VERSION, "source": source.fingerprint(),
-                                     "settings": settings.key()}, sort_keys=True).encode())
-    out = Path(root) / key.hexdigest()[:16]
+                                     "settings": settings.check().key()},
+                                    sort_keys=True).encode())
+    return Path(root) / key.hexdigest()[:16]
+
+
+def announce_reuse(source_path: str, out: Path, log=print) -> None:
+    """Says once per process that a conversion is read again (and what it left out)."""
+    if out in _ANNOUNCED:
+        return
+    manifest = json.loads((out / MANIFEST).read_text())
+    skipped = len(manifest.get("skipped", ()))
+    note = f"; {skipped} unreadable file(s) left out (see {out / MANIFEST})" if skipped else ""
+    log(f"data: {source_path} unchanged since its conversion: reading {out}{note}")
+    _ANNOUNCED.add(out)
+
+
+def cached(source: ImageSource, settings: Settings, root: Path, log=print) -> Path:
+    """`source` converted with `settings` under `root/<key>` (`cache_folder`): reused while
+    neither the source's files nor the settings change."""
+    settings = settings.check()
+    out = cache_folder(source, settings, root)
     if (out / MANIFEST).is_file():
-        manifest = json.loads((out / MANIFEST).read_text())
-        skipped = len(manifest.get("skipped", ()))
-        note = f"; {skipped} unreadable file(s) left out (see {out / MANIFEST})" if skipped \
-            else ""
-        if out not in _ANNOUNCED:
-            log(f"data: {source.path} unchanged since its conversion: reading {out}{note}")
-            _ANNOUNCED.add(out)
+        announce_reuse(source.path, out, log)
         return out
     Path(root).mkdir(parents=True, exist_ok=True)
     log(f"data: converting {source.path} into the cache {out} (reused while the files and "

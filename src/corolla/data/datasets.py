@@ -11,6 +11,7 @@ from pathlib import Path
 from corolla.data import convert, sources
 from corolla.data import layout as layout_lib
 from corolla.data.records import Features
+from corolla.errors import UserError
 
 CACHE_ENV = "COROLLA_CACHE_DIR"  # where `train --data FOLDER|CSV` converts (see `cache_dir`)
 
@@ -45,3 +46,50 @@ def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, feat
     out = convert.cached(source, settings, cache_dir() / "converted", log=log)
     layout = layout_lib.open_layout(str(out), image_size or preferred_size)
     return layout_lib.with_source(layout, source.path)
+
+
+def open_recorded(data_config, preferred_size: int = 224, log=print):
+    """The data a run was trained on, as its [data] config recorded it: evaluate, predict and
+    resume read exactly the run's split, whatever happened to the source since.
+
+    A TFRecord layout is read as it is. An image folder or CSV was converted into
+    `data.converted`: that copy is read while it exists, so a source that changed since (a photo
+    added, one touched) does not split again, which would put training images into val; the
+    change is said in one line. When the copy is gone (the cache was cleared) the source is
+    converted again, which gives the same split only if the source is unchanged: otherwise it
+    is a UserError, never scores on another split."""
+    path, recorded = data_config.path, data_config.converted
+    features = features_of(data_config)
+    if not recorded:
+        return open_data(path, data_config.image_size, preferred_size, features=features,
+                         log=log)
+    recorded = Path(recorded)
+    settings = convert.Settings(image_sizes=(data_config.image_size or preferred_size,))
+    try:
+        source, unreadable = sources.scan(path), None
+        now = convert.cache_folder(source, settings, cache_dir() / "converted")
+    except UserError as e:  # the source moved or was removed: the run's copy still serves
+        source, unreadable, now = None, e, None
+    if (recorded / convert.MANIFEST).is_file():
+        if unreadable is not None:
+            log(f"data: {path} cannot be read now ({unreadable}); reading this run's "
+                f"conversion of it, {recorded}")
+        elif now.name != recorded.name:
+            log(f"data: {path} changed since this run was trained; the run keeps its own "
+                f"split: reading its conversion {recorded} (train a new run to use the "
+                f"changed files)")
+        else:
+            convert.announce_reuse(source.path, recorded, log)
+        layout = layout_lib.open_layout(str(recorded), data_config.image_size)
+        return layout_lib.with_source(layout, path)
+    if unreadable is not None:
+        raise UserError(f"this run's conversion of its data ({recorded}) is gone and {path} "
+                        f"cannot be read ({unreadable}); restore either to evaluate or "
+                        f"continue the run")
+    if now.name != recorded.name:
+        raise UserError(f"this run's conversion of its data ({recorded}) is gone and {path} "
+                        f"changed since the run was trained: converting it again would split "
+                        f"it differently (val would hold training images); restore {path} as "
+                        f"it was, or train a new run")
+    # The same files and settings: converted again into the same split.
+    return open_data(path, data_config.image_size, preferred_size, features=features, log=log)

@@ -2,11 +2,12 @@
 
 `assign` draws the folds (stratified); a k-fold parent run (`corolla.commands.kfold`) writes
 the assignment once, as data, to its `folds.csv` (`id,label,fold`, folds 1..K, in the order the
-pooled split is read); each fold's run names that file and its fold in its config (`data.folds_file`, `data.fold`). `restrict` turns the data's
-layout into the fold's: its "val" split is the records of fold k, its "train" split those of
-the other folds, its "test" split the data's own. The records are streamed from the data's own
-files and kept by id (a `tf.lookup.StaticHashTable` id -> fold in a `Dataset.filter`, see
-`FoldSplit.keeper`): nothing is copied or held in memory but the ids.
+pooled split is read); each fold's run names that file and its fold in its config
+(`data.folds_file`, `data.fold`). `restrict` turns the data's layout into the fold's: its "val"
+split is the records of fold k, its "train" split those of the other folds, its "test" split
+the data's own. The records are streamed from the data's own files and kept by id (a
+`tf.lookup.StaticHashTable` id -> fold in a `Dataset.filter`, see `FoldSplit.keeper`): nothing
+is copied or held in memory but the ids.
 """
 
 from __future__ import annotations

@@ -50,16 +50,20 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int):
     return model
 
 
-def open_run(run_dir, data_path: str | None = None):
-    """(run folder, its config, its data layout at the trained image size). The run's own
-    class names win: data that names other classes would pair outputs with wrong labels."""
+def open_run(run_dir, data_path: str | None = None, log=print):
+    """(run folder, its config, its data layout at the trained image size). The run's own data
+    is the split it was trained on (`datasets.open_recorded`: never an image folder split again
+    after it changed); `data_path` elsewhere is other data. The run's own class names win:
+    data that names other classes would pair outputs with wrong labels. `log` hears how the
+    data is read."""
     refuse_parent(run_dir)
     run_dir, config = rundir.load(run_dir)
-    layout = datasets.open_data(data_path or config.data.path, config.data.image_size,
-                                features=datasets.features_of(config.data))
-    if not data_path or data_root(layout.source or layout.root) == \
-            data_root(config.data.path):
+    if not data_path or data_root(data_path) == data_root(config.data.path):
+        layout = datasets.open_recorded(config.data, log=log)
         layout = folds.restrict(layout, config.data)  # a k-fold run's fold of its own data
+    else:
+        layout = datasets.open_data(data_path, config.data.image_size,
+                                    features=datasets.features_of(config.data), log=log)
     saved = rundir.class_names(run_dir)
     if saved is not None and saved != layout.class_names:
         raise UserError(f"the data at {layout.root} names {len(layout.class_names)} classes, "

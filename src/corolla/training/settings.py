@@ -22,15 +22,21 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
     absolute), so that the saved config says exactly what ran and a resumed run keeps its
     schedule whatever hardware it resumes on. A config that never went through a recipe
     (`config.recipe.compose`; built in Python) records train.recipe = "none". An image folder
-    or CSV is converted (once, into the cache; see `data.datasets.open_data`): the config keeps it as
-    data.path, and records the converted copy as data.converted."""
+    or CSV is converted (once, into the cache; see `data.datasets.open_data`): the config keeps
+    it as data.path, and records the converted copy as data.converted, which a resumed run reads
+    (`data.datasets.open_recorded`)."""
     spec = models.get(config.model.name)
     models.check_weights(spec, config.model.weights)
     path = config.data.path
     if path and "://" not in path:
         path = os.path.abspath(path)
-    layout = datasets.open_data(path, config.data.image_size, spec.image_size,
-                                features=datasets.features_of(config.data), log=log)
+    if resume or config.data.fold:
+        # The split the run (or its k-fold parent) was made on, whatever happened to the
+        # source since.
+        layout = datasets.open_recorded(config.data, spec.image_size, log=log)
+    else:
+        layout = datasets.open_data(path, config.data.image_size, spec.image_size,
+                                    features=datasets.features_of(config.data), log=log)
     layout = folds.restrict(layout, config.data)  # a k-fold run's fold of train+val
     splits = [layout.split("train"), layout.split("val")]  # both must exist before anything
     if layout.has_split("test"):
