@@ -7,6 +7,7 @@ line); Ctrl-C ends with 130 and says how to continue; a bug keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -379,6 +380,30 @@ COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inferenc
             "bench": _bench}
 
 
+@contextlib.contextmanager
+def _stop_on_signals():
+    """SIGTERM (`docker stop`, Kubernetes, Slurm, notebook shutdowns) and SIGHUP (a closed
+    terminal) stop a command as Ctrl-C does: the run keeps its last completed epoch and the
+    message says how to continue it. Yields the list the received signal is put in; the
+    previous handlers come back after the block (`main` may run inside a larger program)."""
+    import signal
+
+    received, previous = [], {}
+
+    def stop(signum, frame):
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            previous[name] = signal.signal(getattr(signal, name), stop)
+    try:
+        yield received
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     from corolla.commands.errors import as_user_errors
     from corolla.runtime import tflog
@@ -390,8 +415,9 @@ def main(argv: list[str] | None = None) -> int:
         return e.code
     quiet_import = tflog.quiet_tensorflow_import()  # before quiet_logs() sets the level
     quiet_logs()
+    received = []
     try:
-        with quiet_import, as_user_errors():
+        with _stop_on_signals() as received, quiet_import, as_user_errors():
             return COMMANDS[args.command](args)
     except UserError as e:
         print(f"corolla: error: {e}", file=sys.stderr)
@@ -400,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = getattr(e, "run_dir", None)
         hint = f"; continue with: corolla train --resume {run_dir}" if run_dir else ""
         print(f"corolla: interrupted{hint}", file=sys.stderr)
-        return 130
+        return 128 + (received[0] if received else 2)  # 130 for Ctrl-C (SIGINT), 143: SIGTERM
 
 
 if __name__ == "__main__":

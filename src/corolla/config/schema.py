@@ -289,11 +289,16 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
     """A TOML file's tree; a missing or malformed file is a one-line error naming `what`."""
     path = Path(path)
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise UserError(f"{what} {str(path)!r} does not exist") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{what} {str(path)!r} is not valid TOML: {e}") from None
+    except IsADirectoryError:
+        raise UserError(f"{what} {str(path)!r} is a folder; pass a .toml file") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{what} {str(path)!r} is not UTF-8 text ({e.reason} at byte "
+                        f"{e.start}); save it as UTF-8") from None
 
 
 def save(config: RunConfig, path: str | Path) -> None:

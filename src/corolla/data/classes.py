@@ -31,6 +31,8 @@ CLASSES_FILE = "classes.txt"  # optional, beside the tfrecords-jpeg-SxS folders:
 
 def parse_classes_file(text: str) -> tuple[str, ...]:
     # Only the line break is stripped: trailing spaces are part of a name, as in the competition.
+    # A byte-order mark (Windows editors write one) is not part of the first name.
+    text = text.removeprefix("\ufeff")
     return tuple(line.rstrip("\r") for line in text.split("\n") if line.strip())
 
 

@@ -73,6 +73,11 @@ class Settings:
                             f"({self.test_fraction}) must be in [0, 1) and leave some for train")
         if not self.shard_mb > 0:
             raise UserError(f"--shard-mb must be positive, got {self.shard_mb}")
+        if not 0 <= self.seed < 2**32:  # what scikit-learn's and NumPy's generators take
+            raise UserError(f"--seed must be an integer from 0 to {2**32 - 1}, got {self.seed}")
+        if self.workers < 0:
+            raise UserError(f"--workers must be 0 (every core) or a number of processes, got "
+                            f"{self.workers}")
         return replace(self, image_sizes=tuple(sorted(set(self.image_sizes))))
 
     def key(self) -> dict:

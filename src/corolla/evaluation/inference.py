@@ -5,6 +5,7 @@ callback all run models through here."""
 from __future__ import annotations
 
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +28,16 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int):
 
     import corolla.models.layers  # noqa: F401  (registers Corolla's layers for loading)
 
+    path = run_dir / paths.MODEL
+    if not zipfile.is_zipfile(path):  # Keras would say "File not found" of a damaged file
+        last = run_dir / paths.LAST
+        other = f"copy {last} (the last epoch's model) over it if that one is whole, or " \
+            if last.is_file() and zipfile.is_zipfile(last) else ""
+        raise UserError(f"{path} is damaged (not a whole .keras archive); {other}train the "
+                        f"run again")
     with plan.inference_scope():
         try:
-            model = keras.saving.load_model(run_dir / paths.MODEL, compile=False)
+            model = keras.saving.load_model(path, compile=False)
         except (TypeError, ValueError) as e:  # Keras wraps the layer's ValueError in a TypeError
             # small_cnn trained on TensorFlow saves synchronized BatchNorm (see models.zoo).
             if "synchronized=True is only supported" in str(e):

@@ -134,7 +134,10 @@ def check(path: str | Path, test_ids, num_classes: int) -> list[Problem]:
 def _rows(text: str) -> list[tuple[int, list[str]]]:
     """(line number, fields) of each CSV row."""
     reader = csv.reader(io.StringIO(text, newline=""))
-    return [(reader.line_num, row) for row in reader]
+    rows = [(reader.line_num, row) for row in reader]
+    while rows and not rows[-1][1]:  # empty lines at the end: Kaggle accepts them, so do we
+        rows.pop()
+    return rows
 
 
 def row_count(path: str | Path) -> int:

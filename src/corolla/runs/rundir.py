@@ -23,6 +23,8 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
     try:
         if name:
             path = runs_dir / name
+            if _unstarted(path):  # a kill came between its mkdir and its config.toml
+                return path
             if path.exists():
                 raise UserError(f"run directory {str(path)!r} already exists; choose another "
                                 f"--name or move the old run away")
@@ -40,6 +42,27 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
         raise UserError(f"cannot create a run directory in {str(runs_dir)!r} ({e.strerror}); "
                         f"pass --runs-dir with a folder you can write") from None
     raise UserError(f"could not create a new run directory under {str(runs_dir)!r}")
+
+
+def _unstarted(path: Path) -> bool:
+    """A run folder that holds nothing but, perhaps, a lock nobody holds: its process was killed
+    before it wrote its config.toml, so nothing was trained in it and it may be taken over."""
+    import fcntl
+    import os
+
+    if not path.is_dir() or {p.name for p in path.iterdir()} - {LOCK}:
+        return False
+    lock = path / LOCK
+    if not lock.is_file():
+        return True
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released by the close below
+    except BlockingIOError:  # a live process is setting the run up
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def free_name(runs_dir: str | Path, name: str) -> str:

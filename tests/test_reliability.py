@@ -1,0 +1,142 @@
+"""Reliability, round two (issue 19): each test is one probe that failed before, named by its
+item. Bad input is one line and exit 2; nothing a run wrote is lost or overwritten; a stopped
+run says how to continue."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+from corolla.cli import main
+
+
+def _one_line(capsys, code, *needles):
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("corolla: error:"), err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.mark.slow
+def test_4_a_run_folder_killed_before_its_config_is_taken_over(tiny_petals, tmp_path):
+    """kill -9 between the folder's mkdir and its config.toml: the same command starts the run
+    in it, instead of 'already exists'. A folder holding anything else is still refused."""
+    base = ["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "1",
+            "--batch-size", "8", "--runs-dir", str(tmp_path)]
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / ".lock").write_text("process 1 on elsewhere")  # held by nobody
+    for name in ("empty", "locked"):
+        assert main([*base, "--name", name]) == 0
+        assert (tmp_path / name / "FINISHED").is_file()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("someone's")
+    assert main([*base, "--name", "mine"]) == 2
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "someone's"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_5_sigterm_and_sighup_stop_a_run_as_ctrl_c_does(tiny_petals, tmp_path, signum):
+    """`docker stop`, Kubernetes and Slurm send SIGTERM: one line with the command that
+    continues the run, exit 128 + the signal, and the run continues from its backup."""
+    run = tmp_path / "r"
+    command = [sys.executable, "-m", "corolla", "train", "--data", str(tiny_petals),
+               "--epochs", "500", "--batch-size", "8", "--runs-dir", str(tmp_path),
+               "--name", "r"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    try:
+        deadline = time.monotonic() + 240
+        while not (run / "backup" / "state.json").is_file():  # an epoch is done
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+            time.sleep(0.2)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signum, err
+    assert err.strip().splitlines()[-1] == f"corolla: interrupted; continue with: corolla " \
+                                          f"train --resume {run}"
+    assert "Traceback" not in err
+    assert (run / "backup" / "state.json").is_file() and not (run / "FINISHED").exists()
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_petals, tmp_path_factory):
+    """A finished tiny run; tests that change it work on a copy."""
+    runs = tmp_path_factory.mktemp("runs")
+    assert main(["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "2",
+                 "--batch-size", "8", "--runs-dir", str(runs), "--name", "t"]) == 0
+    return runs / "t"
+
+
+@pytest.mark.slow
+def test_9_a_damaged_model_is_one_line_naming_the_way_out(trained, tmp_path, capsys):
+    run = shutil.copytree(trained, tmp_path / "t")
+    capsys.readouterr()
+    data = (run / "model.keras").read_bytes()
+    (run / "model.keras").write_bytes(data[: len(data) // 2])  # a copy cut short
+    _one_line(capsys, main(["evaluate", str(run)]), f"{run / 'model.keras'} is damaged",
+              f"copy {run / 'last.keras'}")
+
+
+@pytest.mark.parametrize("content, says", [
+    ("[train]\nepochs = 2\n".encode("utf-16"), "is not UTF-8 text"),
+    (None, "is a folder; pass a .toml file"),
+])
+def test_11_a_config_that_is_not_utf8_or_is_a_folder_is_one_line(tmp_path, capsys, content,
+                                                                says):
+    path = tmp_path / "c.toml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    _one_line(capsys, main(["train", "--config", str(path), "--data", str(tmp_path)]), says)
+    import corolla
+    from corolla.errors import UserError
+
+    with pytest.raises(UserError, match=says):
+        corolla.train(config=path, data=tmp_path)
+
+
+def test_11_a_utf8_config_with_a_bom_is_read(tmp_path):
+    from corolla import config
+
+    path = tmp_path / "c.toml"
+    path.write_bytes("[train]\nepochs = 2\n".encode("utf-8-sig"))
+    assert config.load(path).train.epochs == 2
+
+
+def test_15_a_classes_file_with_a_bom(tmp_path):
+    from corolla.data.classes import parse_classes_file
+
+    text = "\ufeffdaisy\nrose\n".encode("utf-8").decode("utf-8")
+    assert parse_classes_file(text) == ("daisy", "rose")
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--seed", "-1", "--seed must be an integer from 0"),
+    ("--workers", "-3", "--workers must be 0 (every core) or a number"),
+])
+def test_20_convert_settings_are_checked_before_the_data(tmp_path, capsys, flag, value, says):
+    (tmp_path / "src" / "a").mkdir(parents=True)
+    _one_line(capsys, main(["convert", str(tmp_path / "src"), str(tmp_path / "out"), flag,
+                            value]), says)
+    assert not (tmp_path / "out").exists()
+
+
+def test_22_a_submission_ending_with_an_empty_line_passes(tmp_path):
+    from corolla.report import submission
+
+    path = tmp_path / "s.csv"
+    path.write_text("id,label\na,1\nb,0\n\n")
+    assert submission.check(path, ["a", "b"], 2) == []
+    path.write_text("id,label\na,1\n\nb,0\n")  # an empty line inside is still a fault
+    assert [p.kind for p in submission.check(path, ["a", "b"], 2)] == ["malformed"]
