@@ -140,3 +140,121 @@ def test_22_a_submission_ending_with_an_empty_line_passes(tmp_path):
     assert submission.check(path, ["a", "b"], 2) == []
     path.write_text("id,label\na,1\n\nb,0\n")  # an empty line inside is still a fault
     assert [p.kind for p in submission.check(path, ["a", "b"], 2)] == ["malformed"]
+
+
+@pytest.mark.parametrize("bad, says", [("ro\nse", "holds a line break"),
+                                       ("   ", "is empty or only spaces")])
+def test_3_and_14_class_names_that_classes_txt_cannot_hold_are_refused(tmp_path, capsys, bad,
+                                                                       says):
+    """A class folder named with a line break would split into two names in classes.txt and
+    shift every later label; one of spaces only would vanish from it."""
+    from PIL import Image
+
+    for name in ("daisy", bad, "tulip"):
+        (tmp_path / "src" / name).mkdir(parents=True)
+        for k in range(3):
+            Image.new("RGB", (8, 8), (40 * k, 90, 200)).save(tmp_path / "src" / name / f"{k}.png")
+    _one_line(capsys, main(["convert", str(tmp_path / "src"), str(tmp_path / "out")]),
+              f"class name {bad!r}", says, "rename it")
+    assert not (tmp_path / "out").exists()
+    _one_line(capsys, main(["train", "--data", str(tmp_path / "src"), "--runs-dir",
+                            str(tmp_path / "runs")]), says)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_3_a_written_classes_file_reads_back_as_the_same_names():
+    from corolla.data.classes import COMPETITION_CLASSES, format_classes_file, parse_classes_file
+    from corolla.errors import UserError
+
+    # The competition's names end with a space twice: kept exactly.
+    assert parse_classes_file(format_classes_file(COMPETITION_CLASSES)) == COMPETITION_CLASSES
+    with pytest.raises(UserError, match="occurs twice"):
+        format_classes_file(["a", "b", "a"])
+
+
+def _photos(root, n=6, size=8, noise=False):
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for name in ("daisy", "tulip"):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for k in range(n):
+            pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8) if noise else \
+                np.full((size, size, 3), 30 * k, np.uint8)
+            Image.fromarray(pixels).save(root / name / f"{k}.png")
+    return root
+
+
+def test_6_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, monkeypatch):
+    """Two conversions into one OUT: the one that renames second is told OUT exists (one line),
+    and the cache's loser reads the winner's conversion."""
+    from corolla.data import convert, sources
+    from corolla.errors import UserError
+
+    source = sources.scan(_photos(tmp_path / "src"))
+    settings = convert.Settings(image_sizes=(8,), val_fraction=0.5)
+    other = tmp_path / "other"
+    convert.convert(source, other, settings, log=lambda *a: None)
+    real = convert.assign_splits
+
+    def winner_finishes_first(*args):  # the other process renames its OUT meanwhile
+        import shutil
+
+        if not out.exists():
+            shutil.copytree(other, out)
+        return real(*args)
+
+    monkeypatch.setattr(convert, "assign_splits", winner_finishes_first)
+    out = tmp_path / "out"
+    with pytest.raises(UserError, match="already exists .another process wrote it meanwhile"):
+        convert.convert(source, out, settings, log=lambda *a: None)
+    assert not list(tmp_path.glob(".out.partial-*"))  # the loser's copy is gone
+    out = convert.cache_folder(source, settings, tmp_path / "cache")
+    assert convert.cached(source, settings, tmp_path / "cache", log=lambda *a: None) == out
+
+
+@pytest.fixture
+def mounted(tmp_path):
+    """A small tmpfs at tmp_path/disk (root and mount(8) needed, as in CI), and a function to
+    make it read-only."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(disk)],
+                            capture_output=True, text=True)
+    if result.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+
+    def read_only():
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+
+    yield disk, read_only
+    subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_7_read_only_or_wrong_kind_outputs_are_one_line(trained, mounted, tmp_path, capsys,
+                                                        monkeypatch):
+    disk, read_only = mounted
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
+    run = shutil.copytree(trained, disk / "t", ignore=shutil.ignore_patterns("*.keras", "*.png",
+                                                                            "logs", "*.html"))
+    src = _photos(tmp_path / "src")
+    read_only()
+    _one_line(capsys, main(["report", str(run)]), f"could not write {run / 'report.html'}",
+              "Read-only file system")
+    train = ["train", "--data", str(src), "--image-size", "8", "--batch-size", "2"]
+    _one_line(capsys, main([*train, "--runs-dir", str(disk / "runs")]),
+              "cannot create a run directory", "Read-only file system")
+    _one_line(capsys, main(["convert", str(src), str(disk / "out")]),
+              "cannot write the conversion into", "Read-only file system")
+    (tmp_path / "file").write_text("")
+    _one_line(capsys, main([*train, "--runs-dir", str(tmp_path / "file")]),
+              "is a file, not a folder")
+
+
+def test_8_a_full_disk_during_convert_is_one_line(mounted, tmp_path, capsys):
+    disk, _ = mounted
+    src = _photos(tmp_path / "src", n=20, size=96, noise=True)  # ~1 MB of JPEG, on 96 kB
+    _one_line(capsys, main(["convert", str(src), str(disk / "out"), "--image-size", "96"]),
+              "cannot write the conversion into", "free space")
+    assert not list(disk.iterdir())  # nothing half-written is left

@@ -15,9 +15,10 @@ from pathlib import Path
 from corolla.errors import UserError
 
 
-# A full disk, a quota, a folder made read-only: the old file stays as it was, and the user is
-# told in one line.
-_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+# What the system says when a file or folder cannot be written or made (a full disk, a quota, a
+# folder made read-only, a path through a file), as opposed to a bug: the old file stays as it
+# was, and the user is told in one line.
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR)
 
 
 @contextlib.contextmanager
@@ -32,12 +33,14 @@ def atomic_path(path: str | Path):
         _fsync(tmp)
         os.replace(tmp, path)
     except OSError as e:
-        if e.errno not in _DISK_ERRORS:  # a bug keeps its traceback
+        if e.errno not in UNWRITABLE:  # a bug keeps its traceback
             raise
         raise UserError(f"could not write {path} ({e.strerror or e}); free space or fix the "
                         f"folder's permissions, then run the command again") from None
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        # Never in place of the error on its way out: on a read-only or full disk the
+        # temporary file may not be removable (or may not exist).
+        with contextlib.suppress(OSError):
             tmp.unlink()
 
 
@@ -64,8 +67,6 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-# What the system says when a folder cannot be written, as opposed to a bug.
-_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def check_folder(folder: str | Path, flag: str = "") -> Path:
@@ -91,7 +92,7 @@ def make_folder(folder: str | Path) -> Path:
     except FileNotFoundError:
         raise UserError(f"cannot make {folder}: {folder.parent} does not exist") from None
     except OSError as e:
-        if e.errno not in _UNWRITABLE:
+        if e.errno not in UNWRITABLE:
             raise
         raise UserError(f"cannot make {folder} ({e.strerror}); make {folder.parent} writable "
                         f"or write elsewhere") from None

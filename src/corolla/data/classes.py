@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from corolla.errors import UserError
+
 # The Kaggle "Petals to the Metal" classes, index = label. Two names end with a space in the
 # competition's own list ('cyclamen ', 'hippeastrum '); they are kept exactly.
 COMPETITION_CLASSES = (
@@ -36,5 +38,25 @@ def parse_classes_file(text: str) -> tuple[str, ...]:
     return tuple(line.rstrip("\r") for line in text.split("\n") if line.strip())
 
 
-def format_classes_file(names) -> str:
-    return "".join(f"{name}\n" for name in names)
+def check_names(names, where: str) -> tuple[str, ...]:
+    """The names, if each survives `classes.txt` (one a line) as it is: a line break would split
+    a name in two and shift every later label, and a name of only spaces would vanish. `where`
+    says where they come from (a folder, a CSV), for the one-line refusal."""
+    names = tuple(str(name) for name in names)
+    for name in names:
+        if "\n" in name or "\r" in name or not name.strip():
+            what = "holds a line break" if name.strip() else "is empty or only spaces"
+            raise UserError(f"class name {name!r} in {where} {what}, which classes.txt (one "
+                            f"name a line) cannot hold; rename it")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise UserError(f"class name {repeated[0]!r} occurs twice in {where}; class names must "
+                        f"be unique")
+    return names
+
+
+def format_classes_file(names, where: str = "the class names") -> str:
+    """classes.txt's text, checked to read back as the same names (`check_names`)."""
+    text = "".join(f"{name}\n" for name in check_names(names, where))
+    assert parse_classes_file(text) == tuple(names), names  # what check_names guarantees
+    return text

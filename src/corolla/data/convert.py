@@ -38,6 +38,7 @@ import numpy as np
 from corolla.data.classes import CLASSES_FILE, format_classes_file
 from corolla.data.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.errors import UserError
+from corolla.files import UNWRITABLE
 
 VERSION = 1  # bump when the output of a conversion changes, so caches are not reused
 MANIFEST = "convert.json"  # written last, inside the temporary folder: marks a complete OUT
@@ -344,7 +345,10 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
         raise UserError(f"the folder {out.parent} (where {out.name} would go) does not exist")
     splits = assign_splits(source, settings)
     tmp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
-    tmp.mkdir()
+    try:
+        tmp.mkdir()
+    except OSError as e:
+        _refuse_unwritable(e, out)
     summary = Summary(source=source.path, out=str(out))
     total = sum(len(v) for v in splits.values())
     workers = settings.workers or os.cpu_count() or 1
@@ -369,13 +373,36 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
         (tmp / CLASSES_FILE).write_text(format_classes_file(source.class_names))
         (tmp / MANIFEST).write_text(json.dumps(_manifest(source, settings, summary), indent=1)
                                     + "\n")
-        tmp.rename(out)
+        try:
+            tmp.rename(out)
+        except OSError as e:  # another conversion into `out` finished first
+            if not out.exists():
+                raise
+            raise UserError(f"{out} already exists (another process wrote it meanwhile); "
+                            f"conversion never overwrites: remove it or choose another "
+                            f"OUT") from None
+    except Exception as e:
+        _refuse_unwritable(e, out)
+        raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     for line in describe(summary, source.class_names, settings):
         log(line)
     return summary
+
+
+def _refuse_unwritable(error: BaseException, out: Path) -> None:
+    """A full or read-only disk (an OSError, or TensorFlow's ResourceExhaustedError from the
+    record writer) as one line; anything else is left to the caller."""
+    if isinstance(error, OSError) and error.errno in UNWRITABLE:
+        what = error.strerror
+    elif type(error).__name__ == "ResourceExhaustedError":  # tf.errors, without importing TF
+        what = "the disk is full"
+    else:
+        return
+    raise UserError(f"cannot write the conversion into {out.parent} ({what}); free space or "
+                    f"choose an OUT on a writable disk, then run the command again") from None
 
 
 def _manifest(source: ImageSource, settings: Settings, summary: Summary) -> dict:
@@ -443,7 +470,13 @@ def cached(source: ImageSource, settings: Settings, root: Path, log=print) -> Pa
     if (out / MANIFEST).is_file():
         announce_reuse(source.path, out, log)
         return out
-    Path(root).mkdir(parents=True, exist_ok=True)
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if e.errno not in UNWRITABLE:
+            raise
+        raise UserError(f"cannot make the conversion cache {root} ({e.strerror}); set "
+                        f"COROLLA_CACHE_DIR to a writable folder") from None
     log(f"data: converting {source.path} into the cache {out} (reused while the files and "
         f"settings are unchanged)")
     try:

@@ -27,7 +27,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from corolla.data.classes import CLASSES_FILE, parse_classes_file
+from corolla.data.classes import CLASSES_FILE, check_names, parse_classes_file
 from corolla.errors import UserError
 
 # What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
@@ -170,7 +170,8 @@ def scan_folder(path: str | Path) -> ImageSource:
                         f"class folders: {root}/CLASS/*.jpg or {root}/train/CLASS/*.jpg)")
     if not any(i.label is not None for i in items):
         raise UserError(f"no labelled images in {root}: put training images in class folders")
-    return ImageSource(str(root), "folder", tuple(items), tuple(names))
+    return ImageSource(str(root), "folder", tuple(items),
+                       check_names(names, f"the class folders of {root}"))
 
 
 def scan_csv(path: str | Path) -> ImageSource:
@@ -226,7 +227,8 @@ def scan_csv(path: str | Path) -> ImageSource:
         seen[example_id] = line
         items.append(Item(str(file.resolve()), example_id, label,
                           (row["split"] or None) if has_split else None))
-    return ImageSource(str(csv_path), "csv", tuple(items), tuple(names))
+    return ImageSource(str(csv_path), "csv", tuple(items),
+                       check_names(names, f"the labels of {csv_path}"))
 
 
 def _is_int(text: str) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
-from corolla.files import remove_partials, write_text_atomic
+from corolla.files import UNWRITABLE, remove_partials, write_text_atomic
 from corolla.runs.paths import CLASSES, CONFIG, FINISHED, LOCK, MODEL, PLAN
 
 
@@ -20,6 +20,9 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
     """A new, empty run directory. An explicit name that exists is an error; a generated one
     gets a numeric suffix instead (two runs started in the same second)."""
     runs_dir = Path(runs_dir)
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise UserError(f"--runs-dir {str(runs_dir)!r} is a file, not a folder; pass a folder "
+                        f"(made if missing)")
     try:
         if name:
             path = runs_dir / name
@@ -38,7 +41,9 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
                 return path
             except FileExistsError:
                 continue
-    except PermissionError as e:
+    except OSError as e:
+        if e.errno not in UNWRITABLE:  # a bug keeps its traceback
+            raise
         raise UserError(f"cannot create a run directory in {str(runs_dir)!r} ({e.strerror}); "
                         f"pass --runs-dir with a folder you can write") from None
     raise UserError(f"could not create a new run directory under {str(runs_dir)!r}")
