@@ -375,7 +375,7 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
                                     + "\n")
         try:
             tmp.rename(out)
-        except OSError as e:  # another conversion into `out` finished first
+        except OSError:  # another conversion into `out` finished first
             if not out.exists():
                 raise
             raise UserError(f"{out} already exists (another process wrote it meanwhile); "
