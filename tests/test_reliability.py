@@ -258,3 +258,39 @@ def test_8_a_full_disk_during_convert_is_one_line(mounted, tmp_path, capsys):
     _one_line(capsys, main(["convert", str(src), str(disk / "out"), "--image-size", "96"]),
               "cannot write the conversion into", "free space")
     assert not list(disk.iterdir())  # nothing half-written is left
+
+
+@pytest.mark.slow
+def test_21_damaged_records_of_a_run_are_one_line_naming_the_file(trained, tmp_path, capsys):
+    from corolla.errors import UserError
+    from corolla.runs import rundir
+
+    run = shutil.copytree(trained, tmp_path / "t")
+    capsys.readouterr()
+    (run / "metrics.json").write_text('{"f1_macro": 0.5,')  # cut short
+    _one_line(capsys, main(["report", str(run)]), f"{run / 'metrics.json'} is damaged",
+              f"corolla evaluate {run}")
+    (run / "history.csv").write_text("epoch,loss\n0,0.5\n1,not a number\n")
+    _one_line(capsys, main(["evaluate", str(run)]), f"{run / 'history.csv'} is damaged")
+    (run / "plan.json").write_text("{")  # what a resumed session adds to
+    with pytest.raises(UserError, match=r"plan.json is damaged .* move it away"):
+        rundir.record_session(run, plan=None)
+
+
+@pytest.mark.parametrize("flag", ["--input-size", "--start-size"])
+def test_10_a_size_below_the_models_smallest_is_one_line_before_any_folder(tiny_petals,
+                                                                          tmp_path, capsys,
+                                                                          flag):
+    import corolla
+    from corolla.errors import UserError
+
+    runs = tmp_path / "runs"
+    _one_line(capsys, main(["train", "--data", str(tiny_petals), "--model", "small_cnn", flag,
+                            "7", "--runs-dir", str(runs)]),
+              "model 'small_cnn' takes images of at least 8 px", f"({flag}")
+    for folds in ([], ["--folds", "2"]):
+        assert main(["train", "--data", str(tiny_petals), "--model", "small_cnn",
+                     "--input-size", "7", "--runs-dir", str(runs), *folds]) == 2
+    assert not runs.exists()
+    with pytest.raises(UserError, match="at least 8 px"):
+        corolla.train(data=tiny_petals, model="small_cnn", input_size=7, runs_dir=runs)

@@ -62,10 +62,11 @@ class Run:
     @property
     def metrics(self) -> dict | None:
         """metrics.json of the run's last evaluation (None before any)."""
-        import json
+        from corolla.files import read_json
 
         path = self.path / paths.METRICS
-        return json.loads(path.read_text()) if path.is_file() else None
+        fix = f"write it again with `run.evaluate()` (corolla evaluate {self.path})"
+        return read_json(path, fix) if path.is_file() else None
 
     def evaluate(self, tta: int = 1, data: str | Path | None = None,
                  out: str | Path | None = None, **runtime) -> dict:

@@ -53,6 +53,31 @@ def remove_partials(folder: str | Path) -> list[str]:
     return [p.name for p in found]
 
 
+def read_json(path: str | Path, fix: str):
+    """A JSON file Corolla wrote; one that was damaged since (cut short, edited) is one line
+    naming it and `fix`, what to do about it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"{path} is damaged ({e}); {fix}") from None
+
+
+def read_history(path: str | Path) -> list[dict]:
+    """history.csv's rows (one per epoch) with every value a number; a damaged file is one line
+    naming it."""
+    import csv
+
+    try:
+        with Path(path).open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        # An empty cell (a column an epoch did not log) reads as NaN: a gap in a curve.
+        return [{k: (int(v) if k == "epoch" else float(v or "nan")) for k, v in row.items()}
+                for row in rows]
+    except (ValueError, TypeError, UnicodeDecodeError, csv.Error) as e:
+        raise UserError(f"{path} is damaged ({e}); it is rewritten from the backup when a run "
+                        f"resumes: move it away to go on without the training curves") from None
+
+
 def write_text_atomic(path: str | Path, text: str) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text)

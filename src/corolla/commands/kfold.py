@@ -40,6 +40,7 @@ from corolla.evaluation import pool as pool_lib
 from corolla.report import scored
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
+from corolla.training import settings
 
 
 def _resolve(config: config_lib.RunConfig, resume: bool, log):
@@ -56,6 +57,7 @@ def _resolve(config: config_lib.RunConfig, resume: bool, log):
     else:
         layout = datasets.open_data(path, config.data.image_size, spec.image_size,
                                     features=datasets.features_of(config.data), log=log)
+    settings.input_size(config, spec, layout)  # too small for the model: before any folder
     return config_lib.apply(config, {
         "data.path": path, "data.image_size": layout.image_size,
         "data.converted": layout.root if layout.source else ""}), layout

@@ -38,6 +38,7 @@ class Row:
     image_size: int  # the size Keras' ImageNet weights were trained at
     params: int  # backbone parameters, include_top=False
     description: str
+    min_size: int = 32  # what keras.applications accepts at the least
 
 
 TABLE = [
@@ -50,9 +51,9 @@ TABLE = [
     Row("densenet201", "DenseNet201", "densenet", TORCH, 224, 18_321_984,
         "DenseNet201 (public notebooks: fine-tuned at 512 px)"),
     Row("xception", "Xception", "xception", TF, 299, 20_861_480,
-        "Xception (Google's baseline: fine-tuned at 512 px; min 71 px)"),
+        "Xception (Google's baseline: fine-tuned at 512 px; min 71 px)", min_size=71),
     Row("inception_v3", "InceptionV3", "inception_v3", TF, 299, 21_802_784,
-        "InceptionV3 (min 75 px)"),
+        "InceptionV3 (min 75 px)", min_size=75),
     Row("efficientnet_b0", "EfficientNetB0", "efficientnet", EFFICIENTNET, 224, 4_049_571,
         "EfficientNetB0"),
     Row("efficientnet_b1", "EfficientNetB1", "efficientnet", EFFICIENTNET, 240, 6_575_239,
@@ -168,4 +169,5 @@ def _imagenet_stem(backbone):
 for _row in TABLE:
     register(ModelSpec(_row.name, _builder(_row), _row.family.preprocessing,
                        image_size=_row.image_size, imagenet=True, params=_row.params,
-                       description=f"keras.applications {_row.description}"))
+                       description=f"keras.applications {_row.description}",
+                       min_size=_row.min_size))

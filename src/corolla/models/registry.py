@@ -22,6 +22,9 @@ class ModelSpec:
     imagenet: bool  # has downloadable pre-trained weights (a hub preset: its own)
     description: str
     params: int | None = None  # backbone parameters (no head); None: known once built
+    # The smallest input it takes: below it a pooling or stride would leave nothing (Keras
+    # refuses under 32 px for most applications, 71 for Xception, 75 for InceptionV3).
+    min_size: int = 32
 
 
 _REGISTRY: dict[str, ModelSpec] = {}

@@ -17,9 +17,7 @@ All text from files is HTML-escaped (class names, paths and config values are da
 from __future__ import annotations
 
 import base64
-import csv
 import html
-import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from corolla.errors import UserError
-from corolla.files import write_text_atomic
+from corolla.files import read_json, read_history, write_text_atomic
 from corolla.runs import paths
 
 
@@ -73,7 +71,7 @@ def sources(folder: str | Path) -> Sources:
                             f"`corolla evaluate {folder}` first")
         raise UserError(f"{folder} holds no {paths.METRICS}; pass a run folder after "
                         f"`corolla evaluate`, an eval-* folder or an ensemble folder")
-    metrics = json.loads(path.read_text())
+    metrics = read_json(path, f"write it again with `corolla evaluate {folder}`")
     if "members" in metrics:
         return Sources(folder, "ensemble", metrics, None)
     if (folder / paths.CONFIG).is_file():
@@ -197,7 +195,8 @@ def _per_class(m: dict) -> str:
 
 def _sessions(run_dir: Path) -> list[dict]:
     path = run_dir / paths.PLAN
-    return json.loads(path.read_text()).get("sessions", []) if path.is_file() else []
+    return read_json(path, "move it away to write the report without the sessions").get(
+        "sessions", []) if path.is_file() else []
 
 
 def _when(text: str) -> datetime | None:
@@ -244,8 +243,7 @@ def _history(run_dir: Path) -> list[dict]:
     path = run_dir / paths.HISTORY
     if not path.is_file():
         return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+    return [{k: str(v) for k, v in row.items()} for row in read_history(path)]
 
 
 def _number(text: str) -> str:

@@ -6,7 +6,6 @@ A folder Corolla may not write into is the user's to fix, and is found before th
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import matplotlib
@@ -15,7 +14,7 @@ matplotlib.use("Agg")  # files only; no display on servers and TPU VMs
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from corolla.files import atomic_path  # noqa: E402
+from corolla.files import atomic_path, read_history  # noqa: E402
 
 MAX_MATRIX_CLASSES = 30  # beyond this, names and cells are unreadable: the most confused only
 
@@ -73,11 +72,10 @@ def plot_history(history_csv: str | Path, path: str | Path) -> Path | None:
     """Loss, accuracy (train against validation, and val macro F1 where recorded) and the
     learning rate per epoch, from the run's history.csv; the epochs are numbered as in that
     file, on whole-number ticks."""
-    with Path(history_csv).open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_history(history_csv)
     if not rows:
         return None
-    epochs = [int(r["epoch"]) for r in rows]
+    epochs = [r["epoch"] for r in rows]
     panels = [k for k in ("loss", "accuracy", "learning_rate") if k in rows[0]]
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
     for ax, key in zip(axes[0], panels):

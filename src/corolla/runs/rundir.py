@@ -12,7 +12,7 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
-from corolla.files import UNWRITABLE, remove_partials, write_text_atomic
+from corolla.files import UNWRITABLE, read_json, remove_partials, write_text_atomic
 from corolla.runs.paths import CLASSES, CONFIG, FINISHED, LOCK, MODEL, PLAN
 
 
@@ -104,7 +104,8 @@ def record(run_dir: Path, config, plan, class_names) -> None:
 def record_session(run_dir: Path, plan) -> None:
     """Adds a resumed session's plan (the hardware may differ from the first one's)."""
     path = run_dir / PLAN
-    sessions = json.loads(path.read_text())["sessions"] if path.is_file() else []
+    fix = "move it away (it only records the run's sessions) and run the command again"
+    sessions = read_json(path, fix).get("sessions", []) if path.is_file() else []
     write_text_atomic(path, json.dumps({"sessions": sessions + [_session(plan)]}, indent=1))
 
 

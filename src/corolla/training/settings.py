@@ -14,6 +14,20 @@ from corolla.errors import UserError
 from corolla.runtime import Plan
 
 
+def input_size(config: config_lib.RunConfig, spec, layout: layout_lib.Layout) -> int:
+    """The size the model takes: model.input_size, at most the data's; checked (with the first
+    size of progressive resizing) against the smallest the model takes, before anything is
+    written."""
+    size = min(config.model.input_size or layout.image_size, layout.image_size)
+    start = config.train.start_size
+    for what, value in (("the input size (--input-size, or the data's --image-size)", size),
+                        ("the start size of progressive resizing (--start-size)", start)):
+        if value and value < spec.min_size:
+            raise UserError(f"model {spec.name!r} takes images of at least {spec.min_size} px; "
+                            f"{what} is {value}: choose a larger one, or another --model")
+    return size
+
+
 def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
             log=print) -> tuple[config_lib.RunConfig, layout_lib.Layout]:
     """Checks the config against the registry and the data, and fills in everything that
@@ -53,7 +67,7 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
     peak = t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1)
     return config_lib.apply(config, {
         "data.path": path, "data.image_size": layout.image_size,
-        "model.input_size": min(config.model.input_size or layout.image_size, layout.image_size),
+        "model.input_size": input_size(config, spec, layout),
         "data.converted": layout.root if layout.source else "",
         "train.recipe": "none" if t.recipe == "auto" else t.recipe,
         # Scaled once, here: the saved config holds the peak that ran (scale_lr "none"), so a
