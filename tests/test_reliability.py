@@ -294,3 +294,24 @@ def test_10_a_size_below_the_models_smallest_is_one_line_before_any_folder(tiny_
     assert not runs.exists()
     with pytest.raises(UserError, match="at least 8 px"):
         corolla.train(data=tiny_petals, model="small_cnn", input_size=7, runs_dir=runs)
+
+
+@pytest.mark.slow
+def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, capsys):
+    """A damaged record met mid-training advises --skip-bad-records: both ways of continuing the
+    run take it (and keep it for evaluate and predict); other settings are still refused."""
+    from corolla import config
+
+    crash = REPO / "tests" / "helpers" / "crash_train.py"
+    command = ["train", "--data", str(tiny_petals), "--epochs", "2", "--batch-size", "16",
+               "--runs-dir", str(tmp_path), "--name", "r"]
+    for how in (["train", "--resume", str(tmp_path / "r")], command):
+        shutil.rmtree(tmp_path / "r", ignore_errors=True)
+        died = subprocess.run([sys.executable, str(crash), "mid_epoch:0", *command], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+        assert died.returncode == 3, died.stderr[-2000:]
+        assert main([*how, "--epochs", "3"]) == 2
+        assert "--epochs" in capsys.readouterr().err
+        assert main([*how, "--skip-bad-records"]) == 0
+        assert config.load(tmp_path / "r" / "config.toml").data.skip_bad_records
+        assert (tmp_path / "r" / "FINISHED").is_file()

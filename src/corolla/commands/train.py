@@ -19,23 +19,42 @@ from corolla.runs import kfold as kfold_rule
 from corolla.runs import paths, rundir
 
 
+# What a continued run may change: where and how it runs, and whether it skips damaged records
+# (what the error about a damaged record met mid-training advises). Nothing else: the run is
+# its config.
+SESSION = ("runtime.", "data.skip_bad_records")
+
+
+def _continued(run: Path, run_cfg: config_lib.RunConfig, flags: dict, names: dict):
+    """The config of a continued run with the session settings of `flags`; a changed
+    data.skip_bad_records is saved into its config.toml, which evaluate and predict read."""
+    cfg = config_lib.apply(run_cfg, {k: v for k, v in flags.items() if k.startswith(SESSION)},
+                           names)
+    if cfg.data.skip_bad_records != run_cfg.data.skip_bad_records:
+        config_lib.save(config_lib.apply(config_lib.load(run / paths.CONFIG), {
+            "data.skip_bad_records": cfg.data.skip_bad_records}), run / paths.CONFIG)
+    return cfg
+
+
 def train_config(config_file: str | None = None, flags: dict | None = None,
                  names: dict | None = None, resume: str | Path | None = None,
                  log=print) -> tuple[config_lib.RunConfig, Path | None]:
     """(the config of the run to train, the unfinished run folder it continues or None).
-    `resume`: continue that run with its own config (only runtime settings may change). A run
+    `resume`: continue that run with its own config (only `SESSION` settings may change). A run
     named like an unfinished one that has the same settings continues it too (the same command
     after a kill); a config file's own run name, if taken, gets a fresh one."""
     flags, names = dict(flags or {}), dict(names or {})
     if resume:
-        fixed = sorted(names.get(k, k) for k in flags if not k.startswith("runtime."))
+        fixed = sorted(names.get(k, k) for k in flags if not k.startswith(SESSION))
         if fixed or config_file:
             raise UserError(f"{names.get('resume', '--resume')} continues a run with its own "
                             f"config and global batch; drop "
                             f"{', '.join(fixed) or names.get('config', '--config')} (only "
-                            f"runtime flags may change)")
+                            f"runtime flags and "
+                            f"{names.get('data.skip_bad_records', '--skip-bad-records')} may "
+                            f"change)")
         resume, run_cfg = rundir.load_unfinished(resume)
-        return config_lib.apply(run_cfg, flags, names), resume
+        return _continued(resume, run_cfg, flags, names), resume
     cfg = config_lib.load(config_file, flags, names)
     again = Path(cfg.output.runs_dir) / cfg.output.name
     if "output.name" in flags and rundir.status(again) != rundir.FINISHED_STATUS \
@@ -44,8 +63,7 @@ def train_config(config_file: str | None = None, flags: dict | None = None,
         resume, run_cfg = rundir.load_unfinished(again)
         _check_same_command(run_cfg, flags, names, again)
         log(f"run {str(again)!r} exists and did not finish: continuing it (as --resume)")
-        cfg = config_lib.apply(run_cfg, {k: v for k, v in flags.items()
-                                         if k.startswith("runtime.")}, names)
+        cfg = _continued(resume, run_cfg, flags, names)
     elif config_file and "output.name" not in flags and cfg.output.name:
         # A saved config (runs/X/config.toml) names its own run: a rerun gets a fresh one.
         free = rundir.free_name(cfg.output.runs_dir, cfg.output.name)
@@ -61,11 +79,11 @@ def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, r
     if flags.get("train.recipe") == "auto":  # picked by the hardware: the run has the one used
         flags = {k: v for k, v in flags.items() if k != "train.recipe"}
     given = config_lib.apply(saved, {k: v for k, v in flags.items()
-                                     if not k.startswith(("runtime.", "output."))})
+                                     if not k.startswith((*SESSION, "output."))})
     if "data.path" in flags and "://" not in flags["data.path"]:
         given = config_lib.apply(given, {"data.path": os.path.abspath(flags["data.path"])})
     differ = [f"{names.get(k, k)} {_get(given, k)!r} (the run has {_get(saved, k)!r})"
-              for k in flags if not k.startswith(("runtime.", "output."))
+              for k in flags if not k.startswith((*SESSION, "output."))
               and _get(given, k) != _get(saved, k)]
     if differ:
         raise UserError(f"run {str(run)!r} exists with other settings: {'; '.join(differ)}; "
