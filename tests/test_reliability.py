@@ -315,3 +315,24 @@ def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, 
         assert main([*how, "--skip-bad-records"]) == 0
         assert config.load(tmp_path / "r" / "config.toml").data.skip_bad_records
         assert (tmp_path / "r" / "FINISHED").is_file()
+
+
+def test_17_records_with_other_feature_names_name_the_features_found(tmp_path, capsys):
+    import numpy as np
+    import tensorflow as tf
+
+    size_dir = tmp_path / "tfrecords-jpeg-8x8"
+    for split, n in (("train", 6), ("val", 4)):
+        (size_dir / split).mkdir(parents=True)
+        with tf.io.TFRecordWriter(str(size_dir / split / f"00-8x8-{n}.tfrec")) as writer:
+            for k in range(n):
+                jpeg = tf.io.encode_jpeg(np.full((8, 8, 3), 9 * k, np.uint8)).numpy()
+                writer.write(tf.train.Example(features=tf.train.Features(feature={
+                    "image_raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpeg])),
+                    "target": tf.train.Feature(int64_list=tf.train.Int64List(value=[k % 3])),
+                    "name": tf.train.Feature(bytes_list=tf.train.BytesList(
+                        value=[f"{split}-{k}".encode()]))})).SerializeToString())
+    _one_line(capsys, main(["train", "--data", str(tmp_path), "--runs-dir",
+                            str(tmp_path / "runs")]),
+              "holds records with the features image_raw, name, target, not 'image', 'id', "
+              "'class'", "image_feature = ...", "label_feature = ...")

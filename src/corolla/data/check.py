@@ -224,7 +224,7 @@ def check_split(split: Split, num_classes: int, skip_bad_records: bool = False) 
             scan = _scan(file.path, split.labelled, tolerate_tail=skip_bad_records,
                          features=split.features)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            raise UserError(_damaged(file.path, split.labelled, e)) from None
+            raise UserError(_damaged(file.path, split.labelled, e, split.features)) from None
         named = _FILE.match(file.path.rsplit("/", 1)[-1])
         short_tail = scan.tail and scan.count < file.count
         if named and scan.count != file.count and not short_tail:
@@ -261,10 +261,35 @@ _TEST_TAIL = ("replace the file: the ids in a test file's damaged tail are unkno
               "cannot skip them")
 
 
-def _damaged(path: str, labelled: bool, error: tf.errors.OpError) -> str:
+def _other_features(path: str, labelled: bool, features: records.Features) -> str | None:
+    """The message for records whose features have other names than `features` (TFRecords
+    written by another tool), or None when the first record names them all (or none parses)."""
+    try:
+        first = next(iter(tf.data.TFRecordDataset(path).take(1)))
+        found = set(tf.train.Example.FromString(first.numpy()).features.feature)
+    except Exception:  # noqa: BLE001  (not an Example at all: damaged, said by the caller)
+        return None
+    wanted = {"image_feature": features.image, "id_feature": features.id}
+    if labelled:
+        wanted["label_feature"] = features.label
+    missing = {key: name for key, name in wanted.items() if name not in found}
+    if not found or not missing:
+        return None
+    return (f"{path} holds records with the features {', '.join(sorted(found))}, not "
+            f"{', '.join(repr(n) for n in missing.values())}; records written by another tool "
+            f"are read by naming theirs in a config file's [data] section "
+            f"({', '.join(f'{key} = ...' for key in missing)}), passed with --config")
+
+
+def _damaged(path: str, labelled: bool, error: tf.errors.OpError,
+             features: records.Features = records.COMPETITION) -> str:
     """The message for a file that cannot be read to its end (DataLossError) or holds a record
-    that is not an Example of the competition's format (InvalidArgumentError)."""
+    that is not an Example of the competition's format (InvalidArgumentError): records whose
+    features have other names are said so."""
     if not isinstance(error, tf.errors.DataLossError):
+        other = _other_features(path, labelled, features)
+        if other:
+            return other
         hint = "replace the file, or remove it from the split"
     else:
         hint = records.SKIP_HINT if labelled else _TEST_TAIL
@@ -292,7 +317,7 @@ def _fault(file: RecordFile, labelled: bool, decode: bool,
     try:
         scan = _scan(file.path, labelled, tolerate_tail=False, features=features)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-        return _damaged(file.path, labelled, e)
+        return _damaged(file.path, labelled, e, features)
     if scan.not_images:
         index, size = scan.not_images[0]
         return (f"record {index} (id {scan.ids[index]}) of {file.path} holds no image: its "
