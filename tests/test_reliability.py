@@ -336,3 +336,27 @@ def test_17_records_with_other_feature_names_name_the_features_found(tmp_path, c
                             str(tmp_path / "runs")]),
               "holds records with the features image_raw, name, target, not 'image', 'id', "
               "'class'", "image_feature = ...", "label_feature = ...")
+
+
+def test_23_messages_name_the_right_thing(tmp_path, capsys, tiny_petals):
+    src = _photos(tmp_path / "src")
+    _one_line(capsys, main(["train", "--data", str(tiny_petals), "--augment", "bogus,flip"]),
+              "--augment: unknown augmentation 'bogus'")
+    (tmp_path / "labels.csv").write_text(f"path,label\n{src / 'daisy'},daisy\n")
+    _one_line(capsys, main(["convert", str(tmp_path / "labels.csv"), str(tmp_path / "o")]),
+              "line 2:", "is a folder, not an image file")
+    _one_line(capsys, main(["convert", str(src), str(tmp_path / "labels.csv" / "out")]),
+              f"{tmp_path / 'labels.csv'} (where out would go) is a file, not a folder")
+
+
+@pytest.mark.slow
+def test_23_predict_of_a_folder_run_without_test_split_says_how_to_add_one(tmp_path, capsys,
+                                                                          monkeypatch):
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
+    src = _photos(tmp_path / "src")
+    assert main(["train", "--data", str(src), "--image-size", "8", "--batch-size", "2",
+                 "--epochs", "1", "--steps-per-epoch", "1", "--runs-dir", str(tmp_path / "runs"),
+                 "--name", "r"]) == 0
+    capsys.readouterr()
+    _one_line(capsys, main(["predict", str(tmp_path / "runs" / "r")]),
+              f"the data {src} has no test split", "test/ folder")

@@ -264,8 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     _runtime_flags(b)
     for p in [*sub.choices.values(), *bench.choices.values()]:
         # error messages name a value's flag, not its config key
-        p.set_defaults(flag_names={a.dest: a.option_strings[-1] for a in p._actions
-                                   if a.option_strings})
+        # (the first flag of a value: --augment, not the --no-augment that also sets it)
+        names = {}
+        for a in p._actions:
+            if a.option_strings:
+                names.setdefault(a.dest, a.option_strings[-1])
+        p.set_defaults(flag_names=names)
     return parser
 
 

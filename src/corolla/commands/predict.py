@@ -40,6 +40,10 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
     predictions."""
     tta = tta_lib.check(tta)
     run_dir, config, layout = open_run(run_dir, data_path, log)
+    if layout.source and not layout.has_split("test"):  # an image folder or CSV, converted
+        raise UserError(f"the data {layout.source} has no test split to predict: put unlabelled "
+                        f"images in a test/ folder beside train/ (or rows with split = test in "
+                        f"the CSV) and train a new run, or pass --data with data that has one")
     path = output_path(run_dir, out, force)
     try:
         saved_in = output_dir(run_dir, config, layout)

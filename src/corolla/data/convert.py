@@ -342,7 +342,9 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
         raise UserError(f"{out} is inside the source folder {src_dir}, which conversion never "
                         f"modifies; choose an OUT outside it")
     if not out.parent.is_dir():
-        raise UserError(f"the folder {out.parent} (where {out.name} would go) does not exist")
+        what = "is a file, not a folder" if out.parent.exists() else "does not exist"
+        raise UserError(f"{out.parent} (where {out.name} would go) {what}; choose an OUT in an "
+                        f"existing folder")
     splits = assign_splits(source, settings)
     tmp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
     try:

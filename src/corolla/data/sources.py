@@ -216,7 +216,8 @@ def scan_csv(path: str | Path) -> ImageSource:
     for row, line in rows:
         file = Path(row["path"]) if os.path.isabs(row["path"]) else base / row["path"]
         if not file.is_file():
-            raise UserError(f"{csv_path} line {line}: {str(file)!r} does not exist")
+            what = "is a folder, not an image file" if file.is_dir() else "does not exist"
+            raise UserError(f"{csv_path} line {line}: {str(file)!r} {what}")
         label = None
         if row["label"]:
             label = _label(row["label"], index, integers, csv_path, line)
