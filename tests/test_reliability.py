@@ -360,3 +360,32 @@ def test_23_predict_of_a_folder_run_without_test_split_says_how_to_add_one(tmp_p
     capsys.readouterr()
     _one_line(capsys, main(["predict", str(tmp_path / "runs" / "r")]),
               f"the data {src} has no test split", "test/ folder")
+
+
+def test_12_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, monkeypatch):
+    from corolla.data import convert, sources
+
+    source = sources.scan(_photos(tmp_path / "src"))
+    real = convert.assign_splits
+
+    def then_deleted(*args):  # the listing is done: the user deletes a photo meanwhile
+        (tmp_path / "src" / "daisy" / "3.png").unlink()
+        return real(*args)
+
+    monkeypatch.setattr(convert, "assign_splits", then_deleted)
+    summary = convert.convert(source, tmp_path / "out", convert.Settings(
+        image_sizes=(8,), val_fraction=0.5, workers=1), log=lambda *a: None)
+    assert [i for i, _ in summary.skipped] == ["daisy/3.png"]
+    assert summary.images == 11 and (tmp_path / "out" / "convert.json").is_file()
+
+
+def test_13_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys):
+    from corolla.data import sources
+
+    src = _photos(tmp_path / "src")
+    (src / "toploop").symlink_to(src)
+    (src / "daisy" / "inner").symlink_to(src)  # not followed by the listing either
+    source = sources.scan(src)
+    assert source.class_names == ("daisy", "tulip") and len(source.items) == 12
+    assert f"skipped {src / 'toploop'}: a link to {src}, inside the source" in \
+        capsys.readouterr().out

@@ -345,6 +345,9 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
         what = "is a file, not a folder" if out.parent.exists() else "does not exist"
         raise UserError(f"{out.parent} (where {out.name} would go) {what}; choose an OUT in an "
                         f"existing folder")
+    # The source as it was listed: a file deleted while it converts is skipped and listed
+    # like any unreadable one, and must not fail the manifest at the end.
+    fingerprint = source.fingerprint()
     splits = assign_splits(source, settings)
     tmp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
     try:
@@ -373,8 +376,8 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
                 pool.terminate()
         summary.seconds = time.monotonic() - start
         (tmp / CLASSES_FILE).write_text(format_classes_file(source.class_names))
-        (tmp / MANIFEST).write_text(json.dumps(_manifest(source, settings, summary), indent=1)
-                                    + "\n")
+        (tmp / MANIFEST).write_text(json.dumps(_manifest(source, settings, summary,
+                                                         fingerprint), indent=1) + "\n")
         try:
             tmp.rename(out)
         except OSError:  # another conversion into `out` finished first
@@ -407,9 +410,10 @@ def _refuse_unwritable(error: BaseException, out: Path) -> None:
                     f"choose an OUT on a writable disk, then run the command again") from None
 
 
-def _manifest(source: ImageSource, settings: Settings, summary: Summary) -> dict:
+def _manifest(source: ImageSource, settings: Settings, summary: Summary,
+              fingerprint: str) -> dict:
     return {"version": VERSION, "source": source.path, "kind": source.kind,
-            "fingerprint": source.fingerprint(), "settings": settings.key(),
+            "fingerprint": fingerprint, "settings": settings.key(),
             "images": {name: sum(c.values()) for name, c in summary.counts.items()},
             "per_class": {name: {str(k): v for k, v in c.items()}
                           for name, c in summary.counts.items()},

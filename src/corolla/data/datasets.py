@@ -41,7 +41,7 @@ def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, feat
     if not path or sources.kind_of(path) == "layout":
         layout = layout_lib.open_layout(path, image_size, preferred_size)
         return layout_lib.with_features(layout, features) if features else layout
-    source = sources.scan(path)
+    source = sources.scan(path, log)
     settings = convert.Settings(image_sizes=(image_size or preferred_size,))
     out = convert.cached(source, settings, cache_dir() / "converted", log=log)
     layout = layout_lib.open_layout(str(out), image_size or preferred_size)
@@ -66,7 +66,7 @@ def open_recorded(data_config, preferred_size: int = 224, log=print):
     recorded = Path(recorded)
     settings = convert.Settings(image_sizes=(data_config.image_size or preferred_size,))
     try:
-        source, unreadable = sources.scan(path), None
+        source, unreadable = sources.scan(path, log), None
         now = convert.cache_folder(source, settings, cache_dir() / "converted")
     except UserError as e:  # the source moved or was removed: the run's copy still serves
         source, unreadable, now = None, e, None

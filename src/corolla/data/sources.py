@@ -114,15 +114,27 @@ def _images_under(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and is_image_file(p))
 
 
-def _class_folders(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+def _class_folders(folder: Path, root: Path, log=print) -> list[Path]:
+    """The folders in `folder`, but hidden ones and links back into the source (`loop -> .`
+    would make a class holding a copy of every image), which are said and skipped."""
+    found = []
+    for p in sorted(folder.iterdir()):
+        if not p.is_dir() or p.name.startswith("."):
+            continue
+        if p.is_symlink():
+            target = p.resolve()
+            if target == root or root in target.parents:
+                log(f"skipped {p}: a link to {target}, inside the source")
+                continue
+        found.append(p)
+    return found
 
 
-def scan_folder(path: str | Path) -> ImageSource:
+def scan_folder(path: str | Path, log=print) -> ImageSource:
     """Lists an image folder: `CLASS/*.jpg`, or `{train,val,test}/CLASS/*.jpg` (where `test/`
     may hold the files themselves, unlabelled)."""
     root = Path(path).resolve()
-    tops = {p.name for p in _class_folders(root)}
+    tops = {p.name for p in _class_folders(root, root, log=lambda *args: None)}
     named = tops & set(SPLIT_FOLDERS)
     split_mode = bool(named) and tops <= set(SPLIT_FOLDERS)
     if named and not split_mode:
@@ -138,7 +150,7 @@ def scan_folder(path: str | Path) -> ImageSource:
     listed: dict[str | None, dict[str, list[Path]]] = {}
     unlabelled: list[Path] = []
     for split, folder in parts:
-        classes = {c.name: _images_under(c) for c in _class_folders(folder)}
+        classes = {c.name: _images_under(c) for c in _class_folders(folder, root, log)}
         loose = sorted(p for p in folder.iterdir() if p.is_file() and is_image_file(p))
         if split == "test" and loose and not classes:
             unlabelled = loose
@@ -249,11 +261,11 @@ def _label(text: str, index: dict[str, int], integers: bool, csv_path: Path, lin
     return index[text]
 
 
-def scan(path: str | Path) -> ImageSource:
-    """An image folder or a CSV, listed."""
+def scan(path: str | Path, log=print) -> ImageSource:
+    """An image folder or a CSV, listed (`log` hears what is skipped)."""
     kind = kind_of(str(path))
     if kind == "csv":
         return scan_csv(path)
     if kind == "folder":
-        return scan_folder(path)
+        return scan_folder(path, log)
     raise UserError(f"{path} is already in the TFRecord layout; nothing to convert")
