@@ -389,3 +389,25 @@ def test_13_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys)
     assert source.class_names == ("daisy", "tulip") and len(source.items) == 12
     assert f"skipped {src / 'toploop'}: a link to {src}, inside the source" in \
         capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_19_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
+    """Pillow would drop a 400-megapixel photo as a 'decompression bomb'; Corolla reads images
+    up to --max-megapixels (1000 by default) and skips larger ones, listed, with the setting."""
+    from PIL import Image
+
+    from corolla.data import convert
+
+    big = tmp_path / "big.png"
+    Image.new("RGB", (20000, 10000), (200, 30, 60)).save(big)  # 200 megapixels: over Pillow's
+    pixels = convert.load_image(str(big), 16)
+    assert pixels.shape == (16, 16, 3) and tuple(pixels[8, 8]) == (200, 30, 60)
+    with pytest.raises(ValueError, match=r"20000x10000 is 200 megapixels, over the limit of "
+                                         r"100 \(--max-megapixels\)"):
+        convert._open_rgb(str(big), 16, max_megapixels=100)
+    src = _photos(tmp_path / "src")
+    big.rename(src / "daisy" / "big.png")
+    assert main(["convert", str(src), str(tmp_path / "out"), "--image-size", "16",
+                 "--max-megapixels", "100"]) == 0
+    assert "over the limit of 100 (--max-megapixels)" in capsys.readouterr().out

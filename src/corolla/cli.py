@@ -159,6 +159,9 @@ def _convert_flags(p: argparse.ArgumentParser) -> None:
                    f"MB (default {d.shard_mb:g}; smaller sets get fewer, smaller files)")
     p.add_argument("--workers", type=int, default=0, help="encoding processes (default: "
                    "every core)")
+    p.add_argument("--max-megapixels", type=float, default=d.max_megapixels, help=f"the "
+                   f"largest image read (default {d.max_megapixels:g}; larger ones are skipped "
+                   f"and listed, as unreadable ones are)")
     p.add_argument("--strict", action="store_true", help="stop at the first image that does "
                    "not decode (default: skip it, and list it at the end)")
 
@@ -355,7 +358,8 @@ def _convert(args) -> int:
     convert.convert(args.src, args.out, Settings(
         image_sizes=sizes, fit=args.fit, quality=args.quality, seed=args.seed,
         val_fraction=args.val_fraction, test_fraction=args.test_fraction,
-        shard_mb=args.shard_mb, strict=args.strict, workers=args.workers))
+        shard_mb=args.shard_mb, strict=args.strict, workers=args.workers,
+        max_megapixels=args.max_megapixels))
     return 0
 
 

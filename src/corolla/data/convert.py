@@ -59,6 +59,10 @@ class Settings:
     shard_mb: float = 150.0  # target file size: cloud storage reads 100-200 MB files best
     strict: bool = False  # the first unreadable image is an error (default: skip and list)
     workers: int = 0  # encoding processes; 0 = every core
+    # The largest image read, in megapixels: any photo (a 400-megapixel panorama too; JPEGs
+    # are decoded scaled down, at a fraction of that), but not a file that would take the
+    # memory of a whole machine (Pillow's own guard, a "decompression bomb", stops at 179).
+    max_megapixels: float = 1000.0
 
     def check(self) -> Settings:
         if not self.image_sizes or any(s < 8 or s > 4096 for s in self.image_sizes):
@@ -76,24 +80,34 @@ class Settings:
             raise UserError(f"--shard-mb must be positive, got {self.shard_mb}")
         if not 0 <= self.seed < 2**32:  # what scikit-learn's and NumPy's generators take
             raise UserError(f"--seed must be an integer from 0 to {2**32 - 1}, got {self.seed}")
+        if not self.max_megapixels > 0:
+            raise UserError(f"--max-megapixels must be positive, got {self.max_megapixels}")
         if self.workers < 0:
             raise UserError(f"--workers must be 0 (every core) or a number of processes, got "
                             f"{self.workers}")
         return replace(self, image_sizes=tuple(sorted(set(self.image_sizes))))
 
     def key(self) -> dict:
-        """What decides the output (not `strict` nor `workers`)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("strict", "workers")}
+        """What decides the output (not `strict` nor `workers`; nor `max_megapixels`, which
+        only says which giant files are skipped, so that caches made before it stay valid)."""
+        return {k: v for k, v in asdict(self).items()
+                if k not in ("strict", "workers", "max_megapixels")}
 
 
 # ---- one image: what the conversion writes, and what "reading the source directly" sees ----
 
-def _open_rgb(path: str, largest: int):
+def _open_rgb(path: str, largest: int, max_megapixels: float = Settings.max_megapixels):
     """The file as an upright RGB Pillow image, decoded at the smallest JPEG scale (1/2 .. 1/8)
-    that still covers `largest` on both sides (libjpeg's DCT scaling: several times faster)."""
+    that still covers `largest` on both sides (libjpeg's DCT scaling: several times faster).
+    An image over `max_megapixels` is refused before it is decoded."""
     from PIL import Image, ImageOps
 
+    Image.MAX_IMAGE_PIXELS = None  # the limit is ours (Settings.max_megapixels), said below
     with Image.open(path) as image:
+        megapixels = image.size[0] * image.size[1] / 1e6
+        if megapixels > max_megapixels:
+            raise ValueError(f"{image.size[0]}x{image.size[1]} is {megapixels:.0f} megapixels, "
+                             f"over the limit of {max_megapixels:g} (--max-megapixels)")
         image.draft(None, (largest, largest))
         image.load()  # a truncated or corrupt file fails here
         with contextlib.suppress(Exception):  # a broken EXIF block: keep the pixels as stored
@@ -136,9 +150,9 @@ def _encode(task) -> tuple[int, list[bytes] | None, str]:
     worker processes, so it returns errors instead of raising them."""
     import io
 
-    position, path, sizes, fit, quality = task
+    position, path, sizes, fit, quality, max_megapixels = task
     try:
-        image = _open_rgb(path, max(sizes))
+        image = _open_rgb(path, max(sizes), max_megapixels)
         out = []
         for size in sizes:
             buffer = io.BytesIO()
@@ -248,7 +262,7 @@ def _write_split(name: str, items: list[Item], out: Path, settings: Settings, po
     from corolla.data import records
 
     sizes = settings.image_sizes
-    tasks = [(k, item.path, sizes, settings.fit, settings.quality)
+    tasks = [(k, item.path, sizes, settings.fit, settings.quality, settings.max_megapixels)
              for k, item in enumerate(items)]
     results = pool.imap(_encode, tasks, chunksize=8) if pool else map(_encode, tasks)
     labelled = name != "test"
