@@ -411,3 +411,27 @@ def test_19_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
     assert main(["convert", str(src), str(tmp_path / "out"), "--image-size", "16",
                  "--max-megapixels", "100"]) == 0
     assert "over the limit of 100 (--max-megapixels)" in capsys.readouterr().out
+
+
+def test_18_a_killed_conversions_folder_is_removed_a_live_ones_kept(tmp_path, capsys):
+    from corolla.data import convert
+
+    stale, live = tmp_path / ".out.partial-0000dead", tmp_path / ".other.partial-00001ive"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / convert.WRITER).write_text("")
+        (folder / "00-8x8-6.tfrec").write_bytes(b"x" * 1000)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"),
+        str(live / convert.WRITER)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["convert", str(_photos(tmp_path / "src")), str(tmp_path / "out"),
+                     "--image-size", "8"]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not stale.exists() and live.is_dir() and (tmp_path / "out").is_dir()
+    assert not (tmp_path / "out" / convert.WRITER).exists()
+    assert f"removed {stale}, left by a conversion that was stopped" in capsys.readouterr().out

@@ -363,11 +363,13 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
     # like any unreadable one, and must not fail the manifest at the end.
     fingerprint = source.fingerprint()
     splits = assign_splits(source, settings)
-    tmp = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
+    remove_stale_partials(out.parent, log)
+    tmp = out.with_name(f".{out.name}{PARTIAL}{uuid.uuid4().hex[:8]}")
     try:
         tmp.mkdir()
     except OSError as e:
         _refuse_unwritable(e, out)
+    writer = _hold(tmp / WRITER)  # released when this process ends, however it ends
     summary = Summary(source=source.path, out=str(out))
     total = sum(len(v) for v in splits.values())
     workers = settings.workers or os.cpu_count() or 1
@@ -392,6 +394,7 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
         (tmp / CLASSES_FILE).write_text(format_classes_file(source.class_names))
         (tmp / MANIFEST).write_text(json.dumps(_manifest(source, settings, summary,
                                                          fingerprint), indent=1) + "\n")
+        (tmp / WRITER).unlink()
         try:
             tmp.rename(out)
         except OSError:  # another conversion into `out` finished first
@@ -404,11 +407,49 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
         _refuse_unwritable(e, out)
         raise
     finally:
+        os.close(writer)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     for line in describe(summary, source.class_names, settings):
         log(line)
     return summary
+
+
+PARTIAL = ".partial-"  # .OUT.partial-XXXXXXXX: a conversion under way (or killed)
+WRITER = ".writer"  # inside it, locked (flock) by the process writing it
+
+
+def _hold(path: Path) -> int:
+    """An open file locked by this process: the kernel drops the lock with the process, so a
+    killed conversion leaves a folder whose lock anyone can take."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def remove_stale_partials(folder: Path, log=print) -> list[Path]:
+    """Removes the temporary folders of killed conversions in `folder` (each as large as a
+    whole conversion): those whose writer's lock is free. A live conversion's stays."""
+    import fcntl
+
+    removed = []
+    for tmp in sorted(Path(folder).glob(f".*{PARTIAL}*")):
+        lock = tmp / WRITER
+        if not lock.is_file():
+            continue  # not made by this code, or just being made: left alone
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # its conversion is still running
+        finally:
+            os.close(fd)
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+        log(f"removed {tmp}, left by a conversion that was stopped")
+    return removed
 
 
 def _refuse_unwritable(error: BaseException, out: Path) -> None:
