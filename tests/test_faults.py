@@ -45,6 +45,7 @@ def test_a_run_killed_at_every_point_is_finished_by_re_running_it(tiny_petals, t
     resume = ["train", "--resume", run]
     # (where it dies, how it is restarted, then: epochs in the backup, epochs in history.csv)
     steps = [
+        ("folder", command, None, []),  # an unstarted folder: the same command takes it over
         ("mid_epoch:0", command, None, []),
         ("backup:0", command, None, []),  # epoch 0's weights written, not yet in place
         ("history:0", resume, 1, []),  # state.json says 1 epoch; history.csv not yet written

@@ -7,7 +7,8 @@ tests can see where each one resumed.
 POINT: none | epoch_end:N (after epoch N's backup) | mid_epoch:N (during epoch N) |
 backup:N (epoch N's weights written, not yet renamed into place) | history:N (epoch N's
 state.json written, history.csv not yet) | save (model.keras written under its temporary name)
-| evaluate (during evaluation) | predict (during prediction). N counts from 0.
+| evaluate (during evaluation) | predict (during prediction) | folder (the run folder made,
+its config.toml not yet written). N counts from 0.
 """
 
 import contextlib
@@ -88,6 +89,13 @@ elif point == "history":
         _write_history(rows, path)
 
     corolla.training.checkpoint.write_history = write_history
+elif point == "folder":  # the run folder made (and locked), its config.toml not yet written
+    import corolla.runs.rundir  # noqa: E402
+
+    def record(*args, **kwargs):
+        die("between the run folder and its config")
+
+    corolla.runs.rundir.record = record
 elif point in ("evaluate", "predict"):
     module = getattr(corolla.evaluation, point)
     _inner = getattr(module, point)
