@@ -9,6 +9,7 @@ import contextlib
 import errno
 import json
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -35,13 +36,48 @@ def atomic_path(path: str | Path):
     except OSError as e:
         if e.errno not in UNWRITABLE:  # a bug keeps its traceback
             raise
-        raise UserError(f"could not write {path} ({e.strerror or e}); free space or fix the "
-                        f"folder's permissions, then run the command again") from None
+        _close_hdf5(tmp.parent)
+        # (HDF5's own message runs over lines: the system's is the one that helps.)
+        raise UserError(f"could not write {path} ({os.strerror(e.errno)}); free space or fix "
+                        f"the folder's permissions, then run the command again") from None
     finally:
         # Never in place of the error on its way out: on a read-only or full disk the
         # temporary file may not be removable (or may not exist).
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def _close_hdf5(folder: Path) -> None:
+    """Closes the HDF5 files that a failed write left open for writing in `folder`: Keras'
+    save_weights does not close its file when a write fails. HDF5 cannot close a file whose
+    last flush fails (the disk is still full): it keeps it open, h5py's finaliser tries again
+    at exit (an "Exception ignored" traceback), and HDF5's own clean-up at exit then crashes
+    the process (exit 139). The file is being discarded, so its last writes go to an
+    anonymous file in memory instead (elsewhere than Linux, the space it took is freed for
+    them), and the close succeeds."""
+    h5py = sys.modules.get("h5py")
+    if h5py is None:  # nothing has written HDF5
+        return
+    folder = os.path.abspath(folder)
+    for fid in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE):
+        with contextlib.suppress(Exception):
+            if os.path.dirname(os.path.abspath(os.fsdecode(fid.name))) != folder or \
+                    not fid.get_intent() & h5py.h5f.ACC_RDWR:
+                continue
+            if fid.get_access_plist().get_driver() == h5py.h5fd.SEC2:
+                _discard_writes(fid.get_vfd_handle())
+            h5py.File(fid).close()
+
+
+def _discard_writes(fd: int) -> None:
+    if not hasattr(os, "memfd_create"):
+        os.ftruncate(fd, 0)
+        return
+    spare = os.memfd_create("corolla-discarded")
+    try:
+        os.dup2(spare, fd)
+    finally:
+        os.close(spare)
 
 
 def remove_partials(folder: str | Path) -> list[str]:
