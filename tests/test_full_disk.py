@@ -66,20 +66,24 @@ def test_a_disk_that_fills_during_the_backup_is_one_line_and_the_run_resumes(tin
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 3 MB tmpfs (as root, where mounting is allowed), unmounted afterwards."""
+    """Mounts a tmpfs of the size given (as root, where mounting is allowed); unmounted
+    afterwards."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a small tmpfs needs root")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)],
-                             capture_output=True, text=True)
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a small tmpfs: {mounted.stderr.strip()}")
-    try:
-        yield disk
-    finally:
-        if subprocess.run(["umount", str(disk)], capture_output=True).returncode:
-            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+    def mount(size):
+        if os.geteuid() != 0 or not shutil.which("mount"):
+            pytest.skip("mounting a small tmpfs needs root")
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                                  str(disk)], capture_output=True, text=True)
+        if mounted.returncode:
+            pytest.skip(f"cannot mount a small tmpfs: {mounted.stderr.strip()}")
+        return disk
+
+    yield mount
+    if os.path.ismount(disk) and subprocess.run(["umount", str(disk)],
+                                                capture_output=True).returncode:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 @pytest.mark.slow
@@ -87,6 +91,7 @@ def test_a_full_tmpfs_as_runs_dir_is_one_line_and_the_run_finishes_once_freed(ti
                                                                               small_disk):
     """The real thing: `corolla train` onto 3 MB, where epoch 0's backup (about 5 MB with the
     optimizer's state) does not fit; then the disk grows and the same command finishes."""
+    small_disk = small_disk("3m")
     command = _command(tiny_petals, small_disk)
     full = _run("-m", "corolla", *command)
     _assert_one_line(full, small_disk / "r" / "backup" / "epoch-0000.weights.h5")
@@ -96,3 +101,50 @@ def test_a_full_tmpfs_as_runs_dir_is_one_line_and_the_run_finishes_once_freed(ti
     again = _run("-m", "corolla", *command)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (small_disk / "r" / "FINISHED").is_file()
+
+
+@pytest.mark.slow
+def test_a_disk_with_room_only_to_create_the_backup_is_one_line_too(tiny_petals, small_disk):
+    """8 KiB free when epoch 1's backup begins (`crash_train` fills a 32 MB tmpfs): HDF5 could
+    create the file and then failed closing its first objects, which crashed the process even
+    with the file closed after the error. The backup is now refused before it is written."""
+    from corolla.runtime import tflog
+
+    disk = small_disk("32m")
+    command = _command(tiny_petals, disk)
+    full = _run(CRASH, "fill:1", *command, log_level="3")
+    assert "DISK FULL (8192 bytes free)" in full.stdout, full.stderr[-3000:]
+    _assert_one_line(full, disk / "r" / "backup" / "epoch-0001.weights.h5",
+                     tflog.drop_noise(full.stderr.encode()).decode())
+    assert not [p.name for p in (disk / "r").rglob("*.partial*")]
+
+    (disk / "filler").unlink()
+    again = _run(CRASH, "none", *command, log_level="3")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "FIRST_EPOCH 1" in again.stdout and (disk / "r" / "FINISHED").is_file()
+
+
+def test_the_backup_is_refused_unwritten_where_the_disk_has_not_room_for_it(tmp_path,
+                                                                            monkeypatch):
+    """No mount needed: the free space is what the system is made to say."""
+    import keras
+    import numpy as np
+
+    from corolla.errors import UserError
+    from corolla.training import checkpoint
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(300), keras.layers.Dense(3)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(np.zeros((4, 8)), np.zeros((4, 3)), verbose=0)
+    model.save_weights(tmp_path / "m.weights.h5")
+    size, needed = (tmp_path / "m.weights.h5").stat().st_size, checkpoint.weights_size(model)
+    assert size < needed < size + (2 << 20)
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=needed - 1))
+    callback = checkpoint.Checkpoint(tmp_path / "backup", checkpoint.BackupState())
+    callback.set_model(model)
+    with pytest.raises(UserError, match=r"could not write .*epoch-0000.weights.h5 \(No space "
+                                        r"left on device\); free space"):
+        callback.on_epoch_end(0, {"loss": 1.0})
+    assert list((tmp_path / "backup").iterdir()) == []

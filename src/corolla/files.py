@@ -9,6 +9,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -37,14 +38,34 @@ def atomic_path(path: str | Path):
         if e.errno not in UNWRITABLE:  # a bug keeps its traceback
             raise
         _close_hdf5(tmp.parent)
-        # (HDF5's own message runs over lines: the system's is the one that helps.)
-        raise UserError(f"could not write {path} ({os.strerror(e.errno)}); free space or fix "
-                        f"the folder's permissions, then run the command again") from None
+        raise UserError(_cannot_write(path, e.errno)) from None
     finally:
         # Never in place of the error on its way out: on a read-only or full disk the
         # temporary file may not be removable (or may not exist).
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def _cannot_write(path: Path, code: int) -> str:
+    # (HDF5's own message runs over lines: the system's is the one that helps.)
+    return (f"could not write {path} ({os.strerror(code)}); free space or fix the folder's "
+            f"permissions, then run the command again")
+
+
+def check_space(path: str | Path, size: int) -> None:
+    """Fails in one line, before anything is written, where the file system that would hold
+    `path` has less than `size` bytes free. For HDF5's writes: on a disk with room to create
+    the file and little more, HDF5 fails inside the closing of its own objects (printing
+    "Exception ignored" tracebacks) and leaves them broken, and closing the file then crashes
+    the process. (A disk that another process fills meanwhile still can; a large write that
+    fails, the commoner case, `atomic_path` handles.)"""
+    path = Path(path)
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:  # the write will tell
+        return
+    if free < size:
+        raise UserError(_cannot_write(path, errno.ENOSPC))
 
 
 def _close_hdf5(folder: Path) -> None:

@@ -9,12 +9,14 @@ backup:N (epoch N's weights written, not yet renamed into place) | history:N (ep
 state.json written, history.csv not yet) | save (model.keras written under its temporary name)
 | evaluate (during evaluation) | predict (during prediction) | folder (the run folder made,
 its config.toml not yet written) | full:N (the disk fills while epoch N's weights are written:
-HDF5's own writes fail with ENOSPC; the process does not die here, the command ends as it
-does). N counts from 0.
+HDF5's own writes fail with ENOSPC) | fill:N (a file fills the runs folder's file system, a
+small one, to 8 KiB of free space when epoch N's backup begins). At full and fill the process
+does not die: the command ends as it does. N counts from 0.
 """
 
 import contextlib
 import os
+import shutil
 import sys
 
 point, _, arg = sys.argv[1].partition(":")
@@ -107,6 +109,20 @@ def filling_writer(original, name):
     return atomic_path
 
 
+def fill(folder, leave=8192):
+    """Leaves `leave` bytes free on the file system holding `folder` (a file `filler` in it
+    takes the rest): room for HDF5 to create a file, not to write its first objects. Refused
+    on anything but a small file system made for the test."""
+    if shutil.disk_usage(folder).total > 64 << 20:
+        sys.exit(f"fill: {folder} is not on a small file system made for the test")
+    with open(os.path.join(folder, "filler"), "wb", buffering=0) as f:
+        for chunk in (1 << 20, 1 << 12):
+            with contextlib.suppress(OSError):
+                while shutil.disk_usage(folder).free >= leave + chunk and f.write(b"\0" * chunk):
+                    pass
+    print(f"DISK FULL ({shutil.disk_usage(folder).free} bytes free)", flush=True)
+
+
 corolla.training.run = corolla.training.fit.run = run
 if point == "backup":
     corolla.training.checkpoint.atomic_path = dying_writer(
@@ -117,6 +133,15 @@ elif point == "save":
 elif point == "full":
     corolla.training.checkpoint.atomic_path = filling_writer(
         corolla.training.checkpoint.atomic_path, f"epoch-{arg:04d}.weights.h5")
+elif point == "fill":
+    _on_epoch_end = corolla.training.checkpoint.Checkpoint.on_epoch_end
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == arg:
+            fill(self.backup_dir.parent.parent)
+        _on_epoch_end(self, epoch, logs)
+
+    corolla.training.checkpoint.Checkpoint.on_epoch_end = on_epoch_end
 elif point == "history":
     _write_history = corolla.training.checkpoint.write_history
 

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import keras
+import numpy as np
 
 from corolla.errors import UserError
-from corolla.files import atomic_path, remove_partials, write_text_atomic
+from corolla.files import atomic_path, check_space, remove_partials, write_text_atomic
 from corolla.runs.paths import STATE
 
 
@@ -64,6 +65,16 @@ def read_state(backup_dir: Path) -> BackupState:
             raise UserError(f"{path} names {name}, which is missing; move the backup "
                             f"folder away to start the run's training over")
     return state
+
+
+def weights_size(model) -> int:
+    """At least the size of `model.save_weights`' file: the variables of the model and of its
+    optimizer, with 4 KiB each for HDF5's structures (about 1.4 KiB are used), and 1 MiB."""
+    variables = {id(v): v for v in model.variables}
+    if model.optimizer is not None:
+        variables.update((id(v), v) for v in model.optimizer.variables)
+    return (1 << 20) + sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize + 4096
+                           for v in variables.values())
 
 
 def write_history(rows: list[dict], path: Path) -> None:
@@ -117,6 +128,7 @@ class Checkpoint(keras.callbacks.Callback):
                             f"(learning rate {row['learning_rate']:.3g}); {kept}. Start a new "
                             f"run with a lower --lr (or a smaller --batch-size)")
         name = f"epoch-{epoch:04d}.weights.h5"
+        check_space(self.backup_dir / name, weights_size(self.model))
         with atomic_path(self.backup_dir / name) as tmp:
             self.model.save_weights(tmp)
         old, old_best = self.state.weights, self.state.best
