@@ -1,7 +1,8 @@
 """Atomic file writes: a reader (or a resumed run) sees the old file or the new one, never half
-of one; and folders checked before the work that would write into them. Everything a run writes goes through here: the file is written under a temporary name
+of one. Everything a run writes goes through here: the file is written under a temporary name
 in the same folder, flushed to disk, then renamed over the target (`os.replace` is atomic
-within one file system)."""
+within one file system). Also: folders checked before the work that would write into them, and
+the reading of the JSON and CSV records a run keeps, whose damage is one line."""
 
 from __future__ import annotations
 
