@@ -17,10 +17,11 @@ from conftest import REPO
 CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
 
 
-def _corolla(point, *args):
+def _corolla(point, *args, signal=""):
     cmd = [sys.executable, str(CRASH), point, *map(str, args)]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+                               "CRASH_SIGNAL": signal})
 
 
 def _epochs(run):
@@ -36,9 +37,11 @@ def _state(run):
 
 
 @pytest.mark.slow
-def test_a_run_killed_at_every_point_is_finished_by_re_running_it(tiny_petals, tmp_path):
-    """One run of 2 epochs, killed again and again, each time one step further, alternately
-    continued with --resume and with the same named command."""
+@pytest.mark.parametrize("stop", ["kill", "TERM"])
+def test_a_run_killed_at_every_point_is_finished_by_re_running_it(tiny_petals, tmp_path, stop):
+    """One run of 2 epochs, killed again and again (kill -9, or SIGTERM as `docker stop` and
+    Kubernetes send it), each time one step further, alternately continued with --resume and
+    with the same named command."""
     command = ["train", "--data", tiny_petals, "--epochs", 2, "--batch-size", 16,
                "--runs-dir", tmp_path, "--name", "r"]
     run = tmp_path / "r"
@@ -56,8 +59,16 @@ def test_a_run_killed_at_every_point_is_finished_by_re_running_it(tiny_petals, t
         ("predict", command, None, ["0", "1"]),
     ]
     for point, how, in_backup, in_history in steps:
-        result = _corolla(point, *how)
-        assert result.returncode == 3 and "CRASH" in result.stdout, (point, result.stderr[-2000:])
+        result = _corolla(point, *how, signal="" if stop == "kill" else stop)
+        assert "CRASH" in result.stdout, (point, result.stderr[-2000:])
+        if stop == "kill":
+            assert result.returncode == 3, (point, result.stderr[-2000:])
+        else:  # one line, saying how to continue (a folder with no config: the same command)
+            hint = "" if point == "folder" else f"; continue with: corolla train --resume {run}"
+            assert result.returncode == 143, (point, result.stderr[-2000:])
+            assert result.stderr.strip().splitlines()[-1] == f"corolla: interrupted{hint}", \
+                (point, result.stderr[-2000:])
+            assert "Traceback" not in result.stderr, (point, result.stderr[-2000:])
         assert not (run / "FINISHED").exists(), point
         assert _state(run) == in_backup, point
         assert _epochs(run) == in_history, point

@@ -1,6 +1,7 @@
 """Runs the `corolla` command with a fault injected: the process dies (os._exit(3): no clean-up,
 as under SIGKILL) at a chosen point. Every process also prints the first epoch it trains, so
-tests can see where each one resumed.
+tests can see where each one resumed. With CRASH_SIGNAL=TERM in the environment the process
+is sent SIGTERM at the point instead, and ends as the command ends then.
 
     python crash_train.py POINT corolla-args...
 
@@ -25,6 +26,12 @@ arg = int(arg) if arg else None
 
 def die(where):
     print(f"CRASH {where} (PID {os.getpid()})", flush=True)
+    if os.environ.get("CRASH_SIGNAL") == "TERM":  # stopped as `docker stop` stops it
+        import signal
+        import time
+
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # the handler raises inside it
     os._exit(3)
 
 

@@ -11,6 +11,7 @@ from corolla import training
 from corolla.commands.evaluate import evaluate_run
 from corolla.commands.predict import predict_run
 from corolla.data import check
+from corolla.errors import Interrupted
 from corolla.evaluation import inference
 from corolla.runs import rundir
 from corolla.runtime import Plan
@@ -35,17 +36,25 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         # reloads the saved model to run alone, outside the collective strategy.
         run_dir, model = result.run_dir, None if plan.multi_worker else result.model
     try:
-        metrics = evaluate_run(run_dir, plan, model=model, log=log, report_skipped=False)
-        _, _, layout = inference.open_run(run_dir, log=log)
-        if layout.has_split("test"):
-            predict_run(run_dir, plan, model=model, log=log, report_skipped=False)
-        else:
-            log(f"no test split in {layout.size_dir}: no submission.csv written")
-        # Damaged records skipped (data.skip_bad_records): one line per file, at the end.
-        for line in check.skipped_summary([layout.split(name) for name in
-                                           ("train", "val", "test") if layout.has_split(name)]):
-            log(line)
-        rundir.mark_finished(run_dir)
+        return run_dir, _evaluate_predict(run_dir, plan, model, log)
+    except KeyboardInterrupt:  # say how to finish the run: it is trained
+        raise Interrupted(run_dir) from None
     finally:
         rundir.release(run_dir)
-    return run_dir, metrics
+
+
+def _evaluate_predict(run_dir: Path, plan: Plan, model, log) -> dict:
+    """Scores the trained run on val, predicts its test split, writes FINISHED last; returns the
+    val metrics."""
+    metrics = evaluate_run(run_dir, plan, model=model, log=log, report_skipped=False)
+    _, _, layout = inference.open_run(run_dir, log=log)
+    if layout.has_split("test"):
+        predict_run(run_dir, plan, model=model, log=log, report_skipped=False)
+    else:
+        log(f"no test split in {layout.size_dir}: no submission.csv written")
+    # Damaged records skipped (data.skip_bad_records): one line per file, at the end.
+    for line in check.skipped_summary([layout.split(name) for name in
+                                       ("train", "val", "test") if layout.has_split(name)]):
+        log(line)
+    rundir.mark_finished(run_dir)
+    return metrics

@@ -166,9 +166,9 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     _log_training(config, plan, ready, plan_phases, progressive, log)
     try:
         trainer.fit_phases(plan_phases, progressive)
-    except KeyboardInterrupt:
+        return _save(model, saved, checkpoint.state, model_path, backup_dir, run_dir, log)
+    except KeyboardInterrupt:  # the message says how to continue the run
         raise Interrupted(run_dir) from None
-    return _save(model, saved, checkpoint.state, model_path, backup_dir, run_dir, log)
 
 
 def _prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) -> _Prepared:
