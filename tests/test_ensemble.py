@@ -56,9 +56,10 @@ def make_run(folder, sure_of=(0, 1, 2), seed=0, *, classes=CLASSES, val_ids=None
     test_p = _probabilities(TEST_LABELS, sure_of, seed + 100)
     val_rows = np.arange(VAL) if order is None else np.asarray(order)
     scored.save_predictions(predictions.path_in(folder, "val"), [ids[i] for i in val_rows],
-                     labels[val_rows], val_p[val_rows], classes)
+                            labels[val_rows], val_p[val_rows], classes)
     if test:
-        scored.save_predictions(predictions.path_in(folder, "test"), TEST_IDS, None, test_p, classes)
+        scored.save_predictions(predictions.path_in(folder, "test"), TEST_IDS, None, test_p,
+                                classes)
     return folder
 
 
@@ -127,7 +128,7 @@ def test_auto_weights_turn_down_members_that_would_hurt(tmp_path, members):
         for split, ids, labels, truth in (("val", VAL_IDS, VAL_LABELS, wrong),
                                           ("test", TEST_IDS, None, TEST_LABELS)):
             scored.save_predictions(predictions.path_in(bad[-1], split), ids, labels,
-                             _probabilities(truth, range(5), seed=10 + i), CLASSES)
+                                    _probabilities(truth, range(5), seed=10 + i), CLASSES)
     result = ensemble.build([good, *bad], "auto")
     vals = [m.val for m in result.members]
     equal = ensemble.blend(vals, np.full(members, 1 / members))
@@ -216,7 +217,7 @@ def test_members_that_do_not_match_are_refused_in_one_line(runs, tmp_path, capsy
     fewer = tmp_path / "fewer-classes"
     fewer.mkdir()
     scored.save_predictions(predictions.path_in(fewer, "val"), VAL_IDS, VAL_LABELS % 4,
-                     np.full((VAL, 4), 0.25), CLASSES[:4])
+                            np.full((VAL, 4), 0.25), CLASSES[:4])
     other_labels = make_run(tmp_path / "other-labels", val_labels=(VAL_LABELS + 1) % 5)
     no_test = make_run(tmp_path / "no-test", test=False)
     empty = tmp_path / "no-predictions"

@@ -35,7 +35,7 @@ def test_a_saved_split_reads_back_as_it_was_written(tmp_path):
     probabilities = _probabilities(4, 4)
     (tmp_path / "run").mkdir()  # predictions/ is made in it (not a mistyped path's parents)
     path = scored.save_predictions(tmp_path / "run" / "predictions" / "val.npz", ids, [3, 0, 2, 3],
-                            probabilities, CLASS_NAMES)
+                                   probabilities, CLASS_NAMES)
     assert path == tmp_path / "run" / "predictions" / "val.npz" and path.is_file()
     assert sorted(p.name for p in path.parent.iterdir()) == ["val.npz"]  # no partial file
 
@@ -57,7 +57,7 @@ def test_a_saved_split_reads_back_as_it_was_written(tmp_path):
 
 def test_test_predictions_have_unknown_labels(tmp_path):
     path = scored.save_predictions(predictions.path_in(tmp_path, "test"), ["a", "b"], None,
-                            _probabilities(2, 3), ["x", "y", "z"])
+                                   _probabilities(2, 3), ["x", "y", "z"])
     assert path == tmp_path / "predictions" / "test.npz"
     loaded = predictions.load(path)
     assert loaded.labels.tolist() == [predictions.UNKNOWN] * 2 == [-1, -1]

@@ -74,11 +74,11 @@ def test_per_class_table_lines_up():
 
 @pytest.mark.parametrize("wrong, expected", [([], []), ([1, 3], [3, 1])])
 def test_most_confident_mistakes_come_first(wrong, expected):
-    from corolla.evaluation.evaluate import Evaluation, _most_confident_mistakes
+    from corolla.evaluation.evaluate import Evaluation, most_confident_mistakes
 
     y_true = np.zeros(4, int)
     y_pred = y_true.copy()
     y_pred[wrong] = 1
     probabilities = np.array([[0.9, 0.1], [0.3, 0.7], [0.8, 0.2], [0.05, 0.95]])
     evaluation = Evaluation({}, ["a", "b", "c", "d"], y_true, y_pred, probabilities)
-    assert _most_confident_mistakes(evaluation, 5).tolist() == expected
+    assert most_confident_mistakes(evaluation, 5).tolist() == expected

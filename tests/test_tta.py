@@ -80,7 +80,7 @@ def test_a_number_of_views_out_of_range_is_one_line(capsys):
 
 def test_saved_predictions_record_their_views_and_old_files_read_as_one(tmp_path):
     path = scored.save_predictions(predictions.path_in(tmp_path, "test"), ["a", "b"], None,
-                            np.eye(2), ["x", "y"], tta=3)
+                                   np.eye(2), ["x", "y"], tta=3)
     assert predictions.load(path).tta == 3
     old = tmp_path / "old.npz"  # written before the field existed
     np.savez(old, ids=np.array(["a", "b"]), labels=np.array([-1, -1]),

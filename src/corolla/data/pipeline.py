@@ -142,8 +142,8 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     """(image [B,S,S,3], label) batches, forever, starting at epoch `first_epoch`. Images are
     uint8, cast to float32 by the model's Input on the accelerator (4x less host work and
     host-to-device traffic), or float32 in [0, 255] when the augmentation blends pixels
-    (randaugment, mixup, cutmix: `augment.blends`). Labels are int32 [B], or one-hot float32 [B, num_classes] when `num_classes`
-    is given (mixup and cutmix need them).
+    (randaugment, mixup, cutmix: `augment.blends`). Labels are int32 [B], or one-hot float32
+    [B, num_classes] when `num_classes` is given (mixup and cutmix need them).
 
     Every epoch is drawn afresh from (seed, epoch): this worker's files in a shuffled order, the
     records shuffled, each batch augmented with its own stateless seed (`augment`: names or a

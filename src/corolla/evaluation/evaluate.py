@@ -38,7 +38,7 @@ def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val",
     return Evaluation(metrics, meta["ids"], y_true, y_pred, probabilities)
 
 
-def _most_confident_mistakes(evaluation: Evaluation, limit: int) -> np.ndarray:
+def most_confident_mistakes(evaluation: Evaluation, limit: int) -> np.ndarray:
     """Indices of the wrong predictions, most confident first."""
     wrong = np.flatnonzero(evaluation.y_true != evaluation.y_pred)
     confidence = evaluation.probabilities[wrong, evaluation.y_pred[wrong]]

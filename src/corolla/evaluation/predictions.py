@@ -115,8 +115,8 @@ def _problem(ids, labels, probabilities, class_names) -> str | None:
 
 
 def load(path: str | Path) -> Predictions:
-    """A predictions file, checked as `make` checks its arrays; a file that is not one is a user error
-    naming the file (it is data on disk, perhaps from another tool or a damaged copy)."""
+    """A predictions file, checked as `make` checks its arrays; a file that is not one is a user
+    error naming the file (it is data on disk, perhaps from another tool or a damaged copy)."""
     path = Path(path)
     again = "write it again with `corolla evaluate RUN` (val) or `corolla predict RUN` (test)"
     if not path.is_file():

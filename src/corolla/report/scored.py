@@ -18,7 +18,7 @@ import numpy as np
 
 from corolla.data import pipeline
 from corolla.evaluation import metrics as metrics_lib
-from corolla.evaluation.evaluate import Evaluation, _most_confident_mistakes
+from corolla.evaluation.evaluate import Evaluation, most_confident_mistakes
 from corolla.evaluation.predictions import Predictions, make
 from corolla.files import atomic_path, make_folder, write_json
 from corolla.report import html as html_report
@@ -28,10 +28,11 @@ from corolla.runs import paths
 SAMPLES = 18  # images in the sample grid, and at most in the grid of mistakes
 
 
-def save_predictions(path: str | Path, ids, labels, probabilities, class_names, tta: int = 1) -> Path:
-    """Writes one split's predictions (see `corolla.evaluation.predictions` for the format), atomically: a reader
-    gets the old file or the new one. Arrays that are not one split's predictions are a bug of
-    the caller (ValueError), refused before anything is written."""
+def save_predictions(path: str | Path, ids, labels, probabilities, class_names,
+                     tta: int = 1) -> Path:
+    """Writes one split's predictions (see `corolla.evaluation.predictions` for the format),
+    atomically: a reader gets the old file or the new one. Arrays that are not one split's
+    predictions are a bug of the caller (ValueError), refused before anything is written."""
     p = make(ids, labels, probabilities, class_names, tta)
     path = Path(path)
     make_folder(path.parent)
@@ -88,7 +89,7 @@ def _pictures(metrics: dict, scored: Predictions, layout, folder: Path,
     evaluation = Evaluation(metrics, list(scored.ids), scored.labels, scored.predicted,
                             scored.probabilities)
     names, written = scored.class_names, {}
-    mistakes = _most_confident_mistakes(evaluation, SAMPLES)
+    mistakes = most_confident_mistakes(evaluation, SAMPLES)
     wanted = set(mistakes.tolist())
     split = layout.split(metrics["split"])
     found = {i: e["image"].numpy() for i, e in enumerate(

@@ -21,9 +21,10 @@ def data_root(path: str) -> str:
 
 
 def output_dir(run_dir: Path, config, layout, out=None) -> Path:
-    """Where evaluation of `run_dir` (its `config`) on the data `layout` writes. Scores on the run's own data
-    refresh the run's metrics.json and plots; scores on other data go beside them, into
-    RUN/eval-<data folder>/ (or `out`), so that the run keeps the record of its own val split.
+    """Where evaluation of `run_dir` (its `config`) on the data `layout` writes. Scores on the
+    run's own data refresh the run's metrics.json and plots; scores on other data go beside
+    them, into RUN/eval-<data folder>/ (or `out`), so that the run keeps the record of its own
+    val split.
     Inside a run, `out` may be only that place or another eval-* folder: never the run's own
     files, its backup or its logs."""
     own = bool(config.data.path) and \
