@@ -158,6 +158,9 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         # What the run saves: the model at its input size (the same layers and weights).
         saved = models.at_size(model, size) if progressive else model
     trainer = _Trainer(ready, plan, model, log, callbacks)
+    resumed = next((p for p in plan_phases if p.end > ready.state.epochs_done), plan_phases[-1])
+    # Built before the folder too: a pipeline that cannot be built leaves no run behind.
+    trainer.first_data = trainer._data(ready.state.epochs_done, resumed.size)
     # The phase that saved the backup: its optimizer holds the backed-up state.
     trainer.configure(next(p for p in plan_phases if p.end > max(ready.state.epochs_done - 1, 0)))
     run_dir, backup_dir = _open_folder(ready, plan, log, resume)
@@ -252,6 +255,7 @@ class _Trainer:
             ready.config.model.train_backbone else None
         self.current: Phase | None = None
         self.own: list = []
+        self.first_data = None  # the stream the run starts (or resumes) with: see `run`
 
     def configure(self, phase: Phase) -> None:
         """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
@@ -335,7 +339,9 @@ class _Trainer:
             elif progressive:
                 self.log(f"{_epochs(phase)} at {phase.size} px")
             first = max(done, phase.start)
-            self.model.fit(self._data(first, phase.size), epochs=phase.end,
+            data = self.first_data if first == self.ready.state.epochs_done else \
+                self._data(first, phase.size)
+            self.model.fit(data, epochs=phase.end,
                            initial_epoch=first, steps_per_epoch=self.ready.steps,
                            callbacks=self.own + self.extra, shuffle=False, verbose=verbose)
             if self.model.stop_training:
