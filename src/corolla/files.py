@@ -111,6 +111,30 @@ def remove_partials(folder: str | Path) -> list[str]:
     return [p.name for p in found]
 
 
+def hold_lock(path: str | Path) -> int:
+    """An open file (made if missing) locked (flock) by this process; BlockingIOError when
+    another holds it. The kernel drops the lock with its process, however that ends, so a
+    killed writer leaves a lock anyone can take (`lock_is_free`)."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def lock_is_free(path: str | Path) -> bool:
+    """Whether no live process holds the lock file `path` (which must exist)."""
+    try:
+        os.close(hold_lock(path))  # closing releases it again
+    except BlockingIOError:
+        return False
+    return True
+
+
 def read_json(path: str | Path, fix: str):
     """A JSON file Corolla wrote; one that was damaged since (cut short, edited) is one line
     naming it and `fix`, what to do about it."""

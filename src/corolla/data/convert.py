@@ -38,7 +38,7 @@ import numpy as np
 from corolla.data.classes import CLASSES_FILE, format_classes_file
 from corolla.data.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.errors import UserError
-from corolla.files import UNWRITABLE
+from corolla.files import UNWRITABLE, hold_lock, lock_is_free
 
 VERSION = 1  # bump when the output of a conversion changes, so caches are not reused
 MANIFEST = "convert.json"  # written last, inside the temporary folder: marks a complete OUT
@@ -369,7 +369,7 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
         tmp.mkdir()
     except OSError as e:
         _refuse_unwritable(e, out)
-    writer = _hold(tmp / WRITER)  # released when this process ends, however it ends
+    writer = hold_lock(tmp / WRITER)  # released when this process ends, however it ends
     summary = Summary(source=source.path, out=str(out))
     total = sum(len(v) for v in splits.values())
     workers = settings.workers or os.cpu_count() or 1
@@ -419,33 +419,15 @@ PARTIAL = ".partial-"  # .OUT.partial-XXXXXXXX: a conversion under way (or kille
 WRITER = ".writer"  # inside it, locked (flock) by the process writing it
 
 
-def _hold(path: Path) -> int:
-    """An open file locked by this process: the kernel drops the lock with the process, so a
-    killed conversion leaves a folder whose lock anyone can take."""
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    return fd
-
-
 def remove_stale_partials(folder: Path, log=print) -> list[Path]:
     """Removes the temporary folders of killed conversions in `folder` (each as large as a
     whole conversion): those whose writer's lock is free. A live conversion's stays."""
-    import fcntl
-
     removed = []
     for tmp in sorted(Path(folder).glob(f".*{PARTIAL}*")):
         lock = tmp / WRITER
-        if not lock.is_file():
-            continue  # not made by this code, or just being made: left alone
-        fd = os.open(lock, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # its conversion is still running
-        finally:
-            os.close(fd)
+        # No lock file: not made by this code, or just being made. A held one: still running.
+        if not lock.is_file() or not lock_is_free(lock):
+            continue
         shutil.rmtree(tmp, ignore_errors=True)
         removed.append(tmp)
         log(f"removed {tmp}, left by a conversion that was stopped")

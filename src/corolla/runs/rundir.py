@@ -12,7 +12,8 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
-from corolla.files import UNWRITABLE, read_json, remove_partials, write_text_atomic
+from corolla.files import (UNWRITABLE, hold_lock, lock_is_free, read_json, remove_partials,
+                           write_text_atomic)
 from corolla.runs.paths import CLASSES, CONFIG, FINISHED, LOCK, MODEL, PLAN
 
 
@@ -52,22 +53,10 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
 def _unstarted(path: Path) -> bool:
     """A run folder that holds nothing but, perhaps, a lock nobody holds: its process was killed
     before it wrote its config.toml, so nothing was trained in it and it may be taken over."""
-    import fcntl
-    import os
-
     if not path.is_dir() or {p.name for p in path.iterdir()} - {LOCK}:
         return False
     lock = path / LOCK
-    if not lock.is_file():
-        return True
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released by the close below
-    except BlockingIOError:  # a live process is setting the run up
-        return False
-    finally:
-        os.close(fd)
-    return True
+    return not lock.is_file() or lock_is_free(lock)  # held: a live process sets the run up
 
 
 def free_name(runs_dir: str | Path, name: str) -> str:
@@ -164,7 +153,6 @@ _held: dict[Path, int] = {}  # run folder -> the open lock file this process hol
 def claim(run_dir: Path, log=print) -> None:
     """Makes this process the run's one writer until `release` (or its exit: the kernel drops
     an flock with its process, so a killed run leaves no lock that blocks the next one)."""
-    import fcntl
     import os
     import socket
 
@@ -172,12 +160,10 @@ def claim(run_dir: Path, log=print) -> None:
     if run_dir in _held:
         return
     path = run_dir / LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = hold_lock(path)
     except BlockingIOError:
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
+        holder = path.read_text(errors="replace")[:200].strip() or "another process"
         raise UserError(f"run {str(run_dir)!r} is being written by {holder}; wait for it to "
                         f"end (or stop it) before training or resuming this run") from None
     previous = os.pread(fd, 200, 0).decode(errors="replace").strip()
