@@ -26,12 +26,13 @@ SESSION = ("runtime.", "data.skip_bad_records")
 
 
 def _continued(run: Path, run_cfg: config_lib.RunConfig, flags: dict, names: dict):
-    """The config of a continued run with the session settings of `flags`; a changed
-    data.skip_bad_records is saved into its config.toml, which evaluate and predict read."""
+    """The config of a continued run (`run_cfg`, its config.toml) with the session settings of
+    `flags`; a changed data.skip_bad_records is saved into config.toml, which evaluate and
+    predict read (the runtime ones are this session's only)."""
     cfg = config_lib.apply(run_cfg, {k: v for k, v in flags.items() if k.startswith(SESSION)},
                            names)
     if cfg.data.skip_bad_records != run_cfg.data.skip_bad_records:
-        config_lib.save(config_lib.apply(config_lib.load(run / paths.CONFIG), {
+        config_lib.save(config_lib.apply(run_cfg, {
             "data.skip_bad_records": cfg.data.skip_bad_records}), run / paths.CONFIG)
     return cfg
 
