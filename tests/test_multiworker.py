@@ -6,6 +6,7 @@ may write the run directory."""
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -101,3 +102,36 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_two_workers_validate_every_image_of_val_once(backend, tiny_petals, tmp_path):
+    """The per-epoch validation of a two-process job scores every val image once, in the right
+    order: the last epoch's val figures in history.csv equal a single-process `corolla
+    evaluate` of that epoch's model (last.keras), and the chief's final metrics.json equals one
+    of model.keras."""
+    runs = tmp_path / "runs"
+    _run_workers(backend, tmp_path, ["-m", "corolla.cli", "train", "--data", tiny_petals,
+                                     "--epochs", 4, "--global-batch-size", 16,
+                                     "--runs-dir", runs, "--name", "mw"])
+    run = runs / "mw"
+    with (run / "history.csv").open() as f:
+        last = list(csv.DictReader(f))[-1]
+    last_run = tmp_path / "last"  # the run as it was after its last epoch
+    shutil.copytree(run, last_run)
+    shutil.copy(run / "last.keras", last_run / "model.keras")
+
+    def alone(folder):
+        out = tmp_path / f"eval-{folder.name}"
+        subprocess.run([sys.executable, "-m", "corolla.cli", "evaluate", str(folder), "--out",
+                        str(out), "--backend", backend], check=True, capture_output=True,
+                       timeout=TIMEOUT, cwd=REPO,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        return json.loads((out / "metrics.json").read_text())
+
+    of_last, of_best = alone(last_run), alone(run)
+    assert of_last["num_examples"] == 32
+    assert float(last["val_accuracy"]) == pytest.approx(of_last["accuracy"], abs=1e-6)
+    assert float(last["val_f1_macro"]) == pytest.approx(of_last["f1_macro"], abs=1e-6)
+    in_cluster = json.loads((run / "metrics.json").read_text())
+    assert in_cluster["f1_macro"] == pytest.approx(of_best["f1_macro"], abs=1e-6)
