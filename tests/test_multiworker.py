@@ -42,14 +42,15 @@ def _weights(path):
         return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
 
 
-def _run_workers(backend, tmp_path, args, expect=0):
-    """Runs `python ARGS` as the 2 workers of a loopback cluster; returns their outputs."""
+def _run_workers(backend, tmp_path, args, expect=0, cluster_env=_cluster_env):
+    """Runs `python ARGS` as the 2 workers of a loopback cluster; returns their outputs.
+    `cluster_env(backend, index, ports)`: the environment that makes them one cluster."""
     ports = free_ports(2)
     procs = []
     for index in range(2):
         scratch = tmp_path / f"tmp{index}"  # each worker's private scratch (its own TMPDIR)
         scratch.mkdir(exist_ok=True)
-        env = {**os.environ, **_cluster_env(backend, index, ports), "TMPDIR": str(scratch),
+        env = {**os.environ, **cluster_env(backend, index, ports), "TMPDIR": str(scratch),
                "TF_CPP_MIN_LOG_LEVEL": "3"}
         env.pop("KERAS_BACKEND", None)  # the cluster variables alone choose the backend
         procs.append(subprocess.Popen([sys.executable, *map(str, args)], env=env, cwd=REPO,
@@ -135,3 +136,29 @@ def test_two_workers_validate_every_image_of_val_once(backend, tiny_petals, tmp_
     assert float(last["val_f1_macro"]) == pytest.approx(of_last["f1_macro"], abs=1e-6)
     in_cluster = json.loads((run / "metrics.json").read_text())
     assert in_cluster["f1_macro"] == pytest.approx(of_best["f1_macro"], abs=1e-6)
+
+
+JOIN_THEN_TRAIN = """
+import os, sys, jax
+address, index = os.environ["TEST_JAX_JOIN"].split()
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(address, num_processes=2, process_id=int(index))
+from corolla.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_jax_processes_joined_without_keras_distribution_have_one_chief(tiny_petals, tmp_path):
+    """Processes that joined JAX themselves (as on a TPU pod slice, or a notebook that called
+    jax.distributed.initialize), with no KERAS_DISTRIBUTION_* set: Corolla counts them from JAX,
+    trains them as one job and lets only process 0 write the run."""
+    def join_env(backend, index, ports):
+        return {"TEST_JAX_JOIN": f"127.0.0.1:{ports[0]} {index}"}  # and no KERAS_BACKEND
+
+    runs = tmp_path / "runs"
+    args = ["-c", JOIN_THEN_TRAIN, "train", "--data", tiny_petals,
+            "--epochs", 1, "--global-batch-size", 16, "--runs-dir", runs, "--name", "pod"]
+    outputs = _run_workers("jax", tmp_path, args, cluster_env=join_env)
+    assert "on DataParallel (2 replica(s), global batch 16)" in outputs[0], outputs[0][-2000:]
+    assert "done:" in outputs[0] and "done:" not in outputs[1]
+    assert [p.name for p in runs.iterdir()] == ["pod"]

@@ -151,7 +151,7 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
     cluster = hardware.read_cluster()
     env_backend = hardware.env_backend()
     want = backend if backend != "auto" else (env_backend or "auto")
-    if want == "auto" and cluster.kind == "keras":
+    if want == "auto" and (cluster.kind == "keras" or hardware.jax_joined()):
         want = "jax"
     found = {"tensorflow": hardware.installed("tensorflow"), "jax": hardware.installed("jax"),
              "accelerator_hint": hardware.accelerator_hint()}
@@ -172,6 +172,8 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
                                 (found["accelerator_hint"] or not found["tensorflow"]))
     if found["jax"] and ask_jax and "jax_platform" not in found:
         found.update(hardware.probe_jax(cluster))
+    if "jax_processes" in found:
+        cluster = hardware.joined(cluster, found["jax_processes"], found["jax_process_id"])
     return Hardware(**found), cluster, env_backend
 
 
