@@ -105,6 +105,7 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_two_workers_validate_every_image_of_val_once(backend, tiny_petals, tmp_path):
     """The per-epoch validation of a two-process job scores every val image once, in the right
@@ -148,6 +149,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
 def test_jax_processes_joined_without_keras_distribution_have_one_chief(tiny_petals, tmp_path):
     """Processes that joined JAX themselves (as on a TPU pod slice, or a notebook that called
     jax.distributed.initialize), with no KERAS_DISTRIBUTION_* set: Corolla counts them from JAX,
@@ -162,3 +164,21 @@ def test_jax_processes_joined_without_keras_distribution_have_one_chief(tiny_pet
     assert "on DataParallel (2 replica(s), global batch 16)" in outputs[0], outputs[0][-2000:]
     assert "done:" in outputs[0] and "done:" not in outputs[1]
     assert [p.name for p in runs.iterdir()] == ["pod"]
+
+
+COUNT = Path(__file__).parent / "helpers" / "count_decodes.py"
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+def test_each_jax_process_decodes_only_its_share_of_the_global_batch(tiny_petals, tmp_path):
+    """Two JAX processes, global batch 16: each decodes batches of 8, its half of every global
+    batch (Keras' own sharding of a global stream had each decode all 16 and keep 8), and at
+    least the 2 epochs x 4 steps x 8 images it trains on."""
+    outputs = _run_workers("jax", tmp_path, [COUNT, "train", "--data", tiny_petals,
+                                             "--epochs", 2, "--global-batch-size", 16,
+                                             "--steps-per-epoch", 4, "--start-size", 0,
+                                             "--runs-dir", tmp_path / "runs"])
+    for out in outputs:
+        total, largest = map(int, out.split("DECODED ")[1].split()[:2])
+        assert largest == 8, out[-1500:]
+        assert total >= 2 * 4 * 8, out[-1500:]
