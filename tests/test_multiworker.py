@@ -182,3 +182,17 @@ def test_each_jax_process_decodes_only_its_share_of_the_global_batch(tiny_petals
         total, largest = map(int, out.split("DECODED ")[1].split()[:2])
         assert largest == 8, out[-1500:]
         assert total >= 2 * 4 * 8, out[-1500:]
+
+
+SLOW_CHIEF = Path(__file__).parent / "helpers" / "slow_chief.py"
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+def test_the_other_jax_processes_wait_for_the_chief_to_evaluate(tiny_petals, tmp_path):
+    """After training, the chief alone evaluates and predicts. The other process waits for it
+    instead of leaving the job: leaving, it would wait in JAX's shutdown barrier, which gives up
+    (after 300 s; 5 s here, with the chief 15 s late) and fails both processes."""
+    outputs = _run_workers("jax", tmp_path, [SLOW_CHIEF, "train", "--data", tiny_petals,
+                                             "--epochs", 1, "--global-batch-size", 16,
+                                             "--runs-dir", tmp_path / "runs"])
+    assert "done:" in outputs[0]
