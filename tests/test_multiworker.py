@@ -6,6 +6,7 @@ may write the run directory."""
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -41,14 +42,15 @@ def _weights(path):
         return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
 
 
-def _run_workers(backend, tmp_path, args, expect=0):
-    """Runs `python ARGS` as the 2 workers of a loopback cluster; returns their outputs."""
+def _run_workers(backend, tmp_path, args, expect=0, cluster_env=_cluster_env):
+    """Runs `python ARGS` as the 2 workers of a loopback cluster; returns their outputs.
+    `cluster_env(backend, index, ports)`: the environment that makes them one cluster."""
     ports = free_ports(2)
     procs = []
     for index in range(2):
         scratch = tmp_path / f"tmp{index}"  # each worker's private scratch (its own TMPDIR)
         scratch.mkdir(exist_ok=True)
-        env = {**os.environ, **_cluster_env(backend, index, ports), "TMPDIR": str(scratch),
+        env = {**os.environ, **cluster_env(backend, index, ports), "TMPDIR": str(scratch),
                "TF_CPP_MIN_LOG_LEVEL": "3"}
         env.pop("KERAS_BACKEND", None)  # the cluster variables alone choose the backend
         procs.append(subprocess.Popen([sys.executable, *map(str, args)], env=env, cwd=REPO,
@@ -101,3 +103,96 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_two_workers_validate_every_image_of_val_once(backend, tiny_petals, tmp_path):
+    """The per-epoch validation of a two-process job scores every val image once, in the right
+    order: the last epoch's val figures in history.csv equal a single-process `corolla
+    evaluate` of that epoch's model (last.keras), and the chief's final metrics.json equals one
+    of model.keras."""
+    runs = tmp_path / "runs"
+    _run_workers(backend, tmp_path, ["-m", "corolla.cli", "train", "--data", tiny_petals,
+                                     "--epochs", 4, "--global-batch-size", 16,
+                                     "--runs-dir", runs, "--name", "mw"])
+    run = runs / "mw"
+    with (run / "history.csv").open() as f:
+        last = list(csv.DictReader(f))[-1]
+    last_run = tmp_path / "last"  # the run as it was after its last epoch
+    shutil.copytree(run, last_run)
+    shutil.copy(run / "last.keras", last_run / "model.keras")
+
+    def alone(folder):
+        out = tmp_path / f"eval-{folder.name}"
+        subprocess.run([sys.executable, "-m", "corolla.cli", "evaluate", str(folder), "--out",
+                        str(out), "--backend", backend], check=True, capture_output=True,
+                       timeout=TIMEOUT, cwd=REPO,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        return json.loads((out / "metrics.json").read_text())
+
+    of_last, of_best = alone(last_run), alone(run)
+    assert of_last["num_examples"] == 32
+    assert float(last["val_accuracy"]) == pytest.approx(of_last["accuracy"], abs=1e-6)
+    assert float(last["val_f1_macro"]) == pytest.approx(of_last["f1_macro"], abs=1e-6)
+    in_cluster = json.loads((run / "metrics.json").read_text())
+    assert in_cluster["f1_macro"] == pytest.approx(of_best["f1_macro"], abs=1e-6)
+
+
+JOIN_THEN_TRAIN = """
+import os, sys, jax
+address, index = os.environ["TEST_JAX_JOIN"].split()
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(address, num_processes=2, process_id=int(index))
+from corolla.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+def test_jax_processes_joined_without_keras_distribution_have_one_chief(tiny_petals, tmp_path):
+    """Processes that joined JAX themselves (as on a TPU pod slice, or a notebook that called
+    jax.distributed.initialize), with no KERAS_DISTRIBUTION_* set: Corolla counts them from JAX,
+    trains them as one job and lets only process 0 write the run."""
+    def join_env(backend, index, ports):
+        return {"TEST_JAX_JOIN": f"127.0.0.1:{ports[0]} {index}"}  # and no KERAS_BACKEND
+
+    runs = tmp_path / "runs"
+    args = ["-c", JOIN_THEN_TRAIN, "train", "--data", tiny_petals,
+            "--epochs", 1, "--global-batch-size", 16, "--runs-dir", runs, "--name", "pod"]
+    outputs = _run_workers("jax", tmp_path, args, cluster_env=join_env)
+    assert "on DataParallel (2 replica(s), global batch 16)" in outputs[0], outputs[0][-2000:]
+    assert "done:" in outputs[0] and "done:" not in outputs[1]
+    assert [p.name for p in runs.iterdir()] == ["pod"]
+
+
+COUNT = Path(__file__).parent / "helpers" / "count_decodes.py"
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+def test_each_jax_process_decodes_only_its_share_of_the_global_batch(tiny_petals, tmp_path):
+    """Two JAX processes, global batch 16: each decodes batches of 8, its half of every global
+    batch (Keras' own sharding of a global stream had each decode all 16 and keep 8), and at
+    least the 2 epochs x 4 steps x 8 images it trains on."""
+    outputs = _run_workers("jax", tmp_path, [COUNT, "train", "--data", tiny_petals,
+                                             "--epochs", 2, "--global-batch-size", 16,
+                                             "--steps-per-epoch", 4, "--start-size", 0,
+                                             "--runs-dir", tmp_path / "runs"])
+    for out in outputs:
+        total, largest = map(int, out.split("DECODED ")[1].split()[:2])
+        assert largest == 8, out[-1500:]
+        assert total >= 2 * 4 * 8, out[-1500:]
+
+
+SLOW_CHIEF = Path(__file__).parent / "helpers" / "slow_chief.py"
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+def test_the_other_jax_processes_wait_for_the_chief_to_evaluate(tiny_petals, tmp_path):
+    """After training, the chief alone evaluates and predicts. The other process waits for it
+    instead of leaving the job: leaving, it would wait in JAX's shutdown barrier, which gives up
+    (after 300 s; 5 s here, with the chief 15 s late) and fails both processes."""
+    outputs = _run_workers("jax", tmp_path, [SLOW_CHIEF, "train", "--data", tiny_petals,
+                                             "--epochs", 1, "--global-batch-size", 16,
+                                             "--runs-dir", tmp_path / "runs"])
+    assert "done:" in outputs[0]

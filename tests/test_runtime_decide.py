@@ -379,3 +379,20 @@ def test_a_run_id_must_be_short_hex(temp_dir, run_id):
 def test_auto_on_a_tpu_host_in_a_tf_config_cluster_is_refused():
     with pytest.raises(UserError, match="TPUStrategy cannot span them"):
         decide(Hardware(tpu="vm", tpu_cores=8), WORKERS_2)
+
+
+def test_processes_that_jax_joined_make_the_cluster():
+    """A TPU pod slice's hosts (or processes that called jax.distributed.initialize) with no
+    KERAS_DISTRIBUTION_*: the cluster is JAX's count, and only process 0 is the chief; a count
+    that disagrees with KERAS_DISTRIBUTION_NUM_PROCESSES is refused; TensorFlow workers are
+    left as TF_CONFIG says."""
+    pod = hardware.joined(Cluster(), processes=4, process_id=2)
+    assert (pod.kind, pod.num_processes, pod.process_id, pod.is_chief) == ("keras", 4, 2, False)
+    assert hardware.joined(Cluster(), processes=4, process_id=0).is_chief
+    assert hardware.joined(Cluster(), processes=1, process_id=0) == Cluster()
+    keras_job = Cluster(kind="keras", num_processes=2, process_id=1, is_chief=False)
+    assert hardware.joined(keras_job, 2, 1) is keras_job
+    with pytest.raises(UserError, match="says 2 processes but JAX joined 4"):
+        hardware.joined(keras_job, 4, 1)
+    tf_job = Cluster(kind="tf_config", num_processes=2, process_id=1, is_chief=False)
+    assert hardware.joined(tf_job, 1, 0) is tf_job

@@ -14,7 +14,7 @@ from corolla.data import check
 from corolla.errors import Interrupted
 from corolla.evaluation import inference
 from corolla.runs import rundir
-from corolla.runtime import Plan
+from corolla.runtime import Plan, collective
 
 
 def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
@@ -24,6 +24,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
     completed epoch, or, if it was killed after its training, from its evaluation."""
     if resume is not None and rundir.status(resume) == rundir.TRAINED:
         if not plan.is_chief:
+            collective.wait_for_each_other(plan)  # until the chief is done (see there)
             return None, None
         run_dir, model = Path(resume), None
         rundir.claim(run_dir, log)
@@ -31,6 +32,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
     else:
         result = training.run(config, plan, log=log, resume=resume)
         if not plan.is_chief:
+            collective.wait_for_each_other(plan)
             return None, None
         # Single process: the trained model is used as it is. Several processes: the chief
         # reloads the saved model to run alone, outside the collective strategy.
@@ -41,6 +43,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         raise Interrupted(run_dir) from None
     finally:
         rundir.release(run_dir)
+        collective.wait_for_each_other(plan)  # the others may leave now, failed or not
 
 
 def _evaluate_predict(run_dir: Path, plan: Plan, model, log) -> dict:

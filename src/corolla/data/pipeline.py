@@ -150,9 +150,9 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     policy, see `policies`; True/False = default/none), and exactly `epoch_examples` examples
     taken (the examples this process consumes in one epoch; the stream repeats within the epoch
     when that is more than its part of the split). So epoch k is the same whether the run
-    started at 0 or was resumed at k. `ordered=True` makes the stream reproducible (every
-    process of a JAX job must read the same one: Keras takes each process's part of each global
-    batch). Damaged records are never drawn when skipping.
+    started at 0 or was resumed at k. `ordered=True` makes the stream reproducible. `shard`:
+    (shards, this process's shard): a process reads and decodes only its part of the split.
+    Damaged records are never drawn when skipping.
 
     Records are batched before they are parsed: one `parse_example` per batch, the JPEGs
     decoded in a loop inside it (a random crop decodes only its window), then the batch

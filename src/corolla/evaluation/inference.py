@@ -100,12 +100,28 @@ def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan:
             if tta > 1 and log is not None:
                 log(f"test-time augmentation, view {view + 1} of {tta}: "
                     f"{tta_lib.describe(view)}")
-            probabilities = model.predict(tta_lib.apply(ds, view, split.count, batch),
-                                          steps=steps, verbose=verbose)[: split.count]
+            views = tta_lib.apply(ds, view, split.count, batch)
+            if plan.multi_worker and plan.backend == "tensorflow":
+                probabilities = _predict_locally(model, views, steps)[: split.count]
+            else:
+                probabilities = model.predict(views, steps=steps,
+                                              verbose=verbose)[: split.count]
             if tta == 1:
                 return probabilities
             total = probabilities.astype(np.float64) + (0 if total is None else total)
         return (total / tta).astype(np.float32)
+
+
+def _predict_locally(model, batches, steps: int) -> np.ndarray:
+    """`model.predict` on this worker alone. Keras predicts through the strategy the model was
+    built in: a model of a MultiWorkerMirroredStrategy splits every batch between the workers
+    and gathers the parts worker by worker, out of the split's order (the per-epoch val F1 was
+    computed on misaligned rows). Called outside the strategy, the model reads its variables'
+    local copies, identical on every worker."""
+    import tensorflow as tf
+
+    step = tf.function(lambda images: model(images, training=False))
+    return np.concatenate([step(images).numpy() for images in batches.take(steps)])
 
 
 def input_size(model, layout: layout_lib.Layout) -> int:

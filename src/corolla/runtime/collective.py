@@ -1,5 +1,6 @@
 """Small agreements between the processes of a multi-host job, outside training: which run
-this is (the chief's id) and whether every process restored the same epoch.
+this is (the chief's id), whether every process restored the same epoch, and when the chief
+is done.
 
 Each process contributes a few small integers; every process gets everyone's. In a
 single-process job this is the identity, and no collective is run.
@@ -44,3 +45,11 @@ def join_hex(parts, digits: int) -> str:
 def chief_hex(plan, text: str) -> str:
     """The chief's hex id (up to 12 digits), on every process."""
     return join_hex(gather(plan, split_hex(text))[0], len(text))
+
+
+def wait_for_each_other(plan) -> None:
+    """Every process of a multi-process job waits here until all have come. After training the
+    chief alone evaluates and predicts; a process that left the job meanwhile would wait in
+    JAX's shutdown barrier, which gives up after 300 s and then aborts every process of the
+    job, the chief in the middle of its evaluation."""
+    gather(plan, [0])

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +29,7 @@ class Cluster:
     """The processes of a multi-host job, from TF_CONFIG (TensorFlow) or KERAS_DISTRIBUTION_*
     (JAX); `kind` is "none" for a single process."""
 
-    kind: str = "none"  # "none" | "tf_config" | "keras"
+    kind: str = "none"  # "none" | "tf_config" | "keras" (JAX processes)
     num_processes: int = 1
     process_id: int = 0
     is_chief: bool = True
@@ -48,6 +49,8 @@ class Hardware:
     cpus: int = 1  # logical CPU devices (more than 1 only when split on purpose, as in tests)
     jax_platform: str | None = None  # "tpu" / "gpu" / "cpu" when JAX was asked
     jax_devices: int = 0  # all processes' devices, as JAX counts them
+    jax_processes: int = 1  # the processes JAX has joined (several on a TPU pod slice)
+    jax_process_id: int = 0
     jax_compute_capability: tuple[int, int] | None = None
     accelerator_hint: bool = False  # device files or env vars suggest a TPU or GPU
     tpu_resolver: object = field(default=None, compare=False, repr=False)
@@ -121,6 +124,29 @@ def _parse_keras_env(environ) -> Cluster:
                    addresses=addresses)
 
 
+def jax_joined() -> bool:
+    """This process already joined a JAX job (`jax.distributed.initialize()` was called, as in a
+    notebook on a TPU pod slice): the job is JAX's, whatever else is installed."""
+    jax = sys.modules.get("jax")
+    is_initialized = getattr(getattr(jax, "distributed", None), "is_initialized", None)
+    return bool(is_initialized and is_initialized())
+
+
+def joined(cluster: Cluster, processes: int, process_id: int) -> Cluster:
+    """The cluster as JAX has joined it (`jax.process_count()`, `jax.process_index()`). A TPU pod
+    slice, or a notebook that called `jax.distributed.initialize()` itself, spans several
+    processes that no KERAS_DISTRIBUTION_* names: read from the environment alone, every host
+    would think itself the only one, the chief, and write the run."""
+    if processes == cluster.num_processes or cluster.kind == "tf_config":
+        return cluster  # TensorFlow workers do not join JAX
+    if cluster.kind == "keras":
+        raise UserError(f"KERAS_DISTRIBUTION_NUM_PROCESSES says {cluster.num_processes} "
+                        f"processes but JAX joined {processes}; start every process of the job "
+                        f"with the same KERAS_DISTRIBUTION_* settings")
+    return Cluster(kind="keras", num_processes=processes, process_id=process_id,
+                   is_chief=process_id == 0)
+
+
 def find_tpu(resolver_cls=None):
     """Connects to a TPU and initialises it; returns (resolver, "vm" | "node") or (None, None).
 
@@ -172,6 +198,7 @@ def probe_jax(cluster: Cluster) -> dict:
     devices = jax.devices()
     cc = getattr(devices[0], "compute_capability", None)
     return {"jax_platform": devices[0].platform, "jax_devices": len(devices),
+            "jax_processes": jax.process_count(), "jax_process_id": jax.process_index(),
             "jax_compute_capability": tuple(int(x) for x in cc.split(".")) if cc else None}
 
 

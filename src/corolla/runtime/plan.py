@@ -78,16 +78,21 @@ class Plan:
         return self.batch_per_replica * self.devices if self.multi_worker else self.global_batch
 
     @property
-    def identical_input(self) -> bool:
-        """Every process of a JAX job must read the same input stream: Keras cuts each
-        process's part out of every global batch."""
-        return self.backend == "jax" and self.multi_worker
+    def input_shard(self) -> tuple[int, int]:
+        """(number of shards, this process's shard) of the training input: every process reads
+        and decodes only its own part of the data."""
+        return self.num_processes, self.process_id
 
     @property
-    def input_shard(self) -> tuple[int, int]:
-        """(number of shards, this process's shard) of the training input. TensorFlow workers
-        each read their own part; JAX processes all read everything (see identical_input)."""
-        return (self.num_processes, self.process_id) if self.backend == "tensorflow" else (1, 0)
+    def input_batch(self) -> int:
+        """The batch of this process's training stream. TensorFlow: the global batch, which
+        tf.distribute cuts into per-replica parts (a worker's stream thus feeds it for as many
+        steps as there are workers). JAX: this process's part of the global batch, which Keras
+        joins with the other processes' parts into one global array (`_jax_distribution` turns
+        Keras' own sharding off: it would have every process decode the whole global batch
+        and keep its part)."""
+        return self.global_batch if self.backend == "tensorflow" else \
+            self.global_batch // self.num_processes
 
     @property
     def static_shapes(self) -> bool:
@@ -151,7 +156,7 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
     cluster = hardware.read_cluster()
     env_backend = hardware.env_backend()
     want = backend if backend != "auto" else (env_backend or "auto")
-    if want == "auto" and cluster.kind == "keras":
+    if want == "auto" and (cluster.kind == "keras" or hardware.jax_joined()):
         want = "jax"
     found = {"tensorflow": hardware.installed("tensorflow"), "jax": hardware.installed("jax"),
              "accelerator_hint": hardware.accelerator_hint()}
@@ -172,6 +177,8 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
                                 (found["accelerator_hint"] or not found["tensorflow"]))
     if found["jax"] and ask_jax and "jax_platform" not in found:
         found.update(hardware.probe_jax(cluster))
+    if "jax_processes" in found:
+        cluster = hardware.joined(cluster, found["jax_processes"], found["jax_process_id"])
     return Hardware(**found), cluster, env_backend
 
 
@@ -246,6 +253,7 @@ def _jax_distribution(decision: Decision, keras):
     tf.config.set_visible_devices([], "GPU")
     if decision.strategy != "data_parallel":
         return None
-    distribution = keras.distribution.DataParallel(devices=keras.distribution.list_devices())
+    distribution = keras.distribution.DataParallel(devices=keras.distribution.list_devices(),
+                                                   auto_shard_dataset=False)  # see input_batch
     keras.distribution.set_distribution(distribution)
     return distribution

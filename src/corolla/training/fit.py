@@ -301,17 +301,16 @@ class _Trainer:
 
     def _data(self, first_epoch: int, size: int):
         """The training stream from `first_epoch` at `size` px: one per `fit` (each iterates
-        its dataset from the start), epoch k drawn as k. Each process consumes its own share of
-        every global batch (TensorFlow workers), or the whole batch from an identical stream
-        (JAX processes)."""
+        its dataset from the start), epoch k drawn as k. Each process reads, decodes and
+        consumes only its own share of every global batch (see `Plan.input_batch`)."""
         config, plan, t = self.ready.config, self.plan, self.ready.config.train
-        per_process = plan.global_batch // plan.input_shard[0]
+        per_process = plan.global_batch // plan.num_processes
         return pipeline.train_dataset(
-            self.ready.layout.split("train"), size, plan.global_batch,
+            self.ready.layout.split("train"), size, plan.input_batch,
             epoch_examples=self.ready.steps * per_process,
             first_epoch=first_epoch, seed=t.seed, augment=config.data.augment,
             cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer,
-            ordered=plan.identical_input or t.deterministic, shard=plan.input_shard,
+            ordered=t.deterministic, shard=plan.input_shard,
             skip_bad_records=config.data.skip_bad_records,
             num_classes=len(self.ready.layout.class_names))
 
