@@ -382,7 +382,8 @@ def _write_split(name: str, items: list[Item], out: Path, settings: Settings, po
             if not n:
                 path.unlink()
         if not kept:
-            failed = [(i, r) for i, r in summary.skipped if i in {item.id for item in items}]
+            failed = sorted((i, r) for i, r in summary.skipped
+                            if i in {item.id for item in items})
             for line in _skipped_lines(failed):  # the whole list, which the error points at
                 log(line)
             first = "; ".join(f"{i}: {r}" for i, r in failed[:3])

@@ -391,8 +391,7 @@ def describe(result: Survey, limit: int = 10) -> list[str]:
     if d["labels_differ"]:
         lines.append(f"  {d['labels_differ']} group(s) hold copies with different labels")
     for group in s["groups"][:limit]:
-        members = " = ".join(f"{m['split']}/{m['id']}" + (f" ({m['class']})" if m["class"]
-                                                           else "") for m in group["members"])
+        members = " = ".join(where(m) for m in group["members"])
         lines.append(f"  [{'exact' if group['exact'] else 'near'}] {_cut(members)}")
     if len(s["groups"]) > limit:
         lines.append(f"  ... and {len(s['groups']) - limit} more group(s) (all in --out FILE.json)")
@@ -402,6 +401,13 @@ def describe(result: Survey, limit: int = 10) -> list[str]:
         if len(s["unreadable"]) > limit:
             lines.append(f"  ... and {len(s['unreadable']) - limit} more (all in --out FILE.json)")
     return lines
+
+
+def where(member: dict) -> str:
+    """A group member as the tables show it: split/id (class)."""
+    split, example_id = member["split"], member["id"]
+    shown = example_id if example_id.startswith(f"{split}/") else f"{split}/{example_id}"
+    return shown + (f" ({member['class']})" if member.get("class") else "")
 
 
 def _some(names, shown: int = 5) -> str:

@@ -24,6 +24,7 @@ from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 
+from corolla.data import survey
 from corolla.errors import UserError
 from corolla.files import read_json, read_history, write_text_atomic
 from corolla.runs import paths
@@ -249,8 +250,8 @@ def _data_check(run_dir: Path | None) -> str:
     if across:
         text += _table(["kind", "copies (split/id, class)"], [
             [_e("exact" if g["exact"] else "near"), _e(" = ".join(
-                f"{m['split']}/{m['id']}" + (f" ({m['class']})" if m.get("class") else "")
-                for m in g["members"]))] for g in across[:REVIEW_ROWS]], numeric_from=99)
+                survey.where(m) for m in g["members"]))] for g in across[:REVIEW_ROWS]],
+            numeric_from=99)
     return text
 
 
