@@ -247,7 +247,7 @@ def test_label_review_ranks_most_flipped_labels_first():
     doubts = label_review.review(scored)
     top = [d.index for d in doubts[:len(flipped)]]
     assert len(set(top) & flipped) >= 0.9 * len(flipped)  # precision at 50
-    assert set(d.index for d in doubts[:20]) <= flipped  # the first ones are all flipped
+    assert {d.index for d in doubts[:20]} <= flipped  # the first ones are all flipped
     assert all(d.suggested == truth[d.index] for d in doubts[:20])  # and the right class said
     margins = [d.margin for d in doubts]
     assert margins == sorted(margins, reverse=True)

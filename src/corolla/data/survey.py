@@ -69,6 +69,11 @@ def _rgb(data: bytes):
         return image.convert("RGB")
 
 
+def _measure_record(job) -> Entry:
+    entry, data = job
+    return _measure(entry, lambda: _rgb(data))
+
+
 def _read_items(items, progress) -> list[Entry]:
     """Image files (a folder's or a CSV's), decoded as `corolla convert` decodes them."""
     entries = [Entry(i.id, i.split or UNSPLIT, i.label, i.path) for i in items]
@@ -100,20 +105,22 @@ def _read_layout(layout, progress) -> list[Entry]:
         if not layout.has_split(name):
             continue
         split = layout.split(name)
+
+        def parse(record, labelled=split.labelled):
+            return records.parse_features(record, labelled, layout.features)
+
         for file in split.files:
             index = 0  # of the record in its file
-            parse = lambda r: records.parse_features(r, split.labelled, layout.features)  # noqa: E731
             try:
                 for batch in tf.data.TFRecordDataset(file.path).batch(_BATCH).map(parse):
-                    labels = batch["class"].numpy() if split.labelled else [None] * len(batch["id"])
+                    ids = batch["id"].numpy()
+                    labels = batch["class"].numpy() if split.labelled else [None] * len(ids)
                     entries = [Entry(i.decode(errors="replace"), name,
                                      None if y is None else int(y), f"{file.path}[{index + k}]")
-                               for k, (i, y) in enumerate(zip(batch["id"].numpy(), labels))]
+                               for k, (i, y) in enumerate(zip(ids, labels))]
                     index += len(entries)
-                    images = batch["image"].numpy()
-                    jobs = list(zip(entries, images))
-                    out += _in_threads(jobs, lambda job: _measure(job[0], lambda: _rgb(job[1])),
-                                       progress)
+                    jobs = list(zip(entries, batch["image"].numpy()))
+                    out += _in_threads(jobs, _measure_record, progress)
             except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
                 raise UserError(f"{file.path} cannot be read to its end ({e.message.splitlines()[0]}); "
                                 f"replace the file, then check the data again") from None
