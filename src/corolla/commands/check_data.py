@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corolla.data import datasets, survey
+from corolla.data import datasets, sources, survey
 from corolla.errors import UserError
 from corolla.files import write_json
 from corolla.runs import paths
@@ -47,10 +47,17 @@ def check_data(data: str, out: str | Path | None = None, strict: bool = False,
     return summary
 
 
-def for_training(data: str, features=None, strict: bool = False, log=print) -> dict:
+def for_training(data: str, features=None, strict: bool = False, log=print) -> dict | None:
     """The check `corolla train` runs before training: once per data set (cached), one line;
-    with `strict`, copies across splits are an error."""
-    result, _ = survey.cached(data, datasets.checks_dir(), features, log=log)
+    with `strict`, copies across splits are an error. Data the check cannot read (a damaged
+    file) is said in one line and left to training, which names the fault as it always has
+    (or skips damaged records with --skip-bad-records): None then."""
+    sources.kind_of(data)  # a path that is no data at all: its own error, first
+    try:
+        result, _ = survey.cached(data, datasets.checks_dir(), features, log=log)
+    except UserError as e:
+        log(f"data check: not done ({e})")
+        return None
     log(survey.one_line(result, f"corolla check-data --data {data}"))
     if strict and result.across():
         raise _strict_error(result, data)

@@ -139,7 +139,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
         from corolla.commands import run
 
         run_dir, metrics = run.train_evaluate_predict(cfg, plan, log=log, resume=resume)
-    if run_dir is not None:  # the chief: the run keeps its check, and its report shows it
+    if run_dir is not None and checked is not None:  # the chief: the run keeps its check
         from corolla.report import html as html_report
 
         check_data.save_with_run(run_dir, checked)

@@ -15,7 +15,9 @@ same photo (looked at: recoloured, re-cropped, re-compressed copies), but most p
 were different flowers on similar backgrounds; the 256-bit pHash tells them apart: the
 planted changes stay within 66 of its 256 bits, the copies found at 10 within 78, the
 different flowers at 86 or more. Larger crops (5% a side: about 10 bits, 8%: 17) are not
-found: a near-duplicate here is the same picture, not the same scene.
+found: a near-duplicate here is the same picture, not the same scene. An image without detail
+(one colour: its 32x32 greyscale varies by less than `FLAT` levels) has no perceptual hash
+worth comparing (any two flat images would match): only its exact copies are found.
 
 The search is not all-pairs: multi-index hashing splits the hash into THRESHOLD + 1 chunks;
 two hashes within THRESHOLD bits agree exactly on at least one chunk (pigeonhole), so only
@@ -33,6 +35,7 @@ import numpy as np
 
 THRESHOLD = 10  # bits of the 64-bit pHash (see the module)
 FINE_THRESHOLD = 80  # bits of the 256-bit pHash that confirms a pair (see the module)
+FLAT = 1.0  # standard deviation (of 255 levels) below which an image has no detail
 BITS = 64
 _BLOCK = 1 << 22  # hash comparisons per step of the search (32 MB of uint64)
 
@@ -40,8 +43,8 @@ _BLOCK = 1 << 22  # hash comparisons per step of the search (32 MB of uint64)
 @dataclass(frozen=True)
 class Fingerprint:
     exact: str  # SHA-1 (hex) of the decoded RGB pixels and their shape
-    phash: int  # 64-bit perceptual hash: indexed
-    fine: int  # 256-bit perceptual hash: confirms
+    phash: int | None  # 64-bit perceptual hash: indexed (None: a flat image, see the module)
+    fine: int | None  # 256-bit perceptual hash: confirms
 
 
 def fingerprint(image) -> Fingerprint:
@@ -51,8 +54,11 @@ def fingerprint(image) -> Fingerprint:
     pixels = np.asarray(image, dtype=np.uint8)
     digest = hashlib.sha1(f"{pixels.shape}".encode())
     digest.update(np.ascontiguousarray(pixels).data)
-    return Fingerprint(digest.hexdigest(), _int(imagehash.phash(image)),
-                       _int(imagehash.phash(image, hash_size=16)))
+    grey = image.convert("L")
+    if np.asarray(grey.resize((32, 32)), np.float32).std() < FLAT:
+        return Fingerprint(digest.hexdigest(), None, None)
+    return Fingerprint(digest.hexdigest(), _int(imagehash.phash(grey)),
+                       _int(imagehash.phash(grey, hash_size=16)))
 
 
 def _int(h) -> int:
@@ -122,13 +128,15 @@ def groups(fingerprints: list[Fingerprint | None], threshold: int = THRESHOLD,
     known = [i for i, f in enumerate(fingerprints) if f is not None]
     if len(known) < 2:
         return []
-    hashes = np.array([fingerprints[i].phash for i in known], dtype=np.uint64)
+    hashed = np.array([k for k, i in enumerate(known) if fingerprints[i].phash is not None],
+                      dtype=np.int64)
+    hashes = np.array([fingerprints[known[k]].phash for k in hashed], dtype=np.uint64)
     pairs = near_pairs(hashes, threshold)
     if len(pairs):
-        fine = _words([fingerprints[i].fine for i in known], 256)
+        fine = _words([fingerprints[known[k]].fine for k in hashed], 256)
         distance = _popcount(fine[pairs[:, 0]] ^ fine[pairs[:, 1]]).sum(axis=1)
         pairs = pairs[distance <= fine_threshold]
-    pairs = [pairs]
+    pairs = [hashed[pairs].reshape(-1, 2)]
     first: dict[str, int] = {}
     for k, i in enumerate(known):  # exact copies are near ones too; said for any threshold
         pairs.append(np.array([[first.setdefault(fingerprints[i].exact, k), k]]))

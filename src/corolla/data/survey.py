@@ -98,7 +98,7 @@ def _read_layout(layout, progress) -> list[Entry]:
     """Every record of every split of a competition layout (at the layout's size)."""
     import tensorflow as tf
 
-    from corolla.data import records
+    from corolla.data import check, records
 
     out = []
     for name in ("train", "val", "test"):
@@ -122,8 +122,10 @@ def _read_layout(layout, progress) -> list[Entry]:
                     jobs = list(zip(entries, batch["image"].numpy()))
                     out += _in_threads(jobs, _measure_record, progress)
             except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-                raise UserError(f"{file.path} cannot be read to its end ({e.message.splitlines()[0]}); "
-                                f"replace the file, then check the data again") from None
+                # As training says it: a damaged file, or records whose features have other
+                # names (read through [data] image_feature = ... in a config)
+                raise UserError(check._damaged(file.path, split.labelled, e,
+                                               layout.features)) from None
     return out
 
 
@@ -320,20 +322,28 @@ def key(path: str, features=None) -> str:
     return digest.hexdigest()[:16]
 
 
+def _hex(value: int | None, digits: int) -> str:
+    return "" if value is None else f"{value:0{digits}x}"
+
+
+def _int(text: str) -> int | None:
+    return int(text, 16) if text else None
+
+
 def _to_cache(result: Survey) -> dict:
     return {"version": VERSION, "data": result.data, "kind": result.kind, "read": result.read,
             "class_names": list(result.class_names), "seconds": result.seconds,
             "note": result.note,
             "entries": [[e.id, e.split, e.label, e.path, e.width, e.height,
                          e.fingerprint.exact if e.fingerprint else "",
-                         f"{e.fingerprint.phash:016x}" if e.fingerprint else "",
-                         f"{e.fingerprint.fine:064x}" if e.fingerprint else "", e.error]
+                         _hex(e.fingerprint.phash, 16) if e.fingerprint else "",
+                         _hex(e.fingerprint.fine, 64) if e.fingerprint else "", e.error]
                         for e in result.entries]}
 
 
 def _from_cache(saved: dict) -> Survey:
-    entries = [Entry(i, s, y, p, w, h, Fingerprint(x, int(ph, 16), int(f, 16)) if x else None,
-                     err) for i, s, y, p, w, h, x, ph, f, err in saved["entries"]]
+    entries = [Entry(i, s, y, p, w, h, Fingerprint(x, _int(ph), _int(f)) if x else None, err)
+               for i, s, y, p, w, h, x, ph, f, err in saved["entries"]]
     return Survey(saved["data"], saved["kind"], saved["read"], tuple(saved["class_names"]),
                   entries, saved["seconds"], saved["note"])
 
