@@ -111,8 +111,10 @@ def _read_layout(layout, progress) -> list[Entry]:
 
         for file in split.files:
             index = 0  # of the record in its file
+            # A damaged tail ends the file's reading: what it took is said below.
+            records_read = tf.data.TFRecordDataset(file.path).ignore_errors()
             try:
-                for batch in tf.data.TFRecordDataset(file.path).batch(_BATCH).map(parse):
+                for batch in records_read.batch(_BATCH).map(parse):
                     ids = batch["id"].numpy()
                     labels = batch["class"].numpy() if split.labelled else [None] * len(ids)
                     entries = [Entry(i.decode(errors="replace"), name,
@@ -121,6 +123,10 @@ def _read_layout(layout, progress) -> list[Entry]:
                     index += len(entries)
                     jobs = list(zip(entries, batch["image"].numpy()))
                     out += _in_threads(jobs, _measure_record, progress)
+                if index < file.count:
+                    out.append(Entry(f"{file.path.rsplit('/', 1)[-1]}[{index}:]", name, None,
+                                     file.path, error=f"{file.count - index} record(s) lost "
+                                     f"to a damaged tail (the name counts {file.count})"))
             except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
                 # As training says it: a damaged file, or records whose features have other
                 # names (read through [data] image_feature = ... in a config)
