@@ -167,7 +167,7 @@ class Survey:
                 split = self.entries[i].split
                 if split != "train":
                     out[split] = out.get(split, 0) + 1
-        return out
+        return {split: out[split] for split in self.splits if split in out}
 
     def summary(self) -> dict:
         """Everything found, as the JSON of `corolla check-data --out` holds it."""
