@@ -212,8 +212,8 @@ def _label_review(folder: Path) -> str:
         rows = list(csv.DictReader(f))
     intro = (f"<p>{len(rows)} image(s) whose given label the model finds unlikely while it is "
              f"confident of another class (confident learning, on predictions for images it "
-             f"did not train on; only as good as the model). Look at them: a wrong label teaches the model the wrong "
-             f"thing. All of them: {_e(path.name)}.</p>")
+             f"did not train on; only as good as the model). Look at them: a wrong label "
+             f"teaches the model the wrong thing. All of them: {_e(path.name)}.</p>")
     if not rows:
         return "<h2>Labels to review</h2>\n" + intro
     table = _table(["rank", "id", "given", "model", "p(given)", "p(model)"], [
