@@ -43,7 +43,9 @@ from corolla.data.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.errors import UserError
 from corolla.files import UNWRITABLE, hold_lock, lock_is_free
 
-VERSION = 2  # 2: copies kept in one split. Bump when the output of a conversion changes, so caches are not reused
+# Bump when the output of a conversion changes, so caches are not reused (2: copies are kept
+# in one split).
+VERSION = 2
 MANIFEST = "convert.json"  # written last, inside the temporary folder: marks a complete OUT
 FITS = ("crop", "pad")
 MB = 1 << 20
