@@ -118,17 +118,31 @@ def _text(path) -> str | None:
 
 
 def train(config: str | Path | None = None, resume: str | Path | None = None, log=print,
-          **keywords) -> Run | None:
+          strict: bool = False, **keywords) -> Run | None:
     """Trains a run as `corolla train` does (then evaluates on val and writes submission.csv)
     and returns it; None on a worker process that is not the chief. `config`: a TOML file, as
-    --config; `resume`: an interrupted run to continue; `keywords`: the command line's flags
+    --config; `resume`: an interrupted run to continue; `strict`: copies of images across
+    splits (the data check before training) are an error; `keywords`: the command line's flags
     by their Python names (data=, model=, epochs=, ...)."""
     from corolla.commands import train as train_command
 
     flags, names = from_keywords(keywords, "corolla.train()")
     with as_user_errors():
-        run_dir, _ = train_command.train(_text(config), flags, names, resume=resume, log=log)
+        run_dir, _ = train_command.train(_text(config), flags, names, resume=resume, log=log,
+                                         strict=strict)
     return Run(run_dir) if run_dir is not None else None
+
+
+def check_data(data: str | Path, out: str | Path | None = None, strict: bool = False,
+               log=print) -> dict:
+    """Checks a data set as `corolla check-data` does (duplicates within and across splits,
+    class counts and imbalance, image sizes, images that do not decode), prints the table and
+    returns everything found (`out`: also written to that new JSON file; `strict`: copies
+    across splits are an error)."""
+    from corolla.commands import check_data as check_command
+
+    with as_user_errors():
+        return check_command.check_data(str(data), out=out, strict=strict, log=log)
 
 
 def open_run(path: str | Path) -> Run:

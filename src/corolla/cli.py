@@ -164,6 +164,9 @@ def _convert_flags(p: argparse.ArgumentParser) -> None:
                    f"and listed, as unreadable ones are)")
     p.add_argument("--strict", action="store_true", help="stop at the first image that does "
                    "not decode (default: skip it, and list it at the end)")
+    p.add_argument("--dedupe", action="store_true", help="keep one image of each group of "
+                   "exact copies (the same pixels; the test split's copy when there is one); "
+                   "recorded in convert.json")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train on data in the competition layout, then evaluate "
                        "on val and write submission.csv")
     _train_flags(p)
+    p.add_argument("--strict", action="store_true", help="copies of images across train, val "
+                   "and test (found by the data check run before training) are an error, not "
+                   "a warning")
     _batch_flags(p, "; not with --resume: a run keeps its global batch")
     _runtime_flags(p)
 
@@ -227,6 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="an image folder or a CSV of path,label -> sharded "
                        "TFRecords in the competition layout (OUT/tfrecords-jpeg-SxS/...)")
     _convert_flags(p)
+
+    p = sub.add_parser("check-data", help="know the data before training: exact and near "
+                       "duplicates within and across splits, class counts and imbalance, image "
+                       "sizes, files that do not decode")
+    p.add_argument("--data", required=True, help="a TFRecord layout, an image folder or a CSV "
+                   "of path,label (as --data of train)")
+    p.add_argument("--out", metavar="FILE.json", help="write everything found (every group of "
+                   "duplicates with ids and paths) into this new JSON file")
+    p.add_argument("--strict", action="store_true", help="exit with an error when images have "
+                   "copies in another split")
 
     p = sub.add_parser("check-submission", help="check a submission.csv against a data set's "
                        "test split: header, every test id once, labels in the class range")
@@ -309,7 +325,8 @@ def _demo(args) -> int:
 def _train(args) -> int:
     from corolla.commands import train
 
-    run_dir, _ = train.train(args.config, *settings(args), resume=args.resume)
+    run_dir, _ = train.train(args.config, *settings(args), resume=args.resume,
+                             strict=args.strict)
     if run_dir is not None:
         print(f"done: {run_dir}")
     return 0
@@ -359,7 +376,14 @@ def _convert(args) -> int:
         image_sizes=sizes, fit=args.fit, quality=args.quality, seed=args.seed,
         val_fraction=args.val_fraction, test_fraction=args.test_fraction,
         shard_mb=args.shard_mb, strict=args.strict, workers=args.workers,
-        max_megapixels=args.max_megapixels))
+        max_megapixels=args.max_megapixels, dedupe=args.dedupe))
+    return 0
+
+
+def _check_data(args) -> int:
+    from corolla.commands import check_data
+
+    check_data.check_data(args.data, out=args.out, strict=args.strict)
     return 0
 
 
@@ -384,7 +408,7 @@ def _bench(args) -> int:
 
 COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
             "predict": _inference, "ensemble": _ensemble, "convert": _convert,
-            "check-submission": _check_submission, "report": _report, "submit": _submit,
+            "check-data": _check_data, "check-submission": _check_submission, "report": _report, "submit": _submit,
             "bench": _bench}
 
 

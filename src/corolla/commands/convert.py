@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla.data import convert as convert_lib
-from corolla.data import sources
+from corolla.data import datasets, sources, survey
 from corolla.errors import UserError
 
 
@@ -16,5 +16,9 @@ def convert(src: str, out: str, settings: convert_lib.Settings) -> Path:
     if Path(out).exists():  # before the source is listed
         raise UserError(f"{out} already exists; convert never overwrites: remove it or "
                         f"choose another OUT")
-    convert_lib.convert(sources.scan(src), out, settings)
+    source = sources.scan(src)
+    copies = None
+    if settings.dedupe or convert_lib.needs_split(source):  # copies are kept in one split
+        copies = survey.copies(src, datasets.checks_dir())
+    convert_lib.convert(source, out, settings, copies=copies)
     return Path(out)

@@ -173,8 +173,13 @@ def pool(parent: str | Path, log=print) -> dict:
     log(f"out-of-fold ({len(pooled.oof)} train+val images, {k} folds): accuracy "
         f"{m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  precision "
         f"{m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}")
+    try:  # the images of the labels to review; without them, the review has no pictures
+        images = datasets.open_recorded(config.data, log=lambda *a: None)
+    except UserError:
+        images = None
     written = scored.write(parent, m, pooled.oof, test=pooled.test, write_submission=True,
-                           title="Out-of-fold (rows: true class, normalised)")
+                           title="Out-of-fold (rows: true class, normalised)",
+                           review_layout=images)
     for kind, done in written.items():
         if kind != "submission":
             log(f"wrote {done}")

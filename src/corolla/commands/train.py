@@ -107,10 +107,12 @@ def for_plan(config_file: str | None, flags: dict, names: dict | None, plan):
 
 
 def train(config_file: str | None = None, flags: dict | None = None, names: dict | None = None,
-          resume: str | Path | None = None, log=print) -> tuple[Path | None, dict | None]:
-    """`corolla train`: trains, evaluates on val and writes submission.csv. Returns (run
-    folder, val metrics; a k-fold run's: its out-of-fold scores); (None, None) on a worker that
-    is not the chief."""
+          resume: str | Path | None = None, log=print,
+          strict: bool = False) -> tuple[Path | None, dict | None]:
+    """`corolla train`: checks the data (once per data set, `commands.check_data`: copies
+    across splits are a warning, an error with `strict`), trains, evaluates on val and writes
+    submission.csv. Returns (run folder, val metrics; a k-fold run's: its out-of-fold scores);
+    (None, None) on a worker that is not the chief."""
     from corolla import runtime
 
     cfg, resume = train_config(config_file, flags, names, resume, log)
@@ -124,10 +126,22 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
         cfg, plan, recipe = for_plan(config_file, flags, names, plan)
         cfg = config_lib.apply(cfg, {"output.name": name})
         log(f"recipe {recipe.name}: {recipe.description}")
+    from corolla.commands import check_data
+    from corolla.data import datasets
+
+    checked = check_data.for_training(cfg.data.path, datasets.features_of(cfg.data), strict,
+                                      log=log)
     if kfold_rule.is_parent(cfg):
         from corolla.commands import kfold
 
-        return kfold.train_folds(cfg, plan, log=log, resume=resume)
-    from corolla.commands import run
+        run_dir, metrics = kfold.train_folds(cfg, plan, log=log, resume=resume)
+    else:
+        from corolla.commands import run
 
-    return run.train_evaluate_predict(cfg, plan, log=log, resume=resume)
+        run_dir, metrics = run.train_evaluate_predict(cfg, plan, log=log, resume=resume)
+    if run_dir is not None and checked is not None:  # the chief: the run keeps its check
+        from corolla.report import html as html_report
+
+        check_data.save_with_run(run_dir, checked)
+        html_report.write(run_dir)
+    return run_dir, metrics

@@ -6,7 +6,10 @@ competition layout, `OUT/tfrecords-jpeg-SxS/{train,val,test}/NN-SxS-COUNT.tfrec`
   become plain RGB; alpha over white), fitted to each size (`crop`: short side to S then the
   centre; `pad`: long side to S, centred on black) and JPEG-encoded, on all cores.
 - Splits: the source's own (`train/ val/ test/` folders, a CSV `split` column), else a split
-  stratified by class (scikit-learn) from `seed`, `val_fraction` and `test_fraction`.
+  stratified by class (scikit-learn) from `seed`, `val_fraction` and `test_fraction`, that
+  keeps exact and near-duplicate images (`Copies`, found by `corolla.data.survey`) in one
+  split: a photo saved twice never lands in train and in val. `dedupe` keeps one image of each
+  group of exact copies. convert.json says what was done (`duplicates`).
 - Ids are the files' paths relative to the source; within a split the order is a permutation
   of the sorted ids drawn from `seed`, cut into contiguous shards (so every shard mixes the
   classes, as the competition's do, and a conversion is reproducible).
@@ -40,7 +43,9 @@ from corolla.data.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.errors import UserError
 from corolla.files import UNWRITABLE, hold_lock, lock_is_free
 
-VERSION = 1  # bump when the output of a conversion changes, so caches are not reused
+# Bump when the output of a conversion changes, so caches are not reused (2: copies are kept
+# in one split).
+VERSION = 2
 MANIFEST = "convert.json"  # written last, inside the temporary folder: marks a complete OUT
 FITS = ("crop", "pad")
 MB = 1 << 20
@@ -63,6 +68,7 @@ class Settings:
     # are decoded scaled down, at a fraction of that), but not a file that would take the
     # memory of a whole machine (Pillow's own guard, a "decompression bomb", stops at 179).
     max_megapixels: float = 1000.0
+    dedupe: bool = False  # keep one image of each group of exact copies (see `Copies`)
 
     def check(self) -> Settings:
         if not self.image_sizes or any(s < 8 or s > 4096 for s in self.image_sizes):
@@ -166,24 +172,64 @@ def _encode(task) -> tuple[int, list[bytes] | None, str]:
 
 # ---- splits, order, shards ----
 
-def _stratified(items: list[Item], fraction: float, seed: int, what: str, source: str):
-    """(rest, taken): `fraction` of `items` taken, stratified by label."""
+@dataclass(frozen=True)
+class Copies:
+    """The copies among a source's images (`corolla.data.survey.copies`)."""
+    groups: dict = field(default_factory=dict)  # id -> its group's first id (exact or near)
+    exact: tuple = ()  # tuples of the ids of images with the same pixels
+
+
+def _stratified(items: list[Item], fraction: float, seed: int, what: str, source: str,
+                groups: dict | None = None):
+    """(rest, taken): `fraction` of `items` taken, stratified by label, each group of copies
+    (`groups`: id -> group) whole on one side. Each group is split as one item labelled as its
+    first: without copies, the split is exactly the plain stratified one."""
     if fraction <= 0 or not items:
         return items, []
     from sklearn.model_selection import train_test_split
 
+    units: dict[str, list[Item]] = {}
+    for item in items:
+        units.setdefault((groups or {}).get(item.id, item.id), []).append(item)
+    firsts = [members[0] for members in units.values()]
     try:
-        rest, taken = train_test_split(items, test_size=fraction, random_state=seed,
-                                       stratify=[i.label for i in items])
+        rest, taken = train_test_split(firsts, test_size=fraction, random_state=seed,
+                                       stratify=[i.label for i in firsts])
     except ValueError as e:
         raise UserError(f"cannot split {what} off {source} stratified by class ({e}); add "
                         f"images to the small classes, or change --val-fraction / "
                         f"--test-fraction") from None
-    return list(rest), list(taken)
+    group_of = {members[0].id: key for key, members in units.items()}
+    return ([i for first in rest for i in units[group_of[first.id]]],
+            [i for first in taken for i in units[group_of[first.id]]])
 
 
-def assign_splits(source: ImageSource, settings: Settings) -> dict[str, list[Item]]:
-    """Every item's split, each split in its deterministic order (see the module)."""
+def needs_split(source: ImageSource) -> bool:
+    """Whether the conversion splits (some of) the source itself (see `assign_splits`)."""
+    return any(i.split is None for i in source.items) or \
+        not any(i.split == "val" for i in source.items)
+
+
+def dedupe(source: ImageSource, copies: Copies) -> tuple[ImageSource, list[tuple[str, str]]]:
+    """(the source with one image of each group of exact copies, [(removed id, kept id)]).
+    The one kept is the test split's copy when there is one (a submission needs every test
+    id; a training copy of a test image is a leak), else the first id."""
+    split = {i.id: i.split for i in source.items}
+    removed = []
+    for ids in copies.exact:
+        ids = sorted(i for i in ids if i in split)
+        tests = [i for i in ids if split[i] == "test"]
+        keep = tests or ids[:1]
+        removed += [(i, keep[0]) for i in ids if i not in keep]
+    gone = {i for i, _ in removed}
+    return replace(source, items=tuple(i for i in source.items if i.id not in gone)), removed
+
+
+def assign_splits(source: ImageSource, settings: Settings,
+                  copies: Copies | None = None) -> dict[str, list[Item]]:
+    """Every item's split, each split in its deterministic order (see the module); the
+    images the split makes keep their `copies` together."""
+    groups = copies.groups if copies is not None else None
     splits = {name: [i for i in source.items if i.split == name] for name in SPLIT_FOLDERS}
     free = sorted((i for i in source.items if i.split is None), key=lambda i: i.id)
     if free or not splits["val"]:
@@ -191,9 +237,10 @@ def assign_splits(source: ImageSource, settings: Settings) -> dict[str, list[Ite
         pool = free or sorted(splits.pop("train"), key=lambda i: i.id)
         test_f = settings.test_fraction if free and not splits["test"] else 0.0
         val_f = settings.val_fraction if not splits["val"] else 0.0
-        rest, test = _stratified(pool, test_f, settings.seed, "a test split", source.path)
+        rest, test = _stratified(pool, test_f, settings.seed, "a test split", source.path,
+                                 groups)
         rest, val = _stratified(rest, val_f / (1 - test_f), settings.seed, "a val split",
-                                source.path)
+                                source.path, groups)
         splits["train"] = splits.get("train", []) + rest
         splits["val"] += val
         splits["test"] += test
@@ -249,6 +296,7 @@ class Summary:
     files: dict = field(default_factory=dict)  # split -> files per size
     skipped: list = field(default_factory=list)  # [(id, reason)]
     seconds: float = 0.0
+    duplicates: dict = field(default_factory=dict)  # what was done about copies (convert.json)
 
     @property
     def images(self) -> int:
@@ -256,7 +304,7 @@ class Summary:
 
 
 def _write_split(name: str, items: list[Item], out: Path, settings: Settings, pool,
-                 progress: _Progress, summary: Summary) -> None:
+                 progress: _Progress, summary: Summary, log=print) -> None:
     import tensorflow as tf
 
     from corolla.data import records
@@ -336,15 +384,22 @@ def _write_split(name: str, items: list[Item], out: Path, settings: Settings, po
             if not n:
                 path.unlink()
         if not kept:
+            failed = sorted((i, r) for i, r in summary.skipped
+                            if i in {item.id for item in items})
+            for line in _skipped_lines(failed):  # the whole list, which the error points at
+                log(line)
+            first = "; ".join(f"{i}: {r}" for i, r in failed[:3])
             raise UserError(f"no image of the {name} split of {summary.source} could be read "
-                            f"({len(items)} skipped); see the skipped files above")
+                            f"({len(items)} skipped, e.g. {first}); all of them are listed "
+                            f"above")
     summary.counts[name] = dict(sorted(counts.items()))
     summary.files[name] = [len([1 for _, n in w if n]) for w in written]
 
 
 def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(),
-            log=print) -> Summary:
-    """Writes `source` into `out` (which must not exist) in the competition layout."""
+            log=print, copies: Copies | None = None) -> Summary:
+    """Writes `source` into `out` (which must not exist) in the competition layout; the
+    split it makes keeps `copies` (found by `corolla.data.survey.copies`) together."""
     settings = settings.check()
     out = Path(out).absolute()
     if out.exists():
@@ -362,7 +417,14 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
     # The source as it was listed: a file deleted while it converts is skipped and listed
     # like any unreadable one, and must not fail the manifest at the end.
     fingerprint = source.fingerprint()
-    splits = assign_splits(source, settings)
+    removed = []
+    if settings.dedupe:
+        if copies is None:
+            raise ValueError("dedupe needs the copies found in the source (survey.copies)")
+        source, removed = dedupe(source, copies)
+        for gone, kept in removed:
+            log(f"dedupe: left out {gone}, the same pixels as {kept}")
+    splits = assign_splits(source, settings, copies)
     remove_stale_partials(out.parent, log)
     tmp = out.with_name(f".{out.name}{PARTIAL}{uuid.uuid4().hex[:8]}")
     try:
@@ -370,7 +432,8 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
     except OSError as e:
         _refuse_unwritable(e, out)
     writer = hold_lock(tmp / WRITER)  # released when this process ends, however it ends
-    summary = Summary(source=source.path, out=str(out))
+    summary = Summary(source=source.path, out=str(out), duplicates=_copies_record(
+        source, settings, copies, removed))
     total = sum(len(v) for v in splits.values())
     workers = settings.workers or os.cpu_count() or 1
     # Few images: the process start-up would cost more than it saves.
@@ -386,7 +449,8 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
         try:
             for name in SPLIT_FOLDERS:
                 if splits[name]:
-                    _write_split(name, splits[name], tmp, settings, pool, progress, summary)
+                    _write_split(name, splits[name], tmp, settings, pool, progress, summary,
+                                 log)
         finally:
             if pool is not None:
                 pool.terminate()
@@ -455,7 +519,24 @@ def _manifest(source: ImageSource, settings: Settings, summary: Summary,
             "per_class": {name: {str(k): v for k, v in c.items()}
                           for name, c in summary.counts.items()},
             "files": summary.files, "seconds": round(summary.seconds, 3),
+            "duplicates": summary.duplicates,
             "skipped": [{"id": i, "reason": r} for i, r in summary.skipped]}
+
+
+def _copies_record(source: ImageSource, settings: Settings, copies: Copies | None,
+                   removed: list) -> dict:
+    """convert.json's `duplicates`: whether copies were looked for, kept together, removed."""
+    from corolla.data import duplicates
+
+    if copies is None:
+        return {"searched": False}
+    grouped = set(copies.groups)
+    return {"searched": True, "near_bits": [duplicates.THRESHOLD, duplicates.FINE_THRESHOLD],
+            "groups": len(set(copies.groups.values())), "images_in_groups": len(grouped),
+            "split": ("made by the conversion: copies kept in one split"
+                      if needs_split(source) else "the source's own (copies across it stay)"),
+            "dedupe": settings.dedupe,
+            "removed": [{"id": gone, "copy_of": kept} for gone, kept in removed]}
 
 
 def describe(summary: Summary, class_names, settings: Settings) -> list[str]:
@@ -473,10 +554,22 @@ def describe(summary: Summary, class_names, settings: Settings) -> list[str]:
         for index, cls in enumerate(class_names):
             lines.append(f"  {cls:{width}s}  " + "  ".join(
                 f"{summary.counts[n].get(index, 0):6d}" for n in names))
-    if summary.skipped:
-        lines.append(f"skipped {len(summary.skipped)} file(s) that are not readable images:")
-        lines += [f"  warning: {i}: {r}" for i, r in summary.skipped]
+    copies = summary.duplicates
+    if copies.get("searched"):
+        lines.append(f"  copies: {copies['groups']} group(s) of exact or near duplicates "
+                     f"({copies['images_in_groups']} images); split: {copies['split']}")
+        if copies["removed"]:
+            lines.append(f"  dedupe: left out {len(copies['removed'])} exact copies (listed "
+                         f"in {MANIFEST})")
+    lines += _skipped_lines(summary.skipped)
     return lines
+
+
+def _skipped_lines(skipped: list) -> list[str]:
+    if not skipped:
+        return []
+    return [f"skipped {len(skipped)} file(s) that are not readable images:",
+            *(f"  warning: {i}: {r}" for i, r in skipped)]
 
 
 # Cache folders this process has said it reads: one command opens its data in several steps
@@ -505,9 +598,11 @@ def announce_reuse(source_path: str, out: Path, log=print) -> None:
     _ANNOUNCED.add(out)
 
 
-def cached(source: ImageSource, settings: Settings, root: Path, log=print) -> Path:
+def cached(source: ImageSource, settings: Settings, root: Path, log=print,
+           copies=None) -> Path:
     """`source` converted with `settings` under `root/<key>` (`cache_folder`): reused while
-    neither the source's files nor the settings change."""
+    neither the source's files nor the settings change. `copies`: a function that finds the
+    source's copies (`Copies`), called only when it is converted."""
     settings = settings.check()
     out = cache_folder(source, settings, root)
     if (out / MANIFEST).is_file():
@@ -523,7 +618,7 @@ def cached(source: ImageSource, settings: Settings, root: Path, log=print) -> Pa
     log(f"data: converting {source.path} into the cache {out} (reused while the files and "
         f"settings are unchanged)")
     try:
-        convert(source, out, settings, log=log)
+        convert(source, out, settings, log=log, copies=copies() if copies else None)
     except UserError:
         if (out / MANIFEST).is_file():  # another process converted it first
             return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from corolla.data import convert, sources
+from corolla.data import convert, sources, survey
 from corolla.data import layout as layout_lib
 from corolla.data.records import Features
 from corolla.errors import UserError
@@ -27,6 +27,11 @@ def cache_dir() -> Path:
     return Path(base) / "corolla"
 
 
+def checks_dir() -> Path:
+    """Where the data checks (`corolla.data.survey`) are kept, by the data's key."""
+    return cache_dir() / "checks"
+
+
 def features_of(data_config):
     """The record feature names a run's [data] config gives (see `records.Features`)."""
     return Features(image=data_config.image_feature, label=data_config.label_feature,
@@ -43,7 +48,8 @@ def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, feat
         return layout_lib.with_features(layout, features) if features else layout
     source = sources.scan(path, log)
     settings = convert.Settings(image_sizes=(image_size or preferred_size,))
-    out = convert.cached(source, settings, cache_dir() / "converted", log=log)
+    out = convert.cached(source, settings, cache_dir() / "converted", log=log,
+                         copies=lambda: survey.copies(path, checks_dir(), log))
     layout = layout_lib.open_layout(str(out), image_size or preferred_size)
     return layout_lib.with_source(layout, source.path)
 

@@ -24,6 +24,7 @@ from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 
+from corolla.data import survey
 from corolla.errors import UserError
 from corolla.files import read_json, read_history, write_text_atomic
 from corolla.runs import paths
@@ -35,6 +36,7 @@ CAPTIONS = {
     paths.CURVES: "Training curves",
     paths.SAMPLES: "Sample predictions",
     paths.MISTAKES: "Most confident mistakes",
+    paths.LABEL_REVIEW_PICTURE: "Labels to review",
 }
 
 # The headline figures, as metrics.json names them.
@@ -109,6 +111,7 @@ def fragment(src: Sources | str | Path) -> str:
     if src.kind == "ensemble":
         parts.append(_members(src.metrics))
     parts += [_pictures(src.folder), _per_class(src.metrics)]
+    parts += [_label_review(src.folder), _data_check(src.run_dir)]
     if src.run_dir is not None:
         parts += [_timings(src), _plan(src.run_dir), _config(src.run_dir)]
     elif src.kind == "evaluation":
@@ -191,6 +194,65 @@ def _per_class(m: dict) -> str:
         return ""
     return ("<h2>Per class</h2>\n"
             + _table(["class", "label", "support", "precision", "recall", "F1"], rows))
+
+
+# ---- the data check and the labels to review (issue 23) ----
+
+REVIEW_ROWS = 20  # rows of label_review.csv shown; the file has them all
+
+
+def _label_review(folder: Path) -> str:
+    """The first rows of label_review.csv (the picture is among the pictures)."""
+    import csv
+
+    path = folder / paths.LABEL_REVIEW
+    if not path.is_file():
+        return ""
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    intro = (f"<p>{len(rows)} image(s) whose given label the model finds unlikely while it is "
+             f"confident of another class (confident learning, on predictions for images it "
+             f"did not train on; only as good as the model). Look at them: a wrong label "
+             f"teaches the model the wrong thing. All of them: {_e(path.name)}.</p>")
+    if not rows:
+        return "<h2>Labels to review</h2>\n" + intro
+    table = _table(["rank", "id", "given", "model", "p(given)", "p(model)"], [
+        [_e(r["rank"]), _e(r["id"]), _e(r["given"]), _e(r["suggested"]),
+         _f(float(r["p_given"])), _f(float(r["p_suggested"]))] for r in rows[:REVIEW_ROWS]],
+        numeric_from=4)
+    return "<h2>Labels to review</h2>\n" + intro + table
+
+
+def _data_check(run_dir: Path | None) -> str:
+    """data_check.json of the run: splits, classes, duplicates within and across splits."""
+    path = None if run_dir is None else run_dir / paths.DATA_CHECK
+    if path is None or not path.is_file():
+        return ""
+    check = read_json(path, "train the run again to check its data, or remove the file")
+    rows = [[_e(name), _e(s["images"]), _e(s["unreadable"]),
+             _e(len(s.get("classes", {})) - len(s.get("classes_missing", [])) or "-"),
+             _e(f"{s['imbalance']:.1f}x" if "imbalance" in s else "-"),
+             _e(f"{s['width']['min']}-{s['width']['max']}" if "width" in s else "-"),
+             _e(f"{s['height']['min']}-{s['height']['max']}" if "height" in s else "-")]
+            for name, s in check.get("splits", {}).items()]
+    d = check.get("duplicates", {})
+    leaked = ", ".join(f"{n} of {split}" for split, n in d.get("across_images", {}).items())
+    text = (f"<h2>Data check</h2>\n<p>{_e(check.get('read', ''))}: {_e(check.get('images'))} "
+            f"images ({_e(check.get('hash', ''))}). {_e(check.get('note', ''))}</p>\n"
+            + _table(["split", "images", "unreadable", "classes", "imbalance", "width",
+                      "height"], rows))
+    across = [g for g in check.get("groups", []) if len(g["splits"]) > 1]
+    warn = ' class="note"' if across else ""
+    text += (f"<p{warn}>Duplicates: {_e(d.get('groups', 0))} group(s) "
+             f"({_e(d.get('exact_groups', 0))} exact), {_e(len(across))} across splits"
+             + (f" (images with a copy in another split: {_e(leaked)}: scores on them are "
+                f"too good)" if leaked else "") + ".</p>\n")
+    if across:
+        text += _table(["kind", "copies (split/id, class)"], [
+            [_e("exact" if g["exact"] else "near"), _e(" = ".join(
+                survey.where(m) for m in g["members"]))] for g in across[:REVIEW_ROWS]],
+            numeric_from=99)
+    return text
 
 
 def _sessions(run_dir: Path) -> list[dict]:

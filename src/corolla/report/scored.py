@@ -6,6 +6,7 @@ all get the same files from their scores.
     training_curves.png                      from the run's history.csv, when it has one
     sample_predictions.png                   when the images can be read: the first ones, and
     confident_mistakes.png                   the wrong predictions the model was surest of
+    label_review.csv  label_review.png       labels the model doubts (`report.label_review`)
     submission.csv                           from the test predictions, checked (when asked)
     report.html                              last: it embeds the pictures just written
 """
@@ -22,7 +23,7 @@ from corolla.evaluation.evaluate import Evaluation, most_confident_mistakes
 from corolla.evaluation.predictions import Predictions, make
 from corolla.files import atomic_path, make_folder, write_json
 from corolla.report import html as html_report
-from corolla.report import plots, submission
+from corolla.report import label_review, plots, submission
 from corolla.runs import paths
 
 SAMPLES = 18  # images in the sample grid, and at most in the grid of mistakes
@@ -48,12 +49,14 @@ def save_predictions(path: str | Path, ids, labels, probabilities, class_names,
 def write(folder: str | Path, metrics: dict, scored: Predictions, *,
           test: Predictions | None = None, write_submission: bool = False,
           history: Path | None = None, layout=None, skip_bad_records: bool = False,
-          title: str | None = None) -> dict[str, Path]:
+          title: str | None = None, review_layout=None) -> dict[str, Path]:
     """Writes the folder's files (see the module) from `metrics` (metrics["split"] names the
     labelled split `scored` holds: val, or oof for a k-fold parent). `test`: the test
     predictions, saved, and with `write_submission` also submission.csv. `history`: the run's
     history.csv for the curves; `layout`: the data the scored split came from, to show its
-    images. Returns what was written, by kind."""
+    images; `review_layout`: where the images of the labels to review are, when `layout` is
+    not given (a k-fold parent's out-of-fold predictions). Returns what was written, by
+    kind."""
     folder = make_folder(folder)  # RUN/eval-<data>/ the first time
     names = scored.class_names
     written = {"predictions": save_predictions(
@@ -74,6 +77,8 @@ def write(folder: str | Path, metrics: dict, scored: Predictions, *,
             written["curves"] = curves
     if layout is not None:
         written.update(_pictures(metrics, scored, layout, folder, skip_bad_records))
+    written.update(label_review.write(folder, scored, layout or review_layout,
+                                      skip_bad_records))
     if test is not None and write_submission:
         written["submission"] = submission.write(test.ids, test.predicted,
                                                  folder / paths.SUBMISSION,

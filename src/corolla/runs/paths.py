@@ -7,6 +7,8 @@
         model.keras  last.keras                  the best epoch's model (marks the run trained),
                                                  the last epoch's
         metrics.json  *.png  report.html        scores on val, pictures, the offline page
+        data_check.json                          the check of the data before training
+        label_review.csv  label_review.png       labels the model doubts, for a person to review
         predictions/{val,test}.npz  submission.csv
         eval-<data>/                             scores on other data (the same files)
         fold-1/ ... folds.csv predictions/oof.npz    a k-fold parent's
@@ -39,6 +41,9 @@ BACKUP = "backup"  # the state of a run in training (train.checkpoint); gone onc
 STATE = "state.json"  # inside backup/: what the backup holds
 FINISHED = "FINISHED"  # written last, when evaluation and the submission are written too
 LOCK = ".lock"  # held (flock) by the one process that trains the run
+DATA_CHECK = "data_check.json"  # duplicates, classes, sizes of the run's data (data.survey)
+LABEL_REVIEW = "label_review.csv"  # the images whose given label the model doubts most
+LABEL_REVIEW_PICTURE = "label_review.png"  # ... their thumbnails
 FOLDS = "folds.csv"  # a k-fold parent's assignment of train+val ids to folds
 OOF = "oof"  # a k-fold parent's out-of-fold predictions: predictions/oof.npz
 EVAL_PREFIX = "eval-"  # RUN/eval-<data>/: scores on other data than the run's own

@@ -1,0 +1,456 @@
+"""Know the data before training (`corolla check-data`): one streaming pass over any data
+Corolla reads (the competition layout, an image folder, a CSV) that finds
+
+- exact and near-duplicate images within each split and across train/val/test
+  (`corolla.data.duplicates`: the fingerprints, the threshold and why);
+- each split's class counts and imbalance ratio, image sizes and aspect ratios;
+- the files (or records) whose image does not decode.
+
+Images are decoded once, by Pillow (as `corolla convert` decodes them: EXIF rotation, CMYK,
+palettes and alpha become RGB), on a thread per core (Pillow and hashlib release the GIL).
+A competition layout is read at its smallest tfrecords-jpeg-SxS. An image folder or CSV
+without its own val split is split as `corolla train --data` splits it (`convert.Settings`
+defaults, copies kept in one split), so that what is reported is what training reads.
+
+A survey is cached under the data's key (`cached`): the key of a conversion for an image
+folder or CSV (its files' paths, sizes, times and labels), the files' paths, sizes and times
+for TFRecords; `corolla train` checks each data set once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corolla.data import convert, duplicates, sources
+from corolla.data.duplicates import Fingerprint, Group
+from corolla.errors import UserError
+from corolla.files import write_text_atomic
+
+VERSION = 1  # of the cached surveys: bump when what a survey finds changes
+_BATCH = 256  # images decoded per step of the pass
+UNSPLIT = "all"  # the split of an image folder's files before any split
+
+
+@dataclass
+class Entry:
+    """One image of the data as the pass saw it."""
+    id: str
+    split: str
+    label: int | None
+    path: str  # the file, or "FILE.tfrec[k]" for the k-th record of a TFRecord file
+    width: int = 0
+    height: int = 0
+    fingerprint: Fingerprint | None = None
+    error: str = ""  # why the image does not decode ("" when it does)
+
+
+def _measure(entry: Entry, open_image) -> Entry:
+    try:
+        image = open_image()
+        entry.width, entry.height = image.size
+        entry.fingerprint = duplicates.fingerprint(image)
+    except Exception as e:  # noqa: BLE001 - any failure means the image cannot be used
+        entry.error = " ".join(str(e).split()) or type(e).__name__
+    return entry
+
+
+def _rgb(data: bytes):
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        return image.convert("RGB")
+
+
+def _measure_record(job) -> Entry:
+    entry, data = job
+    return _measure(entry, lambda: _rgb(data))
+
+
+def _read_items(items, progress) -> list[Entry]:
+    """Image files (a folder's or a CSV's), decoded as `corolla convert` decodes them."""
+    entries = [Entry(i.id, i.split or UNSPLIT, i.label, i.path) for i in items]
+    whole = 1 << 30  # no draft scaling: exact copies are the same full-size pixels
+
+    def read(entry):
+        return _measure(entry, lambda: convert._open_rgb(entry.path, whole))
+    return _in_threads(entries, read, progress)
+
+
+def _in_threads(entries, read, progress) -> list[Entry]:
+    out = []
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        for start in range(0, len(entries), _BATCH):
+            for entry in pool.map(read, entries[start:start + _BATCH]):
+                out.append(entry)
+                progress.step(entry.split)
+    return out
+
+
+def _read_layout(layout, progress) -> list[Entry]:
+    """Every record of every split of a competition layout (at the layout's size)."""
+    import tensorflow as tf
+
+    from corolla.data import check, records
+
+    out = []
+    for name in ("train", "val", "test"):
+        if not layout.has_split(name):
+            continue
+        split = layout.split(name)
+
+        def parse(record, labelled=split.labelled):
+            return records.parse_features(record, labelled, layout.features)
+
+        for file in split.files:
+            index = 0  # of the record in its file
+            # A damaged tail ends the file's reading: what it took is said below.
+            records_read = tf.data.TFRecordDataset(file.path).ignore_errors()
+            try:
+                for batch in records_read.batch(_BATCH).map(parse):
+                    ids = batch["id"].numpy()
+                    labels = batch["class"].numpy() if split.labelled else [None] * len(ids)
+                    entries = [Entry(i.decode(errors="replace"), name,
+                                     None if y is None else int(y), f"{file.path}[{index + k}]")
+                               for k, (i, y) in enumerate(zip(ids, labels))]
+                    index += len(entries)
+                    jobs = list(zip(entries, batch["image"].numpy()))
+                    out += _in_threads(jobs, _measure_record, progress)
+                if index < file.count:
+                    out.append(Entry(f"{file.path.rsplit('/', 1)[-1]}[{index}:]", name, None,
+                                     file.path, error=f"{file.count - index} record(s) lost "
+                                     f"to a damaged tail (the name counts {file.count})"))
+            except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+                # As training says it: a damaged file, or records whose features have other
+                # names (read through [data] image_feature = ... in a config)
+                raise UserError(check._damaged(file.path, split.labelled, e,
+                                               layout.features)) from None
+    return out
+
+
+@dataclass
+class Survey:
+    data: str  # the path given
+    kind: str  # "layout", "folder" or "csv"
+    read: str  # what was read: the layout's size folder, or the source
+    class_names: tuple[str, ...]
+    entries: list[Entry]
+    seconds: float
+    note: str = ""  # how the splits were made, when the pass made them
+    groups: list[Group] = field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.groups:
+            self.groups = duplicates.groups([e.fingerprint for e in self.entries])
+
+    @property
+    def splits(self) -> list[str]:
+        order = ("train", "val", "test", UNSPLIT)
+        return sorted({e.split for e in self.entries}, key=order.index)
+
+    def across(self) -> list[Group]:
+        """The groups with members in more than one split: leaks."""
+        return [g for g in self.groups if len({self.entries[i].split for i in g.members}) > 1]
+
+    def leaked(self) -> dict[str, int]:
+        """Images of each split (but train) that have a copy in another split."""
+        out: dict[str, int] = {}
+        for group in self.across():
+            for i in group.members:
+                split = self.entries[i].split
+                if split != "train":
+                    out[split] = out.get(split, 0) + 1
+        return {split: out[split] for split in self.splits if split in out}
+
+    def summary(self) -> dict:
+        """Everything found, as the JSON of `corolla check-data --out` holds it."""
+        names = self.class_names
+        # The classes with an image somewhere: a competition layout without classes.txt names
+        # 104, of which a small data set may use a few.
+        used = sorted({e.label for e in self.entries if e.label is not None and not e.error})
+        per_split = {}
+        for split in self.splits:
+            entries = [e for e in self.entries if e.split == split]
+            ok = [e for e in entries if not e.error]
+            counts = {}
+            for e in ok:
+                if e.label is not None:
+                    counts[e.label] = counts.get(e.label, 0) + 1
+            facts = {"images": len(entries), "unreadable": len(entries) - len(ok)}
+            if counts:
+                present = list(counts.values())
+                facts["classes"] = {_name(names, k): counts.get(k, 0) for k in used}
+                facts["classes_missing"] = [_name(names, k) for k in used if k not in counts]
+                facts["imbalance"] = round(max(present) / min(present), 3)
+            if ok:
+                facts["width"] = _spread([e.width for e in ok])
+                facts["height"] = _spread([e.height for e in ok])
+                facts["aspect"] = _spread([round(e.width / e.height, 3) for e in ok])
+            per_split[split] = facts
+        within = {s: sum(1 for g in self.groups if {self.entries[i].split for i in g.members}
+                         == {s}) for s in self.splits}
+        across = self.across()
+        return {
+            "data": self.data, "kind": self.kind, "read": self.read, "note": self.note,
+            "images": len(self.entries), "seconds": round(self.seconds, 3),
+            "classes": len(names), "classes_without_images": len(names) - len(used),
+            "images_per_second": round(len(self.entries) / max(self.seconds, 1e-9), 1),
+            "hash": f"near: pHash (imagehash) within {duplicates.THRESHOLD} of 64 bits and "
+                    f"{duplicates.FINE_THRESHOLD} of 256; exact: the same decoded pixels",
+            "splits": per_split,
+            "unreadable": [{"id": e.id, "split": e.split, "path": e.path, "reason": e.error}
+                           for e in self.entries if e.error],
+            "duplicates": {
+                "groups": len(self.groups), "exact_groups": sum(g.exact for g in self.groups),
+                "images": sum(len(g.members) for g in self.groups),
+                "within": within, "across_groups": len(across), "across_images": self.leaked(),
+                "labels_differ": sum(self._labels_differ(g) for g in self.groups)},
+            "groups": [{"exact": g.exact, "labels_differ": self._labels_differ(g),
+                        "splits": sorted({self.entries[i].split for i in g.members}),
+                        "members": [self._member(i) for i in g.members]}
+                       for g in sorted(self.groups, key=lambda g: (g not in across, g.members))],
+        }
+
+    def _labels_differ(self, group: Group) -> bool:
+        labels = {self.entries[i].label for i in group.members} - {None}
+        return len(labels) > 1
+
+    def _member(self, i: int) -> dict:
+        e = self.entries[i]
+        return {"id": e.id, "split": e.split, "class": None if e.label is None
+                else _name(self.class_names, e.label), "path": e.path}
+
+
+def _name(names, label: int) -> str:
+    return names[label].strip() if 0 <= label < len(names) else str(label)
+
+
+def _spread(values) -> dict:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def _progress(total: int):
+    return convert._Progress(total)
+
+
+def survey(path: str, features=None, log=print) -> Survey:
+    """Reads every image of the data at `path` once (see the module)."""
+    from corolla.data import layout as layout_lib
+
+    kind = sources.kind_of(path)
+    start = time.monotonic()
+    if kind == "layout":
+        smallest = min(layout_lib.available_sizes(path))
+        layout = layout_lib.open_layout(path, smallest)
+        if features is not None:
+            layout = layout_lib.with_features(layout, features)
+        total = sum(layout.split(s).count for s in ("train", "val", "test")
+                    if layout.has_split(s))
+        log(f"checking {total} images of {layout.size_dir}")
+        entries = _read_layout(layout, _progress(total))
+        return Survey(path, kind, layout.size_dir, tuple(layout.class_names), entries,
+                      time.monotonic() - start)
+    source = sources.scan(path, log)
+    log(f"checking {len(source.items)} images of {source.path}")
+    entries = _read_items(source.items, _progress(len(source.items)))
+    result = Survey(path, kind, source.path, source.class_names, entries,
+                    time.monotonic() - start)
+    _split_as_training_does(result, source)
+    return result
+
+
+def _split_as_training_does(result: Survey, source) -> None:
+    """Images without a split get the one `corolla train --data` gives them (copies together)."""
+    if not convert.needs_split(source):
+        return
+    try:
+        splits = convert.assign_splits(source, convert.Settings(), copies_in(result))
+    except UserError as e:
+        result.note = f"not split: {e}"
+        return
+    where = {item.id: name for name, items in splits.items() for item in items}
+    for entry in result.entries:
+        entry.split = where.get(entry.id, entry.split)
+    d = convert.Settings()
+    result.note = (f"split as `corolla train --data` splits it (val {d.val_fraction:g}, seed "
+                   f"{d.seed}; copies kept in one split)")
+
+
+def copies_in(result: Survey) -> convert.Copies:
+    """The copies a survey found, as a conversion keeps them together (and `dedupe` drops)."""
+    groups = {}
+    for group in result.groups:
+        first = result.entries[group.members[0]].id
+        for i in group.members:
+            groups[result.entries[i].id] = first
+    by_digest: dict[str, list[str]] = {}
+    for e in result.entries:
+        if e.fingerprint is not None:
+            by_digest.setdefault(e.fingerprint.exact, []).append(e.id)
+    return convert.Copies(groups, tuple(tuple(ids) for ids in by_digest.values()
+                                        if len(ids) > 1))
+
+
+def copies(path: str, root: str | Path, log=print) -> convert.Copies:
+    """The copies among the images of an image folder or CSV (surveyed once, `cached`)."""
+    return copies_in(cached(path, root, log=log)[0])
+
+
+# ---- the cache ----
+
+def key(path: str, features=None) -> str:
+    """The data's key: changes when a file is added, removed, relabelled or touched."""
+    from corolla.data import layout as layout_lib
+
+    digest = hashlib.sha256(f"{VERSION}\n{duplicates.THRESHOLD}\n{duplicates.FINE_THRESHOLD}\n"
+                            .encode())
+    if sources.kind_of(path) == "layout":
+        import tensorflow as tf
+
+        layout = layout_lib.open_layout(path, min(layout_lib.available_sizes(path)))
+        from corolla.data.records import COMPETITION
+
+        digest.update(f"{layout.size_dir}\n{features or COMPETITION}\n".encode())
+        for name in ("train", "val", "test"):
+            if layout.has_split(name):
+                for file in layout.split(name).files:
+                    stat = tf.io.gfile.stat(file.path)
+                    digest.update(f"{file.path}\t{stat.length}\t{stat.mtime_nsec}\n".encode())
+    else:
+        digest.update(sources.scan(path, log=lambda *a: None).fingerprint().encode())
+    return digest.hexdigest()[:16]
+
+
+def _hex(value: int | None, digits: int) -> str:
+    return "" if value is None else f"{value:0{digits}x}"
+
+
+def _int(text: str) -> int | None:
+    return int(text, 16) if text else None
+
+
+def _to_cache(result: Survey) -> dict:
+    return {"version": VERSION, "data": result.data, "kind": result.kind, "read": result.read,
+            "class_names": list(result.class_names), "seconds": result.seconds,
+            "note": result.note,
+            "entries": [[e.id, e.split, e.label, e.path, e.width, e.height,
+                         e.fingerprint.exact if e.fingerprint else "",
+                         _hex(e.fingerprint.phash, 16) if e.fingerprint else "",
+                         _hex(e.fingerprint.fine, 64) if e.fingerprint else "", e.error]
+                        for e in result.entries]}
+
+
+def _from_cache(saved: dict) -> Survey:
+    entries = [Entry(i, s, y, p, w, h, Fingerprint(x, _int(ph), _int(f)) if x else None, err)
+               for i, s, y, p, w, h, x, ph, f, err in saved["entries"]]
+    return Survey(saved["data"], saved["kind"], saved["read"], tuple(saved["class_names"]),
+                  entries, saved["seconds"], saved["note"])
+
+
+def cached(path: str, root: str | Path, features=None, log=print) -> tuple[Survey, bool]:
+    """(the survey of `path`, whether it came from the cache `root/<key>.json`)."""
+    file = Path(root) / f"{key(path, features)}.json"
+    if file.is_file():
+        try:
+            return _from_cache(json.loads(file.read_text())), True
+        except (ValueError, KeyError, TypeError):  # a damaged cache file: checked again
+            pass
+    result = survey(path, features, log)
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        write_text_atomic(file, json.dumps(_to_cache(result)))
+    except OSError as e:  # a read-only cache: the check still stands, only not kept
+        log(f"data check: not cached ({e.strerror} in {root})")
+    return result, False
+
+
+# ---- what the terminal shows ----
+
+def describe(result: Survey, limit: int = 10) -> list[str]:
+    """The table of `corolla check-data`: splits, classes, sizes, duplicates, unreadable files."""
+    s = result.summary()
+    lines = [f"checked {s['images']} images of {result.read} in {s['seconds']:.1f} s "
+             f"({s['images_per_second']:.0f} images/s)"]
+    if result.note:
+        lines.append(f"  {result.note}")
+    lines.append(f"  {'split':5s}  {'images':>7s}  {'unread':>6s}  {'classes':>7s}  "
+                 f"{'imbalance':>9s}  {'width':>11s}  {'height':>11s}  {'aspect':>11s}")
+    for split, f in s["splits"].items():
+        classes = f"{len(f['classes']) - len(f['classes_missing'])}" if "classes" in f else "-"
+        imbalance = f"{f['imbalance']:.1f}x" if "imbalance" in f else "-"
+        sizes = [f"{f[k]['min']:g}-{f[k]['max']:g}" if k in f else "-"
+                 for k in ("width", "height", "aspect")]
+        lines.append(f"  {split:5s}  {f['images']:7d}  {f['unreadable']:6d}  {classes:>7s}  "
+                     f"{imbalance:>9s}  {sizes[0]:>11s}  {sizes[1]:>11s}  {sizes[2]:>11s}")
+    labelled = [n for n, f in s["splits"].items() if "classes" in f]
+    used = list(s["splits"][labelled[0]]["classes"]) if labelled else []
+    if used and len(used) <= 40:
+        width = max(len("class"), *(len(name) for name in used))
+        lines.append(f"  {'class':{width}s}  " + "  ".join(f"{n:>6s}" for n in labelled))
+        for name in used:
+            lines.append(f"  {name:{width}s}  " + "  ".join(
+                f"{s['splits'][n]['classes'][name]:6d}" for n in labelled))
+    if s["classes_without_images"]:
+        lines.append(f"  {s['classes_without_images']} of the {s['classes']} classes have no "
+                     f"image in any split")
+    for split, f in s["splits"].items():
+        if f.get("classes_missing"):
+            lines.append(f"  warning: the {split} split has no image of "
+                         f"{_some(f['classes_missing'])}")
+    d = s["duplicates"]
+    lines.append(f"duplicates ({s['hash']}):")
+    for split, count in d["within"].items():
+        lines.append(f"  within {split}: {count} group(s)")
+    leaked = ", ".join(f"{n} of {split}" for split, n in d["across_images"].items())
+    lines.append(f"  across splits: {d['across_groups']} group(s)"
+                 + (f"; images with a copy in another split: {leaked}" if leaked else ""))
+    if d["labels_differ"]:
+        lines.append(f"  {d['labels_differ']} group(s) hold copies with different labels")
+    for group in s["groups"][:limit]:
+        members = " = ".join(where(m) for m in group["members"])
+        lines.append(f"  [{'exact' if group['exact'] else 'near'}] {_cut(members)}")
+    if len(s["groups"]) > limit:
+        lines.append(f"  ... and {len(s['groups']) - limit} more group(s) (all in --out FILE.json)")
+    if s["unreadable"]:
+        lines.append(f"{len(s['unreadable'])} image(s) do not decode:")
+        lines += [f"  {u['path']}: {u['reason']}" for u in s["unreadable"][:limit]]
+        if len(s["unreadable"]) > limit:
+            lines.append(f"  ... and {len(s['unreadable']) - limit} more (all in --out FILE.json)")
+    return lines
+
+
+def where(member: dict) -> str:
+    """A group member as the tables show it: split/id (class)."""
+    split, example_id = member["split"], member["id"]
+    shown = example_id if example_id.startswith(f"{split}/") else f"{split}/{example_id}"
+    return shown + (f" ({member['class']})" if member.get("class") else "")
+
+
+def _some(names, shown: int = 5) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def _cut(text: str, width: int = 160) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def one_line(result: Survey, command: str) -> str:
+    """What `corolla train` says about the data: the copies across splits, and how to list
+    them."""
+    leaked = result.leaked()
+    if not leaked:
+        within = len(result.groups)
+        return (f"data check: no duplicates across splits ({within} group(s) within splits; "
+                f"{command})")
+    images = ", ".join(f"{n} {split}" for split, n in leaked.items())
+    return (f"data check: {len(result.across())} group(s) of duplicates across splits ({images} "
+            f"image(s) with a copy in another split: scores on them are too good); list them: "
+            f"{command}")

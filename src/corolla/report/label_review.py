@@ -1,0 +1,87 @@
+"""The labels to review (`corolla.evaluation.label_review`) as files a person reads: every
+doubted image in `label_review.csv` (rank, id, given and suggested class, their
+probabilities), the most doubtful ones' thumbnails in `label_review.png` when the images can
+be read. report.html shows both."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+
+from corolla.evaluation import label_review
+from corolla.evaluation.predictions import Predictions
+from corolla.files import write_text_atomic
+from corolla.runs import paths
+
+SHOWN = 24  # thumbnails in the picture
+COLUMNS = ("rank", "id", "given", "suggested", "p_given", "p_suggested")
+
+
+def write(folder: str | Path, scored: Predictions, layout=None,
+          skip_bad_records: bool = False) -> dict[str, Path]:
+    """Writes FOLDER/label_review.csv and, with the `layout` the predictions' images come
+    from, label_review.png; returns what was written, by kind."""
+    folder = Path(folder)
+    if not scored.labelled:
+        return {}
+    doubts = label_review.review(scored)
+    names = [n.strip() for n in scored.class_names]
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for rank, d in enumerate(doubts, 1):
+        writer.writerow([rank, d.id, names[d.given], names[d.suggested], f"{d.p_given:.4f}",
+                         f"{d.p_suggested:.4f}"])
+    written = {"label_review": write_text_atomic(folder / paths.LABEL_REVIEW, text.getvalue())}
+    stale = folder / paths.LABEL_REVIEW_PICTURE
+    if layout is None or not doubts:
+        stale.unlink(missing_ok=True)  # a picture of an earlier review would mislead
+        return written
+    images = _images(layout, {d.id for d in doubts[:SHOWN]}, skip_bad_records)
+    shown = [d for d in doubts[:SHOWN] if d.id in images]
+    if shown:
+        written["label_review_picture"] = _plot(shown, images, names, stale)
+    return written
+
+
+def _images(layout, ids: set[str], skip_bad_records: bool) -> dict[str, np.ndarray]:
+    """The images of `ids`, from the labelled splits of `layout` (val first: a run's val
+    predictions are there; out-of-fold ones are in train and val); stops once all are found."""
+    from corolla.data import pipeline
+
+    found = {}
+    for name in ("val", "train"):
+        if not layout.has_split(name):
+            continue
+        for example in pipeline.read(layout.split(name), layout.image_size, ordered=True,
+                                     skip_bad_records=skip_bad_records):
+            example_id = example["id"].numpy().decode(errors="replace")
+            if example_id in ids:
+                found[example_id] = example["image"].numpy()
+                if len(found) == len(ids):
+                    return found
+    return found
+
+
+def _plot(doubts, images: dict, names: list[str], path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    from corolla.report.plots import _save
+
+    columns = 6
+    rows = -(-len(doubts) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(2.3 * columns, 2.6 * rows + 0.6),
+                             squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for k, (ax, d) in enumerate(zip(axes.flat, doubts)):
+        ax.imshow(np.clip(images[d.id], 0, 255).astype(np.uint8))
+        ax.set_title(f"#{k + 1} {d.id}\ngiven: {names[d.given]} {d.p_given:.0%}\n"
+                     f"model: {names[d.suggested]} {d.p_suggested:.0%}", fontsize=7,
+                     color="firebrick")
+    fig.suptitle("Labels to review: the given class, and the class the model is confident of "
+                 "instead (most doubtful first)", fontsize=10)
+    return _save(fig, path)

@@ -1,0 +1,281 @@
+"""Knowing the data before training (issue 23): duplicates within and across splits, splits
+that cannot leak, and labels that look wrong. Tiny images, tens of files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageEnhance
+
+from corolla.cli import main
+from corolla.data import convert, datasets, duplicates, sources, survey
+from corolla.evaluation import label_review, predictions
+
+SIZE = 48
+
+
+def _photo(rng) -> Image.Image:
+    """A photo-like image: detail at every scale, the coarser the stronger (as in photos,
+    whose perceptual hashes these are meant for)."""
+    out = np.zeros((SIZE, SIZE, 3), np.float32)
+    for cells, amplitude in ((3, 1.0), (6, 0.6), (12, 0.35), (24, 0.2)):
+        noise = rng.uniform(-1, 1, (cells, cells, 3)).astype(np.float32)
+        out += amplitude * np.stack([np.asarray(Image.fromarray(noise[..., c], "F").resize(
+            (SIZE, SIZE), Image.BICUBIC)) for c in range(3)], -1)
+    return Image.fromarray(np.clip(128 + 60 * out, 0, 255).astype(np.uint8))
+
+
+def _jpeg(image: Image.Image, path: Path, quality: int) -> None:
+    image.save(path.with_suffix(".jpg"), quality=quality)
+
+
+# The planted changes: what a photo saved twice goes through.
+def _resized(image):
+    return image.resize((int(SIZE * 0.8), int(SIZE * 0.8)), Image.BICUBIC)
+
+
+def _brighter(image):
+    return ImageEnhance.Brightness(image).enhance(1.25)
+
+
+def _planted_folder(root: Path) -> dict:
+    """train/{a,b}/ (10 photos each), val/{a,b}/ (4 each), test/ (6 loose), with copies of
+    train photos planted in val and test, and one exact copy under another name inside train.
+    Returns {"across": [{ids}], "within": [{ids}]}: the groups a check must find."""
+    rng = np.random.default_rng(7)
+    photos = {}
+    for split, n in (("train", 10), ("val", 4)):
+        for cls in "ab":
+            (root / split / cls).mkdir(parents=True)
+            for k in range(n):
+                photos[f"{split}/{cls}/{k}"] = image = _photo(rng)
+                image.save(root / split / cls / f"{k}.png")
+    (root / "test").mkdir()
+    for k in range(6):
+        _photo(rng).save(root / "test" / f"t{k}.png")
+    _resized(photos["train/a/0"]).save(root / "val" / "a" / "resized.png")
+    _jpeg(photos["train/b/1"], root / "val" / "b" / "recompressed", 60)
+    _brighter(photos["train/a/2"]).save(root / "test" / "brighter.png")
+    _jpeg(_brighter(_resized(photos["train/b/3"])), root / "test" / "all_three", 60)
+    photos["train/a/4"].save(root / "test" / "same_pixels.bmp")  # exact: another format, name
+    photos["train/b/5"].save(root / "train" / "b" / "5 (copy).png")
+    return {"across": [{"train/a/0.png", "val/a/resized.png"},
+                       {"train/b/1.png", "val/b/recompressed.jpg"},
+                       {"train/a/2.png", "test/brighter.png"},
+                       {"train/b/3.png", "test/all_three.jpg"},
+                       {"train/a/4.png", "test/same_pixels.bmp"}],
+            "within": [{"train/b/5.png", "train/b/5 (copy).png"}]}
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _id_sets(result: survey.Survey, groups) -> list[set]:
+    return [{result.entries[i].id for i in g.members} for g in groups]
+
+
+def test_planted_copies_across_splits_are_found_and_distinct_images_are_not(tmp_path):
+    planted = _planted_folder(tmp_path / "photos")
+    result = survey.survey(str(tmp_path / "photos"), log=lambda *a: None)
+    assert len(result.entries) == 20 + 8 + 6 + 5 + 1
+    found = _id_sets(result, result.groups)
+    # Every planted pair, and nothing else: none of the distinct photos is flagged.
+    assert sorted(map(sorted, found)) == sorted(map(sorted, planted["across"] + planted["within"]))
+    assert sorted(map(sorted, _id_sets(result, result.across()))) == \
+        sorted(map(sorted, planted["across"]))
+    exact = [ids for ids, g in zip(found, result.groups) if g.exact]
+    assert sorted(map(sorted, exact)) == [["test/same_pixels.bmp", "train/a/4.png"],
+                                          ["train/b/5 (copy).png", "train/b/5.png"]]
+    assert result.leaked() == {"val": 2, "test": 3}
+    summary = result.summary()
+    assert summary["splits"]["train"]["classes"] == {"a": 10, "b": 11}
+    assert summary["splits"]["train"]["imbalance"] == pytest.approx(1.1)
+    assert summary["splits"]["val"]["width"] == {"min": 38, "median": 48, "max": 48}
+    assert summary["duplicates"]["across_groups"] == 5
+
+
+def test_the_search_is_multi_index_and_finds_every_pair_within_the_threshold():
+    """Pairs at distance <= THRESHOLD are all found (pigeonhole), farther ones never, on
+    random hashes against a brute-force reference."""
+    rng = np.random.default_rng(1)
+    base = rng.integers(0, 2**63, 300, dtype=np.int64).astype(np.uint64)
+    near = base[:60] ^ np.array([np.bitwise_or.reduce(
+        np.uint64(1) << rng.choice(64, d, replace=False).astype(np.uint64))
+        for d in rng.integers(1, duplicates.THRESHOLD + 3, 60)], dtype=np.uint64)
+    hashes = np.concatenate([base, near])
+    distance = np.bitwise_count(hashes[:, None] ^ hashes[None, :])
+    i, j = np.nonzero(np.triu(distance <= duplicates.THRESHOLD, 1))
+    expected = np.stack([i, j], 1)
+    assert len(expected) > 40  # the test plants pairs on both sides of the threshold
+    assert np.array_equal(duplicates.near_pairs(hashes), expected)
+
+
+def test_check_data_prints_a_table_writes_json_and_strict_fails(tmp_path, cache, capsys):
+    _planted_folder(tmp_path / "photos")
+    out = tmp_path / "check.json"
+    assert main(["check-data", "--data", str(tmp_path / "photos"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "across splits: 5 group(s); images with a copy in another split: 2 of val, 3 of " \
+        "test" in printed
+    assert "[exact] train/a/4.png (a) = test/same_pixels.bmp" in printed
+    saved = json.loads(out.read_text())
+    paths = {m["path"] for g in saved["groups"] for m in g["members"]}
+    assert str((tmp_path / "photos" / "test" / "brighter.png").resolve()) in paths
+    # Never over a file; --strict: copies across splits are an error. From the cache now.
+    assert main(["check-data", "--data", str(tmp_path / "photos"), "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main(["check-data", "--data", str(tmp_path / "photos"), "--strict"]) == 2
+    captured = capsys.readouterr()
+    assert "from the cache" in captured.out
+    assert len(captured.err.strip().splitlines()) == 1 and "--strict" in captured.err
+
+
+def _copies_folder(root: Path) -> int:
+    """a/ and b/, each with 12 distinct photos and 4 groups of copies (the photo, resized,
+    and re-compressed). Returns the number of groups planted."""
+    rng = np.random.default_rng(3)
+    for cls in "ab":
+        (root / cls).mkdir(parents=True)
+        for k in range(12):
+            _photo(rng).save(root / cls / f"{k}.png")
+        for k in range(4):
+            image = _photo(rng)
+            image.save(root / cls / f"g{k}.png")
+            _resized(image).save(root / cls / f"g{k}-small.png")
+            _jpeg(image, root / cls / f"g{k}-q60", 60)
+    return 8
+
+
+def test_a_folder_converted_with_its_own_split_has_no_copies_across_splits(tmp_path, cache,
+                                                                          capsys):
+    planted = _copies_folder(tmp_path / "photos")
+    source = sources.scan(tmp_path / "photos")
+    settings = convert.Settings(image_sizes=(32,), val_fraction=0.3, test_fraction=0.2)
+    # A plain stratified split would leak: this seed puts copies on both sides ...
+    plain = convert.assign_splits(source, settings.check())
+    split_of = {i.id: name for name, items in plain.items() for i in items}
+    assert any(len({split_of[f"a/g{k}{end}"] for end in (".png", "-small.png", "-q60.jpg")}) > 1
+               for k in range(4))
+    # ... the conversion keeps each group whole.
+    assert main(["convert", str(tmp_path / "photos"), str(tmp_path / "out"), "--image-size",
+                 "32", "--val-fraction", "0.3", "--test-fraction", "0.2"]) == 0
+    assert f"copies: {planted} group(s) of exact or near duplicates" in capsys.readouterr().out
+    result = survey.survey(str(tmp_path / "out"), log=lambda *a: None)
+    assert result.across() == []
+    assert len(result.groups) == planted  # still found, each inside one split
+    record = json.loads((tmp_path / "out" / "convert.json").read_text())["duplicates"]
+    assert record["searched"] and record["groups"] == planted and record["removed"] == []
+    assert record["images_in_groups"] == 3 * planted
+
+
+def test_dedupe_keeps_one_of_each_exact_copy_and_records_it(tmp_path, cache):
+    root = tmp_path / "photos"
+    _copies_folder(root)
+    shutil.copy(root / "a" / "0.png", root / "a" / "0 again.png")
+    shutil.copy(root / "b" / "1.png", root / "b" / "1 again.png")
+    assert main(["convert", str(root), str(tmp_path / "out"), "--image-size", "32",
+                 "--dedupe"]) == 0
+    manifest = json.loads((tmp_path / "out" / "convert.json").read_text())
+    assert manifest["settings"]["dedupe"] is True
+    assert manifest["duplicates"]["removed"] == [{"id": "a/0.png", "copy_of": "a/0 again.png"},
+                                                 {"id": "b/1.png", "copy_of": "b/1 again.png"}]
+    assert sum(manifest["images"].values()) == 2 * (12 + 12 + 1) - 2
+
+
+def test_a_split_that_does_not_decode_lists_its_files_where_the_error_points(tmp_path,
+                                                                           capsys):
+    root = tmp_path / "photos"
+    _copies_folder(root / "train")
+    (root / "val" / "a").mkdir(parents=True)
+    for k in range(4):
+        (root / "val" / "a" / f"{k}.jpg").write_text("not an image")
+    assert main(["convert", str(root), str(tmp_path / "out"), "--image-size", "16"]) == 2
+    captured = capsys.readouterr()
+    error = captured.err.strip().splitlines()
+    assert len(error) == 1 and "no image of the val split" in error[0]
+    assert "e.g. val/a/0.jpg: " in error[0] and "listed above" in error[0]
+    assert all(f"warning: val/a/{k}.jpg: " in captured.out for k in range(4))
+
+
+def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_path, cache,
+                                                                         capsys):
+    _planted_folder(tmp_path / "photos")
+    common = ["train", "--data", str(tmp_path / "photos"), "--image-size", "16", "--epochs",
+              "1", "--steps-per-epoch", "1", "--batch-size", "4", "--model", "small_cnn",
+              "--runs-dir", str(tmp_path / "runs")]
+    assert main([*common, "--name", "strict", "--strict"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "5 group(s) of duplicates span the splits" in error[0]
+    assert not (tmp_path / "runs" / "strict").exists()
+    assert main([*common, "--name", "warned"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("data check:")]
+    assert lines == [f"data check: 5 group(s) of duplicates across splits (2 val, 3 test "
+                     f"image(s) with a copy in another split: scores on them are too good); "
+                     f"list them: corolla check-data --data {tmp_path / 'photos'}"]
+    run = tmp_path / "runs" / "warned"
+    assert json.loads((run / "data_check.json").read_text())["duplicates"]["across_groups"] == 5
+    report = (run / "report.html").read_text()
+    assert "<h2>Data check</h2>" in report and "test/same_pixels.bmp" in report
+    assert len(list((cache / "checks").iterdir())) == 1  # checked once, for both commands
+
+
+def _noisy_predictions(n: int = 1000, classes: int = 5, flip: float = 0.05, seed: int = 0):
+    """A model's probabilities for images whose true class it mostly knows, with `flip` of
+    the labels changed to another class. Returns (predictions, indices flipped)."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, classes, n)
+    logits = rng.normal(0, 1.2, (n, classes))
+    logits[np.arange(n), truth] += 4.0
+    probabilities = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    flipped = rng.choice(n, int(flip * n), replace=False)
+    labels = truth.copy()
+    labels[flipped] = (truth[flipped] + rng.integers(1, classes, len(flipped))) % classes
+    return predictions.make([f"img{i:04d}" for i in range(n)], labels, probabilities,
+                            [f"c{k}" for k in range(classes)]), set(flipped.tolist()), truth
+
+
+def test_label_review_ranks_most_flipped_labels_first():
+    scored, flipped, truth = _noisy_predictions()
+    doubts = label_review.review(scored)
+    top = [d.index for d in doubts[:len(flipped)]]
+    assert len(set(top) & flipped) >= 0.9 * len(flipped)  # precision at 50
+    assert {d.index for d in doubts[:20]} <= flipped  # the first ones are all flipped
+    assert all(d.suggested == truth[d.index] for d in doubts[:20])  # and the right class said
+    margins = [d.margin for d in doubts]
+    assert margins == sorted(margins, reverse=True)
+
+
+def test_label_review_files_and_report_section(tiny_petals, tmp_path):
+    """The CSV and the thumbnails of the doubted images, from a run's val predictions."""
+    from corolla.data import layout as layout_lib
+    from corolla.data import pipeline
+    from corolla.report import html as html_report
+    from corolla.report import label_review as review_files
+
+    data = layout_lib.open_layout(str(tiny_petals))
+    examples = [(e["id"].numpy().decode(), int(e["label"].numpy())) for e in
+                pipeline.read(data.split("val"), data.image_size, ordered=True)]
+    ids, labels = zip(*examples)
+    c = len(data.class_names)
+    probabilities = np.full((len(ids), c), 0.02)
+    probabilities[np.arange(len(ids)), labels] = 0.9
+    wrong = [3, 11]  # the model is sure of another class than the label
+    for i in wrong:
+        probabilities[i] = 0.02
+        probabilities[i, (labels[i] + 1) % c] = 0.95
+    scored = predictions.make(ids, labels, probabilities, data.class_names)
+    written = review_files.write(tmp_path, scored, data)
+    rows = (tmp_path / "label_review.csv").read_text().splitlines()
+    assert rows[0] == "rank,id,given,suggested,p_given,p_suggested"
+    assert [r.split(",")[1] for r in rows[1:]] == [ids[3], ids[11]]
+    assert written["label_review_picture"].is_file()
+    section = html_report._label_review(tmp_path)
+    assert "<h2>Labels to review</h2>" in section and ids[11] in section
