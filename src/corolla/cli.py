@@ -30,6 +30,10 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
                    help="distribution strategy (default: auto, from the hardware)")
     g.add_argument("--precision", choices=config_lib.PRECISIONS,
                    help="dtype policy (default: auto, from the hardware)")
+    g.add_argument("--jit-compile", choices=config_lib.JIT_COMPILES,
+                   help="compile the train step with XLA (default: auto, per accelerator)")
+    g.add_argument("--steps-per-execution", type=int, metavar="N",
+                   help="train steps per host call (default: 0 = auto, 16 on TPU, 1 elsewhere)")
 
 
 def _batch_flags(p: argparse.ArgumentParser, note: str = "") -> None:

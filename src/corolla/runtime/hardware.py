@@ -241,6 +241,20 @@ def _check_private_dir(path: Path) -> None:
                     f"folder of your own")
 
 
+# XLA's flag for deterministic GPU kernels (scatter, reductions, cuDNN's algorithm choice);
+# JAX has no API for it. TensorFlow's own (`enable_op_determinism`) is set in training.
+DETERMINISTIC_XLA_FLAG = "--xla_gpu_deterministic_ops=true"
+
+
+def deterministic_xla() -> None:
+    """Adds the flag to XLA_FLAGS (kept once, beside the user's own): it must be there before
+    JAX initialises its backend, so `detect` calls this before any probe. Harmless on CPU and
+    TPU, whose XLA ignores GPU flags."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    if DETERMINISTIC_XLA_FLAG not in flags:
+        os.environ["XLA_FLAGS"] = " ".join([*flags, DETERMINISTIC_XLA_FLAG])
+
+
 def quiet_logs() -> None:
     """Keeps TensorFlow's C++ start-up chatter (CUDA probes on CPU machines) off the terminal,
     unless the user asked for it with TF_CPP_MIN_LOG_LEVEL."""

@@ -176,14 +176,20 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
 
 
 def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto",
-           batch_size: int = 16, global_batch_size: int = 0) -> Plan:
+           batch_size: int = 16, global_batch_size: int = 0, jit_compile: str = "auto",
+           steps_per_execution: int = 0, deterministic: bool = False) -> Plan:
     """Finds the hardware, decides, and builds the strategy or distribution.
 
     Call it before the first `import keras` of the process: it selects the Keras backend.
+    `deterministic` (train.deterministic) must be known here: XLA reads its flags once, when
+    JAX first touches a device.
     """
+    if deterministic:
+        hardware.deterministic_xla()
     hw, cluster, env_backend = probe(backend)
     decision = decide(hw, cluster, backend=backend, strategy=strategy, precision=precision,
-                      env_backend=env_backend)
+                      env_backend=env_backend, jit_compile=jit_compile,
+                      steps_per_execution=steps_per_execution, deterministic=deterministic)
     keras = hardware.use_keras_backend(decision.backend)
     if decision.backend == "tensorflow":
         strategy_obj, distribution = _tf_strategy(decision, hw), None
@@ -200,7 +206,7 @@ def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto
                 devices=devices, replicas=replicas, num_processes=cluster.num_processes,
                 process_id=cluster.process_id, is_chief=cluster.is_chief,
                 batch_per_replica=per_replica, global_batch=total, precision=decision.precision,
-                steps_per_execution=_steps_per_execution(decision),
+                steps_per_execution=decision.steps_per_execution,
                 jit_compile=decision.jit_compile, hardware=hw,
                 strategy=strategy_obj, distribution=distribution)
 
@@ -209,14 +215,10 @@ def detect_for(config) -> Plan:
     """`detect` with a RunConfig's runtime and batch settings."""
     return detect(backend=config.runtime.backend, strategy=config.runtime.strategy,
                   precision=config.runtime.precision, batch_size=config.train.batch_size,
-                  global_batch_size=config.train.global_batch_size)
-
-
-def _steps_per_execution(decision: Decision) -> int:
-    # Several steps per host round-trip pay off on TPUs (Plan.fit_steps fits each epoch to
-    # whole executions); under multi-replica MirroredStrategy Keras 3 fails with more than 1,
-    # and on CPU/GPU the gain is small.
-    return 16 if decision.accelerator == "tpu" else 1
+                  global_batch_size=config.train.global_batch_size,
+                  jit_compile=config.runtime.jit_compile,
+                  steps_per_execution=config.runtime.steps_per_execution,
+                  deterministic=config.train.deterministic)
 
 
 def _tf_strategy(decision: Decision, hw: Hardware):
