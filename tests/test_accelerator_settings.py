@@ -85,7 +85,7 @@ def _whole_and_resumed(tmp, overrides):
 # per update, the ramp schedule (two-phase fine-tuning, whose second phase starts a fresh
 # optimizer, loss scale included, is under `large` below); deterministic,
 # so that a resumed run can be compared bit for bit (which keeps XLA off on TensorFlow: see
-# test_deterministic_tensorflow_keeps_xla_off).
+# test_runtime_decide.test_deterministic_tensorflow_keeps_xla_off).
 GPU_LIKE = {"runtime.precision": "mixed_float16", "runtime.steps_per_execution": 2,
             "train.ema": True, "train.ema_momentum": 0.5, "train.accumulation_steps": 2,
             "train.schedule": "ramp", "train.epochs": 2, "train.deterministic": True}
@@ -135,21 +135,6 @@ def test_xla_is_forced_on_cpu_and_keras_keeps_it(tiny_petals, tmp_path):
     run = _train(tmp_path, "x", overrides, extra=[Jit()])
     assert run["plan"].jit_compile and seen["jit"] is True
     assert math.isfinite(run["loss0"]) and run["scale0"]["counter"] > 0
-
-
-def test_deterministic_tensorflow_keeps_xla_off():
-    """Keras turns XLA off under TensorFlow's op determinism: the plan says so, and asking for
-    both is a one-line error, not a run that silently differs from its plan."""
-    from corolla.errors import UserError
-    from corolla.runtime import Cluster, Hardware, decide
-
-    gpu = Hardware(gpus=1, gpu_compute_capability=(8, 0))
-    assert decide(gpu, Cluster()).jit_compile
-    assert not decide(gpu, Cluster(), deterministic=True).jit_compile
-    with pytest.raises(UserError, match="--jit-compile on cannot be deterministic"):
-        decide(gpu, Cluster(), jit_compile="on", deterministic=True)
-    assert decide(Hardware(jax=True, jax_platform="gpu", jax_devices=1, tensorflow=False),
-                  Cluster(), deterministic=True).jit_compile  # JAX: deterministic XLA
 
 
 @pytest.mark.large
