@@ -413,3 +413,35 @@ def test_a_run_id_must_be_short_hex(temp_dir, run_id):
 def test_auto_on_a_tpu_host_in_a_tf_config_cluster_is_refused():
     with pytest.raises(UserError, match="TPUStrategy cannot span them"):
         decide(Hardware(tpu="vm", tpu_cores=8), WORKERS_2)
+
+
+def test_every_gpu_and_tpu_hint_is_found(tmp_path):
+    """A container given GPU 3 has only /dev/nvidia3 (and nvidiactl, which is no GPU); TPU v5e
+    VMs show /dev/vfio/N, older ones /dev/accelN."""
+    (tmp_path / "vfio").mkdir()
+    for name in ("nvidia3", "nvidiactl", "nvidia-uvm", "accel0", "vfio/0", "vfio/vfio"):
+        (tmp_path / name).touch()
+    assert hardware.gpu_hints({}, str(tmp_path)) == [str(tmp_path / "nvidia3")]
+    assert hardware.gpu_hints({"CUDA_VISIBLE_DEVICES": "3"}, "/nonexistent") == \
+        ["CUDA_VISIBLE_DEVICES=3"]
+    for hidden in ("", "-1"):  # what hides every GPU (as the tests do) is no hint
+        assert hardware.gpu_hints({"CUDA_VISIBLE_DEVICES": hidden}, "/nonexistent") == []
+    assert hardware.tpu_hints({"TPU_NAME": "t1"}, str(tmp_path)) == \
+        ["TPU_NAME=t1", str(tmp_path / "accel0"), str(tmp_path / "vfio" / "0")]
+
+
+def test_a_hinted_gpu_no_framework_sees_is_one_line_with_the_libraries_reasons(monkeypatch):
+    monkeypatch.setattr(hardware, "gpu_hints", lambda: ["/dev/nvidia3"])
+    monkeypatch.setattr(hardware, "tpu_hints", lambda: [])
+    line = hardware.unused_accelerator(Hardware(tensorflow=False, jax=False), "cpu")
+    assert line == ("/dev/nvidia3 suggests a GPU, but neither TensorFlow nor JAX can use one "
+                    "(TensorFlow: not installed; JAX: not installed); running on the CPU")
+    # This machine's libraries, asked for real: TensorFlow's build or NVIDIA's driver, and
+    # JAX's own error.
+    line = hardware.unused_accelerator(Hardware(tensorflow=True, jax=True), "cpu")
+    assert line.startswith("/dev/nvidia3 suggests a GPU, but neither TensorFlow nor JAX can "
+                           "use one (TensorFlow 2.") and "; JAX 0." in line
+    assert "\n" not in line
+    assert hardware.unused_accelerator(Hardware(gpus=1), "gpu") is None
+    monkeypatch.setattr(hardware, "gpu_hints", lambda: [])
+    assert hardware.unused_accelerator(Hardware(), "cpu") is None

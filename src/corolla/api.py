@@ -23,6 +23,7 @@ from corolla.commands.errors import as_user_errors
 from corolla.config.flags import from_keywords
 from corolla.errors import UserError
 from corolla.runs import paths
+from corolla.runtime import tflog
 
 
 # What evaluate and predict take: the machine's runtime and the inference batch.
@@ -76,7 +77,7 @@ class Run:
         from corolla.commands import evaluate
 
         flags, names = from_keywords(runtime, "Run.evaluate()", _INFERENCE)
-        with as_user_errors():
+        with tflog.quiet_tensorflow(), as_user_errors():
             return evaluate.evaluate(self.path, flags, names, data=_text(data), out=out,
                                      tta=tta)
 
@@ -87,7 +88,7 @@ class Run:
         from corolla.commands import predict
 
         flags, names = from_keywords(runtime, "Run.predict()", _INFERENCE)
-        with as_user_errors():
+        with tflog.quiet_tensorflow(), as_user_errors():
             return predict.predict(self.path, flags, names, data=_text(data), out=out,
                                    force=force, tta=tta)
 
@@ -126,7 +127,7 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     from corolla.commands import train as train_command
 
     flags, names = from_keywords(keywords, "corolla.train()")
-    with as_user_errors():
+    with tflog.quiet_tensorflow(), as_user_errors():
         run_dir, _ = train_command.train(_text(config), flags, names, resume=resume, log=log)
     return Run(run_dir) if run_dir is not None else None
 

@@ -419,14 +419,12 @@ def _stop_on_signals():
 def main(argv: list[str] | None = None) -> int:
     from corolla.commands.errors import as_user_errors
     from corolla.runtime import tflog
-    from corolla.runtime.hardware import quiet_logs
 
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # --help, --version, or a flag error (already printed)
         return e.code
-    quiet_import = tflog.quiet_tensorflow_import()  # before quiet_logs() sets the level
-    quiet_logs()
+    quiet_import = tflog.quiet_tensorflow()
     received = []
     try:
         with _stop_on_signals() as received, quiet_import, as_user_errors():

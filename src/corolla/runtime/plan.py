@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass, field
 
 from corolla.errors import UserError
@@ -40,6 +41,8 @@ class Plan:
     hardware: Hardware = field(repr=False)
     strategy: object = field(default=None, repr=False)  # tf.distribute.Strategy (TensorFlow)
     distribution: object = field(default=None, repr=False)  # keras.distribution (JAX)
+    # A TPU or GPU the machine shows that no framework can use, and why (see detect).
+    unused_accelerator: str | None = None
 
     def scope(self):
         """Where models and optimizers must be created."""
@@ -131,6 +134,7 @@ class Plan:
             "precision": self.precision,
             "steps_per_execution": self.steps_per_execution,
             "jit_compile": self.jit_compile,
+            "unused_accelerator": self.unused_accelerator,
         }
 
 
@@ -201,6 +205,10 @@ def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto
         devices = max(1, replicas // cluster.num_processes)
     per_replica, total = global_batch(replicas, batch_size, global_batch_size)
     keras.config.set_dtype_policy(decision.precision)
+    unused = hardware.unused_accelerator(hw, decision.accelerator)
+    if unused and unused not in _SAID:  # once per process, before any training output
+        _SAID.add(unused)
+        print(f"corolla: {unused}", file=sys.stderr)
     return Plan(backend=decision.backend, accelerator=decision.accelerator,
                 strategy_name=STRATEGY_NAMES.get(decision.strategy, "default"),
                 devices=devices, replicas=replicas, num_processes=cluster.num_processes,
@@ -208,7 +216,10 @@ def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto
                 batch_per_replica=per_replica, global_batch=total, precision=decision.precision,
                 steps_per_execution=decision.steps_per_execution,
                 jit_compile=decision.jit_compile, hardware=hw,
-                strategy=strategy_obj, distribution=distribution)
+                strategy=strategy_obj, distribution=distribution, unused_accelerator=unused)
+
+
+_SAID: set[str] = set()
 
 
 def detect_for(config) -> Plan:
