@@ -345,9 +345,3 @@ def deterministic_xla() -> None:
     flags = os.environ.get("XLA_FLAGS", "").split()
     if DETERMINISTIC_XLA_FLAG not in flags:
         os.environ["XLA_FLAGS"] = " ".join([*flags, DETERMINISTIC_XLA_FLAG])
-
-
-def quiet_logs() -> None:
-    """Keeps TensorFlow's C++ start-up chatter (CUDA probes on CPU machines) off the terminal,
-    unless the user asked for it with TF_CPP_MIN_LOG_LEVEL."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

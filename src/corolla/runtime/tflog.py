@@ -1,6 +1,6 @@
 """TensorFlow's C++ start-up lines, kept off the terminal without hiding what matters.
 
-`hardware.quiet_logs` sets TF_CPP_MIN_LOG_LEVEL=3, which silences TensorFlow's C++ logging once
+`quiet_logs` sets TF_CPP_MIN_LOG_LEVEL=3, which silences TensorFlow's C++ logging once
 it is set up. But while `import tensorflow` loads its shared libraries, each library's own copy
 of absl logs before anything has set a level, straight to file descriptor 2 (so Python's logging
 never sees the lines either). With TensorFlow 2.21 on a CPU machine every command began with,
@@ -121,11 +121,15 @@ def quiet_tensorflow():
     filtered (`quiet_tensorflow_import`) and its later C++ logging at level 3 (`quiet_logs`),
     unless the user set TF_CPP_MIN_LOG_LEVEL (0 shows everything; 1 or 2 keep their level for
     later lines, while the start-up noise, printed whatever the level, stays off)."""
-    from corolla.runtime.hardware import quiet_logs
-
     quiet_import = quiet_tensorflow_import()  # before quiet_logs() sets the level
     quiet_logs()
     return quiet_import
+
+
+def quiet_logs() -> None:
+    """Keeps TensorFlow's C++ logging (CUDA probes on CPU machines) off the terminal, unless the
+    user asked for it with TF_CPP_MIN_LOG_LEVEL."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def quiet_tensorflow_import():
