@@ -101,7 +101,7 @@ def test_deterministic_sets_the_xla_gpu_flag_once(monkeypatch):
     (TPU_JAX, Cluster(), {"strategy": "tpu"}, "or pass --backend tensorflow"),
     (Hardware(jax=False), Cluster(), {"backend": "jax"}, r"pip install 'corolla\[jax\]'"),
     (Hardware(tensorflow=False, jax=True), Cluster(), {"backend": "tensorflow"},
-     "pip install tensorflow"),
+     r'pip install "corolla\[tensorflow\]"'),
     (CPU, WORKERS_2, {"backend": "jax"}, "TF_CONFIG configures TensorFlow workers"),
     (CPU, JAX_PROCS_2, {"backend": "tensorflow"}, "KERAS_DISTRIBUTION_"),
     (CPU, Cluster(), {"env_backend": "torch"}, "backend must be auto, tensorflow or jax"),

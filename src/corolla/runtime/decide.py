@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from corolla.errors import UserError
+from corolla.errors import NO_TENSORFLOW, UserError
 from corolla.runtime.hardware import Cluster, Hardware
 
 TF_STRATEGIES = ("tpu", "mirrored", "multiworker", "one_device", "default")
@@ -42,9 +42,10 @@ def choose_backend(requested: str, hw: Hardware, env_backend: str | None = None,
                         " (from KERAS_BACKEND or --backend)")
     if requested != "auto":
         if not getattr(hw, requested):
-            extra = "pip install 'corolla[jax]'" if requested == "jax" else "pip install tensorflow"
-            raise UserError(f"the {requested} backend was asked for but {requested} is not "
-                            f"installed; run: {extra}")
+            if requested == "tensorflow":
+                raise UserError(NO_TENSORFLOW)
+            raise UserError("the jax backend was asked for but jax is not installed; run: "
+                            "pip install 'corolla[jax]'")
         return requested
     if hw.jax_platform == "tpu":
         return "jax"

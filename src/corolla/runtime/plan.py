@@ -13,7 +13,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from corolla.errors import UserError
+from corolla.errors import NO_TENSORFLOW, UserError
 from corolla.runtime import hardware
 from corolla.runtime.decide import Decision, decide
 from corolla.runtime.hardware import Cluster, Hardware
@@ -159,6 +159,8 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
         want = "jax"
     found = {"tensorflow": hardware.installed("tensorflow"), "jax": hardware.installed("jax"),
              "accelerator_hint": hardware.accelerator_hint()}
+    if not found["tensorflow"]:  # the input pipeline is tf.data whatever the backend
+        raise UserError(NO_TENSORFLOW)
     if want == "auto" and found["jax"] and hardware.tpu_hint():
         # A TPU JAX can see runs on JAX (decide.choose_backend), and connecting TensorFlow to
         # it first would claim it: ask JAX first, and leave TensorFlow to the input pipeline.
