@@ -44,8 +44,13 @@ def _tensorflows(python) -> list[str]:
 def source(tmp_path_factory):
     """The repository's files, copied (a build writes into its source folder)."""
     dest = tmp_path_factory.mktemp("src") / "corolla"
-    shutil.copytree(REPO, dest, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "runs", "*.egg-info", "build", "__pycache__", ".*_cache"))
+    anywhere = shutil.ignore_patterns("*.egg-info", "__pycache__", ".*_cache")
+
+    def ignore(folder, names):  # at the top only: src/corolla/runs is a package
+        top = {".git", ".venv", "runs", "build"} if os.path.samefile(folder, REPO) else set()
+        return set(anywhere(folder, names)) | (top & set(names))
+
+    shutil.copytree(REPO, dest, ignore=ignore)
     return dest
 
 

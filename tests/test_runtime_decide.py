@@ -424,8 +424,8 @@ def test_every_gpu_and_tpu_hint_is_found(tmp_path):
     assert hardware.gpu_hints({}, str(tmp_path)) == [str(tmp_path / "nvidia3")]
     assert hardware.gpu_hints({"CUDA_VISIBLE_DEVICES": "3"}, "/nonexistent") == \
         ["CUDA_VISIBLE_DEVICES=3"]
-    for hidden in ("", "-1"):  # what hides every GPU (as the tests do) is no hint
-        assert hardware.gpu_hints({"CUDA_VISIBLE_DEVICES": hidden}, "/nonexistent") == []
+    for hidden in ("", "-1"):  # every GPU hidden on purpose (as the tests do): no hint at all
+        assert hardware.gpu_hints({"CUDA_VISIBLE_DEVICES": hidden}, str(tmp_path)) == []
     assert hardware.tpu_hints({"TPU_NAME": "t1"}, str(tmp_path)) == \
         ["TPU_NAME=t1", str(tmp_path / "accel0"), str(tmp_path / "vfio" / "0")]
 

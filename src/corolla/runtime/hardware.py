@@ -78,10 +78,12 @@ def tpu_hints(environ=os.environ, dev: str = "/dev") -> list[str]:
 
 
 def gpu_hints(environ=os.environ, dev: str = "/dev") -> list[str]:
-    """Signs of an NVIDIA GPU: any /dev/nvidiaN, or CUDA_VISIBLE_DEVICES naming devices
-    (empty or -1 hides them all, as the tests do)."""
-    visible = environ.get("CUDA_VISIBLE_DEVICES", "").strip()
-    named = [f"CUDA_VISIBLE_DEVICES={visible}"] if visible and visible != "-1" else []
+    """Signs of an NVIDIA GPU: any /dev/nvidiaN, or CUDA_VISIBLE_DEVICES naming devices. Set
+    empty or to -1 it hides them all on purpose (as the tests do): then there is none."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return []
+    named = [f"CUDA_VISIBLE_DEVICES={visible.strip()}"] if visible else []
     return named + _device_files(_GPU_DEVICE_FILES, dev)
 
 
