@@ -28,7 +28,7 @@ TENSORFLOWS = {"tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-int
 def _run(*cmd, check=True, timeout=1500):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     result = subprocess.run([str(c) for c in cmd], env=env, capture_output=True, text=True,
-                            timeout=timeout)
+                            timeout=timeout, check=False)
     if check:
         assert result.returncode == 0, (cmd, result.stdout[-2000:], result.stderr[-3000:])
     return result
@@ -83,6 +83,6 @@ def test_the_readmes_set_up_command_on_a_fresh_machine(tmp_path, source):
          f"{source}[tensorflow]")
     assert _tensorflows(python) == ["tensorflow"]
     demo = subprocess.run([str(corolla), "demo", "--tiny"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=900,
+                          text=True, timeout=900, check=False,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert demo.returncode == 0, demo.stderr[-3000:]

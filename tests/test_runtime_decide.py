@@ -432,7 +432,7 @@ def test_every_gpu_and_tpu_hint_is_found(tmp_path):
 
 def test_a_hinted_gpu_no_framework_sees_is_one_line_with_the_libraries_reasons(monkeypatch):
     monkeypatch.setattr(hardware, "gpu_hints", lambda: ["/dev/nvidia3"])
-    monkeypatch.setattr(hardware, "tpu_hints", lambda: [])
+    monkeypatch.setattr(hardware, "tpu_hints", list)
     line = hardware.unused_accelerator(Hardware(tensorflow=False, jax=False), "cpu")
     assert line == ("/dev/nvidia3 suggests a GPU, but neither TensorFlow nor JAX can use one "
                     "(TensorFlow: not installed; JAX: not installed); running on the CPU")
@@ -443,5 +443,5 @@ def test_a_hinted_gpu_no_framework_sees_is_one_line_with_the_libraries_reasons(m
                            "use one (TensorFlow 2.") and "; JAX 0." in line
     assert "\n" not in line
     assert hardware.unused_accelerator(Hardware(gpus=1), "gpu") is None
-    monkeypatch.setattr(hardware, "gpu_hints", lambda: [])
+    monkeypatch.setattr(hardware, "gpu_hints", list)
     assert hardware.unused_accelerator(Hardware(), "cpu") is None
