@@ -442,12 +442,9 @@ def determinism_child(args) -> None:
 
 def main(argv=None) -> int:
     from corolla.runtime import tflog
-    from corolla.runtime.hardware import quiet_logs
 
     args = parse_args(argv)
-    quiet_import = tflog.quiet_tensorflow_import()  # as the CLI: TensorFlow's start-up lines
-    quiet_logs()
-    with quiet_import:
+    with tflog.quiet_tensorflow():  # as the CLI: TensorFlow's start-up lines
         if args._child == "determinism":
             determinism_child(args)
             return 0

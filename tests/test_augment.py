@@ -63,6 +63,57 @@ def test_flip_and_colour_in_bytes_match_the_float_kernel_rounded():
     assert diff.max() <= 0.5 + 1e-3  # rounded and saturated, nothing else
 
 
+@pytest.fixture
+def no_host_xla(monkeypatch):
+    """As on a TPU build of TensorFlow, which has no XLA:CPU: the fallback kernel."""
+    monkeypatch.setattr(augment, "host_xla", lambda: False)
+
+
+KERNELS = [(flip, affine, colour, to_uint8) for flip in (False, True)
+           for affine in (False, True) for colour in (False, True) for to_uint8 in (False, True)
+           if flip or affine or colour]
+
+
+def test_without_xla_on_the_host_the_kernel_gives_the_same_bytes(no_host_xla):
+    """Every combination of the fused kernel, XLA against TensorFlow's own kernels, eagerly and
+    in a dataset's map (as the pipeline runs it): the same bytes, so a run does not depend on
+    whether its host has XLA."""
+    images, _ = _batch()
+    for args in KERNELS:
+        fallback = augment._fused(images, _seed(1), *args).numpy()
+        in_map = tf.data.Dataset.from_tensors(images).map(
+            lambda x, args=args: augment._fused(x, _seed(1), *args)).get_single_element()
+        xla = augment._pixels_xla(images, *augment._draws(images, _seed(1), *args[:3]), *args)
+        assert xla.dtype == fallback.dtype == (tf.uint8 if args[3] else tf.float32), args
+        assert np.array_equal(xla.numpy(), fallback), args
+        assert np.array_equal(in_map.numpy(), fallback), args
+    identity = tf.tile(tf.constant([[[1.0, 0, 0], [0, 1, 0]]]), [B, 1, 1])
+    assert np.array_equal(augment._resample(images, identity), tf.cast(images, tf.float32))
+
+
+def test_a_host_without_xla_is_found_once_by_probing(monkeypatch):
+    """host_xla() runs the XLA kernel once in a dataset's map; a TensorFlow whose XLA:CPU is
+    missing fails there (as TPU builds do: tensorflow/tensorflow#58934), faked here by a kernel
+    that fails the same way."""
+    assert augment.host_xla()  # this machine's TensorFlow has XLA:CPU
+
+    @tf.function
+    def missing(*args):
+        tf.debugging.assert_equal(0, 1, message="could not find registered transfer manager "
+                                  "for platform Host -- check target linkage")
+        return args[0]
+
+    monkeypatch.setattr(augment, "_pixels_xla", missing)
+    augment.host_xla.cache_clear()
+    try:
+        assert not augment.host_xla()
+        images, _ = _batch()
+        out, _ = augment.apply(["flip", "color"], images, None, _seed(1))  # no XLA in it
+        assert out.dtype == tf.uint8
+    finally:
+        augment.host_xla.cache_clear()
+
+
 def test_crop_decodes_a_random_window_resized_to_the_image_size():
     rng = np.random.default_rng(0)
     image = rng.integers(0, 256, (S, S, 3)).astype(np.uint8)

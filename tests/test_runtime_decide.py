@@ -20,6 +20,7 @@ TPU_JAX = Hardware(jax=True, jax_platform="tpu", jax_devices=8, accelerator_hint
 TPU_BOTH = Hardware(tpu="vm", tpu_cores=8, jax=True, jax_platform="tpu", jax_devices=8)
 GPUS_4 = Hardware(gpus=4, gpu_compute_capability=(8, 0), jax=True)
 GPU_1_OLD = Hardware(gpus=1, gpu_compute_capability=(6, 0), jax=True)
+GPU_T4 = Hardware(gpus=1, gpu_compute_capability=(7, 5), jax=True)
 GPU_JAX_ONLY = Hardware(jax=True, jax_platform="gpu", jax_devices=2,
                         jax_compute_capability=(9, 0))
 CPU_SPLIT = Hardware(cpus=4, jax=True)
@@ -32,13 +33,16 @@ JAX_PROCS_2 = Cluster(kind="keras", num_processes=2, process_id=0)
     (TPU_NODE, Cluster(), ("tensorflow", "tpu", "tpu", "mixed_bfloat16")),
     (TPU_JAX, Cluster(), ("jax", "tpu", "data_parallel", "mixed_bfloat16")),
     (TPU_BOTH, Cluster(), ("jax", "tpu", "data_parallel", "mixed_bfloat16")),
-    (GPUS_4, Cluster(), ("tensorflow", "gpu", "mirrored", "mixed_float16")),
+    # bfloat16 from compute capability 8.0 (A100, L4, H100): no loss scaling; float16 on the
+    # older tensor cores (T4, V100); float32 before them.
+    (GPUS_4, Cluster(), ("tensorflow", "gpu", "mirrored", "mixed_bfloat16")),
+    (GPU_T4, Cluster(), ("tensorflow", "gpu", "one_device", "mixed_float16")),
     (GPU_1_OLD, Cluster(), ("tensorflow", "gpu", "one_device", "float32")),
-    (GPU_JAX_ONLY, Cluster(), ("jax", "gpu", "data_parallel", "mixed_float16")),
+    (GPU_JAX_ONLY, Cluster(), ("jax", "gpu", "data_parallel", "mixed_bfloat16")),
     (CPU, Cluster(), ("tensorflow", "cpu", "default", "float32")),
     (CPU_SPLIT, Cluster(), ("tensorflow", "cpu", "mirrored", "float32")),
     (CPU, WORKERS_2, ("tensorflow", "cpu", "multiworker", "float32")),
-    (GPUS_4, WORKERS_2, ("tensorflow", "gpu", "multiworker", "mixed_float16")),
+    (GPUS_4, WORKERS_2, ("tensorflow", "gpu", "multiworker", "mixed_bfloat16")),
     (Hardware(jax=True, jax_platform="cpu", jax_devices=1), JAX_PROCS_2,
      ("jax", "cpu", "data_parallel", "float32")),
 ])
@@ -62,6 +66,33 @@ def test_keras_backend_env_and_explicit_choices_win_over_auto():
     assert (d.strategy, d.precision) == ("one_device", "float32")
 
 
+def test_xla_and_steps_per_execution_can_be_forced_anywhere():
+    """runtime.jit_compile / steps_per_execution: an accelerator's settings on a CPU (and back);
+    auto keeps the table's choice."""
+    auto = decide(CPU, Cluster())
+    assert (auto.jit_compile, auto.steps_per_execution) == (False, 1)
+    forced = decide(CPU, Cluster(), jit_compile="on", steps_per_execution=8)
+    assert (forced.jit_compile, forced.steps_per_execution) == (True, 8)
+    assert decide(TPU_JAX, Cluster()).steps_per_execution == 16
+    assert not decide(GPU_T4, Cluster(), jit_compile="off").jit_compile
+
+
+def test_deterministic_tensorflow_keeps_xla_off():
+    """Keras turns XLA off under TensorFlow's op determinism, with only a warning: the plan
+    says so, and asking for both is a one-line error. JAX keeps XLA (its GPU kernels are made
+    deterministic by XLA_FLAGS: see test_deterministic_sets_the_xla_gpu_flag_once)."""
+    assert decide(GPU_T4, Cluster()).jit_compile
+    assert not decide(GPU_T4, Cluster(), deterministic=True).jit_compile
+    assert decide(GPU_JAX_ONLY, Cluster(), deterministic=True).jit_compile
+
+
+def test_deterministic_sets_the_xla_gpu_flag_once(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    hardware.deterministic_xla()
+    hardware.deterministic_xla()
+    assert os.environ["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_gpu_deterministic_ops=true"
+
+
 @pytest.mark.parametrize("hw, cluster, kwargs, message", [
     (CPU, Cluster(), {"strategy": "tpu"}, "found no TPU"),
     (CPU, Cluster(), {"strategy": "multiworker"}, "needs TF_CONFIG"),
@@ -70,10 +101,13 @@ def test_keras_backend_env_and_explicit_choices_win_over_auto():
     (TPU_JAX, Cluster(), {"strategy": "tpu"}, "or pass --backend tensorflow"),
     (Hardware(jax=False), Cluster(), {"backend": "jax"}, r"pip install 'corolla\[jax\]'"),
     (Hardware(tensorflow=False, jax=True), Cluster(), {"backend": "tensorflow"},
-     "pip install tensorflow"),
+     r'pip install "corolla\[tensorflow\]"'),
     (CPU, WORKERS_2, {"backend": "jax"}, "TF_CONFIG configures TensorFlow workers"),
     (CPU, JAX_PROCS_2, {"backend": "tensorflow"}, "KERAS_DISTRIBUTION_"),
     (CPU, Cluster(), {"env_backend": "torch"}, "backend must be auto, tensorflow or jax"),
+    (GPU_T4, Cluster(), {"jit_compile": "on", "deterministic": True},
+     "--jit-compile on cannot be deterministic on TensorFlow"),
+    (TPU_JAX, Cluster(), {"jit_compile": "off"}, "--jit-compile off is not possible on JAX"),
 ])
 def test_impossible_requests_are_user_errors(hw, cluster, kwargs, message):
     with pytest.raises(UserError, match=message):
@@ -396,3 +430,35 @@ def test_processes_that_jax_joined_make_the_cluster():
         hardware.joined(keras_job, 4, 1)
     tf_job = Cluster(kind="tf_config", num_processes=2, process_id=1, is_chief=False)
     assert hardware.joined(tf_job, 1, 0) is tf_job
+
+
+def test_every_gpu_and_tpu_hint_is_found(tmp_path):
+    """A container given GPU 3 has only /dev/nvidia3 (and nvidiactl, which is no GPU); TPU v5e
+    VMs show /dev/vfio/N, older ones /dev/accelN."""
+    (tmp_path / "vfio").mkdir()
+    for name in ("nvidia3", "nvidiactl", "nvidia-uvm", "accel0", "vfio/0", "vfio/vfio"):
+        (tmp_path / name).touch()
+    assert hardware.gpu_hints({}, str(tmp_path)) == [str(tmp_path / "nvidia3")]
+    assert hardware.gpu_hints({"CUDA_VISIBLE_DEVICES": "3"}, "/nonexistent") == \
+        ["CUDA_VISIBLE_DEVICES=3"]
+    for hidden in ("", "-1"):  # every GPU hidden on purpose (as the tests do): no hint at all
+        assert hardware.gpu_hints({"CUDA_VISIBLE_DEVICES": hidden}, str(tmp_path)) == []
+    assert hardware.tpu_hints({"TPU_NAME": "t1"}, str(tmp_path)) == \
+        ["TPU_NAME=t1", str(tmp_path / "accel0"), str(tmp_path / "vfio" / "0")]
+
+
+def test_a_hinted_gpu_no_framework_sees_is_one_line_with_the_libraries_reasons(monkeypatch):
+    monkeypatch.setattr(hardware, "gpu_hints", lambda: ["/dev/nvidia3"])
+    monkeypatch.setattr(hardware, "tpu_hints", list)
+    line = hardware.unused_accelerator(Hardware(tensorflow=False, jax=False), "cpu")
+    assert line == ("/dev/nvidia3 suggests a GPU, but neither TensorFlow nor JAX can use one "
+                    "(TensorFlow: not installed; JAX: not installed); running on the CPU")
+    # This machine's libraries, asked for real: TensorFlow's build or NVIDIA's driver, and
+    # JAX's own error.
+    line = hardware.unused_accelerator(Hardware(tensorflow=True, jax=True), "cpu")
+    assert line.startswith("/dev/nvidia3 suggests a GPU, but neither TensorFlow nor JAX can "
+                           "use one (TensorFlow 2.") and "; JAX 0." in line
+    assert "\n" not in line
+    assert hardware.unused_accelerator(Hardware(gpus=1), "gpu") is None
+    monkeypatch.setattr(hardware, "gpu_hints", list)
+    assert hardware.unused_accelerator(Hardware(), "cpu") is None

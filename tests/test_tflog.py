@@ -38,7 +38,33 @@ def test_info_prints_only_corollas_lines():
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert [line.split()[0] for line in result.stdout.splitlines()] == [
-        "hardware", "backend", "strategy", "REPLICAS", "processes", "batch", "precision"]
+        "hardware", "device", "backend", "strategy", "REPLICAS", "processes", "batch",
+        "precision", "jit_compile", "steps/call"]
+
+
+@pytest.mark.slow
+def test_notebooks_level_2_shows_no_start_up_lines_even_before_an_error(tmp_path):
+    """TF_CPP_MIN_LOG_LEVEL=2 (common in notebooks): TensorFlow's start-up lines ignore it,
+    and on a machine without a GPU so does cuInit's E-level failure: none of them shows."""
+    result = corolla("train", "--data", str(tmp_path / "nonexistent"), level="2")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("corolla: error: data")
+
+
+@pytest.mark.slow
+def test_the_python_api_in_a_fresh_interpreter_prints_no_tensorflow_lines(tmp_path):
+    """corolla.train() quiets TensorFlow as the command does (TensorFlow not yet imported, no
+    level set by the user): before, 11 lines, among them an E-level cuInit failure."""
+    code = ("import corolla\n"
+            "try:\n"
+            f"    corolla.train(data={str(tmp_path / 'nonexistent')!r}, log=lambda *a: None)\n"
+            "except corolla.errors.UserError as e:\n"
+            "    print('USER ERROR', e)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert "USER ERROR data path" in result.stdout, result.stderr
+    assert tensorflow_lines(result.stderr) == [], result.stderr
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from corolla.commands.errors import as_user_errors
 from corolla.config.flags import from_keywords
 from corolla.errors import UserError
 from corolla.runs import paths
+from corolla.runtime import tflog
 
 
 # What evaluate and predict take: the machine's runtime and the inference batch.
@@ -76,7 +77,7 @@ class Run:
         from corolla.commands import evaluate
 
         flags, names = from_keywords(runtime, "Run.evaluate()", _INFERENCE)
-        with as_user_errors():
+        with tflog.quiet_tensorflow(), as_user_errors():
             return evaluate.evaluate(self.path, flags, names, data=_text(data), out=out,
                                      tta=tta)
 
@@ -87,7 +88,7 @@ class Run:
         from corolla.commands import predict
 
         flags, names = from_keywords(runtime, "Run.predict()", _INFERENCE)
-        with as_user_errors():
+        with tflog.quiet_tensorflow(), as_user_errors():
             return predict.predict(self.path, flags, names, data=_text(data), out=out,
                                    force=force, tta=tta)
 
@@ -127,7 +128,7 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     from corolla.commands import train as train_command
 
     flags, names = from_keywords(keywords, "corolla.train()")
-    with as_user_errors():
+    with tflog.quiet_tensorflow(), as_user_errors():
         run_dir, _ = train_command.train(_text(config), flags, names, resume=resume, log=log,
                                          strict=strict)
     return Run(run_dir) if run_dir is not None else None
@@ -141,7 +142,7 @@ def check_data(data: str | Path, out: str | Path | None = None, strict: bool = F
     across splits are an error)."""
     from corolla.commands import check_data as check_command
 
-    with as_user_errors():
+    with tflog.quiet_tensorflow(), as_user_errors():
         return check_command.check_data(str(data), out=out, strict=strict, log=log)
 
 

@@ -30,6 +30,10 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
                    help="distribution strategy (default: auto, from the hardware)")
     g.add_argument("--precision", choices=config_lib.PRECISIONS,
                    help="dtype policy (default: auto, from the hardware)")
+    g.add_argument("--jit-compile", choices=config_lib.JIT_COMPILES,
+                   help="compile the train step with XLA (default: auto, per accelerator)")
+    g.add_argument("--steps-per-execution", type=int, metavar="N",
+                   help="train steps per host call (default: 0 = auto, 16 on TPU, 1 elsewhere)")
 
 
 def _batch_flags(p: argparse.ArgumentParser, note: str = "") -> None:
@@ -439,14 +443,12 @@ def _stop_on_signals():
 def main(argv: list[str] | None = None) -> int:
     from corolla.commands.errors import as_user_errors
     from corolla.runtime import tflog
-    from corolla.runtime.hardware import quiet_logs
 
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # --help, --version, or a flag error (already printed)
         return e.code
-    quiet_import = tflog.quiet_tensorflow_import()  # before quiet_logs() sets the level
-    quiet_logs()
+    quiet_import = tflog.quiet_tensorflow()
     received = []
     try:
         with _stop_on_signals() as received, quiet_import, as_user_errors():

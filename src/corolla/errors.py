@@ -14,6 +14,13 @@ class UserError(Exception):
 DATA_ERROR = "corolla data error"
 
 
+# A missing TensorFlow (see pyproject.toml: no distribution is a hard dependency), wherever it
+# is first imported; the runtime says it too when --backend tensorflow is asked for.
+NO_TENSORFLOW = ('TensorFlow is not installed, and Corolla reads its data with tf.data on every '
+                 'backend; run: pip install "corolla[tensorflow]" (or tensorflow-cpu on a TPU '
+                 'host or beside jax[cuda12])')
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C during training: the CLI says how to continue the run."""
 

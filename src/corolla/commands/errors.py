@@ -13,7 +13,7 @@ import contextlib
 import re
 import sys
 
-from corolla.errors import DATA_ERROR, UserError
+from corolla.errors import DATA_ERROR, NO_TENSORFLOW, UserError
 
 
 def one_line(error: BaseException, note=None) -> str | None:
@@ -21,6 +21,8 @@ def one_line(error: BaseException, note=None) -> str | None:
     more (a search of the data may find which file is damaged)."""
     if isinstance(error, UserError):
         return str(error)
+    if isinstance(error, ModuleNotFoundError) and error.name == "tensorflow":
+        return NO_TENSORFLOW
     message = str(error)
     if DATA_ERROR in message:
         line = message[message.index(DATA_ERROR):].splitlines()[0]

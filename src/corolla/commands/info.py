@@ -56,6 +56,7 @@ def hardware(flags: dict | None = None, names: dict | None = None, as_json: bool
              if hw["jax_platform"] in ("tpu", "gpu") else
              f"CPU ({hw['cpu_devices']} logical device(s))")
     log(f"hardware     {found}")
+    log(f"device       {info['accelerator']} ({info['devices']} in this process)")
     log(f"backend      {info['backend']}")
     log(f"strategy     {info['strategy']}")
     log(f"REPLICAS     {info['replicas']}")
@@ -63,4 +64,6 @@ def hardware(flags: dict | None = None, names: dict | None = None, as_json: bool
         f"{', chief' if info['is_chief'] else ''})")
     log(f"batch        {info['batch_per_replica']} per replica -> global {info['global_batch']}")
     log(f"precision    {info['precision']}")
+    log(f"jit_compile  {'on (XLA)' if info['jit_compile'] else 'off'}")
+    log(f"steps/call   {info['steps_per_execution']} (steps per execution)")
     return info

@@ -6,11 +6,11 @@ TOML data, `recipes/*.toml`). `corolla.config` itself is the schema: `corolla.co
 `RunConfig`, `apply`, `save`. No TensorFlow, Keras or hardware here.
 """
 
-from corolla.config.schema import (BACKENDS, LR_SCALINGS, OPTIMIZERS, PRECISIONS, SCHEDULES,
-                                   STRATEGIES, DataConfig, ModelConfig, OutputConfig,
+from corolla.config.schema import (BACKENDS, JIT_COMPILES, LR_SCALINGS, OPTIMIZERS,
+                                   PRECISIONS, SCHEDULES, STRATEGIES, DataConfig, ModelConfig, OutputConfig,
                                    RunConfig, RuntimeConfig, TrainConfig, apply, flatten, load,
                                    read_toml, save)
 
-__all__ = ["BACKENDS", "DataConfig", "LR_SCALINGS", "ModelConfig", "OPTIMIZERS", "OutputConfig",
-           "PRECISIONS", "RunConfig", "RuntimeConfig", "SCHEDULES", "STRATEGIES", "TrainConfig",
+__all__ = ["BACKENDS", "DataConfig", "JIT_COMPILES", "LR_SCALINGS", "ModelConfig", "OPTIMIZERS",
+           "OutputConfig", "PRECISIONS", "RunConfig", "RuntimeConfig", "SCHEDULES", "STRATEGIES", "TrainConfig",
            "apply", "flatten", "load", "read_toml", "save"]

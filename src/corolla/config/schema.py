@@ -21,6 +21,7 @@ from corolla.errors import UserError
 BACKENDS = ("auto", "tensorflow", "jax")
 STRATEGIES = ("auto", "tpu", "mirrored", "multiworker", "one_device", "data_parallel", "default")
 PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
+JIT_COMPILES = ("auto", "on", "off")
 SCHEDULES = ("cosine", "ramp")
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCALINGS = ("none", "replicas")
@@ -113,6 +114,10 @@ class RuntimeConfig:
     backend: str = "auto"  # auto picks per hardware: see corolla.runtime.decide
     strategy: str = "auto"
     precision: str = "auto"  # bfloat16 on TPU, float16 on recent NVIDIA GPUs, float32 on CPU
+    # XLA for the train step and steps per host call: auto decides per accelerator (see
+    # runtime.decide); set them to run an accelerator's settings anywhere, on CPU too.
+    jit_compile: str = "auto"  # auto | on | off
+    steps_per_execution: int = 0  # 0 = auto: 16 on TPU, 1 elsewhere
 
 
 @dataclass
@@ -135,7 +140,8 @@ class RunConfig:
 
 
 _CHOICES = {"runtime.backend": BACKENDS, "runtime.strategy": STRATEGIES,
-            "runtime.precision": PRECISIONS, "train.schedule": SCHEDULES,
+            "runtime.precision": PRECISIONS, "runtime.jit_compile": JIT_COMPILES,
+            "train.schedule": SCHEDULES,
             "train.optimizer": OPTIMIZERS, "train.scale_lr": LR_SCALINGS}
 
 
@@ -232,7 +238,8 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "train.early_stopping_patience": (t.early_stopping_patience, 0, None),
               "train.start_size": (t.start_size, 0, None),
               "train.size_ramp_start": (t.size_ramp_start, 0, 1),
-              "train.size_ramp_end": (t.size_ramp_end, 0, 1)}
+              "train.size_ramp_end": (t.size_ramp_end, 0, 1),
+              "runtime.steps_per_execution": (config.runtime.steps_per_execution, 0, None)}
     for key, (value, low, high) in ranges.items():
         if isinstance(value, float) and not math.isfinite(value):
             fail(key, "be a finite number", value)

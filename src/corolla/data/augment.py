@@ -24,6 +24,7 @@ by stateless seeds (`_Seeds`).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import tensorflow as tf
@@ -104,27 +105,31 @@ def _affine_matrices(n: tf.Tensor, size: int, seed: tf.Tensor, flip: tf.Tensor) 
 
 def _resample(images: tf.Tensor, m: tf.Tensor) -> tf.Tensor:
     """Bilinear sampling of uint8 [B,S,S,3] at m @ (x, y, 1) per output pixel -> float32; edge
-    pixels repeat outside the image (as the notebooks' clipped indices do)."""
+    pixels repeat outside the image (as the notebooks' clipped indices do). In fixed point:
+    positions in 1/65536 px, weights in 1/256, sums in int32, so the result (a multiple of
+    1/65536, exact in float32) is the same to the bit under XLA and TensorFlow's kernels, which
+    round float arithmetic differently (fused multiply-adds)."""
     n, size = tf.shape(images)[0], images.shape[1]
-    ys, xs = tf.meshgrid(tf.range(size, dtype=tf.float32), tf.range(size, dtype=tf.float32),
-                         indexing="ij")
-    m = m[:, :, :, None, None]
-    top = float(size - 1)
-    sx = tf.clip_by_value(m[:, 0, 0] * xs + m[:, 0, 1] * ys + m[:, 0, 2], 0.0, top)
-    sy = tf.clip_by_value(m[:, 1, 0] * xs + m[:, 1, 1] * ys + m[:, 1, 2], 0.0, top)
-    x0, y0 = tf.floor(sx), tf.floor(sy)
-    ax, ay = (sx - x0)[..., None], (sy - y0)[..., None]
-    x0, y0 = tf.cast(x0, tf.int32), tf.cast(y0, tf.int32)
+    one = 1 << 16
+    ys, xs = tf.meshgrid(tf.range(size), tf.range(size), indexing="ij")
+    q = tf.cast(tf.round(m * one), tf.int32)[:, :, :, None, None]
+    top = (size - 1) * one
+    sx = tf.clip_by_value(q[:, 0, 0] * xs + q[:, 0, 1] * ys + q[:, 0, 2], 0, top)
+    sy = tf.clip_by_value(q[:, 1, 0] * xs + q[:, 1, 1] * ys + q[:, 1, 2], 0, top)
+    x0, y0 = tf.bitwise.right_shift(sx, 16), tf.bitwise.right_shift(sy, 16)
+    # The fraction in 1/256 (rounded down), beside each channel.
+    ax = tf.bitwise.right_shift(tf.bitwise.bitwise_and(sx, one - 1), 8)[..., None]
+    ay = tf.bitwise.right_shift(tf.bitwise.bitwise_and(sy, one - 1), 8)[..., None]
     x1, y1 = tf.minimum(x0 + 1, size - 1), tf.minimum(y0 + 1, size - 1)
     flat = tf.reshape(images, [-1, 3])
     base = (tf.range(n) * size * size)[:, None, None]
 
     def at(y, x):
-        return tf.cast(tf.gather(flat, base + y * size + x), tf.float32)
+        return tf.cast(tf.gather(flat, base + y * size + x), tf.int32)
 
-    upper = at(y0, x0) * (1 - ax) + at(y0, x1) * ax
-    lower = at(y1, x0) * (1 - ax) + at(y1, x1) * ax
-    return upper * (1 - ay) + lower * ay
+    upper = at(y0, x0) * (256 - ax) + at(y0, x1) * ax  # at most 255 * 256
+    lower = at(y1, x0) * (256 - ax) + at(y1, x1) * ax
+    return tf.cast(upper * (256 - ay) + lower * ay, tf.float32) / one  # below 2**24: exact
 
 
 def _colour_params(n: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -141,35 +146,47 @@ def _colour_params(n: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]
     return (tf.cast(tf.round(gain * 64), tf.int16), tf.cast(tf.round(offset * 64), tf.int16))
 
 
-def _colour(images: tf.Tensor, seed: tf.Tensor, to_uint8: bool = False) -> tf.Tensor:
+def _colour(images: tf.Tensor, gain: tf.Tensor, offset: tf.Tensor,
+            to_uint8: bool = False) -> tf.Tensor:
     """The colour jitter of `_colour_params`. Bytes in and out (`to_uint8`) stay in integers:
     (x * gain + offset + 32) >> 6 is x * gain + offset rounded half up, saturated to bytes.
     That is the float version rounded exactly, at half its cost (XLA's float conversions of
     bytes are what cost: 0.06 against 0.11 ms per 192 px image with the flip, one core)."""
-    gain, offset = _colour_params(tf.shape(images)[0], seed)
     if to_uint8 and images.dtype == tf.uint8:
         out = tf.bitwise.right_shift(tf.cast(images, tf.int16) * gain + (offset + 32), 6)
         return tf.cast(tf.clip_by_value(out, 0, 255), tf.uint8)
-    out = tf.clip_by_value(tf.cast(images, tf.float32) * (tf.cast(gain, tf.float32) / 64)
-                           + tf.cast(offset, tf.float32) / 64, 0.0, 255.0)
+    # Otherwise in int32 fixed point too (1/2**22: pixels from `_resample` are multiples of
+    # 1/65536), so that XLA and TensorFlow's kernels give the same bits.
+    if images.dtype == tf.uint8:
+        v = tf.bitwise.left_shift(tf.cast(images, tf.int32), 16)
+    else:
+        v = tf.cast(images * 65536, tf.int32)
+    out = tf.clip_by_value(v * tf.cast(gain, tf.int32)
+                           + tf.bitwise.left_shift(tf.cast(offset, tf.int32), 16), 0, 255 << 22)
     if to_uint8:
-        out = tf.cast(tf.round(out), tf.uint8)
-    return out
+        return tf.cast(tf.bitwise.right_shift(out + (1 << 21), 22), tf.uint8)
+    return tf.cast(out, tf.float32) / (1 << 22)
 
 
-# No reduce_retracing: relaxed signatures lose the static image size (None x None after a
-# second size in one process) that the resampling is built from.
-@tf.function(jit_compile=True)
-def _fused(images, seed, flip: bool, affine: bool, colour: bool, to_uint8: bool):
-    """uint8 [B,S,S,3] -> flipped / transformed / recoloured: one XLA kernel, so the batch is
-    read once and written once; uint8 out (rounded, saturated) with `to_uint8`, else float32."""
+def _draws(images, seed, flip: bool, affine: bool, colour: bool):
+    """The batch's random parameters: flips [n] (-1 mirrors), affine matrices [n,2,3], colour
+    gain and offset [n,1,1,3]. Drawn by TensorFlow's own kernels, outside the XLA kernel: XLA's
+    stateless random ops give other numbers for the same seed (even with alg="philox"), and
+    both paths of `_fused` must give the same batch."""
     n, size = tf.shape(images)[0], images.shape[1]
     s = tf.random.experimental.stateless_split(seed, 3)
-    flips = tf.ones([n])
-    if flip:
-        flips = tf.where(_uniform([n], s[0]) < 0.5, -1.0, 1.0)
+    flips = tf.where(_uniform([n], s[0]) < 0.5, -1.0, 1.0) if flip else tf.ones([n])
+    m = _affine_matrices(n, size, s[1], flips) if affine else tf.zeros([n, 2, 3])
+    gain, offset = _colour_params(n, s[2]) if colour else \
+        (tf.zeros([n, 1, 1, 3], tf.int16), tf.zeros([n, 1, 1, 3], tf.int16))
+    return flips, m, gain, offset
+
+
+def _pixels(images, flips, m, gain, offset, flip: bool, affine: bool, colour: bool,
+            to_uint8: bool):
+    """The pixel work of `_fused`, from its drawn parameters (`_draws`)."""
     if affine:
-        out = _resample(images, _affine_matrices(n, size, s[1], flips))
+        out = _resample(images, m)
     else:
         out = images  # flipped as bytes: no arithmetic until colour needs it
         if flip:
@@ -177,10 +194,47 @@ def _fused(images, seed, flip: bool, affine: bool, colour: bool, to_uint8: bool)
         if not (colour or to_uint8):
             out = tf.cast(out, tf.float32)
     if colour:
-        out = _colour(out, s[2], to_uint8)
+        out = _colour(out, gain, offset, to_uint8)
     if to_uint8 and out.dtype != tf.uint8:
         out = tf.cast(tf.clip_by_value(tf.round(out), 0.0, 255.0), tf.uint8)
     return out
+
+
+# One XLA kernel, so the batch is read once and written once. No reduce_retracing: relaxed
+# signatures lose the static image size (None x None after a second size in one process) that
+# the resampling is built from.
+_pixels_xla = tf.function(_pixels, jit_compile=True)
+# The same ops run by TensorFlow's own kernels, where the host has no XLA: TPU builds of
+# TensorFlow ship no XLA:CPU ("could not find registered transfer manager for platform Host",
+# tensorflow/tensorflow#58934, #61976), and tf.data runs on the host.
+_pixels_plain = tf.function(_pixels)
+
+
+@functools.cache
+def host_xla() -> bool:
+    """Whether XLA runs on this host inside tf.data: probed once per process, on one pixel, the
+    way the pipeline runs the kernel (in a dataset's map)."""
+    def probe(images):
+        one = tf.ones([1])
+        return _pixels_xla(images, one, tf.zeros([1, 2, 3]), tf.ones([1, 1, 1, 3], tf.int16),
+                           tf.zeros([1, 1, 1, 3], tf.int16), True, False, True, True)
+
+    with tf.init_scope():  # eagerly, even when first asked while a dataset's map is traced
+        try:
+            tf.data.Dataset.from_tensors(tf.zeros([1, 1, 1, 3], tf.uint8)).map(probe) \
+                .get_single_element()
+        except tf.errors.OpError:
+            return False
+    return True
+
+
+def _fused(images, seed, flip: bool, affine: bool, colour: bool, to_uint8: bool):
+    """uint8 [B,S,S,3] -> flipped / transformed / recoloured; uint8 out (rounded, saturated)
+    with `to_uint8`, else float32. The pixels in one XLA kernel where the host has XLA
+    (`host_xla`), else by TensorFlow's kernels: the same bytes either way."""
+    pixels = _pixels_xla if host_xla() else _pixels_plain
+    return pixels(images, *_draws(images, seed, flip, affine, colour), flip, affine, colour,
+                  to_uint8)
 
 
 # ------------------------------------------------------------------------- Keras' own layers

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from corolla.errors import UserError
+from corolla.errors import NO_TENSORFLOW, UserError
 from corolla.runtime.hardware import Cluster, Hardware
 
 TF_STRATEGIES = ("tpu", "mirrored", "multiworker", "one_device", "default")
@@ -25,6 +25,7 @@ class Decision:
     strategy: str  # one of TF_STRATEGIES or JAX_STRATEGIES
     precision: str  # a Keras dtype policy name
     jit_compile: bool  # compile the train step with XLA (see choose_jit_compile)
+    steps_per_execution: int = 1  # at most (see choose_steps_per_execution, Plan.fit_steps)
 
 
 def choose_backend(requested: str, hw: Hardware, env_backend: str | None = None,
@@ -41,9 +42,10 @@ def choose_backend(requested: str, hw: Hardware, env_backend: str | None = None,
                         " (from KERAS_BACKEND or --backend)")
     if requested != "auto":
         if not getattr(hw, requested):
-            extra = "pip install 'corolla[jax]'" if requested == "jax" else "pip install tensorflow"
-            raise UserError(f"the {requested} backend was asked for but {requested} is not "
-                            f"installed; run: {extra}")
+            if requested == "tensorflow":
+                raise UserError(NO_TENSORFLOW)
+            raise UserError("the jax backend was asked for but jax is not installed; run: "
+                            "pip install 'corolla[jax]'")
         return requested
     if hw.jax_platform == "tpu":
         return "jax"
@@ -118,22 +120,44 @@ def choose_strategy(requested: str, backend: str, hw: Hardware, cluster: Cluster
 
 
 def choose_precision(requested: str, accel: str, hw: Hardware, backend: str) -> str:
-    """bfloat16 on TPU, float16 on NVIDIA GPUs with tensor cores (compute capability >= 7.0),
-    float32 elsewhere. Keras adds loss scaling for float16 by itself."""
+    """bfloat16 on TPUs and on NVIDIA GPUs that compute in it (compute capability >= 8.0:
+    A100, L4, H100): float32's range, so no loss scaling, hence no skipped steps and no
+    loss-scale state; the tensor cores run it as fast as float16. float16 on the older tensor
+    cores (7.x: V100, T4; Keras wraps the optimizer in a LossScaleOptimizer), float32 elsewhere
+    (on CPU mixed precision is slower than float32)."""
     if requested != "auto":
         return requested
     if accel == "tpu":
         return "mixed_bfloat16"
     if accel == "gpu":
         cc = hw.gpu_compute_capability if backend == "tensorflow" else hw.jax_compute_capability
-        return "mixed_float16" if cc and tuple(cc) >= (7, 0) else "float32"
+        cc = tuple(cc) if cc else ()
+        if cc >= (8, 0):
+            return "mixed_bfloat16"
+        return "mixed_float16" if cc >= (7, 0) else "float32"
     return "float32"
 
 
-def choose_jit_compile(backend: str, accel: str, strategy: str, hw: Hardware) -> bool:
-    """Whether Keras compiles the train step with XLA. Decided here, not by Keras'
+def choose_jit_compile(backend: str, accel: str, strategy: str, hw: Hardware,
+                       requested: str = "auto", deterministic: bool = False) -> bool:
+    """Whether Keras compiles the train step with XLA: `requested` on or off (runtime.jit_compile,
+    which runs an accelerator's setting on CPU), else decided here, not by Keras'
     `jit_compile="auto"`, which turns XLA off under any tf.distribute strategy (so TensorFlow
     GPUs, always under one, would never get it) and on machines without accelerators."""
+    if deterministic and backend == "tensorflow" and accel != "tpu":
+        # Keras turns XLA off by itself under TensorFlow's op determinism (not every XLA op has
+        # a deterministic kernel there), with only a warning: say so in the plan instead.
+        if requested == "on":
+            raise UserError("--jit-compile on cannot be deterministic on TensorFlow: Keras "
+                            "turns XLA off under op determinism; drop --deterministic, or use "
+                            "--backend jax (deterministic XLA)")
+        return False
+    if requested != "auto":
+        if requested == "off" and (backend == "jax" or accel == "tpu"):
+            raise UserError(f"--jit-compile off is not possible on "
+                            f"{'JAX' if backend == 'jax' else 'a TPU'}, which runs XLA "
+                            f"programs only; use --jit-compile auto")
+        return requested == "on"
     if backend == "jax":
         return True  # JAX runs jitted functions; without jit Keras would run op by op
     if accel == "tpu":
@@ -150,11 +174,23 @@ def choose_jit_compile(backend: str, accel: str, strategy: str, hw: Hardware) ->
     return True  # one GPU (one_device, default, a one-GPU mirrored): XLA fuses the step's ops
 
 
+def choose_steps_per_execution(requested: int, accel: str) -> int:
+    """`requested` (runtime.steps_per_execution) when set; else several steps per host
+    round-trip on TPUs (Plan.fit_steps fits each epoch to whole executions). On CPU/GPU the gain
+    is small, and under multi-replica MirroredStrategy Keras 3 fails with more than 1."""
+    if requested:
+        return requested
+    return 16 if accel == "tpu" else 1
+
+
 def decide(hw: Hardware, cluster: Cluster, *, backend: str = "auto", strategy: str = "auto",
-           precision: str = "auto", env_backend: str | None = None) -> Decision:
+           precision: str = "auto", env_backend: str | None = None, jit_compile: str = "auto",
+           steps_per_execution: int = 0, deterministic: bool = False) -> Decision:
     chosen = choose_backend(backend, hw, env_backend, cluster)
     accel = accelerator(chosen, hw)
     strategy = choose_strategy(strategy, chosen, hw, cluster)
     return Decision(backend=chosen, accelerator=accel, strategy=strategy,
                     precision=choose_precision(precision, accel, hw, chosen),
-                    jit_compile=choose_jit_compile(chosen, accel, strategy, hw))
+                    jit_compile=choose_jit_compile(chosen, accel, strategy, hw, jit_compile,
+                                                   deterministic),
+                    steps_per_execution=choose_steps_per_execution(steps_per_execution, accel))

@@ -20,8 +20,11 @@ from corolla.errors import UserError
 # Signs that a TPU may be attached. TPUClusterResolver() is only tried when one is present:
 # without it the resolver asks the GCE metadata server, which stalls on machines off Google Cloud.
 _TPU_ENV = ("TPU_NAME", "TPU_ACCELERATOR_TYPE", "COLAB_TPU_ADDR", "TPU_WORKER_ID")
-_TPU_DEVICE_FILES = ("/dev/accel0", "/dev/vfio/0")
-_GPU_DEVICE_FILES = ("/dev/nvidia0", "/dev/dri/renderD128")
+# Device files, any number: a container given GPU 3 has only /dev/nvidia3; TPU v4 and older
+# VMs show /dev/accel*, v5e and newer /dev/vfio/<group>.
+_TPU_DEVICE_FILES = ("accel[0-9]*", "vfio/[0-9]*")
+_GPU_DEVICE_FILES = ("nvidia[0-9]*",)
+_OTHER_GPU_FILES = ("/dev/dri/renderD128",)  # AMD / Intel: worth asking JAX, not a warning
 
 
 @dataclass(frozen=True)
@@ -65,12 +68,92 @@ def env_backend() -> str | None:
     return os.environ.get("KERAS_BACKEND") or None
 
 
+def _device_files(patterns, dev: str) -> list[str]:
+    import glob
+
+    return sorted(f for p in patterns for f in glob.glob(os.path.join(dev, p)))
+
+
+def tpu_hints(environ=os.environ, dev: str = "/dev") -> list[str]:
+    """Signs of a TPU: its environment variables and device files."""
+    return [f"{k}={environ[k]}" for k in _TPU_ENV if environ.get(k)] + \
+        _device_files(_TPU_DEVICE_FILES, dev)
+
+
+def gpu_hints(environ=os.environ, dev: str = "/dev") -> list[str]:
+    """Signs of an NVIDIA GPU: any /dev/nvidiaN, or CUDA_VISIBLE_DEVICES naming devices. Set
+    empty or to -1 it hides them all on purpose (as the tests do): then there is none."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return []
+    named = [f"CUDA_VISIBLE_DEVICES={visible.strip()}"] if visible else []
+    return named + _device_files(_GPU_DEVICE_FILES, dev)
+
+
 def tpu_hint() -> bool:
-    return any(os.environ.get(k) for k in _TPU_ENV) or any(map(os.path.exists, _TPU_DEVICE_FILES))
+    return bool(tpu_hints())
 
 
 def accelerator_hint() -> bool:
-    return tpu_hint() or any(map(os.path.exists, _GPU_DEVICE_FILES))
+    return tpu_hint() or bool(gpu_hints()) or any(map(os.path.exists, _OTHER_GPU_FILES))
+
+
+def unused_accelerator(hw: Hardware, accelerator: str) -> str | None:
+    """One line when the machine shows signs of a TPU or GPU that no framework uses (so the
+    run would go to the CPU without a word), with the libraries' own reasons; None otherwise."""
+    if accelerator != "cpu":
+        return None
+    for kind, hints in (("TPU", tpu_hints()), ("GPU", gpu_hints())):
+        if hints:
+            reasons = "; ".join(r for r in (_tensorflow_reason(hw, kind), _jax_reason(hw, kind))
+                                if r)
+            return (f"{', '.join(hints)} suggest{'s' if len(hints) == 1 else ''} a {kind}, but "
+                    f"neither TensorFlow nor JAX can use one ({reasons}); running on the CPU")
+    return None
+
+
+def _tensorflow_reason(hw: Hardware, kind: str) -> str:
+    if not hw.tensorflow:
+        return "TensorFlow: not installed"
+    import tensorflow as tf
+
+    build = tf.sysconfig.get_build_info()
+    if kind == "TPU":
+        return (f"TensorFlow {tf.__version__}: TPUClusterResolver found no TPU (tried "
+                f"tpu='local' and TPU_NAME)")
+    if not build.get("is_cuda_build"):
+        return f"TensorFlow {tf.__version__}: built without CUDA"
+    return f"TensorFlow {tf.__version__} (CUDA {build.get('cuda_version')}): {_cuda_driver()}"
+
+
+def _cuda_driver() -> str:
+    """What NVIDIA's driver says when asked as TensorFlow asks it (cuInit), which TensorFlow
+    logs only below TF_CPP_MIN_LOG_LEVEL=3."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return f"NVIDIA's driver library libcuda.so.1 does not load ({e})"
+    code = cuda.cuInit(0)
+    if code == 0:
+        return "the driver works, so a CUDA library TensorFlow needs is missing or mismatched " \
+               "(TF_CPP_MIN_LOG_LEVEL=0 lists them)"
+    text = ctypes.c_char_p()
+    cuda.cuGetErrorName(code, ctypes.byref(text))
+    return f"cuInit failed: {(text.value or b'error %d' % code).decode()}"
+
+
+def _jax_reason(hw: Hardware, kind: str) -> str:
+    if not hw.jax:
+        return "JAX: not installed"
+    import jax
+
+    try:
+        jax.devices(kind.lower())
+    except RuntimeError as e:
+        return f"JAX {jax.__version__}: {str(e).splitlines()[0]}"
+    return f"JAX {jax.__version__}: sees a {kind} that another process may hold"
 
 
 def read_cluster(environ=os.environ) -> Cluster:
@@ -175,7 +258,7 @@ def probe_tensorflow(cluster: Cluster) -> dict:
         if resolver is not None:
             found.update(tpu=kind, tpu_resolver=resolver,
                          tpu_cores=resolver.num_accelerators().get("TPU", 0))
-    gpus = tf.config.list_physical_devices("GPU")
+    gpus = _list_gpus(tf)
     found["gpus"] = len(gpus)
     if gpus:
         cc = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
@@ -183,6 +266,17 @@ def probe_tensorflow(cluster: Cluster) -> dict:
     cpu = tf.config.list_physical_devices("CPU")[0]
     found["cpus"] = len(tf.config.get_logical_device_configuration(cpu) or [cpu])
     return found
+
+
+def _list_gpus(tf) -> list:
+    """TensorFlow's GPUs. Listing them first asks NVIDIA's driver; where nothing suggests a GPU,
+    its failure line (see tflog.NO_GPU_NOISE) stays off the terminal."""
+    from corolla.runtime import tflog
+
+    if gpu_hints() or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0":
+        return tf.config.list_physical_devices("GPU")
+    with tflog.filtered_stderr(extra=(tflog.NO_GPU_NOISE,)):
+        return tf.config.list_physical_devices("GPU")
 
 
 def probe_jax(cluster: Cluster) -> dict:
@@ -268,7 +362,15 @@ def _check_private_dir(path: Path) -> None:
                     f"folder of your own")
 
 
-def quiet_logs() -> None:
-    """Keeps TensorFlow's C++ start-up chatter (CUDA probes on CPU machines) off the terminal,
-    unless the user asked for it with TF_CPP_MIN_LOG_LEVEL."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# XLA's flag for deterministic GPU kernels (scatter, reductions, cuDNN's algorithm choice);
+# JAX has no API for it. TensorFlow's own (`enable_op_determinism`) is set in training.
+DETERMINISTIC_XLA_FLAG = "--xla_gpu_deterministic_ops=true"
+
+
+def deterministic_xla() -> None:
+    """Adds the flag to XLA_FLAGS (kept once, beside the user's own): it must be there before
+    JAX initialises its backend, so `detect` calls this before any probe. Harmless on CPU and
+    TPU, whose XLA ignores GPU flags."""
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    if DETERMINISTIC_XLA_FLAG not in flags:
+        os.environ["XLA_FLAGS"] = " ".join([*flags, DETERMINISTIC_XLA_FLAG])

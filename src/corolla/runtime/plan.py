@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass, field
 
-from corolla.errors import UserError
+from corolla.errors import NO_TENSORFLOW, UserError
 from corolla.runtime import hardware
 from corolla.runtime.decide import Decision, decide
 from corolla.runtime.hardware import Cluster, Hardware
@@ -40,6 +41,8 @@ class Plan:
     hardware: Hardware = field(repr=False)
     strategy: object = field(default=None, repr=False)  # tf.distribute.Strategy (TensorFlow)
     distribution: object = field(default=None, repr=False)  # keras.distribution (JAX)
+    # A TPU or GPU the machine shows that no framework can use, and why (see detect).
+    unused_accelerator: str | None = None
 
     def scope(self):
         """Where models and optimizers must be created."""
@@ -136,6 +139,7 @@ class Plan:
             "precision": self.precision,
             "steps_per_execution": self.steps_per_execution,
             "jit_compile": self.jit_compile,
+            "unused_accelerator": self.unused_accelerator,
         }
 
 
@@ -160,6 +164,8 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
         want = "jax"
     found = {"tensorflow": hardware.installed("tensorflow"), "jax": hardware.installed("jax"),
              "accelerator_hint": hardware.accelerator_hint()}
+    if not found["tensorflow"]:  # the input pipeline is tf.data whatever the backend
+        raise UserError(NO_TENSORFLOW)
     if want == "auto" and found["jax"] and hardware.tpu_hint():
         # A TPU JAX can see runs on JAX (decide.choose_backend), and connecting TensorFlow to
         # it first would claim it: ask JAX first, and leave TensorFlow to the input pipeline.
@@ -183,14 +189,20 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
 
 
 def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto",
-           batch_size: int = 16, global_batch_size: int = 0) -> Plan:
+           batch_size: int = 16, global_batch_size: int = 0, jit_compile: str = "auto",
+           steps_per_execution: int = 0, deterministic: bool = False) -> Plan:
     """Finds the hardware, decides, and builds the strategy or distribution.
 
     Call it before the first `import keras` of the process: it selects the Keras backend.
+    `deterministic` (train.deterministic) must be known here: XLA reads its flags once, when
+    JAX first touches a device.
     """
+    if deterministic:
+        hardware.deterministic_xla()
     hw, cluster, env_backend = probe(backend)
     decision = decide(hw, cluster, backend=backend, strategy=strategy, precision=precision,
-                      env_backend=env_backend)
+                      env_backend=env_backend, jit_compile=jit_compile,
+                      steps_per_execution=steps_per_execution, deterministic=deterministic)
     keras = hardware.use_keras_backend(decision.backend)
     if decision.backend == "tensorflow":
         strategy_obj, distribution = _tf_strategy(decision, hw), None
@@ -202,28 +214,31 @@ def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto
         devices = max(1, replicas // cluster.num_processes)
     per_replica, total = global_batch(replicas, batch_size, global_batch_size)
     keras.config.set_dtype_policy(decision.precision)
+    unused = hardware.unused_accelerator(hw, decision.accelerator)
+    if unused and unused not in _SAID:  # once per process, before any training output
+        _SAID.add(unused)
+        print(f"corolla: {unused}", file=sys.stderr)
     return Plan(backend=decision.backend, accelerator=decision.accelerator,
                 strategy_name=STRATEGY_NAMES.get(decision.strategy, "default"),
                 devices=devices, replicas=replicas, num_processes=cluster.num_processes,
                 process_id=cluster.process_id, is_chief=cluster.is_chief,
                 batch_per_replica=per_replica, global_batch=total, precision=decision.precision,
-                steps_per_execution=_steps_per_execution(decision),
+                steps_per_execution=decision.steps_per_execution,
                 jit_compile=decision.jit_compile, hardware=hw,
-                strategy=strategy_obj, distribution=distribution)
+                strategy=strategy_obj, distribution=distribution, unused_accelerator=unused)
+
+
+_SAID: set[str] = set()
 
 
 def detect_for(config) -> Plan:
     """`detect` with a RunConfig's runtime and batch settings."""
     return detect(backend=config.runtime.backend, strategy=config.runtime.strategy,
                   precision=config.runtime.precision, batch_size=config.train.batch_size,
-                  global_batch_size=config.train.global_batch_size)
-
-
-def _steps_per_execution(decision: Decision) -> int:
-    # Several steps per host round-trip pay off on TPUs (Plan.fit_steps fits each epoch to
-    # whole executions); under multi-replica MirroredStrategy Keras 3 fails with more than 1,
-    # and on CPU/GPU the gain is small.
-    return 16 if decision.accelerator == "tpu" else 1
+                  global_batch_size=config.train.global_batch_size,
+                  jit_compile=config.runtime.jit_compile,
+                  steps_per_execution=config.runtime.steps_per_execution,
+                  deterministic=config.train.deterministic)
 
 
 def _tf_strategy(decision: Decision, hw: Hardware):

@@ -1,6 +1,6 @@
 """TensorFlow's C++ start-up lines, kept off the terminal without hiding what matters.
 
-`hardware.quiet_logs` sets TF_CPP_MIN_LOG_LEVEL=3, which silences TensorFlow's C++ logging once
+`quiet_logs` sets TF_CPP_MIN_LOG_LEVEL=3, which silences TensorFlow's C++ logging once
 it is set up. But while `import tensorflow` loads its shared libraries, each library's own copy
 of absl logs before anything has set a level, straight to file descriptor 2 (so Python's logging
 never sees the lines either). With TensorFlow 2.21 on a CPU machine every command began with,
@@ -14,7 +14,7 @@ Later lines (cuInit failing when the devices are listed, the CPU-feature notice)
 level, so the import is the only moment to cover: `quiet_tensorflow_import` points fd 2
 at a pipe while `tensorflow` is first imported, then replays every captured line that is not in
 `NOISE`, so an unexpected warning still shows, and replays everything when the import raises.
-A user who sets TF_CPP_MIN_LOG_LEVEL gets TensorFlow's lines untouched.
+A user who sets TF_CPP_MIN_LOG_LEVEL=0 gets TensorFlow's lines untouched.
 
 The captured bytes go to a helper process (this file run as a script), not to a temporary
 file: when TensorFlow aborts during the import (it does when the CPU lacks instructions it was
@@ -53,17 +53,26 @@ _RETURNED = b"\0corolla-tflog:returned\0"
 _RAISED = b"\0corolla-tflog:raised\0"
 
 
-def drop_noise(data: bytes) -> bytes:
-    """`data` without the lines that match `NOISE`; every other byte is kept."""
+# CUDA builds asking NVIDIA's driver when TensorFlow first lists its devices: an E-level line
+# at TF_CPP_MIN_LOG_LEVEL=2 (notebooks' setting) that reads like a fault. Dropped only where
+# nothing suggests a GPU (`hardware.probe_tensorflow`); where something does, it is kept, and
+# Corolla's own line says why the GPU goes unused.
+NO_GPU_NOISE = rb"\] failed call to cuInit: "
+
+
+def drop_noise(data: bytes, extra: tuple[bytes, ...] = ()) -> bytes:
+    """`data` without the lines that match `NOISE` (or the `extra` patterns); every other byte
+    is kept."""
+    patterns = NOISE + tuple(re.compile(p) for p in extra)
     return b"".join(line for line in data.splitlines(keepends=True)
-                    if not any(p.search(line.rstrip(b"\r\n")) for p in NOISE))
+                    if not any(p.search(line.rstrip(b"\r\n")) for p in patterns))
 
 
 @contextlib.contextmanager
-def filtered_stderr():
+def filtered_stderr(extra: tuple[bytes, ...] = ()):
     """Holds back what is written to fd 2 (by C++ or Python) inside the block, then replays it
     without `NOISE` if the block returned (or was interrupted by Ctrl-C), or all of it if the
-    block raised or the process died.
+    block raised or the process died. `extra`: more patterns to drop (ASCII regexes).
 
     Works whether fd 2 is a terminal, a pipe or a file. If the helper cannot start, the block
     runs unfiltered.
@@ -76,7 +85,8 @@ def filtered_stderr():
         return
     try:
         # Its own session: a Ctrl-C during the import must not kill what holds the lines.
-        helper = subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__)],
+        helper = subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__),
+                                   *(p.decode() for p in extra)],
                                   stdin=subprocess.PIPE, stdout=saved, stderr=saved,
                                   start_new_session=True)
     except (OSError, ValueError):
@@ -106,16 +116,33 @@ def filtered_stderr():
             pass
 
 
+def quiet_tensorflow():
+    """What the CLI and the Python API run their commands under: TensorFlow's first import
+    filtered (`quiet_tensorflow_import`) and its later C++ logging at level 3 (`quiet_logs`),
+    unless the user set TF_CPP_MIN_LOG_LEVEL (0 shows everything; 1 or 2 keep their level for
+    later lines, while the start-up noise, printed whatever the level, stays off)."""
+    quiet_import = quiet_tensorflow_import()  # before quiet_logs() sets the level
+    quiet_logs()
+    return quiet_import
+
+
+def quiet_logs() -> None:
+    """Keeps TensorFlow's C++ logging (CUDA probes on CPU machines) off the terminal, unless the
+    user asked for it with TF_CPP_MIN_LOG_LEVEL."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
 def quiet_tensorflow_import():
     """A context manager under which the first `import tensorflow`, wherever it happens, runs
-    inside `filtered_stderr`. It does nothing if the user set TF_CPP_MIN_LOG_LEVEL (ask before
-    `quiet_logs` sets it) or TensorFlow is already imported.
+    inside `filtered_stderr`. It does nothing if the user asked for every line
+    (TF_CPP_MIN_LOG_LEVEL=0) or TensorFlow is already imported. (Notebooks often set 2, and
+    the start-up lines below ignore it: they are still filtered then.)
 
     The import is wrapped where it happens, rather than done up front, because it must follow
     the Keras backend choice (`runtime.detect` makes it) and because a command that ends early
     (a user error found before detection) should not pay for it.
     """
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "tensorflow" in sys.modules:
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0" or "tensorflow" in sys.modules:
         return contextlib.nullcontext()
     return _finder_installed(_QuietFirstImport("tensorflow"))
 
@@ -169,7 +196,7 @@ def _replay() -> None:
     (the original stderr) without `NOISE` only if the block returned."""
     data = sys.stdin.buffer.read()
     if data.endswith(_RETURNED):
-        data = drop_noise(data[:-len(_RETURNED)])
+        data = drop_noise(data[:-len(_RETURNED)], tuple(a.encode() for a in sys.argv[1:]))
     elif data.endswith(_RAISED):
         data = data[:-len(_RAISED)]
     with contextlib.suppress(BrokenPipeError):  # the reader left (`corolla ... | head`)

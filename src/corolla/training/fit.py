@@ -106,10 +106,17 @@ def _set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
     import keras
 
     keras.utils.set_random_seed(config.train.seed)
-    if config.train.deterministic and plan.backend == "tensorflow":
+    if plan.backend == "tensorflow":
         import tensorflow as tf
 
-        tf.config.experimental.enable_op_determinism()
+        # Process-wide: a deterministic run before this one (the Python API) must not leave it
+        # on, which would also make Keras drop the plan's XLA without a word.
+        if config.train.deterministic:
+            tf.config.experimental.enable_op_determinism()
+        else:  # not exported by TensorFlow, but its counterpart (tests use it the same way)
+            from tensorflow.python.framework import config as tf_config
+
+            tf_config.disable_op_determinism()
 
 
 def _check_same_epoch(plan: Plan, epochs_done: int) -> None:

@@ -1,0 +1,178 @@
+"""An accelerator's settings, forced on CPU (issue 24, item 2): mixed precision (float16 with
+its loss-scale optimizer, or bfloat16), XLA (`runtime.jit_compile = on`) and several steps per
+execution, under EMA, gradient accumulation, the ramp schedule, two-phase fine-tuning and
+progressive resizing. Each trains with a finite loss, and a run killed after its first epoch
+and resumed ends bit-identical to the uninterrupted one, loss-scale state included."""
+
+import math
+
+import numpy as np
+import pytest
+
+from corolla import config
+from corolla.runs import rundir
+
+
+class Stop(Exception):
+    pass
+
+
+def _loss_scale(optimizer) -> dict:
+    """The loss-scale optimizer's own state (empty without one)."""
+    if not hasattr(optimizer, "inner_optimizer") or not optimizer.built:
+        return {}
+    return {"scale": float(np.array(optimizer.dynamic_scale)),
+            "counter": int(np.array(optimizer.step_counter))}
+
+
+def _train(tmp_path, name, overrides, crash_after=None, resume=False, extra=()):
+    """Trains in this process; records per epoch the raw weights, the loss-scale state (at the
+    epoch's end, and as restored at the start) and the history rows."""
+    import keras
+
+    from corolla import runtime, training
+
+    seen = {}
+
+    class Record(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen.setdefault("restored", _loss_scale(self.model.optimizer))
+
+        def on_epoch_end(self, epoch, logs=None):
+            seen[epoch] = [np.array(w) for w in self.model.get_weights()]
+            seen[f"scale{epoch}"] = _loss_scale(self.model.optimizer)
+            seen[f"loss{epoch}"] = float(logs["loss"])
+            if epoch == crash_after:
+                raise Stop(epoch)
+
+    if resume:
+        _, cfg = rundir.load_unfinished(tmp_path / name)
+    else:
+        cfg = config.load(overrides={"train.batch_size": 4, "train.steps_per_epoch": 4,
+                                     "output.runs_dir": str(tmp_path), "output.name": name,
+                                     "train.learning_rate": 3e-3,
+                                     **overrides})
+    plan = runtime.detect_for(cfg)
+    seen["plan"] = plan
+    try:
+        training.run(cfg, plan, log=lambda *a: None,
+                     resume=tmp_path / name if resume else None, callbacks=[Record(), *extra])
+    except Stop:
+        pass
+    return seen
+
+
+def _saved(path):
+    import keras
+
+    import corolla.models.layers  # noqa: F401
+
+    return keras.saving.load_model(path, compile=False).get_weights()
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def _whole_and_resumed(tmp, overrides):
+    whole = _train(tmp, "a", overrides)
+    first = _train(tmp, "b", overrides, crash_after=0)
+    second = _train(tmp, "b", {}, resume=True)
+    return whole, first, second
+
+
+# What a GPU with float16 tensor cores gets, and more: 2 steps per execution, EMA, 2 batches
+# per update, the ramp schedule (two-phase fine-tuning, whose second phase starts a fresh
+# optimizer, loss scale included, is under `large` below); deterministic,
+# so that a resumed run can be compared bit for bit (which keeps XLA off on TensorFlow: see
+# test_runtime_decide.test_deterministic_tensorflow_keeps_xla_off).
+GPU_LIKE = {"runtime.precision": "mixed_float16", "runtime.steps_per_execution": 2,
+            "train.ema": True, "train.ema_momentum": 0.5, "train.accumulation_steps": 2,
+            "train.schedule": "ramp", "train.epochs": 2, "train.deterministic": True}
+
+
+@pytest.fixture(scope="module")
+def gpu_like_runs(tiny_petals, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gpu_like")
+    return (tmp, *_whole_and_resumed(tmp, {"data.path": str(tiny_petals), **GPU_LIKE}))
+
+
+def test_float16_with_several_steps_per_execution_and_accumulation_trains(gpu_like_runs):
+    _, whole, _, _ = gpu_like_runs
+    plan = whole["plan"]
+    assert (plan.accelerator, plan.precision, plan.steps_per_execution) == \
+        ("cpu", "mixed_float16", 2)
+    assert all(math.isfinite(whole[f"loss{e}"]) for e in (0, 1))
+    assert not _same(whole[0], whole[1])
+    # float16 compute under the loss-scale optimizer: the state a resume after epoch 1 must
+    # restore (the scale, and the steps since it last changed).
+    assert whole["scale0"]["scale"] > 1 and whole["scale0"]["counter"] > 0
+
+
+def test_a_killed_float16_run_resumes_with_its_loss_scale_and_ends_identical(gpu_like_runs):
+    tmp, whole, first, second = gpu_like_runs
+    assert second["restored"] == first["scale0"] == whole["scale0"]
+    assert second["scale1"] == whole["scale1"]
+    assert _same(whole[1], second[1])
+    for name in ("last.keras", "model.keras"):
+        assert _same(_saved(tmp / "a" / name), _saved(tmp / "b" / name)), name
+
+
+def test_xla_is_forced_on_cpu_and_keras_keeps_it(tiny_petals, tmp_path):
+    """runtime.jit_compile = on: the train step runs as one XLA program on CPU (Keras
+    silently drops it where it thinks the model cannot be compiled), with float16 and 2 steps
+    per execution."""
+    overrides = {"data.path": str(tiny_petals), "runtime.precision": "mixed_float16",
+                 "runtime.jit_compile": "on", "runtime.steps_per_execution": 2,
+                 "train.epochs": 1, "train.ema": True}
+    import keras
+
+    class Jit(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            seen["jit"] = self.model.jit_compile
+
+    seen = {}
+    run = _train(tmp_path, "x", overrides, extra=[Jit()])
+    assert run["plan"].jit_compile and seen["jit"] is True
+    assert math.isfinite(run["loss0"]) and run["scale0"]["counter"] > 0
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("settings", [
+    # bfloat16 (TPUs, GPUs of compute capability 8.0+): no loss scaling.
+    {"runtime.precision": "mixed_bfloat16", "runtime.steps_per_execution": 4,
+     "train.ema": True, "train.accumulation_steps": 2, "train.deterministic": True},
+    # Two-phase fine-tuning under float16 and 2 steps per execution.
+    {"runtime.precision": "mixed_float16", "runtime.steps_per_execution": 2,
+     "train.ema": True, "train.frozen_epochs": 1, "train.deterministic": True},
+    # Progressive resizing (16 px, then 32) under float16 and 2 steps per execution, with the
+    # ramp schedule.
+    {"runtime.precision": "mixed_float16", "runtime.steps_per_execution": 2,
+     "train.schedule": "ramp", "train.epochs": 3, "train.start_size": 16,
+     "train.size_ramp_start": 0.0, "train.size_ramp_end": 0.5, "train.deterministic": True},
+    # XLA, float16, 2 steps per execution, EMA, accumulation: not deterministic (TensorFlow's
+    # op determinism and XLA exclude each other), so the resumed run is not compared bit for
+    # bit (its reads are not ordered), only its restored loss scale.
+    {"runtime.precision": "mixed_float16", "runtime.jit_compile": "on",
+     "runtime.steps_per_execution": 2, "train.ema": True, "train.accumulation_steps": 2,
+     "train.schedule": "ramp"},
+    # The same with two phases.
+    {"runtime.precision": "mixed_float16", "runtime.jit_compile": "on",
+     "runtime.steps_per_execution": 2, "train.ema": True, "train.frozen_epochs": 1},
+], ids=["bfloat16", "two-phase-float16", "progressive-float16", "xla-float16",
+        "xla-float16-two-phase"])
+def test_accelerator_settings_resume(tiny_petals, tmp_path, settings):
+    """Finite losses; the killed run resumes with the loss-scale state it had (a second phase
+    starts a fresh optimizer); deterministic ones end bit-identical to the uninterrupted run."""
+    overrides = {"data.path": str(tiny_petals), "train.epochs": 2, **settings}
+    whole, first, second = _whole_and_resumed(tmp_path, overrides)
+    epochs = overrides["train.epochs"]
+    assert all(math.isfinite(run[f"loss{e}"]) for run in (whole, second)
+               for e in range(1, epochs))
+    assert whole["plan"].jit_compile == (settings.get("runtime.jit_compile") == "on")
+    if not settings.get("train.frozen_epochs"):
+        assert second["restored"] == first["scale0"]
+    if settings.get("train.deterministic"):
+        assert _same(whole[epochs - 1], second[epochs - 1])
+        assert _same(_saved(tmp_path / "a" / "last.keras"),
+                     _saved(tmp_path / "b" / "last.keras"))
