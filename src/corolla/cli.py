@@ -412,8 +412,8 @@ def _bench(args) -> int:
 
 COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
             "predict": _inference, "ensemble": _ensemble, "convert": _convert,
-            "check-data": _check_data, "check-submission": _check_submission, "report": _report, "submit": _submit,
-            "bench": _bench}
+            "check-data": _check_data, "check-submission": _check_submission,
+            "report": _report, "submit": _submit, "bench": _bench}
 
 
 @contextlib.contextmanager
