@@ -7,8 +7,8 @@ Each class j gets a threshold: the mean probability the model gives j on the ima
 j (how sure it is of that class when the label is right, most of the time), at most `CAP`.
 An image labelled y is doubted when some other class j reaches its own threshold on it (it
 lands off the diagonal of the "confident joint"); the class suggested is the most probable of
-those. The doubted images are ranked by margin, p(suggested) - p(given): the model most sure of another
-class and least of the given one first. Pure: returns data, writes nothing.
+those. The doubted images are ranked by margin, p(suggested) - p(given): the model most sure
+of another class and least of the given one first. Pure: returns data, writes nothing.
 """
 
 from __future__ import annotations
