@@ -5,6 +5,7 @@
     run.metrics["f1_macro"]      # val scores, as metrics.json holds them
     run.evaluate()               # again, e.g. after the data changed
     run.predict(tta=4)           # submission.csv, checked
+    run.predict_photos("my_photos/")   # top-5 classes of each photo, by name
     run.report()                 # report.html; shown inline in Jupyter
     run = corolla.open_run("runs/small_cnn-20261122-101500")
 
@@ -90,6 +91,21 @@ class Run:
         with as_user_errors():
             return predict.predict(self.path, flags, names, data=_text(data), out=out,
                                    force=force, tta=tta)
+
+    def predict_photos(self, photos, top_k: int = 5, out: str | Path | None = None,
+                       json: bool = False, strict: bool = False, force: bool = False,
+                       tta: int = 1, **runtime) -> list[dict]:
+        """The top-`top_k` classes of each photo (`photos`: a path or a list of image files,
+        folders and CSVs of paths), as `corolla predict RUN PATH...`: one dict a photo,
+        {"path", "top": [{"class", "label", "probability"}, ...]}."""
+        from corolla.commands import predict
+
+        photos = [photos] if isinstance(photos, (str, Path)) else list(photos)
+        flags, names = from_keywords(runtime, "Run.predict_photos()", _INFERENCE)
+        with as_user_errors():
+            return predict.predict_photos(self.path, [str(p) for p in photos], flags, names,
+                                          top=top_k, out=out, as_json=json, strict=strict,
+                                          force=force, tta=tta)
 
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""

@@ -125,6 +125,19 @@ def _recipe_flags(p: argparse.ArgumentParser) -> None:
                    "better val macro F1 (default 0: off)")
 
 
+def _photo_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("photos", nargs="*", metavar="PATH", help="predict on these photos instead "
+                   "of the test split: image files, folders (searched recursively) or CSVs of "
+                   "paths; any size, format and mode")
+    g = p.add_argument_group("photos (with PATH)")
+    g.add_argument("--top-k", type=int, default=5, metavar="K",
+                   help="classes listed per photo, likeliest first (default 5)")
+    g.add_argument("--json", action="store_true", help="also write the predictions as JSON "
+                   "(beside the CSV, with the skipped files)")
+    g.add_argument("--strict", action="store_true", help="stop at the first file that does "
+                   "not decode (default: skip it, and list it at the end)")
+
+
 def _size_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -201,8 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("run", help="a run directory, e.g. runs/small_cnn-20261122-101500")
         p.add_argument("--data", help="read the data from here instead of the run's data path")
         if name == "predict":
-            p.add_argument("--out", help="submission file (default: RUN/submission.csv); never "
-                           "another file of the run")
+            _photo_flags(p)
+            p.add_argument("--out", help="submission file (default: RUN/submission.csv); with "
+                           "PATHs, the CSV of their predictions (default for more than "
+                           "20 photos or --json: ./RUN_NAME-predictions.csv); never a file of "
+                           "the run")
             p.add_argument("--force", action="store_true",
                            help="let --out replace an existing file")
         else:
@@ -324,6 +340,19 @@ def _inference(args) -> int:
     else:
         from corolla.commands import predict
 
+        if args.photos:
+            if args.data:
+                raise UserError("--data names a data set's test split; with photo PATHs, leave "
+                                "it out")
+            predict.predict_photos(args.run, args.photos, *settings(args), top=args.top_k,
+                                   out=args.out, as_json=args.json, strict=args.strict,
+                                   force=args.force, tta=args.tta)
+            return 0
+        photo_only = [flag for flag, given in (("--json", args.json), ("--strict", args.strict),
+                                               ("--top-k", args.top_k != 5)) if given]
+        if photo_only:
+            raise UserError(f"{photo_only[0]} is for predictions on photos: pass their PATHs "
+                            f"after the run (corolla predict RUN photos/)")
         predict.predict(args.run, *settings(args), data=args.data, out=args.out,
                         force=args.force, tta=args.tta)
     return 0

@@ -1,9 +1,13 @@
 """`corolla predict`: a trained run's checked submission.csv for the test split, and the test
-predictions saved where evaluate saves val's."""
+predictions saved where evaluate saves val's; `corolla predict RUN PATH...`: the top classes of
+anyone's photos, by name (`predict_photos`)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+import numpy as np
 
 from corolla.commands.evaluate import inference_plan
 from corolla.data import check
@@ -13,7 +17,7 @@ from corolla.evaluation import tta as tta_lib
 from corolla.evaluation.inference import load_model, open_run
 from corolla.files import make_folder
 from corolla.report import scored, submission
-from corolla.runs import paths
+from corolla.runs import paths, rundir
 from corolla.runs.outputs import output_dir, output_path
 from corolla.runtime import Plan
 
@@ -68,3 +72,85 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
         for line in check.skipped_summary([layout.split("test")]):
             log(line)
     return path
+
+
+TABLE_MAX = 20  # photos printed as a table; more go to a CSV only
+CHUNK = 256  # photos decoded and predicted at a time: memory stays flat for any number
+
+
+def predict_photos(run, photos, flags: dict | None = None, names: dict | None = None,
+                   top: int = 5, out: str | Path | None = None, as_json: bool = False,
+                   strict: bool = False, force: bool = False, tta: int = 1,
+                   log=print) -> list[dict]:
+    """`corolla predict RUN PATH...`: the top-`top` classes of each photo named by `photos`
+    (image files, folders searched recursively, CSVs of paths), read as `corolla convert` reads
+    images and fitted to the run's input size as its data was. A table for a few photos; a CSV
+    (and with `as_json` a JSON file) at `out`, or beside the current folder for many. A file
+    that does not decode is skipped and listed at the end (`strict`: an error). Returns the
+    rows (path and top classes of each photo)."""
+    import keras
+
+    from corolla.data import photos as photos_lib
+    from corolla.evaluation.inference import predict_images
+    from corolla.report import photos as photo_report
+
+    tta = tta_lib.check(tta)
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UserError(f"--top-k must be a number of classes, 1 or more, got {top!r}")
+    plan = inference_plan(run, flags, names)
+    run_dir, config = rundir.load(run)
+    # A run written before classes.txt was saved: its data names the classes.
+    class_names = rundir.class_names(run_dir) or open_run(run_dir, log=lambda *a: None)[2] \
+        .class_names
+    files = photos_lib.list_photos(photos)
+    if not files:
+        raise UserError("no photos given; pass image files, folders of them, or a CSV of paths")
+    # Where the files go is checked before the model is loaded (see runs.outputs).
+    if out is None and (as_json or len(files) > TABLE_MAX):
+        out = Path.cwd() / f"{run_dir.resolve().name}-predictions.csv"
+    csv_path = output_path(run_dir, out, force) if out is not None else None
+    json_path = output_path(run_dir, csv_path.with_suffix(".json"), force) \
+        if as_json and csv_path is not None else None
+    model = load_model(run_dir, plan, len(class_names))
+    size = input_size_of(model, config)
+    fit = photos_lib.fit_of(config.data.converted or config.data.path)
+    kept, probabilities, skipped = [], [], {}
+    bar = keras.utils.Progbar(len(files), unit_name="photo") \
+        if len(files) > CHUNK and sys.stdout.isatty() else None
+    for start in range(0, len(files), CHUNK):
+        chunk = files[start:start + CHUNK]
+        images, failed = photos_lib.read_many(chunk, size, fit)
+        if failed and strict:
+            path, why = next(iter(failed.items()))
+            raise UserError(f"{path} is not a readable image ({why}); remove it, or leave out "
+                            f"--strict to skip such files")
+        skipped.update(failed)
+        if len(images):
+            kept += [p for p in chunk if p not in failed]
+            probabilities.append(predict_images(model, images, plan, tta=tta,
+                                                log=log if start == 0 else None,
+                                                progress=False))
+        if bar is not None:
+            bar.add(len(chunk))
+    probabilities = np.concatenate(probabilities) if probabilities else \
+        np.zeros((0, len(class_names)), np.float32)
+    rows = photo_report.records(kept, probabilities, class_names, top)
+    if len(rows) <= TABLE_MAX:
+        for line in photo_report.table(rows):
+            log(line)
+    if csv_path is not None:
+        log(f"wrote {photo_report.write_csv(rows, csv_path)} ({len(rows)} photos, top {top})")
+    if json_path is not None:
+        log(f"wrote {photo_report.write_json(rows, skipped, json_path, run=str(run_dir), tta=tta)}")
+    if skipped:
+        log(f"skipped {len(skipped)} file(s) that are not readable images:")
+        for path, why in skipped.items():
+            log(f"  warning: {path}: {why}")
+    return rows
+
+
+def input_size_of(model, config) -> int:
+    """The size the run's model takes (its input, else the run's data size)."""
+    shape = model.input_shape
+    return (shape[1] if isinstance(shape, tuple) else None) or config.model.input_size or \
+        config.data.image_size

@@ -88,20 +88,44 @@ def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan:
     """Class probabilities [N, C] in the split's file order (padding dropped). `tta`: the mean
     over that many views of every image (see `corolla.evaluation.tta`), one pass over the split
     each; `log` says which view runs."""
+    return _predict_views(
+        model, lambda batch: pipeline.eval_dataset(split, image_size, batch,
+                                                   skip_bad_records=skip_bad_records),
+        split.count, plan, tta, log)
+
+
+def predict_images(model, images: np.ndarray, plan: Plan, tta: int = 1, log=None,
+                   progress: bool | None = None):
+    """Class probabilities [N, C] of images in memory (uint8 [N, S, S, 3] at the model's
+    size), as `predict_probabilities` gives them for a split's (the same TTA views)."""
+    import tensorflow as tf
+
+    def batches(batch):
+        extra = -len(images) % batch  # full batches, as eval_dataset pads them
+        padded = np.concatenate([images, np.zeros((extra, *images.shape[1:]), images.dtype)])
+        return tf.data.Dataset.from_tensor_slices(padded).map(
+            lambda x: tf.cast(x, tf.float32)).batch(batch)
+
+    return _predict_views(model, batches, len(images), plan, tta, log, progress)
+
+
+def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
+                   progress: bool | None = None):
+    """The mean over `tta` views of the probabilities of `count` images; `batches(batch)`: a
+    fresh dataset of their padded, full batches."""
     with plan.inference_scope():
         batch = plan.inference_batch
         # Exact step count: Keras warns when a dataset "runs out" before steps are given.
-        steps = -(-split.count // batch)
-        verbose = 1 if sys.stdout.isatty() and steps * tta >= PROGRESS_STEPS else 0
+        steps = -(-count // batch)
+        if progress is None:
+            progress = sys.stdout.isatty() and steps * tta >= PROGRESS_STEPS
         total = None
         for view in range(tta):
-            ds = pipeline.eval_dataset(split, image_size, batch,
-                                       skip_bad_records=skip_bad_records)
             if tta > 1 and log is not None:
                 log(f"test-time augmentation, view {view + 1} of {tta}: "
                     f"{tta_lib.describe(view)}")
-            probabilities = model.predict(tta_lib.apply(ds, view, split.count, batch),
-                                          steps=steps, verbose=verbose)[: split.count]
+            probabilities = model.predict(tta_lib.apply(batches(batch), view, count, batch),
+                                          steps=steps, verbose=int(progress))[:count]
             if tta == 1:
                 return probabilities
             total = probabilities.astype(np.float64) + (0 if total is None else total)
