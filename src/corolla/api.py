@@ -6,6 +6,7 @@
     run.evaluate()               # again, e.g. after the data changed
     run.predict(tta=4)           # submission.csv, checked
     run.predict_photos("my_photos/")   # top-5 classes of each photo, by name
+    run.export("tflite")         # RUN/export-tflite/: model.tflite, classes.txt, export.json
     run.report()                 # report.html; shown inline in Jupyter
     run = corolla.open_run("runs/small_cnn-20261122-101500")
 
@@ -106,6 +107,16 @@ class Run:
             return predict.predict_photos(self.path, [str(p) for p in photos], flags, names,
                                           top=top_k, out=out, as_json=json, strict=strict,
                                           force=force, tta=tta)
+
+    def export(self, format: str, out: str | Path | None = None,
+               quantize: str = "none", check_images: int = 64) -> Path:
+        """The model for deployment, as `corolla export`: `format` savedmodel, tflite or
+        onnx (`quantize`: none, dynamic or float16, tflite only); returns the folder."""
+        from corolla.commands import export
+
+        with as_user_errors():
+            return export.export(self.path, format, out=out, quantize=quantize,
+                                 check_images=check_images)
 
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""

@@ -231,6 +231,22 @@ def build_parser() -> argparse.ArgumentParser:
         _runtime_flags(p)
         _batch_flags(p, " for inference")
 
+    p = sub.add_parser("export", help="a run's model for deployment (SavedModel, LiteRT "
+                       "or ONNX) in a folder with classes.txt and export.json, checked against "
+                       "model.keras")
+    p.add_argument("run", help="a run directory")
+    p.add_argument("--format", required=True, choices=("savedmodel", "tflite", "onnx"),
+                   help="savedmodel (TensorFlow Serving), tflite (LiteRT: phones, edge) or "
+                        "onnx (onnxruntime; needs corolla[export])")
+    p.add_argument("--quantize", choices=("none", "dynamic", "float16"), default="none",
+                   help="tflite only: dynamic (int8 weights, about 4x smaller) or float16 "
+                        "(2x smaller); default none (float32)")
+    p.add_argument("--out", help="the folder to write (default: RUN/export-FORMAT[-QUANTIZE]/); "
+                   "never an existing one")
+    p.add_argument("--check-images", type=int, default=64, metavar="N",
+                   help="compare the export with model.keras on N val images (default 64; "
+                        "0: no check)")
+
     p = sub.add_parser("ensemble", help="blend several runs' saved probabilities, weights chosen "
                        "on val: a new folder with metrics, predictions and submission.csv")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (or other folders "
@@ -379,6 +395,14 @@ def _ensemble(args) -> int:
     return 0
 
 
+def _export(args) -> int:
+    from corolla.commands import export
+
+    export.export(args.run, args.format, out=args.out, quantize=args.quantize,
+                  check_images=args.check_images)
+    return 0
+
+
 def _convert(args) -> int:
     from corolla.commands import convert
     from corolla.data.convert import Settings
@@ -412,7 +436,8 @@ def _bench(args) -> int:
 
 
 COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
-            "predict": _inference, "ensemble": _ensemble, "convert": _convert,
+            "predict": _inference, "export": _export, "ensemble": _ensemble,
+            "convert": _convert,
             "check-submission": _check_submission, "report": _report, "submit": _submit,
             "bench": _bench}
 
