@@ -71,31 +71,34 @@ class Run:
         return read_json(path, fix) if path.is_file() else None
 
     def evaluate(self, tta: int = 1, data: str | Path | None = None,
-                 out: str | Path | None = None, **runtime) -> dict:
+                 out: str | Path | None = None, fit_bias: bool = False, **runtime) -> dict:
         """Scores the run on val (metrics.json, pictures, predictions, report.html) and returns
-        the metrics (`tta`: test-time augmentation views). `runtime`: backend, strategy,
-        precision, batch_size, global_batch_size."""
+        the metrics (`tta`: test-time augmentation views; `fit_bias`: then fits the offsets for
+        macro F1 into bias.json). `runtime`: backend, strategy, precision, batch_size,
+        global_batch_size."""
         from corolla.commands import evaluate
 
         flags, names = from_keywords(runtime, "Run.evaluate()", _INFERENCE)
         with as_user_errors():
             return evaluate.evaluate(self.path, flags, names, data=_text(data), out=out,
-                                     tta=tta)
+                                     tta=tta, fit_bias=fit_bias)
 
     def predict(self, tta: int = 1, data: str | Path | None = None,
-                out: str | Path | None = None, force: bool = False, **runtime) -> Path:
-        """Writes the checked submission.csv (`tta`: test-time augmentation passes) and returns
-        its path."""
+                out: str | Path | None = None, force: bool = False, bias: str = "none",
+                **runtime) -> Path:
+        """Writes the checked submission.csv (`tta`: test-time augmentation passes; `bias`
+        "fitted": decided with the offsets of `evaluate(fit_bias=True)`) and returns its
+        path."""
         from corolla.commands import predict
 
         flags, names = from_keywords(runtime, "Run.predict()", _INFERENCE)
         with as_user_errors():
             return predict.predict(self.path, flags, names, data=_text(data), out=out,
-                                   force=force, tta=tta)
+                                   force=force, tta=tta, bias=bias)
 
     def predict_photos(self, photos, top_k: int = 5, out: str | Path | None = None,
                        json: bool = False, strict: bool = False, force: bool = False,
-                       tta: int = 1, **runtime) -> list[dict]:
+                       tta: int = 1, bias: str = "none", **runtime) -> list[dict]:
         """The top-`top_k` classes of each photo (`photos`: a path or a list of image files,
         folders and CSVs of paths), as `corolla predict RUN PATH...`: one dict a photo,
         {"path", "top": [{"class", "label", "probability"}, ...]}."""
@@ -106,7 +109,7 @@ class Run:
         with as_user_errors():
             return predict.predict_photos(self.path, [str(p) for p in photos], flags, names,
                                           top=top_k, out=out, as_json=json, strict=strict,
-                                          force=force, tta=tta)
+                                          force=force, tta=tta, bias=bias)
 
     def export(self, format: str, out: str | Path | None = None,
                quantize: str = "none", check_images: int = 64) -> Path:

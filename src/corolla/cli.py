@@ -221,9 +221,16 @@ def build_parser() -> argparse.ArgumentParser:
                            "the run")
             p.add_argument("--force", action="store_true",
                            help="let --out replace an existing file")
+            p.add_argument("--bias", choices=("none", "fitted"), default="none",
+                           help="fitted: decide with the per-class offsets of `corolla "
+                                "evaluate RUN --fit-bias` (for macro F1); default none (argmax)")
         else:
             p.add_argument("--out", help="folder for metrics.json and the plots (default: the "
                            "run folder; RUN/eval-<data folder>/ for --data elsewhere)")
+            p.add_argument("--fit-bias", action="store_true", help="then fit one offset per "
+                           "class to the log-probabilities that maximises macro F1 on val (a "
+                           "k-fold run: on its out-of-fold predictions) into RUN/bias.json, and "
+                           "report the held-out gain")
         p.add_argument("--tta", type=int, default=1, metavar="N",
                        help="test-time augmentation: average the class probabilities of N views "
                             "of each image (the image, its flip, then small zooms, shifts and "
@@ -352,7 +359,7 @@ def _inference(args) -> int:
         from corolla.commands import evaluate
 
         evaluate.evaluate(args.run, *settings(args), data=args.data, out=args.out,
-                          tta=args.tta)
+                          tta=args.tta, fit_bias=args.fit_bias)
     else:
         from corolla.commands import predict
 
@@ -362,7 +369,7 @@ def _inference(args) -> int:
                                 "it out")
             predict.predict_photos(args.run, args.photos, *settings(args), top=args.top_k,
                                    out=args.out, as_json=args.json, strict=args.strict,
-                                   force=args.force, tta=args.tta)
+                                   force=args.force, tta=args.tta, bias=args.bias)
             return 0
         photo_only = [flag for flag, given in (("--json", args.json), ("--strict", args.strict),
                                                ("--top-k", args.top_k != 5)) if given]
@@ -370,7 +377,7 @@ def _inference(args) -> int:
             raise UserError(f"{photo_only[0]} is for predictions on photos: pass their PATHs "
                             f"after the run (corolla predict RUN photos/)")
         predict.predict(args.run, *settings(args), data=args.data, out=args.out,
-                        force=args.force, tta=args.tta)
+                        force=args.force, tta=args.tta, bias=args.bias)
     return 0
 
 

@@ -9,41 +9,73 @@ from pathlib import Path
 
 import numpy as np
 
+from corolla import config as config_lib
 from corolla.commands.evaluate import inference_plan
 from corolla.data import check
 from corolla.errors import UserError
+from corolla.evaluation import bias as bias_lib
 from corolla.evaluation import predict as predict_lib
+from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation import tta as tta_lib
 from corolla.evaluation.inference import load_model, open_run
 from corolla.files import make_folder
 from corolla.report import scored, submission
 from corolla.runs import paths, rundir
+from corolla.runs.kfold import is_parent
 from corolla.runs.outputs import output_dir, output_path
 from corolla.runtime import Plan
+
+BIAS_CHOICES = ("none", "fitted")  # --bias: argmax, or the offsets of evaluate --fit-bias
 
 
 def predict(run, flags: dict | None = None, names: dict | None = None,
             data: str | None = None, out: str | Path | None = None, force: bool = False,
-            tta: int = 1, log=print) -> Path:
+            tta: int = 1, bias: str = "none", log=print) -> Path:
     """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
-    test-time augmentation views (1: none)."""
+    test-time augmentation views (1: none). `bias`: "fitted" decides with the offsets of
+    `corolla evaluate RUN --fit-bias` (a k-fold run: on its averaged test predictions)."""
     tta_lib.check(tta)
+    _check_bias(bias)
+    config_path = Path(run) / paths.CONFIG
+    if bias == "fitted" and config_path.is_file() and is_parent(config_lib.load(config_path)):
+        return _parent_with_offsets(Path(run), out, force, log)
     plan = inference_plan(run, flags, names)
-    return predict_run(run, plan, data_path=data, out=out, force=force, log=log, tta=tta)
+    return predict_run(run, plan, data_path=data, out=out, force=force, log=log, tta=tta,
+                       bias=bias)
+
+
+def _check_bias(bias: str) -> None:
+    if bias not in BIAS_CHOICES:
+        raise UserError(f"--bias must be one of {', '.join(BIAS_CHOICES)}, got {bias!r}")
+
+
+def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
+    """A k-fold run's submission from its averaged test predictions, decided with its
+    offsets (fitted on its out-of-fold predictions)."""
+    test = predictions_lib.load(predictions_lib.path_in(parent, "test"))
+    path = output_path(parent, out, force)
+    labels = bias_lib.decide(test.probabilities, bias_lib.load(parent, test.class_names))
+    submission.write(test.ids, labels, path, num_classes=len(test.class_names))
+    log(f"wrote {path} ({len(test.ids)} test images, the folds' mean, decided with the "
+        f"offsets of {parent / paths.BIAS}; checked)")
+    return path
 
 
 def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
                 out: str | Path | None = None, log=print, force: bool = False,
-                report_skipped: bool = True, tta: int = 1) -> Path:
+                report_skipped: bool = True, tta: int = 1, bias: str = "none") -> Path:
     """`corolla predict`: writes submission.csv (into the run directory unless `out` is given;
     see `runs.outputs.output_path` for what `out` and `force` may replace), checked against the
     test ids. The test predictions are saved where evaluate saves val's (the run, or
     RUN/eval-<data>/ for other data; see `runs.outputs.output_dir`), whatever `out` is: they are
     the run's record of its model on that data, which ensembles read. `tta`: the mean of that
     many views of each image (see `corolla.evaluation.tta`), recorded in the saved
-    predictions."""
+    predictions. `bias` "fitted": the submission's classes are decided with the run's fitted
+    offsets (`corolla.evaluation.bias`); the saved probabilities stay the model's own."""
     tta = tta_lib.check(tta)
+    _check_bias(bias)
     run_dir, config, layout = open_run(run_dir, data_path, log)
+    offsets = bias_lib.load(run_dir, layout.class_names) if bias == "fitted" else None
     if layout.source and not layout.has_split("test"):  # an image folder or CSV, converted
         raise UserError(f"the data {layout.source} has no test split to predict: put unlabelled "
                         f"images in a test/ folder beside train/ (or rows with split = test in "
@@ -65,9 +97,11 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
                                         layout.class_names, tta=tta)
     log(f"wrote {saved}" if saved_in is not None else
         f"test predictions not saved: cannot write into {run_dir}")
-    submission.write(result.ids, result.y_pred, path, num_classes=len(layout.class_names))
+    y_pred = result.y_pred if offsets is None else bias_lib.decide(result.probabilities, offsets)
+    submission.write(result.ids, y_pred, path, num_classes=len(layout.class_names))
     log(f"wrote {path} ({len(result.ids)} test images"
-        f"{f', mean of {tta} views' if tta > 1 else ''}; checked)")
+        f"{f', mean of {tta} views' if tta > 1 else ''}"
+        f"{'; decided with the fitted offsets' if offsets is not None else ''}; checked)")
     if report_skipped:
         for line in check.skipped_summary([layout.split("test")]):
             log(line)
@@ -81,7 +115,7 @@ CHUNK = 256  # photos decoded and predicted at a time: memory stays flat for any
 def predict_photos(run, photos, flags: dict | None = None, names: dict | None = None,
                    top: int = 5, out: str | Path | None = None, as_json: bool = False,
                    strict: bool = False, force: bool = False, tta: int = 1,
-                   log=print) -> list[dict]:
+                   bias: str = "none", log=print) -> list[dict]:
     """`corolla predict RUN PATH...`: the top-`top` classes of each photo named by `photos`
     (image files, folders searched recursively, CSVs of paths), read as `corolla convert` reads
     images and fitted to the run's input size as its data was. A table for a few photos; a CSV
@@ -95,6 +129,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     from corolla.report import photos as photo_report
 
     tta = tta_lib.check(tta)
+    _check_bias(bias)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"--top-k must be a number of classes, 1 or more, got {top!r}")
     plan = inference_plan(run, flags, names)
@@ -102,6 +137,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     # A run written before classes.txt was saved: its data names the classes.
     class_names = rundir.class_names(run_dir) or open_run(run_dir, log=lambda *a: None)[2] \
         .class_names
+    offsets = bias_lib.load(run_dir, class_names) if bias == "fitted" else None
     files = photos_lib.list_photos(photos)
     if not files:
         raise UserError("no photos given; pass image files, folders of them, or a CSV of paths")
@@ -134,6 +170,8 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
             bar.add(len(chunk))
     probabilities = np.concatenate(probabilities) if probabilities else \
         np.zeros((0, len(class_names)), np.float32)
+    if offsets is not None:  # decision scores whose argmax is the fitted decision
+        probabilities = bias_lib.adjust(probabilities, offsets)
     rows = photo_report.records(kept, probabilities, class_names, top)
     if len(rows) <= TABLE_MAX:
         for line in photo_report.table(rows):
@@ -141,7 +179,9 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     if csv_path is not None:
         log(f"wrote {photo_report.write_csv(rows, csv_path)} ({len(rows)} photos, top {top})")
     if json_path is not None:
-        log(f"wrote {photo_report.write_json(rows, skipped, json_path, run=str(run_dir), tta=tta)}")
+        written = photo_report.write_json(rows, skipped, json_path, run=str(run_dir), tta=tta,
+                                          bias=bias)
+        log(f"wrote {written}")
     if skipped:
         log(f"skipped {len(skipped)} file(s) that are not readable images:")
         for path, why in skipped.items():

@@ -9,6 +9,7 @@
         metrics.json  *.png  report.html        scores on val, pictures, the offline page
         predictions/{val,test}.npz  submission.csv
         eval-<data>/                             scores on other data (the same files)
+        bias.json                                offsets fitted for macro F1 (--fit-bias)
         export-<format>[-<quantize>]/            the model for deployment (corolla export)
         fold-1/ ... folds.csv predictions/oof.npz    a k-fold parent's
         FINISHED                                 written last
@@ -43,6 +44,7 @@ LOCK = ".lock"  # held (flock) by the one process that trains the run
 FOLDS = "folds.csv"  # a k-fold parent's assignment of train+val ids to folds
 OOF = "oof"  # a k-fold parent's out-of-fold predictions: predictions/oof.npz
 EVAL_PREFIX = "eval-"  # RUN/eval-<data>/: scores on other data than the run's own
+BIAS = "bias.json"  # per-class offsets fitted for macro F1 (corolla evaluate --fit-bias)
 EXPORT_PREFIX = "export-"  # RUN/export-<format>[-<quantize>]/: `corolla export`'s folders
 ENSEMBLE_PREFIX = "ensemble"  # runs/ensemble-<timestamp>/
 
