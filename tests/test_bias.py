@@ -10,7 +10,6 @@ import json
 import shutil
 
 import numpy as np
-import pytest
 from test_known_answer import TEST_LABELS, data, run  # noqa: F401
 
 from corolla.cli import main

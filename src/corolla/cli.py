@@ -123,6 +123,9 @@ def _recipe_flags(p: argparse.ArgumentParser) -> None:
                    "per update (a larger effective batch when it does not fit)")
     g.add_argument("--early-stopping-patience", type=int, help="stop after N epochs without a "
                    "better val macro F1 (default 0: off)")
+    g.add_argument("--class-weight", metavar="none|balanced|FILE", help="weigh the loss per "
+                   "class: balanced (inverse class frequency in train) or a file of "
+                   "class,weight lines; default none")
 
 
 def _photo_flags(p: argparse.ArgumentParser) -> None:
