@@ -7,6 +7,7 @@
     run.predict(tta=4)           # submission.csv, checked
     run.predict_photos("my_photos/")   # top-5 classes of each photo, by name
     run.export("tflite")         # RUN/export-tflite/: model.tflite, classes.txt, export.json
+    run.explain("photo.jpg")     # RUN/explain/photo.png: where the evidence lies (Grad-CAM)
     run.report()                 # report.html; shown inline in Jupyter
     run = corolla.open_run("runs/small_cnn-20261122-101500")
 
@@ -120,6 +121,18 @@ class Run:
         with as_user_errors():
             return export.export(self.path, format, out=out, quantize=quantize,
                                  check_images=check_images)
+
+    def explain(self, images, out: str | Path | None = None, force: bool = False,
+                **runtime) -> list[Path]:
+        """Grad-CAM pictures of `images` (a path or a list of image files, folders, CSVs), as
+        `corolla explain`; returns the files written."""
+        from corolla.commands import explain
+
+        images = [images] if isinstance(images, (str, Path)) else list(images)
+        flags, names = from_keywords(runtime, "Run.explain()", _INFERENCE)
+        with as_user_errors():
+            return explain.explain(self.path, [str(i) for i in images], flags, names, out=out,
+                                   force=force)
 
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""

@@ -257,6 +257,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare the export with model.keras on N val images (default 64; "
                         "0: no check)")
 
+    p = sub.add_parser("explain", help="why a run's model decided: a Grad-CAM heatmap per "
+                       "image (RUN/explain/IMAGE.png)")
+    p.add_argument("run", help="a run directory")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files, folders of them "
+                   "(searched recursively) or CSVs of paths")
+    p.add_argument("--out", help="the folder for the pictures (default: RUN/explain/)")
+    p.add_argument("--force", action="store_true", help="replace pictures already there")
+    _runtime_flags(p)
+
     p = sub.add_parser("ensemble", help="blend several runs' saved probabilities, weights chosen "
                        "on val: a new folder with metrics, predictions and submission.csv")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (or other folders "
@@ -413,6 +422,13 @@ def _export(args) -> int:
     return 0
 
 
+def _explain(args) -> int:
+    from corolla.commands import explain
+
+    explain.explain(args.run, args.images, *settings(args), out=args.out, force=args.force)
+    return 0
+
+
 def _convert(args) -> int:
     from corolla.commands import convert
     from corolla.data.convert import Settings
@@ -446,7 +462,8 @@ def _bench(args) -> int:
 
 
 COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
-            "predict": _inference, "export": _export, "ensemble": _ensemble,
+            "predict": _inference, "export": _export, "explain": _explain,
+            "ensemble": _ensemble,
             "convert": _convert,
             "check-submission": _check_submission, "report": _report, "submit": _submit,
             "bench": _bench}

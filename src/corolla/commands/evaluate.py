@@ -57,6 +57,18 @@ def evaluate(run, flags: dict | None = None, names: dict | None = None,
     return metrics
 
 
+def _explainer(model, log):
+    """Grad-CAM for the report (explanations.png), or None where the model has no spatial
+    feature map to explain."""
+    from corolla.evaluation import gradcam
+
+    try:
+        return gradcam.explainer(model)
+    except UserError as e:
+        log(f"no explanations.png: {e}")
+        return None
+
+
 def rundir_metrics(run_dir: Path) -> dict:
     from corolla.files import read_json
 
@@ -107,7 +119,7 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     # Training curves belong with the run's own record, not with scores on other data.
     written = scored.write(out_dir, evaluation.metrics, result,
                            history=run_dir / paths.HISTORY if into_run else None,
-                           layout=layout, skip_bad_records=skip)
+                           layout=layout, skip_bad_records=skip, explain=_explainer(model, log))
     m = evaluation.metrics
     log(f"val: accuracy {m['accuracy']:.4f}  {metrics_lib.f1_text(m)}  "
         f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "

@@ -35,6 +35,7 @@ CAPTIONS = {
     paths.CURVES: "Training curves",
     paths.SAMPLES: "Sample predictions",
     paths.MISTAKES: "Most confident mistakes",
+    paths.EXPLANATIONS: "Why it decided (Grad-CAM)",
 }
 
 # The headline figures, as metrics.json names them.
