@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -94,3 +95,45 @@ def test_the_python_api_gives_the_same_rows(run, album):
     rows = corolla.open_run(run).predict_photos(root / "alpha.png", top_k=1)
     assert [(r["path"].rsplit("/", 1)[-1], r["top"][0]["class"]) for r in rows] == \
         [("alpha.png", "band one")]
+
+
+def test_other_data_of_any_size_is_scaled_and_other_classes_named(data, run, tmp_path,
+                                                                  capsys):
+    """The known-answer data again at 24 px (the run's model takes 16): evaluate scores it
+    as it scores the run's own (the same answers: solid colours); data of other classes is
+    refused, naming the classes, not a size flag that does not exist."""
+    import tensorflow as tf
+
+    from corolla.data import records
+    from corolla.data.classes import CLASSES_FILE
+    from test_known_answer import EXPECTED_METRICS, SIZE
+
+    root, _ = data
+    other = tmp_path / "bigger"
+    for split in ("train", "val", "test"):
+        serialized = []
+        for path in sorted((root / f"tfrecords-jpeg-{SIZE}x{SIZE}" / split).glob("*.tfrec")):
+            for raw in tf.data.TFRecordDataset(str(path)):
+                example = tf.train.Example.FromString(raw.numpy())
+                f = example.features.feature
+                image = tf.io.decode_jpeg(f["image"].bytes_list.value[0])
+                big = tf.cast(tf.image.resize(image, [24, 24]), tf.uint8)
+                serialized.append(records.serialize(
+                    tf.io.encode_jpeg(big, quality=95).numpy(), f["id"].bytes_list.value[0]
+                    .decode(), f["class"].int64_list.value[0] if split != "test" else None))
+        records.write_shards(serialized, other / "tfrecords-jpeg-24x24" / split, 24, 1)
+    shutil.copy(root / CLASSES_FILE, other / CLASSES_FILE)
+    out = tmp_path / "scores"
+    assert main(["evaluate", str(run), "--data", str(other), "--out", str(out)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["num_examples"] == 12
+    assert m["f1_macro"] == pytest.approx(EXPECTED_METRICS["f1_macro"])
+    copy = tmp_path / "named"
+    shutil.copytree(run, copy)
+    (copy / CLASSES_FILE).write_text("a\nb\n")  # a run of 2 classes
+    (other / CLASSES_FILE).unlink()  # data without classes.txt: the competition's 104
+    assert main(["evaluate", str(copy), "--data", str(other), "--out", str(tmp_path / "x")]) \
+        == 2
+    err = capsys.readouterr().err
+    assert "names 104 classes" in err and "not the 2 this run was trained on" in err
+    assert "--image-size" not in err

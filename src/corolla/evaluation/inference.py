@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.data import datasets, folds
+from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
@@ -70,13 +71,19 @@ def open_run(run_dir, data_path: str | None = None, log=print):
         layout = datasets.open_recorded(config.data, log=log)
         layout = folds.restrict(layout, config.data)  # a k-fold run's fold of its own data
     else:
-        layout = datasets.open_data(data_path, config.data.image_size,
+        # Other data is read at whatever size it holds (the one nearest the run's), and scaled
+        # to the model's input as it is decoded, as training scales its data.
+        layout = datasets.open_data(data_path, 0, config.data.image_size or 224,
                                     features=datasets.features_of(config.data), log=log)
     saved = rundir.class_names(run_dir)
     if saved is not None and saved != layout.class_names:
-        raise UserError(f"the data at {layout.root} names {len(layout.class_names)} classes, "
-                        f"not the {len(saved)} this run was trained on "
-                        f"({run_dir / paths.CLASSES}); pass --data with the run's data set")
+        named = f"names {len(layout.class_names)} classes" if len(saved) != len(
+            layout.class_names) else "names other classes"
+        hint = "" if layout.class_names != COMPETITION_CLASSES else \
+            f" (it has no {CLASSES_FILE}, so it holds the competition's 104 classes)"
+        raise UserError(f"the data at {layout.root} {named}{hint}, not the {len(saved)} "
+                        f"this run was trained on ({run_dir / paths.CLASSES}); a model scores "
+                        f"only its own classes: pass --data with data of the same classes")
     return run_dir, config, layout
 
 
