@@ -91,7 +91,9 @@ def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
     write_json(record, run_dir / paths.BIAS)
     log(f"held-out macro F1 (each half scored with offsets fitted on the other): "
         f"{held_out['argmax']:.4f} argmax -> {held_out['fitted']:.4f} with offsets")
-    raised = sorted(zip(offsets, held.class_names), reverse=True)[:3]
+    present = set(held.labels.tolist())
+    raised = sorted((b, name) for c, (b, name) in enumerate(zip(offsets, held.class_names))
+                    if c in present)[::-1][:3]
     log("largest offsets: " + ", ".join(f"{name.strip()} {b:+.2f}" for b, name in raised))
     log(f"wrote {run_dir / paths.BIAS} (use it: corolla predict {run_dir} --bias fitted)")
     return record

@@ -54,10 +54,8 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
         written.append(plots.plot_explanations(images, maps, [title], target, columns=2,
                                                title=f"Grad-CAM of {top[0]['class'].strip()}"))
         log(f"{target}: {title}")
-    if skipped:
-        log(f"skipped {len(skipped)} file(s) that are not readable images:")
-        for path, why in skipped.items():
-            log(f"  warning: {path}: {why}")
+    for line in photo_report.skipped_lines(skipped):
+        log(line)
     return written
 
 

@@ -182,10 +182,8 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
         written = photo_report.write_json(rows, skipped, json_path, run=str(run_dir), tta=tta,
                                           bias=bias)
         log(f"wrote {written}")
-    if skipped:
-        log(f"skipped {len(skipped)} file(s) that are not readable images:")
-        for path, why in skipped.items():
-            log(f"  warning: {path}: {why}")
+    for line in photo_report.skipped_lines(skipped):
+        log(line)
     return rows
 
 

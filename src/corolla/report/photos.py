@@ -69,3 +69,11 @@ def write_json(rows: list[dict], skipped: dict[str, str], path: str | Path, **ab
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(data, indent=1) + "\n")
     return Path(path)
+
+
+def skipped_lines(skipped: dict[str, str]) -> list[str]:
+    """The files that did not decode, one line each, for the end of a command."""
+    if not skipped:
+        return []
+    return [f"skipped {len(skipped)} file(s) that are not readable images:"] + [
+        f"  warning: {path}: {why}" for path, why in skipped.items()]

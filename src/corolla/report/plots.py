@@ -121,23 +121,27 @@ def plot_explanations(images: np.ndarray, heatmaps: np.ndarray, titles: list[str
                       wrong=None) -> Path:
     """Each image beside the same image under its heatmap (`evaluation.gradcam`: red where the
     evidence for the explained class lies); `wrong[k]`: title k in red."""
+    import textwrap
+
     n = len(images)
     pairs = max(1, min(columns // 2, n))
     rows = max(1, -(-n // pairs))
-    fig, axes = plt.subplots(rows, 2 * pairs, figsize=(2.2 * 2 * pairs, 2.4 * rows + 0.6),
-                             squeeze=False)
+    heading = textwrap.fill(f"{title}: each image, then where the evidence for the explained "
+                            f"class lies (red: most)", width=int(2.2 * 2 * pairs * 9))
+    fig, axes = plt.subplots(rows, 2 * pairs, figsize=(2.2 * 2 * pairs,
+                                                       2.4 * rows + 0.25 * heading.count("\n")
+                                                       + 0.6), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
     for k, (image, heat, text) in enumerate(zip(images, heatmaps, titles)):
         plain, overlay = axes.flat[2 * k], axes.flat[2 * k + 1]
         picture = np.clip(image, 0, 255).astype(np.uint8)
         plain.imshow(picture)
-        plain.set_title(text, fontsize=8,
+        plain.set_title(textwrap.fill(text, 30), fontsize=8,
                         color="red" if wrong is not None and wrong[k] else "black")
         overlay.imshow(picture)
         overlay.imshow(heat, cmap="jet", alpha=0.45, vmin=0, vmax=1)
-    fig.suptitle(f"{title}: each image, then where the evidence for the explained class lies "
-                 f"(red: most)", fontsize=10)
+    fig.suptitle(heading, fontsize=10)
     return _save(fig, path)
 
 
