@@ -63,6 +63,7 @@ def test_each_format_gives_the_models_probabilities_in_its_own_runtime(trained, 
     assert not list(tmp_path.glob(".*partial*"))
 
 
+@pytest.mark.large
 def test_quantized_files_are_smaller(trained, tmp_path):
     run, _, _ = trained
     sizes = {}

@@ -47,8 +47,8 @@ def adjust(probabilities, offsets) -> np.ndarray:
 
 
 def fit(probabilities, labels, grid=GRID, rounds: int = ROUNDS) -> np.ndarray:
-    """Offsets [C] maximising macro F1 of `decide` on (probabilities, labels); 0 for a class
-    the grid cannot improve. Centred: a common shift changes no decision."""
+    """Offsets [C] maximising macro F1 of `decide` on (probabilities, labels), from 0: a class
+    the grid cannot improve, or with no image here, keeps 0."""
     logp = log_probabilities(probabilities)
     labels = np.asarray(labels)
     classes = logp.shape[1]
@@ -68,7 +68,7 @@ def fit(probabilities, labels, grid=GRID, rounds: int = ROUNDS) -> np.ndarray:
                     best, offsets[c], changed = f1, value, True
         if not changed:
             break
-    return offsets - offsets.mean()
+    return offsets
 
 
 def _halves(labels, seed: int) -> np.ndarray:
