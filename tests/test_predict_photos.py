@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 from PIL import Image
-from test_known_answer import CLASS_NAMES, data, run  # noqa: F401
+from test_known_answer import CLASS_NAMES, EXPECTED_METRICS, SIZE, data, run  # noqa: F401
 
 from corolla.cli import main
 from corolla.data import photos
@@ -106,7 +106,6 @@ def test_other_data_of_any_size_is_scaled_and_other_classes_named(data, run, tmp
 
     from corolla.data import records
     from corolla.data.classes import CLASSES_FILE
-    from test_known_answer import EXPECTED_METRICS, SIZE
 
     root, _ = data
     other = tmp_path / "bigger"

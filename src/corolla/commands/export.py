@@ -85,9 +85,9 @@ def _in_subprocess(run_dir, fmt, out, quantize, check_images, log) -> Path:
 
 def _export_here(run_dir: Path, fmt: str, out: Path, quantize: str, check_images: int,
                  log) -> Path:
-    import keras
-
     from importlib import metadata
+
+    import keras
 
     from corolla import runtime
     from corolla.evaluation.inference import load_model
