@@ -151,8 +151,10 @@ class Run:
         return html_report.fragment(self.path)
 
     def __repr__(self) -> str:
+        from corolla.evaluation.metrics import f1_text
+
         m = self.metrics
-        score = f", val macro F1 {m['f1_macro']:.4f}" if m and "f1_macro" in m else ""
+        score = f", val {f1_text(m)}" if m and "f1_macro" in m else ""
         return f"Run({str(self.path)!r}{score})"
 
 

@@ -353,7 +353,9 @@ def _demo(args) -> int:
     run_dir, metrics = demo.run(args.cache_dir, args.runs_dir, tiny=args.tiny, name=args.name,
                                 overrides=flags)
     if run_dir is not None:
-        print(f"demo finished: val macro F1 {metrics['f1_macro']:.4f}; everything is in {run_dir}")
+        from corolla.evaluation.metrics import f1_text
+
+        print(f"demo finished: val {f1_text(metrics)}; everything is in {run_dir}")
     return 0
 
 
