@@ -5,6 +5,9 @@
     run.metrics["f1_macro"]      # val scores, as metrics.json holds them
     run.evaluate()               # again, e.g. after the data changed
     run.predict(tta=4)           # submission.csv, checked
+    run.predict_photos("my_photos/")   # top-5 classes of each photo, by name
+    run.export("tflite")         # RUN/export-tflite/: model.tflite, classes.txt, export.json
+    run.explain("photo.jpg")     # RUN/explain/photo.png: where the evidence lies (Grad-CAM)
     run.report()                 # report.html; shown inline in Jupyter
     run = corolla.open_run("runs/small_cnn-20261122-101500")
 
@@ -70,27 +73,67 @@ class Run:
         return read_json(path, fix) if path.is_file() else None
 
     def evaluate(self, tta: int = 1, data: str | Path | None = None,
-                 out: str | Path | None = None, **runtime) -> dict:
+                 out: str | Path | None = None, fit_bias: bool = False, **runtime) -> dict:
         """Scores the run on val (metrics.json, pictures, predictions, report.html) and returns
-        the metrics (`tta`: test-time augmentation views). `runtime`: backend, strategy,
-        precision, batch_size, global_batch_size."""
+        the metrics (`tta`: test-time augmentation views; `fit_bias`: then fits the offsets for
+        macro F1 into bias.json). `runtime`: backend, strategy, precision, batch_size,
+        global_batch_size."""
         from corolla.commands import evaluate
 
         flags, names = from_keywords(runtime, "Run.evaluate()", _INFERENCE)
         with tflog.quiet_tensorflow(), as_user_errors():
             return evaluate.evaluate(self.path, flags, names, data=_text(data), out=out,
-                                     tta=tta)
+                                     tta=tta, fit_bias=fit_bias)
 
     def predict(self, tta: int = 1, data: str | Path | None = None,
-                out: str | Path | None = None, force: bool = False, **runtime) -> Path:
-        """Writes the checked submission.csv (`tta`: test-time augmentation passes) and returns
-        its path."""
+                out: str | Path | None = None, force: bool = False, bias: str = "none",
+                **runtime) -> Path:
+        """Writes the checked submission.csv (`tta`: test-time augmentation passes; `bias`
+        "fitted": decided with the offsets of `evaluate(fit_bias=True)`) and returns its
+        path."""
         from corolla.commands import predict
 
         flags, names = from_keywords(runtime, "Run.predict()", _INFERENCE)
         with tflog.quiet_tensorflow(), as_user_errors():
             return predict.predict(self.path, flags, names, data=_text(data), out=out,
-                                   force=force, tta=tta)
+                                   force=force, tta=tta, bias=bias)
+
+    def predict_photos(self, photos, top_k: int = 5, out: str | Path | None = None,
+                       json: bool = False, strict: bool = False, force: bool = False,
+                       tta: int = 1, bias: str = "none", **runtime) -> list[dict]:
+        """The top-`top_k` classes of each photo (`photos`: a path or a list of image files,
+        folders and CSVs of paths), as `corolla predict RUN PATH...`: one dict a photo,
+        {"path", "top": [{"class", "label", "probability"}, ...]}."""
+        from corolla.commands import predict
+
+        photos = [photos] if isinstance(photos, (str, Path)) else list(photos)
+        flags, names = from_keywords(runtime, "Run.predict_photos()", _INFERENCE)
+        with as_user_errors():
+            return predict.predict_photos(self.path, [str(p) for p in photos], flags, names,
+                                          top=top_k, out=out, as_json=json, strict=strict,
+                                          force=force, tta=tta, bias=bias)
+
+    def export(self, format: str, out: str | Path | None = None,
+               quantize: str = "none", check_images: int = 64) -> Path:
+        """The model for deployment, as `corolla export`: `format` savedmodel, tflite or
+        onnx (`quantize`: none, dynamic or float16, tflite only); returns the folder."""
+        from corolla.commands import export
+
+        with as_user_errors():
+            return export.export(self.path, format, out=out, quantize=quantize,
+                                 check_images=check_images)
+
+    def explain(self, images, out: str | Path | None = None, force: bool = False,
+                **runtime) -> list[Path]:
+        """Grad-CAM pictures of `images` (a path or a list of image files, folders, CSVs), as
+        `corolla explain`; returns the files written."""
+        from corolla.commands import explain
+
+        images = [images] if isinstance(images, (str, Path)) else list(images)
+        flags, names = from_keywords(runtime, "Run.explain()", _INFERENCE)
+        with as_user_errors():
+            return explain.explain(self.path, [str(i) for i in images], flags, names, out=out,
+                                   force=force)
 
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""
@@ -109,8 +152,10 @@ class Run:
         return html_report.fragment(self.path)
 
     def __repr__(self) -> str:
+        from corolla.evaluation.metrics import f1_text
+
         m = self.metrics
-        score = f", val macro F1 {m['f1_macro']:.4f}" if m and "f1_macro" in m else ""
+        score = f", val {f1_text(m)}" if m and "f1_macro" in m else ""
         return f"Run({str(self.path)!r}{score})"
 
 

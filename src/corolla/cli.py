@@ -127,6 +127,22 @@ def _recipe_flags(p: argparse.ArgumentParser) -> None:
                    "per update (a larger effective batch when it does not fit)")
     g.add_argument("--early-stopping-patience", type=int, help="stop after N epochs without a "
                    "better val macro F1 (default 0: off)")
+    g.add_argument("--class-weight", metavar="none|balanced|FILE", help="weigh the loss per "
+                   "class: balanced (inverse class frequency in train) or a file of "
+                   "class,weight lines; default none")
+
+
+def _photo_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("photos", nargs="*", metavar="PATH", help="predict on these photos instead "
+                   "of the test split: image files, folders (searched recursively) or CSVs of "
+                   "paths; any size, format and mode")
+    g = p.add_argument_group("photos (with PATH)")
+    g.add_argument("--top-k", type=int, default=5, metavar="K",
+                   help="classes listed per photo, likeliest first (default 5)")
+    g.add_argument("--json", action="store_true", help="also write the predictions as JSON "
+                   "(beside the CSV, with the skipped files)")
+    g.add_argument("--strict", action="store_true", help="stop at the first file that does "
+                   "not decode (default: skip it, and list it at the end)")
 
 
 def _size_list(text: str) -> list[int]:
@@ -211,19 +227,54 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("run", help="a run directory, e.g. runs/small_cnn-20261122-101500")
         p.add_argument("--data", help="read the data from here instead of the run's data path")
         if name == "predict":
-            p.add_argument("--out", help="submission file (default: RUN/submission.csv); never "
-                           "another file of the run")
+            _photo_flags(p)
+            p.add_argument("--out", help="submission file (default: RUN/submission.csv); with "
+                           "PATHs, the CSV of their predictions (default for more than "
+                           "20 photos or --json: ./RUN_NAME-predictions.csv); never a file of "
+                           "the run")
             p.add_argument("--force", action="store_true",
                            help="let --out replace an existing file")
+            p.add_argument("--bias", choices=("none", "fitted"), default="none",
+                           help="fitted: decide with the per-class offsets of `corolla "
+                                "evaluate RUN --fit-bias` (for macro F1); default none (argmax)")
         else:
             p.add_argument("--out", help="folder for metrics.json and the plots (default: the "
                            "run folder; RUN/eval-<data folder>/ for --data elsewhere)")
+            p.add_argument("--fit-bias", action="store_true", help="then fit one offset per "
+                           "class to the log-probabilities that maximises macro F1 on val (a "
+                           "k-fold run: on its out-of-fold predictions) into RUN/bias.json, and "
+                           "report the held-out gain")
         p.add_argument("--tta", type=int, default=1, metavar="N",
                        help="test-time augmentation: average the class probabilities of N views "
                             "of each image (the image, its flip, then small zooms, shifts and "
                             "rotations; deterministic); default 1 (none), at most 32")
         _runtime_flags(p)
         _batch_flags(p, " for inference")
+
+    p = sub.add_parser("export", help="a run's model for deployment (SavedModel, LiteRT "
+                       "or ONNX) in a folder with classes.txt and export.json, checked against "
+                       "model.keras")
+    p.add_argument("run", help="a run directory")
+    p.add_argument("--format", required=True, choices=("savedmodel", "tflite", "onnx"),
+                   help="savedmodel (TensorFlow Serving), tflite (LiteRT: phones, edge) or "
+                        "onnx (onnxruntime; needs corolla[export])")
+    p.add_argument("--quantize", choices=("none", "dynamic", "float16"), default="none",
+                   help="tflite only: dynamic (int8 weights, about 4x smaller) or float16 "
+                        "(2x smaller); default none (float32)")
+    p.add_argument("--out", help="the folder to write (default: RUN/export-FORMAT[-QUANTIZE]/); "
+                   "never an existing one")
+    p.add_argument("--check-images", type=int, default=64, metavar="N",
+                   help="compare the export with model.keras on N val images (default 64; "
+                        "0: no check)")
+
+    p = sub.add_parser("explain", help="why a run's model decided: a Grad-CAM heatmap per "
+                       "image (RUN/explain/IMAGE.png)")
+    p.add_argument("run", help="a run directory")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files, folders of them "
+                   "(searched recursively) or CSVs of paths")
+    p.add_argument("--out", help="the folder for the pictures (default: RUN/explain/)")
+    p.add_argument("--force", action="store_true", help="replace pictures already there")
+    _runtime_flags(p)
 
     p = sub.add_parser("ensemble", help="blend several runs' saved probabilities, weights chosen "
                        "on val: a new folder with metrics, predictions and submission.csv")
@@ -322,7 +373,9 @@ def _demo(args) -> int:
     run_dir, metrics = demo.run(args.cache_dir, args.runs_dir, tiny=args.tiny, name=args.name,
                                 overrides=flags)
     if run_dir is not None:
-        print(f"demo finished: val macro F1 {metrics['f1_macro']:.4f}; everything is in {run_dir}")
+        from corolla.evaluation.metrics import f1_text
+
+        print(f"demo finished: val {f1_text(metrics)}; everything is in {run_dir}")
     return 0
 
 
@@ -341,12 +394,25 @@ def _inference(args) -> int:
         from corolla.commands import evaluate
 
         evaluate.evaluate(args.run, *settings(args), data=args.data, out=args.out,
-                          tta=args.tta)
+                          tta=args.tta, fit_bias=args.fit_bias)
     else:
         from corolla.commands import predict
 
+        if args.photos:
+            if args.data:
+                raise UserError("--data names a data set's test split; with photo PATHs, leave "
+                                "it out")
+            predict.predict_photos(args.run, args.photos, *settings(args), top=args.top_k,
+                                   out=args.out, as_json=args.json, strict=args.strict,
+                                   force=args.force, tta=args.tta, bias=args.bias)
+            return 0
+        photo_only = [flag for flag, given in (("--json", args.json), ("--strict", args.strict),
+                                               ("--top-k", args.top_k != 5)) if given]
+        if photo_only:
+            raise UserError(f"{photo_only[0]} is for predictions on photos: pass their PATHs "
+                            f"after the run (corolla predict RUN photos/)")
         predict.predict(args.run, *settings(args), data=args.data, out=args.out,
-                        force=args.force, tta=args.tta)
+                        force=args.force, tta=args.tta, bias=args.bias)
     return 0
 
 
@@ -368,6 +434,21 @@ def _ensemble(args) -> int:
     from corolla.commands import ensemble
 
     ensemble.ensemble_run(args.runs, weights=args.weights, out=args.out)
+    return 0
+
+
+def _export(args) -> int:
+    from corolla.commands import export
+
+    export.export(args.run, args.format, out=args.out, quantize=args.quantize,
+                  check_images=args.check_images)
+    return 0
+
+
+def _explain(args) -> int:
+    from corolla.commands import explain
+
+    explain.explain(args.run, args.images, *settings(args), out=args.out, force=args.force)
     return 0
 
 
@@ -411,9 +492,10 @@ def _bench(args) -> int:
 
 
 COMMANDS = {"info": _info, "demo": _demo, "train": _train, "evaluate": _inference,
-            "predict": _inference, "ensemble": _ensemble, "convert": _convert,
-            "check-data": _check_data, "check-submission": _check_submission,
-            "report": _report, "submit": _submit, "bench": _bench}
+            "predict": _inference, "export": _export, "explain": _explain,
+            "ensemble": _ensemble, "convert": _convert, "check-data": _check_data,
+            "check-submission": _check_submission, "report": _report, "submit": _submit,
+            "bench": _bench}
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ plan, and either train a small fixed model for a few steps (printing losses and 
 or run `corolla train` on a data set.
 
     python replicas.py BACKEND N equivalence
-    python replicas.py BACKEND N train DATA RUNS_DIR [GLOBAL_BATCH]
+    python replicas.py BACKEND N train DATA RUNS_DIR [GLOBAL_BATCH [CONFIG_OVERRIDES_JSON]]
 """
 
 import json
@@ -61,7 +61,8 @@ else:
     cfg = config.load(overrides={"data.path": sys.argv[4], "output.runs_dir": sys.argv[5],
                                  "output.name": "run", "train.epochs": 2,
                                  "train.start_size": 16,
-                                 "train.global_batch_size": GLOBAL_BATCH})
+                                 "train.global_batch_size": GLOBAL_BATCH,
+                                 **(json.loads(sys.argv[7]) if len(sys.argv) > 7 else {})})
     run_dir, metrics = train_evaluate_predict(cfg, plan, log=lambda *a: None)
     out["run_dir"], out["f1_macro"] = str(run_dir), metrics["f1_macro"]
 print("RESULT " + json.dumps(out))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from corolla.errors import UserError
 from corolla.evaluation import ensemble as ensemble_lib
+from corolla.evaluation import metrics as metrics_lib
 from corolla.report import scored
 from corolla.runs import paths, rundir
 
@@ -24,13 +25,14 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
                         f"another name")
     out_dir = (rundir.create(Path(out).parent, Path(out).name, paths.ENSEMBLE_PREFIX)
                if out is not None else rundir.create(runs_dir, "", paths.ENSEMBLE_PREFIX))
-    for member, w, f1 in zip(ensemble.members, ensemble.weights, ensemble.member_f1):
-        log(f"member {member.folder}: val macro F1 {f1:.4f}, weight {w:.3f}")
-    log(f"weights: {ensemble.search}")
     m = ensemble_lib.metrics(ensemble)
+    for member in m["members"]:
+        log(f"member {member['folder']}: val {metrics_lib.f1_text(member)}, weight "
+            f"{member['weight']:.3f}")
+    log(f"weights: {ensemble.search}")
     written = scored.write(out_dir, m, ensemble.val, test=ensemble.test, write_submission=True,
                            title="Ensemble, val (rows: true class, normalised)")
-    log(f"blend: val accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
+    log(f"blend: val accuracy {m['accuracy']:.4f}  {metrics_lib.f1_text(m)}  "
         f"({m['num_examples']} images"
         f"{'; weights chosen on val, so optimistic' if 'note' in m else ''})")
     if ensemble.test is None:

@@ -7,13 +7,16 @@ from pathlib import Path
 
 from corolla import config as config_lib
 from corolla.data import check
+from corolla.errors import UserError
+from corolla.evaluation import bias as bias_lib
 from corolla.evaluation import evaluate as evaluate_lib
+from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import predictions
 from corolla.evaluation import tta as tta_lib
 from corolla.evaluation.inference import load_model, open_run
 from corolla.report import plots, scored
 from corolla.runs import paths, rundir
-from corolla.runs.kfold import refuse_parent
+from corolla.runs.kfold import is_parent, refuse_parent
 from corolla.runs.outputs import output_dir
 from corolla.runtime import Plan
 
@@ -34,12 +37,66 @@ def inference_plan(run, flags: dict | None = None, names: dict | None = None) ->
 
 def evaluate(run, flags: dict | None = None, names: dict | None = None,
              data: str | None = None, out: str | Path | None = None, tta: int = 1,
-             log=print) -> dict:
+             fit_bias: bool = False, log=print) -> dict:
     """`corolla evaluate`: scores the run on val (metrics.json, pictures, predictions,
-    report.html); returns the metrics. `tta`: test-time augmentation views (1: none)."""
+    report.html); returns the metrics. `tta`: test-time augmentation views (1: none).
+    `fit_bias`: then fits per-class offsets for macro F1 on the val predictions (a k-fold
+    run: on its out-of-fold ones, without evaluating again) into RUN/bias.json."""
     tta_lib.check(tta)  # before the run is opened and a backend picked
+    if fit_bias and (data or out):
+        raise UserError("--fit-bias fits the offsets on the run's own val split; leave out "
+                        "--data and --out")
+    config_path = Path(run) / paths.CONFIG
+    if fit_bias and config_path.is_file() and is_parent(config_lib.load(config_path)):
+        fit_offsets(Path(run), paths.OOF, log)
+        return rundir_metrics(Path(run))
     plan = inference_plan(run, flags, names)
-    return evaluate_run(run, plan, data_path=data, out=out, log=log, tta=tta)
+    metrics = evaluate_run(run, plan, data_path=data, out=out, log=log, tta=tta)
+    if fit_bias:
+        fit_offsets(Path(run), "val", log)
+    return metrics
+
+
+def _explainer(model, log):
+    """Grad-CAM for the report (explanations.png), or None where the model has no spatial
+    feature map to explain."""
+    from corolla.evaluation import gradcam
+
+    try:
+        return gradcam.explainer(model)
+    except UserError as e:
+        log(f"no explanations.png: {e}")
+        return None
+
+
+def rundir_metrics(run_dir: Path) -> dict:
+    from corolla.files import read_json
+
+    return read_json(run_dir / paths.METRICS, f"write it again with `corolla train --resume "
+                                              f"{run_dir}`")
+
+
+def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
+    """Fits the per-class offsets for macro F1 on the run's saved `split` predictions
+    (`evaluation.bias`), writes RUN/bias.json, and says the held-out figures."""
+    from corolla.files import write_json
+
+    held = predictions.load(predictions.path_in(run_dir, split))
+    if not held.labelled:
+        raise UserError(f"{predictions.path_in(run_dir, split)} has no labels to fit on")
+    log(f"fitting one offset per class for macro F1 on {len(held)} {split} images ...")
+    offsets = bias_lib.fit(held.probabilities, held.labels)
+    held_out = bias_lib.cross_fitted(held.probabilities, held.labels)
+    record = bias_lib.record(offsets, held.class_names, split, held_out)
+    write_json(record, run_dir / paths.BIAS)
+    log(f"held-out macro F1 (each half scored with offsets fitted on the other): "
+        f"{held_out['argmax']:.4f} argmax -> {held_out['fitted']:.4f} with offsets")
+    present = set(held.labels.tolist())
+    raised = sorted((b, name) for c, (b, name) in enumerate(zip(offsets, held.class_names))
+                    if c in present)[::-1][:3]
+    log("largest offsets: " + ", ".join(f"{name.strip()} {b:+.2f}" for b, name in raised))
+    log(f"wrote {run_dir / paths.BIAS} (use it: corolla predict {run_dir} --bias fitted)")
+    return record
 
 
 def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print,
@@ -64,9 +121,9 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     # Training curves belong with the run's own record, not with scores on other data.
     written = scored.write(out_dir, evaluation.metrics, result,
                            history=run_dir / paths.HISTORY if into_run else None,
-                           layout=layout, skip_bad_records=skip)
+                           layout=layout, skip_bad_records=skip, explain=_explainer(model, log))
     m = evaluation.metrics
-    log(f"val: accuracy {m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  "
+    log(f"val: accuracy {m['accuracy']:.4f}  {metrics_lib.f1_text(m)}  "
         f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "
         f"({m['num_examples']} images, {m['num_classes_present']} classes"
         f"{f', mean of {tta} views' if tta > 1 else ''})")

@@ -36,6 +36,7 @@ from corolla.data import check, pipeline
 from corolla.data import folds as folds_lib
 from corolla.data import datasets
 from corolla.errors import Interrupted, UserError
+from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import pool as pool_lib
 from corolla.report import scored
 from corolla.runs import paths, rundir
@@ -171,7 +172,7 @@ def pool(parent: str | Path, log=print) -> dict:
     pooled = pool_lib.pool(assignment, fold_dirs, rundir.class_names(parent), paths.OOF)
     m = {**pooled.metrics, "data": config.data.path}
     log(f"out-of-fold ({len(pooled.oof)} train+val images, {k} folds): accuracy "
-        f"{m['accuracy']:.4f}  macro F1 {m['f1_macro']:.4f}  precision "
+        f"{m['accuracy']:.4f}  {metrics_lib.f1_text(m)}  precision "
         f"{m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}")
     try:  # the images of the labels to review; without them, the review has no pictures
         images = datasets.open_recorded(config.data, log=lambda *a: None)

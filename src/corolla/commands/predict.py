@@ -1,45 +1,81 @@
 """`corolla predict`: a trained run's checked submission.csv for the test split, and the test
-predictions saved where evaluate saves val's."""
+predictions saved where evaluate saves val's; `corolla predict RUN PATH...`: the top classes of
+anyone's photos, by name (`predict_photos`)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+import numpy as np
+
+from corolla import config as config_lib
 from corolla.commands.evaluate import inference_plan
 from corolla.data import check
 from corolla.errors import UserError
+from corolla.evaluation import bias as bias_lib
 from corolla.evaluation import predict as predict_lib
+from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation import tta as tta_lib
 from corolla.evaluation.inference import load_model, open_run
 from corolla.files import make_folder
 from corolla.report import scored, submission
-from corolla.runs import paths
+from corolla.runs import paths, rundir
+from corolla.runs.kfold import is_parent
 from corolla.runs.outputs import output_dir, output_path
 from corolla.runtime import Plan
+
+BIAS_CHOICES = ("none", "fitted")  # --bias: argmax, or the offsets of evaluate --fit-bias
 
 
 def predict(run, flags: dict | None = None, names: dict | None = None,
             data: str | None = None, out: str | Path | None = None, force: bool = False,
-            tta: int = 1, log=print) -> Path:
+            tta: int = 1, bias: str = "none", log=print) -> Path:
     """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
-    test-time augmentation views (1: none)."""
+    test-time augmentation views (1: none). `bias`: "fitted" decides with the offsets of
+    `corolla evaluate RUN --fit-bias` (a k-fold run: on its averaged test predictions)."""
     tta_lib.check(tta)
+    _check_bias(bias)
+    config_path = Path(run) / paths.CONFIG
+    if bias == "fitted" and config_path.is_file() and is_parent(config_lib.load(config_path)):
+        return _parent_with_offsets(Path(run), out, force, log)
     plan = inference_plan(run, flags, names)
-    return predict_run(run, plan, data_path=data, out=out, force=force, log=log, tta=tta)
+    return predict_run(run, plan, data_path=data, out=out, force=force, log=log, tta=tta,
+                       bias=bias)
+
+
+def _check_bias(bias: str) -> None:
+    if bias not in BIAS_CHOICES:
+        raise UserError(f"--bias must be one of {', '.join(BIAS_CHOICES)}, got {bias!r}")
+
+
+def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
+    """A k-fold run's submission from its averaged test predictions, decided with its
+    offsets (fitted on its out-of-fold predictions)."""
+    test = predictions_lib.load(predictions_lib.path_in(parent, "test"))
+    path = output_path(parent, out, force)
+    labels = bias_lib.decide(test.probabilities, bias_lib.load(parent, test.class_names))
+    submission.write(test.ids, labels, path, num_classes=len(test.class_names))
+    log(f"wrote {path} ({len(test.ids)} test images, the folds' mean, decided with the "
+        f"offsets of {parent / paths.BIAS}; checked)")
+    return path
 
 
 def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
                 out: str | Path | None = None, log=print, force: bool = False,
-                report_skipped: bool = True, tta: int = 1) -> Path:
+                report_skipped: bool = True, tta: int = 1, bias: str = "none") -> Path:
     """`corolla predict`: writes submission.csv (into the run directory unless `out` is given;
     see `runs.outputs.output_path` for what `out` and `force` may replace), checked against the
     test ids. The test predictions are saved where evaluate saves val's (the run, or
     RUN/eval-<data>/ for other data; see `runs.outputs.output_dir`), whatever `out` is: they are
     the run's record of its model on that data, which ensembles read. `tta`: the mean of that
     many views of each image (see `corolla.evaluation.tta`), recorded in the saved
-    predictions."""
+    predictions. `bias` "fitted": the submission's classes are decided with the run's fitted
+    offsets (`corolla.evaluation.bias`); the saved probabilities stay the model's own."""
     tta = tta_lib.check(tta)
+    _check_bias(bias)
     run_dir, config, layout = open_run(run_dir, data_path, log)
+    offsets = bias_lib.load(run_dir, layout.class_names) if bias == "fitted" else None
     if layout.source and not layout.has_split("test"):  # an image folder or CSV, converted
         raise UserError(f"the data {layout.source} has no test split to predict: put unlabelled "
                         f"images in a test/ folder beside train/ (or rows with split = test in "
@@ -61,10 +97,98 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
                                         layout.class_names, tta=tta)
     log(f"wrote {saved}" if saved_in is not None else
         f"test predictions not saved: cannot write into {run_dir}")
-    submission.write(result.ids, result.y_pred, path, num_classes=len(layout.class_names))
+    y_pred = result.y_pred if offsets is None else bias_lib.decide(result.probabilities, offsets)
+    submission.write(result.ids, y_pred, path, num_classes=len(layout.class_names))
     log(f"wrote {path} ({len(result.ids)} test images"
-        f"{f', mean of {tta} views' if tta > 1 else ''}; checked)")
+        f"{f', mean of {tta} views' if tta > 1 else ''}"
+        f"{'; decided with the fitted offsets' if offsets is not None else ''}; checked)")
     if report_skipped:
         for line in check.skipped_summary([layout.split("test")]):
             log(line)
     return path
+
+
+TABLE_MAX = 20  # photos printed as a table; more go to a CSV only
+CHUNK = 256  # photos decoded and predicted at a time: memory stays flat for any number
+
+
+def predict_photos(run, photos, flags: dict | None = None, names: dict | None = None,
+                   top: int = 5, out: str | Path | None = None, as_json: bool = False,
+                   strict: bool = False, force: bool = False, tta: int = 1,
+                   bias: str = "none", log=print) -> list[dict]:
+    """`corolla predict RUN PATH...`: the top-`top` classes of each photo named by `photos`
+    (image files, folders searched recursively, CSVs of paths), read as `corolla convert` reads
+    images and fitted to the run's input size as its data was. A table for a few photos; a CSV
+    (and with `as_json` a JSON file) at `out`, or beside the current folder for many. A file
+    that does not decode is skipped and listed at the end (`strict`: an error). Returns the
+    rows (path and top classes of each photo)."""
+    import keras
+
+    from corolla.data import photos as photos_lib
+    from corolla.evaluation.inference import predict_images
+    from corolla.report import photos as photo_report
+
+    tta = tta_lib.check(tta)
+    _check_bias(bias)
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UserError(f"--top-k must be a number of classes, 1 or more, got {top!r}")
+    plan = inference_plan(run, flags, names)
+    run_dir, config = rundir.load(run)
+    # A run written before classes.txt was saved: its data names the classes.
+    class_names = rundir.class_names(run_dir) or open_run(run_dir, log=lambda *a: None)[2] \
+        .class_names
+    offsets = bias_lib.load(run_dir, class_names) if bias == "fitted" else None
+    files = photos_lib.list_photos(photos)
+    if not files:
+        raise UserError("no photos given; pass image files, folders of them, or a CSV of paths")
+    # Where the files go is checked before the model is loaded (see runs.outputs).
+    if out is None and (as_json or len(files) > TABLE_MAX):
+        out = Path.cwd() / f"{run_dir.resolve().name}-predictions.csv"
+    csv_path = output_path(run_dir, out, force) if out is not None else None
+    json_path = output_path(run_dir, csv_path.with_suffix(".json"), force) \
+        if as_json and csv_path is not None else None
+    model = load_model(run_dir, plan, len(class_names))
+    size = input_size_of(model, config)
+    fit = photos_lib.fit_of(config.data.converted or config.data.path)
+    kept, probabilities, skipped = [], [], {}
+    bar = keras.utils.Progbar(len(files), unit_name="photo") \
+        if len(files) > CHUNK and sys.stdout.isatty() else None
+    for start in range(0, len(files), CHUNK):
+        chunk = files[start:start + CHUNK]
+        images, failed = photos_lib.read_many(chunk, size, fit)
+        if failed and strict:
+            path, why = next(iter(failed.items()))
+            raise UserError(f"{path} is not a readable image ({why}); remove it, or leave out "
+                            f"--strict to skip such files")
+        skipped.update(failed)
+        if len(images):
+            kept += [p for p in chunk if p not in failed]
+            probabilities.append(predict_images(model, images, plan, tta=tta,
+                                                log=log if start == 0 else None,
+                                                progress=False))
+        if bar is not None:
+            bar.add(len(chunk))
+    probabilities = np.concatenate(probabilities) if probabilities else \
+        np.zeros((0, len(class_names)), np.float32)
+    if offsets is not None:  # decision scores whose argmax is the fitted decision
+        probabilities = bias_lib.adjust(probabilities, offsets)
+    rows = photo_report.records(kept, probabilities, class_names, top)
+    if len(rows) <= TABLE_MAX:
+        for line in photo_report.table(rows):
+            log(line)
+    if csv_path is not None:
+        log(f"wrote {photo_report.write_csv(rows, csv_path)} ({len(rows)} photos, top {top})")
+    if json_path is not None:
+        written = photo_report.write_json(rows, skipped, json_path, run=str(run_dir), tta=tta,
+                                          bias=bias)
+        log(f"wrote {written}")
+    for line in photo_report.skipped_lines(skipped):
+        log(line)
+    return rows
+
+
+def input_size_of(model, config) -> int:
+    """The size the run's model takes (its input, else the run's data size)."""
+    shape = model.input_shape
+    return (shape[1] if isinstance(shape, tuple) else None) or config.model.input_size or \
+        config.data.image_size

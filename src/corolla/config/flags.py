@@ -32,6 +32,7 @@ FLAG_KEYS = {
     "frozen_epochs": "train.frozen_epochs", "finetune_lr_scale": "train.finetune_lr_scale",
     "accumulation_steps": "train.accumulation_steps",
     "early_stopping_patience": "train.early_stopping_patience",
+    "class_weight": "train.class_weight",
 }
 
 # Settings that are not config keys but are named in errors: the config file and the run to

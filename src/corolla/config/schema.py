@@ -107,6 +107,9 @@ class TrainConfig:
     start_size: int = 0
     size_ramp_start: float = 0.5
     size_ramp_end: float = 0.8
+    # Loss weight per class (corolla.data.class_weights): "none", "balanced" (inverse class
+    # frequency in the training split, as scikit-learn's) or a file of "class,weight" lines.
+    class_weight: str = "none"
 
 
 @dataclass
@@ -248,6 +251,9 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
         if high is not None and value > high:
             fail(key, f"be at most {high}", value)
     _check_folds(config, labels)
+    if t.class_weight not in ("none", "balanced") and not Path(t.class_weight).is_file():
+        fail("train.class_weight", "be none, balanced or an existing file of class,weight "
+             "lines", t.class_weight)
     if t.learning_rate <= 0:
         fail("train.learning_rate", "be positive", t.learning_rate)
     if t.size_ramp_end < t.size_ramp_start:

@@ -138,7 +138,7 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
                   first_epoch: int = 0, seed: int = 42, augment=True,
                   cache: bool = False, shuffle_buffer: int = 2048, ordered: bool = False,
                   shard: tuple[int, int] = (1, 0), skip_bad_records: bool = False,
-                  num_classes: int = 0) -> tf.data.Dataset:
+                  num_classes: int = 0, class_weights=None) -> tf.data.Dataset:
     """(image [B,S,S,3], label) batches, forever, starting at epoch `first_epoch`. Images are
     uint8, cast to float32 by the model's Input on the accelerator (4x less host work and
     host-to-device traffic), or float32 in [0, 255] when the augmentation blends pixels
@@ -158,10 +158,16 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     decoded in a loop inside it (a random crop decodes only its window), then the batch
     augmented in one XLA kernel that reads and writes bytes (see `augment`): far less per-element
     overhead than a map per record. `corolla bench data` measures it.
+
+    `class_weights` ([num_classes] floats, see `corolla.data.class_weights`; needs
+    `num_classes`): batches of (image, label, sample weight), each example weighted by its
+    one-hot label's mix of the classes' weights (a mixup of two classes, by both).
     """
     names = policies.resolve(augment)
-    if any(n in augment_lib.NEED_ONE_HOT for n in names) and not num_classes:
-        raise ValueError("mixup and cutmix need one-hot labels: pass num_classes")
+    if (any(n in augment_lib.NEED_ONE_HOT for n in names) or class_weights is not None) \
+            and not num_classes:
+        raise ValueError("mixup, cutmix and class weights need one-hot labels: pass num_classes")
+    weights = None if class_weights is None else tf.constant(class_weights, tf.float32)
     skip = skip_bad_records
     count = _count(split, skip)
     if count < global_batch:
@@ -210,7 +216,10 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
                                           stored_size=split.stored_size)
         if num_classes:
             labels = tf.one_hot(labels, num_classes, dtype=tf.float32)
-        return augment_lib.apply(names, images, labels, aug_seed)
+        images, labels = augment_lib.apply(names, images, labels, aug_seed)
+        if weights is None:
+            return images, labels
+        return images, labels, tf.linalg.matvec(labels, weights)
 
     epochs = tf.data.Dataset.counter(start=first_epoch)
     ds = epochs.flat_map(one_epoch)

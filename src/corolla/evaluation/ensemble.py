@@ -251,7 +251,8 @@ def metrics(ensemble: Ensemble) -> dict:
     result = metrics_lib.classification_metrics(val.labels, val.predicted, val.class_names)
     result["split"] = "val"
     result["members"] = [{"folder": str(m.folder.resolve()), "weight": float(w),
-                          "f1_macro": f1}
+                          "f1_macro": f1, "f1_macro_ci95": list(metrics_lib.macro_f1_interval(
+                              m.val.labels, m.val.predicted))}
                          for m, w, f1 in zip(ensemble.members, ensemble.weights,
                                              ensemble.member_f1)]
     result["weights"] = [float(w) for w in ensemble.weights]

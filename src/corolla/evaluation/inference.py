@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.data import datasets, folds
+from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
@@ -70,13 +71,19 @@ def open_run(run_dir, data_path: str | None = None, log=print):
         layout = datasets.open_recorded(config.data, log=log)
         layout = folds.restrict(layout, config.data)  # a k-fold run's fold of its own data
     else:
-        layout = datasets.open_data(data_path, config.data.image_size,
+        # Other data is read at whatever size it holds (the one nearest the run's), and scaled
+        # to the model's input as it is decoded, as training scales its data.
+        layout = datasets.open_data(data_path, 0, config.data.image_size or 224,
                                     features=datasets.features_of(config.data), log=log)
     saved = rundir.class_names(run_dir)
     if saved is not None and saved != layout.class_names:
-        raise UserError(f"the data at {layout.root} names {len(layout.class_names)} classes, "
-                        f"not the {len(saved)} this run was trained on "
-                        f"({run_dir / paths.CLASSES}); pass --data with the run's data set")
+        named = f"names {len(layout.class_names)} classes" if len(saved) != len(
+            layout.class_names) else "names other classes"
+        hint = "" if layout.class_names != COMPETITION_CLASSES else \
+            f" (it has no {CLASSES_FILE}, so it holds the competition's 104 classes)"
+        raise UserError(f"the data at {layout.root} {named}{hint}, not the {len(saved)} "
+                        f"this run was trained on ({run_dir / paths.CLASSES}); a model scores "
+                        f"only its own classes: pass --data with data of the same classes")
     return run_dir, config, layout
 
 
@@ -88,24 +95,48 @@ def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan:
     """Class probabilities [N, C] in the split's file order (padding dropped). `tta`: the mean
     over that many views of every image (see `corolla.evaluation.tta`), one pass over the split
     each; `log` says which view runs."""
+    return _predict_views(
+        model, lambda batch: pipeline.eval_dataset(split, image_size, batch,
+                                                   skip_bad_records=skip_bad_records),
+        split.count, plan, tta, log)
+
+
+def predict_images(model, images: np.ndarray, plan: Plan, tta: int = 1, log=None,
+                   progress: bool | None = None):
+    """Class probabilities [N, C] of images in memory (uint8 [N, S, S, 3] at the model's
+    size), as `predict_probabilities` gives them for a split's (the same TTA views)."""
+    import tensorflow as tf
+
+    def batches(batch):
+        extra = -len(images) % batch  # full batches, as eval_dataset pads them
+        padded = np.concatenate([images, np.zeros((extra, *images.shape[1:]), images.dtype)])
+        return tf.data.Dataset.from_tensor_slices(padded).map(
+            lambda x: tf.cast(x, tf.float32)).batch(batch)
+
+    return _predict_views(model, batches, len(images), plan, tta, log, progress)
+
+
+def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
+                   progress: bool | None = None):
+    """The mean over `tta` views of the probabilities of `count` images; `batches(batch)`: a
+    fresh dataset of their padded, full batches."""
     with plan.inference_scope():
         batch = plan.inference_batch
         # Exact step count: Keras warns when a dataset "runs out" before steps are given.
-        steps = -(-split.count // batch)
-        verbose = 1 if sys.stdout.isatty() and steps * tta >= PROGRESS_STEPS else 0
+        steps = -(-count // batch)
+        if progress is None:
+            progress = sys.stdout.isatty() and steps * tta >= PROGRESS_STEPS
         total = None
         for view in range(tta):
-            ds = pipeline.eval_dataset(split, image_size, batch,
-                                       skip_bad_records=skip_bad_records)
             if tta > 1 and log is not None:
                 log(f"test-time augmentation, view {view + 1} of {tta}: "
                     f"{tta_lib.describe(view)}")
-            views = tta_lib.apply(ds, view, split.count, batch)
+            views = tta_lib.apply(batches(batch), view, count, batch)
             if plan.multi_worker and plan.backend == "tensorflow":
-                probabilities = _predict_locally(model, views, steps)[: split.count]
+                probabilities = _predict_locally(model, views, steps)[:count]
             else:
                 probabilities = model.predict(views, steps=steps,
-                                              verbose=verbose)[: split.count]
+                                              verbose=int(progress))[:count]
             if tta == 1:
                 return probabilities
             total = probabilities.astype(np.float64) + (0 if total is None else total)

@@ -34,7 +34,8 @@ def pool(assignment, fold_dirs: list[Path], class_names, split: str) -> Pooled:
             raise UserError(f"{predictions.path_in(d, 'val')} does not hold fold {fold}'s "
                             f"{len(expected)} ids; evaluate that fold again (`corolla evaluate "
                             f"{d}`)")
-        scores = metrics_lib.classification_metrics(p.labels, p.predicted, p.class_names)
+        scores = metrics_lib.classification_metrics(p.labels, p.predicted, p.class_names,
+                                                    interval=False)
         per_fold.append({"fold": fold, "num_examples": len(p), "accuracy": scores["accuracy"],
                          "f1_macro": scores["f1_macro"]})
     oof = predictions.make(

@@ -37,6 +37,7 @@ CAPTIONS = {
     paths.SAMPLES: "Sample predictions",
     paths.MISTAKES: "Most confident mistakes",
     paths.LABEL_REVIEW_PICTURE: "Labels to review",
+    paths.EXPLANATIONS: "Why it decided (Grad-CAM)",
 }
 
 # The headline figures, as metrics.json names them.
@@ -157,8 +158,16 @@ def _header(src: Sources) -> str:
     return f'<table class="facts">{rows}</table>'
 
 
+def _interval(m: dict) -> str:
+    """The bootstrap interval of a macro F1 (`evaluation.metrics.macro_f1_interval`)."""
+    interval = m.get("f1_macro_ci95")
+    return f"{interval[0]:.4f} to {interval[1]:.4f}" if interval else ""
+
+
 def _metrics(m: dict) -> str:
     rows = [[_e(label), _f(m[key])] for key, label in SUMMARY if key in m]
+    if m.get("f1_macro_ci95"):  # beside the competition's figure: how much it may move
+        rows.insert(2, [_e("Macro F1, 95% bootstrap interval over images"), _interval(m)])
     counts = [("num_examples", "Images"), ("num_classes_present", "Classes present"),
               ("num_classes_scored", "Classes scored (true or predicted)")]
     rows += [[_e(label), _e(m[key])] for key, label in counts if key in m]
@@ -167,9 +176,10 @@ def _metrics(m: dict) -> str:
 
 
 def _members(m: dict) -> str:
-    rows = [[_e(member["folder"]), f"{member['weight']:.3f}", _f(member["f1_macro"])]
-            for member in m["members"]]
-    return ("<h2>Members and weights</h2>\n" + _table(["member", "weight", "val macro F1"], rows)
+    rows = [[_e(member["folder"]), f"{member['weight']:.3f}", _f(member["f1_macro"]),
+             _interval(member)] for member in m["members"]]
+    return ("<h2>Members and weights</h2>\n" + _table(["member", "weight", "val macro F1",
+                                                      "95% interval"], rows)
             + f"<p>Weights: {_e(m.get('weights_search', ''))}</p>")
 
 

@@ -116,6 +116,35 @@ def plot_samples(images: np.ndarray, y_true, y_pred, names, path: str | Path,
     return _save(fig, path)
 
 
+def plot_explanations(images: np.ndarray, heatmaps: np.ndarray, titles: list[str],
+                      path: str | Path, columns: int = 6, title: str = "Grad-CAM",
+                      wrong=None) -> Path:
+    """Each image beside the same image under its heatmap (`evaluation.gradcam`: red where the
+    evidence for the explained class lies); `wrong[k]`: title k in red."""
+    import textwrap
+
+    n = len(images)
+    pairs = max(1, min(columns // 2, n))
+    rows = max(1, -(-n // pairs))
+    heading = textwrap.fill(f"{title}: each image, then where the evidence for the explained "
+                            f"class lies (red: most)", width=int(2.2 * 2 * pairs * 9))
+    fig, axes = plt.subplots(rows, 2 * pairs, figsize=(2.2 * 2 * pairs,
+                                                       2.4 * rows + 0.25 * heading.count("\n")
+                                                       + 0.6), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for k, (image, heat, text) in enumerate(zip(images, heatmaps, titles)):
+        plain, overlay = axes.flat[2 * k], axes.flat[2 * k + 1]
+        picture = np.clip(image, 0, 255).astype(np.uint8)
+        plain.imshow(picture)
+        plain.set_title(textwrap.fill(text, 30), fontsize=8,
+                        color="red" if wrong is not None and wrong[k] else "black")
+        overlay.imshow(picture)
+        overlay.imshow(heat, cmap="jet", alpha=0.45, vmin=0, vmax=1)
+    fig.suptitle(heading, fontsize=10)
+    return _save(fig, path)
+
+
 def per_class_table(per_class: list[dict]) -> list[str]:
     """metrics.json's per-class rows as aligned text lines for the terminal."""
     width = max([len("class")] + [len(r["name"].strip()) for r in per_class])

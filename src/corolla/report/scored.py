@@ -27,6 +27,7 @@ from corolla.report import label_review, plots, submission
 from corolla.runs import paths
 
 SAMPLES = 18  # images in the sample grid, and at most in the grid of mistakes
+EXPLAINED = 6  # of each, explained in explanations.png
 
 
 def save_predictions(path: str | Path, ids, labels, probabilities, class_names,
@@ -49,13 +50,14 @@ def save_predictions(path: str | Path, ids, labels, probabilities, class_names,
 def write(folder: str | Path, metrics: dict, scored: Predictions, *,
           test: Predictions | None = None, write_submission: bool = False,
           history: Path | None = None, layout=None, skip_bad_records: bool = False,
-          title: str | None = None, review_layout=None) -> dict[str, Path]:
+          title: str | None = None, review_layout=None, explain=None) -> dict[str, Path]:
     """Writes the folder's files (see the module) from `metrics` (metrics["split"] names the
     labelled split `scored` holds: val, or oof for a k-fold parent). `test`: the test
     predictions, saved, and with `write_submission` also submission.csv. `history`: the run's
     history.csv for the curves; `layout`: the data the scored split came from, to show its
     images; `review_layout`: where the images of the labels to review are, when `layout` is
-    not given (a k-fold parent's out-of-fold predictions). Returns what was written, by
+    not given (a k-fold parent's out-of-fold predictions); `explain`: with it,
+    explanations.png (`evaluation.gradcam.explainer`'s callable). Returns what was written, by
     kind."""
     folder = make_folder(folder)  # RUN/eval-<data>/ the first time
     names = scored.class_names
@@ -76,7 +78,7 @@ def write(folder: str | Path, metrics: dict, scored: Predictions, *,
         if curves:
             written["curves"] = curves
     if layout is not None:
-        written.update(_pictures(metrics, scored, layout, folder, skip_bad_records))
+        written.update(_pictures(metrics, scored, layout, folder, skip_bad_records, explain))
     written.update(label_review.write(folder, scored, layout or review_layout,
                                       skip_bad_records))
     if test is not None and write_submission:
@@ -88,7 +90,7 @@ def write(folder: str | Path, metrics: dict, scored: Predictions, *,
 
 
 def _pictures(metrics: dict, scored: Predictions, layout, folder: Path,
-              skip_bad_records: bool) -> dict[str, Path]:
+              skip_bad_records: bool, explain=None) -> dict[str, Path]:
     """The grid of the first images and the grid of the most confident mistakes, from one pass
     over the split's images (the mistakes kept alone, so memory stays small at 512 px)."""
     evaluation = Evaluation(metrics, list(scored.ids), scored.labels, scored.predicted,
@@ -113,4 +115,16 @@ def _pictures(metrics: dict, scored: Predictions, layout, folder: Path,
             np.stack([found[i] for i in mistakes]), evaluation.y_true[mistakes],
             evaluation.y_pred[mistakes], names, folder / paths.MISTAKES,
             title="Most confident mistakes", confidence=confidence)
+    if explain is not None:
+        chosen = shown[:EXPLAINED] + [i for i in mistakes[:EXPLAINED].tolist()]
+        maps, _, _ = explain(np.stack([found[i] for i in chosen]),
+                             evaluation.y_pred[chosen])
+        titles = [names[evaluation.y_pred[i]].strip() + (
+            "" if evaluation.y_pred[i] == evaluation.y_true[i] else
+            f" (true: {names[evaluation.y_true[i]].strip()})") for i in chosen]
+        written["explanations"] = plots.plot_explanations(
+            np.stack([found[i] for i in chosen]), maps, titles, folder / paths.EXPLANATIONS,
+            title=f"Grad-CAM of the predicted class: the first {min(len(shown), EXPLAINED)} "
+                  f"images, then the {min(len(mistakes), EXPLAINED)} most confident mistakes",
+            wrong=[evaluation.y_pred[i] != evaluation.y_true[i] for i in chosen])
     return written

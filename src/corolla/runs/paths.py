@@ -11,6 +11,8 @@
         label_review.csv  label_review.png       labels the model doubts, for a person to review
         predictions/{val,test}.npz  submission.csv
         eval-<data>/                             scores on other data (the same files)
+        bias.json                                offsets fitted for macro F1 (--fit-bias)
+        export-<format>[-<quantize>]/            the model for deployment (corolla export)
         fold-1/ ... folds.csv predictions/oof.npz    a k-fold parent's
         FINISHED                                 written last
     runs/ensemble-<YYYYmmdd-HHMMSS>/             a blend of runs (the scored files)
@@ -36,6 +38,8 @@ CONFUSION = "confusion_matrix.png"
 CURVES = "training_curves.png"
 SAMPLES = "sample_predictions.png"
 MISTAKES = "confident_mistakes.png"  # the wrong predictions the model was surest of
+EXPLANATIONS = "explanations.png"  # Grad-CAM over samples and confident mistakes
+EXPLAIN = "explain"  # RUN/explain/: `corolla explain`'s heatmaps, one PNG per image
 PREDICTIONS = "predictions"  # the folder of saved predictions, one <split>.npz each
 BACKUP = "backup"  # the state of a run in training (train.checkpoint); gone once trained
 STATE = "state.json"  # inside backup/: what the backup holds
@@ -47,6 +51,8 @@ LABEL_REVIEW_PICTURE = "label_review.png"  # ... their thumbnails
 FOLDS = "folds.csv"  # a k-fold parent's assignment of train+val ids to folds
 OOF = "oof"  # a k-fold parent's out-of-fold predictions: predictions/oof.npz
 EVAL_PREFIX = "eval-"  # RUN/eval-<data>/: scores on other data than the run's own
+BIAS = "bias.json"  # per-class offsets fitted for macro F1 (corolla evaluate --fit-bias)
+EXPORT_PREFIX = "export-"  # RUN/export-<format>[-<quantize>]/: `corolla export`'s folders
 ENSEMBLE_PREFIX = "ensemble"  # runs/ensemble-<timestamp>/
 
 

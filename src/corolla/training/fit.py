@@ -263,6 +263,7 @@ class _Trainer:
         self.current: Phase | None = None
         self.own: list = []
         self.first_data = None  # the stream the run starts (or resumes) with: see `run`
+        self.class_weights = _class_weights(ready.config, ready.layout)
 
     def configure(self, phase: Phase) -> None:
         """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
@@ -319,7 +320,7 @@ class _Trainer:
             cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer,
             ordered=t.deterministic, shard=plan.input_shard,
             skip_bad_records=config.data.skip_bad_records,
-            num_classes=len(self.ready.layout.class_names))
+            num_classes=len(self.ready.layout.class_names), class_weights=self.class_weights)
 
     def fit_phases(self, plan_phases: list[Phase], progressive: bool) -> None:
         """Fits every phase not yet trained (or until early stopping)."""
@@ -398,6 +399,17 @@ def _log_training(config, plan: Plan, ready: _Prepared, plan_phases, progressive
             f"size {size}, or {t.epochs} epoch(s) leave no room for a ramp")
 
 
+def _class_weights(config: config_lib.RunConfig, layout):
+    """The loss weight of each class (`train.class_weight`), or None; "balanced" reads the
+    training split's labels once."""
+    from corolla.data import class_weights
+
+    setting = config.train.class_weight
+    labels = pipeline.metadata(layout.split("train"), config.data.skip_bad_records)["labels"] \
+        if setting == "balanced" else None
+    return class_weights.resolve(setting, labels, layout.class_names)
+
+
 def _epochs(phase: Phase) -> str:
     """A phase's epochs as the log counts them (from 1): "epoch 3" or "epochs 3-5"."""
     if phase.end - phase.start == 1:
@@ -413,4 +425,5 @@ def _log_recipe(config: config_lib.RunConfig, log) -> None:
         + (f", dropout {config.model.dropout:g}" if config.model.dropout else "")
         + (f", EMA {t.ema_momentum:g}" if t.ema else "")
         + (f", label smoothing {t.label_smoothing:g}" if t.label_smoothing else "")
-        + (f", {t.accumulation_steps} batches per update" if t.accumulation_steps > 1 else ""))
+        + (f", {t.accumulation_steps} batches per update" if t.accumulation_steps > 1 else "")
+        + (f", class weight {t.class_weight}" if t.class_weight != "none" else ""))

@@ -1,0 +1,71 @@
+"""`corolla explain RUN IMAGE...`: one Grad-CAM picture per photo (`evaluation.gradcam`): the
+photo, then where the evidence for the predicted class lies, titled with the top classes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corolla.commands.evaluate import inference_plan
+from corolla.commands.predict import input_size_of
+from corolla.errors import UserError
+from corolla.evaluation.inference import load_model, open_run
+from corolla.files import check_folder, make_folder
+from corolla.runs import paths, rundir
+
+
+def explain(run, images, flags: dict | None = None, names: dict | None = None,
+            out: str | Path | None = None, force: bool = False, log=print) -> list[Path]:
+    """Writes OUT/<image name>.png for each photo named by `images` (files, folders, CSVs of
+    paths, as `corolla predict RUN PATH...` takes them; default OUT: RUN/explain/); returns the
+    files written. A file that does not decode is skipped and listed."""
+    from corolla.data import photos as photos_lib
+    from corolla.evaluation import gradcam
+    from corolla.report import photos as photo_report
+    from corolla.report import plots
+
+    plan = inference_plan(run, flags, names)
+    run_dir, config = rundir.load(run)
+    files = photos_lib.list_photos(images)
+    if not files:
+        raise UserError("no images given; pass image files, folders of them, or a CSV of paths")
+    folder = Path(out) if out is not None else run_dir / paths.EXPLAIN
+    check_folder(folder.parent, "--out")
+    targets = _targets(files, folder)
+    taken = [t for t in targets if t.exists()]
+    if taken and not force:
+        raise UserError(f"{taken[0]} already exists; pass --force to replace it, or --out with "
+                        f"another folder")
+    class_names = rundir.class_names(run_dir) or \
+        open_run(run_dir, log=lambda *a: None)[2].class_names
+    model = load_model(run_dir, plan, len(class_names))
+    explain_images = gradcam.explainer(model)
+    size = input_size_of(model, config)
+    fit = photos_lib.fit_of(config.data.converted or config.data.path)
+    make_folder(folder)
+    written, skipped = [], {}
+    for path, target in zip(files, targets):
+        images, failed = photos_lib.read_many([path], size, fit)
+        if failed:
+            skipped.update(failed)
+            continue
+        maps, probabilities, _ = explain_images(images)
+        top = photo_report.records([path], probabilities, class_names, 3)[0]["top"]
+        title = ", ".join(f"{t['class'].strip()} {t['probability']:.0%}" for t in top)
+        written.append(plots.plot_explanations(images, maps, [title], target, columns=2,
+                                               title=f"Grad-CAM of {top[0]['class'].strip()}"))
+        log(f"{target}: {title}")
+    for line in photo_report.skipped_lines(skipped):
+        log(line)
+    return written
+
+
+def _targets(files: list[str], folder: Path) -> list[Path]:
+    """OUT/<stem>.png per photo; photos of the same name in different folders get -2, -3..."""
+    seen: dict[str, int] = {}
+    targets = []
+    for path in files:
+        stem = Path(path).stem
+        seen[stem] = seen.get(stem, 0) + 1
+        targets.append(folder / (f"{stem}.png" if seen[stem] == 1 else
+                                 f"{stem}-{seen[stem]}.png"))
+    return targets

@@ -1,0 +1,104 @@
+"""Decisions for macro F1 and their uncertainty: per-class offsets fitted on held-out
+predictions raise macro F1 on other images where a class is under-predicted; every macro F1
+gets a bootstrap interval over images, [1, 1] for a perfect classifier, wider on fewer
+images."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+
+import numpy as np
+from test_known_answer import TEST_LABELS, data, run  # noqa: F401
+
+from corolla.cli import main
+from corolla.evaluation import bias, metrics
+
+
+def _under_predicted(n: int, seed: int, classes: int = 5):
+    """(probabilities, labels): a fair model, but class 0 pushed down by e^2.5 in every row,
+    so argmax rarely says class 0 though it is a fifth of the images."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, n)
+    logits = rng.normal(size=(n, classes))
+    logits[np.arange(n), labels] += 2.0
+    logits[:, 0] -= 2.5
+    p = np.exp(logits)
+    return p / p.sum(axis=1, keepdims=True), labels
+
+
+def test_fitted_offsets_raise_macro_f1_on_images_they_were_not_fitted_on():
+    fit_p, fit_y = _under_predicted(1500, seed=1)
+    new_p, new_y = _under_predicted(1500, seed=2)
+    offsets = bias.fit(fit_p, fit_y)
+    assert offsets[0] == offsets.max() and offsets[0] > 1  # the pushed-down class is lifted
+    before = metrics.macro_f1(new_y, new_p.argmax(1))
+    after = metrics.macro_f1(new_y, bias.decide(new_p, offsets))
+    assert after > before + 0.05
+    honest = bias.cross_fitted(fit_p, fit_y)
+    assert honest["fitted"] > honest["argmax"] + 0.05 and honest["images"] == 1500
+
+
+def test_offsets_change_nothing_where_argmax_is_already_best():
+    labels = np.arange(40) % 4
+    perfect = np.eye(4)[labels] * 0.9 + 0.025
+    offsets = bias.fit(perfect, labels)
+    assert (bias.decide(perfect, offsets) == labels).all()
+    np.testing.assert_array_equal(bias.adjust(perfect, np.zeros(4)).argmax(1), labels)
+
+
+def test_the_interval_of_a_perfect_classifier_is_one_to_one():
+    labels = np.random.default_rng(0).integers(0, 10, 500)
+    assert metrics.macro_f1_interval(labels, labels) == (1.0, 1.0)
+
+
+def test_the_interval_holds_the_figure_and_widens_as_the_split_shrinks():
+    p, y = _under_predicted(4000, seed=3)
+    predicted = p.argmax(1)
+    widths = []
+    for n in (4000, 1000, 250):
+        low, high = metrics.macro_f1_interval(y[:n], predicted[:n])
+        assert low <= metrics.macro_f1(y[:n], predicted[:n]) <= high
+        widths.append(high - low)
+    assert widths[0] < widths[1] < widths[2]
+    assert metrics.macro_f1_interval(y, predicted) == metrics.macro_f1_interval(y, predicted)
+
+
+def test_evaluate_fit_bias_then_predict_with_the_offsets(data, run, tmp_path, capsys):
+    _, truth = data
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    assert main(["predict", str(copy), "--bias", "fitted"]) == 2
+    assert "--fit-bias" in capsys.readouterr().err
+    assert main(["evaluate", str(copy), "--fit-bias"]) == 0
+    out = capsys.readouterr().out
+    assert "95% CI" in out and "held-out macro F1" in out
+    m = json.loads((copy / "metrics.json").read_text())
+    low, high = m["f1_macro_ci95"]
+    assert low <= m["f1_macro"] <= high
+    saved = json.loads((copy / "bias.json").read_text())
+    assert set(saved["offsets"]) == {"band zero", "band one", "band two", "hippeastrum "}
+    assert saved["fitted_on"] == "val" and saved["images"] == 12
+    assert main(["predict", str(copy), "--bias", "fitted"]) == 0
+    with (copy / "submission.csv").open() as f:
+        rows = {r["id"]: int(r["label"]) for r in csv.DictReader(f)}
+    assert rows == truth["test"]  # classes 0-2, which the rule gets right, stay right
+    assert len(rows) == len(TEST_LABELS)
+    assert "95% bootstrap interval" in (copy / "report.html").read_text()
+
+
+def test_a_kfold_run_fits_on_its_out_of_fold_predictions(tiny_kfold, tmp_path, capsys):
+    copy = tmp_path / "k2"
+    shutil.copytree(tiny_kfold, copy)
+    assert main(["evaluate", str(copy), "--fit-bias"]) == 0
+    saved = json.loads((copy / "bias.json").read_text())
+    oof = np.load(copy / "predictions" / "oof.npz")
+    assert saved["fitted_on"] == "oof" and saved["images"] == len(oof["ids"])
+    out = tmp_path / "sub.csv"
+    assert main(["predict", str(copy), "--bias", "fitted", "--out", str(out)]) == 0
+    test = np.load(copy / "predictions" / "test.npz")
+    offsets = np.array([saved["offsets"][n] for n in test["class_names"]])
+    with out.open() as f:
+        rows = {r["id"]: int(r["label"]) for r in csv.DictReader(f)}
+    assert rows == dict(zip(test["ids"], bias.decide(test["probabilities"], offsets).tolist()))

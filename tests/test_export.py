@@ -1,0 +1,135 @@
+"""`corolla export`: each format run by its own runtime (TensorFlow's SavedModel loader, the
+LiteRT interpreter, onnxruntime) gives model.keras's probabilities on the run's images: to 1e-4
+in float32, the same top class on at least 99% of them quantized. Models trained in mixed
+precision or on JAX export too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from conftest import REPO, run_python
+
+from corolla.cli import main
+from corolla.data.classes import parse_classes_file
+from corolla.evaluation import exported
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_kfold):
+    """(run, its model.keras, images float32 [N, S, S, 3]: the run's test and val images)."""
+    from corolla import runtime
+    from corolla.data import pipeline
+    from corolla.evaluation import inference
+
+    plan = runtime.detect()
+    run = tiny_kfold / "fold-1"
+    _, _, data = inference.open_run(run)
+    images = np.concatenate([
+        np.stack([e["image"].numpy() for e in pipeline.read(data.split(s), data.image_size,
+                                                              ordered=True)])
+        for s in ("test", "val")]).astype(np.float32)
+    return run, inference.load_model(run, plan, len(data.class_names)), images
+
+
+FLOAT32 = [("savedmodel", "none", "saved_model"), ("tflite", "none", "model.tflite"),
+           ("onnx", "none", "model.onnx")]
+
+
+@pytest.mark.parametrize("fmt, quantize, file", FLOAT32 + [
+    ("tflite", "dynamic", "model.tflite"), ("tflite", "float16", "model.tflite")])
+def test_each_format_gives_the_models_probabilities_in_its_own_runtime(trained, tmp_path, fmt,
+                                                                       quantize, file):
+    run, model, images = trained
+    out = tmp_path / "export"
+    assert main(["export", str(run), "--format", fmt, "--quantize", quantize,
+                 "--out", str(out)]) == 0
+    got = exported.runner(fmt, out / file)(images)
+    want = model.predict(images, verbose=0)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got.sum(axis=1), 1, atol=1e-3)  # probabilities, not logits
+    if quantize == "none":
+        assert np.abs(got - want).max() <= 1e-4
+    else:
+        assert (got.argmax(1) == want.argmax(1)).mean() >= 0.99
+    about = json.loads((out / "export.json").read_text())
+    assert about["format"] == fmt and about["quantize"] == quantize
+    assert about["input"]["shape"] == [None, *images.shape[1:]]
+    assert about["check"]["within_tolerance"] and about["check"]["images"] > 0
+    assert parse_classes_file((out / "classes.txt").read_text()) == \
+        parse_classes_file((run / "classes.txt").read_text())
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+@pytest.mark.large
+def test_quantized_files_are_smaller(trained, tmp_path):
+    run, _, _ = trained
+    sizes = {}
+    for quantize in ("none", "float16", "dynamic"):
+        out = tmp_path / quantize
+        assert main(["export", str(run), "--format", "tflite", "--quantize", quantize,
+                     "--out", str(out), "--check-images", "0"]) == 0
+        sizes[quantize] = (out / "model.tflite").stat().st_size
+    assert sizes["dynamic"] < 0.35 * sizes["none"] and sizes["float16"] < 0.6 * sizes["none"]
+
+
+def test_refusals_are_one_line_and_leave_nothing(trained, tmp_path, capsys):
+    run, _, _ = trained
+    assert main(["export", str(run), "--format", "onnx", "--quantize", "dynamic"]) == 2
+    assert "--quantize dynamic is for --format tflite" in capsys.readouterr().err
+    (tmp_path / "taken").mkdir()
+    assert main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "taken")]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert not any(p.name.startswith("export-") for p in run.iterdir())
+
+
+def test_a_mixed_precision_model_exports_in_float32(trained, tmp_path):
+    import keras
+
+    from corolla.models.factory import create_model
+
+    run, _, images = trained
+    copy = tmp_path / "mixed"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.keras", "backup"))
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        mixed = create_model("small_cnn", len(parse_classes_file(
+            (run / "classes.txt").read_text())), images.shape[1])
+    finally:
+        keras.config.set_dtype_policy("float32")
+    mixed.save(copy / "model.keras")
+    assert main(["export", str(copy), "--format", "tflite", "--out",
+                 str(tmp_path / "out")]) == 0
+    run_tflite = exported.runner("tflite", tmp_path / "out" / "model.tflite")
+    got = run_tflite(images)
+    assert got.dtype == np.float32
+    # The float32 copy computes what the mixed model does, without float16's rounding.
+    assert np.abs(got - mixed.predict(images, verbose=0)).max() < 1e-2
+    assert json.loads((tmp_path / "out" / "export.json").read_text())["check"][
+        "within_tolerance"]
+
+
+def test_a_jax_trained_model_exports_from_a_jax_process(trained, tmp_path):
+    """A model saved on JAX, exported from a process whose Keras is on JAX (a notebook): the
+    export runs in a TensorFlow subprocess, and the ONNX file gives the model's answers."""
+    import keras
+
+    run, _, images = trained
+    copy = tmp_path / "jax"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.keras", "backup"))
+    code = f"""
+import keras
+assert keras.backend.backend() == "jax"
+import corolla
+from corolla.models.factory import create_model
+create_model("small_cnn", 4, {images.shape[1]}).save({str(copy / "model.keras")!r})
+corolla.open_run({str(copy)!r}).export("onnx", out={str(tmp_path / "out")!r}, check_images=0)
+"""
+    done = run_python(code, env={"KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO / "src")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "TensorFlow subprocess" in done.stdout
+    model = keras.saving.load_model(copy / "model.keras", compile=False)
+    got = exported.runner("onnx", tmp_path / "out" / "model.onnx")(images)
+    assert np.abs(got - model.predict(images, verbose=0)).max() <= 1e-4
