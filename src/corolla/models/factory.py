@@ -30,9 +30,17 @@ def check_weights(spec: ModelSpec, weights: str) -> str | None:
             raise UserError(f"model {spec.name!r} has no ImageNet weights; use --weights none "
                             f"or a local weights file")
         return weights
+    if spec.name in hub.NAMED and Path(weights).is_dir():  # a local copy of its preset
+        return weights
+    if Path(weights).is_dir():
+        raise UserError(f"--weights {weights} is a folder; {spec.name} takes a weights file "
+                        f"(Keras' 'notop' .h5, or a .weights.h5 saved from its backbone); "
+                        f"keras-hub preset folders go to --model efficientnet_lite0 or "
+                        f"--model hub:FOLDER")
     if not Path(weights).is_file():
-        raise UserError(f"weights file {weights!r} does not exist; pass --weights none, "
-                        f"imagenet, or the path of a local backbone weights file (.h5)")
+        folder = " or keras-hub preset folder" if spec.name in hub.NAMED else ""
+        raise UserError(f"weights file{folder} {weights!r} does not exist; pass --weights none, "
+                        f"imagenet, or the path of a local copy of the backbone's weights")
     return weights
 
 
