@@ -240,3 +240,13 @@ def test_cached_feature_epochs_are_fresh_draws_with_mirrors_at_random():
     np.testing.assert_array_equal(np.concatenate([np.asarray(b[0])[:, 0] for b in again]),
                                   values[12:])  # epoch 1 drawn the same when resumed there
     assert features.cacheable(["flip"]) and not features.cacheable(["flip", "color"])
+
+
+def test_train_help_says_the_recipe_sets_the_defaults(capsys):
+    from corolla.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--epochs EPOCHS default: the recipe's; cpu: 32, cpu-finetune: 7" in text
+    assert "default 12" not in text
