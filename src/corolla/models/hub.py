@@ -13,6 +13,7 @@ weights saved from such a model.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from dataclasses import dataclass
 
@@ -23,12 +24,11 @@ from corolla.models.registry import HUB_PREFIX, ModelSpec, register
 DEFAULT_SIZE = 224  # for a preset whose image converter does not fix a size
 
 
-def _keras_hub():
+def _keras_hub(what: str = "--model hub:PRESET"):
     try:
         import keras_hub
     except ImportError:
-        raise UserError('--model hub:PRESET needs keras-hub: pip install "corolla[hub]"'
-                        ) from None
+        raise UserError(f'{what} needs keras-hub: pip install "corolla[hub]"') from None
     return keras_hub
 
 
@@ -179,6 +179,8 @@ def availability(named: Named, weights: str | None) -> tuple[bool, str]:
     download that the network allows."""
     if weights in (None, "", "none"):
         return False, "--weights none"
+    if importlib.util.find_spec("keras_hub") is None:
+        return False, 'keras-hub is not installed (pip install "corolla[hub]")'
     if weights != "imagenet":
         ok = os.path.exists(weights)
         return ok, f"local copy {weights}" + ("" if ok else " does not exist")
@@ -194,7 +196,7 @@ def _named_spec(named: Named) -> ModelSpec:
     def backbone(input_shape, weights):
         import keras
 
-        keras_hub = _keras_hub()
+        keras_hub = _keras_hub(f"--model {named.name}")
         scale, offset = named.scale, named.offset
         if weights == "imagenet" or (weights and os.path.isdir(weights)):
             source = named.preset if weights == "imagenet" else os.path.abspath(weights)
