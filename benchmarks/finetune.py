@@ -24,7 +24,8 @@ fine-tuning recipes on real ImageNet weights, against a linear probe of the same
 
 Every run is a `corolla train` subprocess (its own TensorFlow, nothing shared); printed per
 run: val macro F1 and the learning rate per epoch (history.csv), the best, and minutes: of
-training (from the first epoch's start to the last epoch's end, as the log's lines arrive) and
+training (from the log's "training ..." line, just before the first epoch, to the last
+epoch's end, as the log's lines arrive: a frozen phase's feature caching included) and
 of the whole command (training, evaluation, predictions, report). Run it on an otherwise idle
 machine: the minutes are the figures.
 
@@ -75,7 +76,7 @@ def train(flags: list[str], args, name: str) -> dict:
         for line in process.stdout:
             now = time.monotonic() - began
             log.append(line)
-            if line.startswith("Epoch ") and first is None:
+            if line.startswith("training ") and first is None:  # just before the first fit
                 first = now
             if " - val_f1_macro: " in line or "val_f1_macro" in line:
                 last = now
@@ -95,8 +96,7 @@ def train(flags: list[str], args, name: str) -> dict:
               f"{float(row['learning_rate']):.3g}")
     best = max(rows, key=lambda r: float(r["val_f1_macro"]))
     print(f"  best {float(best['val_f1_macro']):.4f} (epoch {best['epoch']}); "
-          f"{training / 60:.1f} min of training (first epoch's start to the last's end, "
-          f"caching included), {total / 60:.1f} min for the whole command")
+          f"{training / 60:.1f} min of training (feature caching included), {total / 60:.1f} min for the whole command")
     return {"name": name, "rows": rows, "best": float(best["val_f1_macro"]),
             "training_min": training / 60, "total_min": total / 60}
 
