@@ -90,7 +90,7 @@ def train(flags: list[str], args, name: str) -> dict:
     with (args.runs_dir / name / "history.csv").open() as f:
         rows = list(csv.DictReader(f))
     training = (last - first) if first is not None and last is not None else float("nan")
-    print(f"  epoch  val macro F1  learning rate")
+    print("  epoch  val macro F1  learning rate")
     for row in rows:
         print(f"  {int(row['epoch']):5d}  {float(row['val_f1_macro']):12.4f}  "
               f"{float(row['learning_rate']):.3g}")
@@ -108,8 +108,8 @@ def probe(args) -> None:
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import f1_score
 
-    from corolla import models, runtime
     from corolla import config as config_lib
+    from corolla import models, runtime
     from corolla.data import datasets, pipeline
     from corolla.training import features
 

@@ -6,8 +6,8 @@ path."""
 
 import numpy as np
 import pytest
-
 from conftest import REPO
+
 from corolla import config
 from corolla.errors import UserError
 
@@ -45,8 +45,8 @@ def test_the_shared_preset_loads_fine_tunes_and_reloads_in_safe_mode(lite0, tmp_
     # The weights file of the same preset gives the same network (and its converter).
     same = models.create_model("efficientnet_lite0", 3, 64, f"{lite0}/model.weights.h5")
     x = _images(8, 64)
-    backbone = [layer for layer in model.layers if isinstance(layer, keras.Model)][0]
-    other = [layer for layer in same.layers if isinstance(layer, keras.Model)][0]
+    backbone = next(layer for layer in model.layers if isinstance(layer, keras.Model))
+    other = next(layer for layer in same.layers if isinstance(layer, keras.Model))
     np.testing.assert_allclose(backbone.predict(x, verbose=0), other.predict(x, verbose=0),
                                atol=1e-5)
     train = config.TrainConfig()
@@ -142,8 +142,8 @@ def test_auto_on_a_cpu_fine_tunes_with_a_local_copy(tmp_path, offline):
                                             _cpu_plan(), log=lines.append)
     assert recipe.name == cfg.train.recipe == "cpu-finetune"
     assert (cfg.model.name, cfg.model.weights) == ("efficientnet_lite0", str(tmp_path))
-    assert lines == [f"recipe auto on a CPU: cpu-finetune (efficientnet_lite0: local copy "
-                     f"{tmp_path})"]
+    assert lines == [(f"recipe auto on a CPU: cpu-finetune (efficientnet_lite0: local copy "
+                      f"{tmp_path})")]
 
 
 def test_auto_on_a_cpu_offline_without_a_copy_trains_from_scratch(offline):
