@@ -166,7 +166,12 @@ def reachable(host=DOWNLOAD_HOST, timeout: float = PROBE_SECONDS) -> bool:
     """Whether the download host answers within `timeout` s: offline (no DNS, or a firewall
     that drops packets) is decided in seconds, not after the HTTP client's retries."""
     import socket
+    from urllib.parse import urlsplit
 
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    if proxy:  # the download goes through it: it is the host that must answer
+        parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host = (parts.hostname, parts.port or 80)
     try:
         socket.create_connection(host, timeout=timeout).close()
         return True
