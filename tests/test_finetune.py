@@ -249,3 +249,34 @@ def test_train_help_says_the_recipe_sets_the_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--epochs EPOCHS default: the recipe's; cpu: 32, cpu-finetune: 7" in text
     assert "default 12" not in text
+
+
+def test_a_frozen_run_trains_its_head_on_cached_features_end_to_end(tiny_petals, tmp_path):
+    """--freeze-backbone with flips: the features are cached once (said in the log), every
+    epoch is validated and recorded (counted from 1), the classifier trained, the backbone
+    (BatchNorm statistics included) untouched."""
+    import csv
+
+    import keras
+
+    from corolla import models, runtime, training
+
+    cfg = config.load(overrides={
+        "data.path": str(tiny_petals), "data.augment": "flip", "model.train_backbone": False,
+        "train.epochs": 2, "train.steps_per_epoch": 2, "train.batch_size": 8, "train.seed": 5,
+        "output.runs_dir": str(tmp_path), "output.name": "frozen"})
+    lines = []
+    keras.utils.set_random_seed(5)
+    initial = models.create_model("small_cnn", 4, 32, train_backbone=False)
+    training.run(cfg, runtime.detect_for(cfg), log=lines.append)
+    assert sum("features of 64 training images and their mirror images" in line
+               for line in lines) == 1
+    with (tmp_path / "frozen" / "history.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["epoch"] for r in rows] == ["1", "2"] and all(r["val_f1_macro"] for r in rows)
+    trained = keras.saving.load_model(tmp_path / "frozen" / "last.keras", compile=False)
+    backbone = [np.array(w) for w in trained.get_layer("small_cnn_backbone").weights]
+    for a, b in zip(initial.get_layer("small_cnn_backbone").weights, backbone):
+        np.testing.assert_array_equal(np.array(a), b)
+    assert not np.allclose(initial.get_layer("probabilities").get_weights()[0],
+                           trained.get_layer("probabilities").get_weights()[0])
