@@ -175,7 +175,7 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
 
     assert main(["train", "--resume", str(run)]) == 0
     with (run / "history.csv").open() as f:
-        assert [row["epoch"] for row in csv.DictReader(f)] == ["0", "1"]
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2"]
     assert (run / "model.keras").is_file() and (run / "metrics.json").is_file()
     assert not (run / "backup").exists()
     _one_line_error(capsys, ["train", "--resume", str(run)], "already finished")

@@ -52,11 +52,11 @@ def test_a_run_killed_at_every_point_is_finished_by_re_running_it(tiny_petals, t
         ("mid_epoch:0", command, None, []),
         ("backup:0", command, None, []),  # epoch 0's weights written, not yet in place
         ("history:0", resume, 1, []),  # state.json says 1 epoch; history.csv not yet written
-        ("mid_epoch:1", command, 1, ["0"]),  # the resume rewrote the history first
-        ("epoch_end:1", resume, 2, ["0", "1"]),  # after the last epoch, before the model
-        ("save", command, 2, ["0", "1"]),  # model.keras written under its temporary name
-        ("evaluate", resume, None, ["0", "1"]),  # trained: the backup is gone
-        ("predict", command, None, ["0", "1"]),
+        ("mid_epoch:1", command, 1, ["1"]),  # the resume rewrote the history first
+        ("epoch_end:1", resume, 2, ["1", "2"]),  # after the last epoch, before the model
+        ("save", command, 2, ["1", "2"]),  # model.keras written under its temporary name
+        ("evaluate", resume, None, ["1", "2"]),  # trained: the backup is gone
+        ("predict", command, None, ["1", "2"]),
     ]
     for point, how, in_backup, in_history in steps:
         result = _corolla(point, *how, signal="" if stop == "kill" else stop)
@@ -79,7 +79,7 @@ def test_a_run_killed_at_every_point_is_finished_by_re_running_it(tiny_petals, t
     assert result.returncode == 0, result.stderr[-3000:]
     assert "evaluating and predicting" in result.stdout
     assert (run / "FINISHED").is_file() and not (run / "backup").exists()
-    assert _epochs(run) == ["0", "1"]
+    assert _epochs(run) == ["1", "2"]
     assert len((run / "submission.csv").read_text().splitlines()) == 1 + 20
     assert not [p.name for p in run.rglob("*.partial*")]  # no half-written file left behind
 
@@ -156,7 +156,7 @@ def test_a_loss_that_becomes_nan_stops_the_run_keeping_its_backup(tiny_petals, t
     assert code == 2 and len(err) == 1, err
     assert "the training loss became nan in epoch 2" in err[0]
     assert "the backup of epoch 1 is kept" in err[0] and "lower --lr" in err[0]
-    assert _state(tmp_path / "r") == 1 and _epochs(tmp_path / "r") == ["0"]
+    assert _state(tmp_path / "r") == 1 and _epochs(tmp_path / "r") == ["1"]
 
 
 def test_a_write_that_fails_keeps_the_old_file_and_says_why(tmp_path, monkeypatch):

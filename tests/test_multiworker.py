@@ -98,7 +98,7 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
     assert {"config.toml", "model.keras", "history.csv", "metrics.json", "submission.csv",
             "FINISHED"} <= {p.name for p in run.iterdir()}
     with (run / "history.csv").open() as f:
-        assert [row["epoch"] for row in csv.DictReader(f)] == ["0", "1"]
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2"]
     chief, worker = _weights(run / "model.keras"), _weights(scratch / "model.keras")
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):

@@ -81,8 +81,12 @@ def test_precedence_defaults_recipe_file_flags(tmp_path):
 
 @pytest.mark.parametrize("accelerator, expected", [("cpu", "cpu"), ("gpu", "effnet-b7-finetune"),
                                                    ("tpu", "effnet-b7-finetune")])
-def test_auto_picks_by_the_plans_accelerator(accelerator, expected):
+def test_auto_picks_by_the_plans_accelerator(accelerator, expected, monkeypatch):
+    from corolla.models import hub
     from corolla.runtime import Plan
+
+    monkeypatch.setattr(hub, "reachable", lambda *a, **k: False)  # offline: a CPU's is cpu
+    monkeypatch.setattr(hub, "cached", lambda named: False)
 
     plan = Plan(backend="jax", accelerator=accelerator, strategy_name="DataParallel", devices=8,
                 replicas=8, num_processes=1, process_id=0, is_chief=True, batch_per_replica=64,
@@ -94,8 +98,12 @@ def test_auto_picks_by_the_plans_accelerator(accelerator, expected):
     assert (plan2.batch_per_replica, plan2.global_batch) == (16, 128)
 
 
-def test_auto_is_cpu_here():
+def test_auto_is_cpu_here(monkeypatch):
     from corolla import runtime
+    from corolla.models import hub
+
+    monkeypatch.setattr(hub, "reachable", lambda *a, **k: False)  # (test_finetune: online)
+    monkeypatch.setattr(hub, "cached", lambda named: False)
 
     plan = runtime.detect_for(config.RunConfig())
     assert train_command.for_plan(None, {}, {}, plan)[2].name == "cpu"

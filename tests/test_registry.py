@@ -18,7 +18,7 @@ MIN_SIZE = {"xception": 71, "inception_v3": 75}
 # there: DenseNets, InceptionV3, larger EfficientNets, ConvNeXts, ...) is marked `large`: CI
 # runs them, `-m "not large"` skips them.
 QUICK = {"small_cnn", "small_resnet", "vgg16", "resnet50", "resnet50_v2", "xception",
-         "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0"}
+         "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "efficientnet_lite0"}
 
 
 def _entries():
@@ -50,7 +50,7 @@ def test_every_requested_name_is_registered_with_its_facts():
     expected = {"small_cnn", "small_resnet", "vgg16", "resnet50", "resnet50_v2", "densenet121",
                 "densenet169", "densenet201", "xception", "inception_v3", "mobilenet_v2",
                 "mobilenet_v3_small", "mobilenet_v3_large", "convnext_tiny", "convnext_small",
-                "convnext_base", *(f"efficientnet_b{i}" for i in range(8)),
+                "convnext_base", "efficientnet_lite0", *(f"efficientnet_b{i}" for i in range(8)),
                 *(f"efficientnet_v2_{v}" for v in ("b0", "b1", "b2", "b3", "s", "m", "l"))}
     assert set(models.names()) == expected
     for name in expected:

@@ -334,6 +334,21 @@ def test_train_on_a_folder_converts_once_into_the_cache(photos, tmp_path, monkey
     assert "converting" in capsys.readouterr().out and again.root != str(cached[0])
 
 
+def test_a_folder_is_converted_at_the_size_the_run_reads(photos, tmp_path, monkeypatch):
+    """At model.input_size (the cpu recipe's 128 px, ending its progressive resizing), not
+    the model's registry size (small_cnn's 64), so the run reads what it asked for."""
+    from corolla import config as config_lib
+    from corolla import runtime
+    from corolla.training import settings
+
+    root, _ = photos
+    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
+    cfg = config_lib.load(overrides={"data.path": str(root), "model.name": "small_cnn",
+                                     "model.input_size": 96, "train.batch_size": 4})
+    resolved, data = settings.resolve(cfg, runtime.detect_for(cfg), log=lambda *a: None)
+    assert data.image_size == resolved.model.input_size == 96
+
+
 @pytest.mark.slow
 def test_a_run_keeps_its_split_when_its_source_folder_changes(photos, tmp_path, monkeypatch,
                                                                capsys):

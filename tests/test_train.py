@@ -96,7 +96,7 @@ def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_
     assert crashed.returncode == 3 and "CRASH after epoch 1" in crashed.stdout
     run_c = tmp_path / "c"
     assert not (run_c / "model.keras").exists() and (run_c / "backup" / "state.json").is_file()
-    assert [r["epoch"] for r in _history(run_c)] == ["0", "1"]
+    assert [r["epoch"] for r in _history(run_c)] == ["1", "2"]
 
     resumed = _train(["--resume", run_c])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -105,7 +105,7 @@ def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_
 
     runs = {name: tmp_path / name for name in "ac"}
     histories = {name: _history(run) for name, run in runs.items()}
-    assert [r["epoch"] for r in histories["c"]] == ["0", "1", "2"]
+    assert [r["epoch"] for r in histories["c"]] == ["1", "2", "3"]
     for key in ("learning_rate", "loss", "accuracy", "val_loss"):
         column = {name: [float(r[key]) for r in rows] for name, rows in histories.items()}
         assert column["a"] == column["c"], key

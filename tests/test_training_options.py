@@ -113,7 +113,7 @@ def test_the_best_epoch_is_model_keras_and_the_last_is_last_keras_across_a_resum
     """Early stopping: epoch 3 (index 2) is worse than epoch 2 (the best, before the kill), so
     patience 1 stops the run there; the best survived the resume."""
     run, weights, _ = f1_run
-    assert [r["epoch"] for r in _history(run)] == ["0", "1", "2"]  # stopped, not 4 epochs
+    assert [r["epoch"] for r in _history(run)] == ["1", "2", "3"]  # stopped, not 4 epochs
     assert rundir.status(run) == rundir.TRAINED and not (run / "backup").exists()
     best, last = _saved_weights(run / "model.keras"), _saved_weights(run / "last.keras")
     assert _same(best, weights[1]) and _same(last, weights[2]) and not _same(best, last)
@@ -162,7 +162,7 @@ def test_ema_weights_are_saved_and_resume_across_the_phase_boundary_is_exact(opt
                  _saved_weights(tmp / "b" / "model.keras"))
     assert not _same(a, whole[1])  # raw weights at the end of the last epoch: not what is saved
     assert _same(whole[1], resumed[1])
-    assert [r["epoch"] for r in _history(tmp / "b")] == ["0", "1"]
+    assert [r["epoch"] for r in _history(tmp / "b")] == ["1", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +208,6 @@ def test_progressive_resizing_trains_small_first_and_saves_at_the_input_size(pro
 def test_a_progressive_run_resumes_at_the_size_of_its_next_epoch(progressive_runs):
     tmp, _, resumed = progressive_runs
     assert resumed == [(0, 16, 16), (1, 16, 16), (2, 32, 32)]
-    assert [r["epoch"] for r in _history(tmp / "b")] == ["0", "1", "2"]
+    assert [r["epoch"] for r in _history(tmp / "b")] == ["1", "2", "3"]
     assert _same(_saved_weights(tmp / "a" / "last.keras"),
                  _saved_weights(tmp / "b" / "last.keras"))

@@ -44,15 +44,31 @@ def _batch_flags(p: argparse.ArgumentParser, note: str = "") -> None:
                    f"replicas (default: per-replica x replicas){note}")
 
 
-def _augment_flags(p: argparse.ArgumentParser) -> None:
+def _augment_flags(p: argparse.ArgumentParser, recipe: bool = False) -> None:
     from corolla.config import policies
 
+    default = _recipe_default("data.augment") if recipe else \
+        f"default: {', '.join(policies.POLICIES['default'])}"
     p.add_argument("--augment", metavar="NAMES|POLICY", help=f"training augmentation: a policy "
-                   f"({', '.join(policies.POLICIES)}; default: "
-                   f"{', '.join(policies.POLICIES['default'])}) or comma-separated names "
-                   f"({', '.join(policies.NAMES)})")
+                   f"({', '.join(policies.POLICIES)}) or comma-separated names "
+                   f"({', '.join(policies.NAMES)}); {default}")
     p.add_argument("--no-augment", dest="augment", action="store_false", default=None,
                    help="train without augmentation (as --augment none)")
+
+
+def _recipe_default(key: str) -> str:
+    """A train flag's default, which the recipe sets: "default: the recipe's; cpu: 32,
+    cpu-finetune: 7" (the values of the recipes `--recipe auto` picks on a CPU)."""
+    from corolla.config import recipe as recipes
+
+    values = []
+    for name in (recipes.AUTO["cpu"], recipes.CPU_FINETUNE):
+        config = config_lib.apply(config_lib.RunConfig(), recipes.load(name).values)
+        section, _, field = key.partition(".")
+        value = getattr(getattr(config, section), field)
+        value = ",".join(value) or "none" if isinstance(value, list) else value
+        values.append(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
+    return f"default: the recipe's; {', '.join(values)}"
 
 
 def _train_flags(p: argparse.ArgumentParser) -> None:
@@ -64,30 +80,34 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
                    "image folder (one subfolder per class) or a CSV of path,label, converted "
                    "once into a cache (see corolla convert)")
     p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read (images: "
-                   "the size to convert to; default: the model's)")
+                   "the size to convert to; default: the one nearest the input size, or the "
+                   "model's)")
     p.add_argument("--model", help="registered model name (corolla info --models), or "
-                   "hub:PRESET: a keras-hub preset name or local preset folder")
+                   "hub:PRESET: a keras-hub preset name or local preset folder; "
+                   + _recipe_default("model.name"))
     p.add_argument("--weights", help="none, imagenet (Keras downloads it; a hub preset's own "
-                   "weights), or a local backbone weights file")
+                   "weights), a local backbone weights file, or (efficientnet_lite0) a local "
+                   "keras-hub preset folder; " + _recipe_default("model.weights"))
     p.add_argument("--input-size", type=int, metavar="S", help="the size the model sees, at "
-                   "most: larger images are scaled down to S as they are decoded (default: "
-                   "the data's size)")
+                   "most: larger images are scaled down to S as they are decoded (0: the "
+                   "data's size); " + _recipe_default("model.input_size"))
     p.add_argument("--start-size", type=int, metavar="S", help="progressive resizing: the "
                    "first epochs at S px, growing to the input size over the ramp "
-                   "(train.size_ramp_start/end: fractions of the epochs); 0 = off")
+                   "(train.size_ramp_start/end: fractions of the epochs); 0 = off; "
+                   + _recipe_default("train.start_size"))
     p.add_argument("--freeze-backbone", dest="train_backbone", action="store_false",
                    default=None, help="train only the classifier head")
     defaults = config_lib.RunConfig()
-    p.add_argument("--epochs", type=int, help=f"default {defaults.train.epochs}")
+    p.add_argument("--epochs", type=int, help=_recipe_default("train.epochs"))
     p.add_argument("--lr", dest="learning_rate", type=float,
-                   help="peak learning rate (default: the model's)")
+                   help="peak learning rate; " + _recipe_default("train.learning_rate"))
     p.add_argument("--steps-per-epoch", type=int, help="default: one pass over train")
     p.add_argument("--seed", type=int, help=f"seeds initialisation, order and augmentation "
                    f"(default {defaults.train.seed})")
     p.add_argument("--deterministic", action="store_true", default=None,
                    help="ordered reads and TensorFlow op determinism: the same seed gives a "
                         "bit-identical run on the same machine (slower input)")
-    _augment_flags(p)
+    _augment_flags(p, recipe=True)
     p.add_argument("--cache", action="store_true", default=None,
                    help="keep decoded training images in memory")
     p.add_argument("--skip-bad-records", action="store_true", default=None,
@@ -107,22 +127,31 @@ def _recipe_flags(p: argparse.ArgumentParser) -> None:
 
     g = p.add_argument_group("recipe and training options (flags override the recipe and "
                              "--config)")
-    g.add_argument("--recipe", help=f"auto (default: {recipes.AUTO['cpu']} on CPUs, "
+    g.add_argument("--recipe", help=f"auto (default: on CPUs {recipes.CPU_FINETUNE} when "
+                   f"pre-trained weights can be had, else {recipes.AUTO['cpu']}; "
                    f"{recipes.AUTO['gpu']} on GPUs and TPUs), a recipe's name "
                    f"({', '.join(recipes.names())}; corolla info --recipes) or a recipe file")
     g.add_argument("--schedule", choices=config_lib.SCHEDULES, help="cosine (per step: "
                    "warm-up, cosine decay) or ramp (the tutorial's per epoch: ramp-up, sustain, "
                    "exponential decay)")
-    g.add_argument("--warmup-epochs", type=float, help="epochs of linear ramp-up to the peak")
-    g.add_argument("--optimizer", choices=config_lib.OPTIMIZERS)
-    g.add_argument("--weight-decay", type=float, help="decoupled weight decay (default 0)")
-    g.add_argument("--label-smoothing", type=float, help="default 0")
-    g.add_argument("--dropout", type=float, help="dropout before the classifier head")
+    g.add_argument("--warmup-epochs", type=float, help="epochs of linear ramp-up to the peak; "
+                   + _recipe_default("train.warmup_epochs"))
+    g.add_argument("--optimizer", choices=config_lib.OPTIMIZERS,
+                   help=_recipe_default("train.optimizer"))
+    g.add_argument("--weight-decay", type=float, help="decoupled weight decay (not on "
+                   "normalization scales and offsets, nor biases); "
+                   + _recipe_default("train.weight_decay"))
+    g.add_argument("--label-smoothing", type=float, help=_recipe_default("train.label_smoothing"))
+    g.add_argument("--dropout", type=float, help="dropout before the classifier head; "
+                   + _recipe_default("model.dropout"))
     g.add_argument("--ema", action="store_true", default=None, help="keep an exponential moving "
                    "average of the weights: validated, kept and saved instead of the raw ones")
     g.add_argument("--frozen-epochs", type=int, help="two-phase fine-tuning: train only the "
-                   "head for N epochs, then everything at the rate x --finetune-lr-scale")
-    g.add_argument("--finetune-lr-scale", type=float, help="default 0.1")
+                   "head for N epochs (on cached features when the augmentation is none or "
+                   "flip), then everything at the rate x --finetune-lr-scale; "
+                   + _recipe_default("train.frozen_epochs"))
+    g.add_argument("--finetune-lr-scale", type=float,
+                   help=_recipe_default("train.finetune_lr_scale"))
     g.add_argument("--accumulation-steps", type=int, help="average the gradients of N batches "
                    "per update (a larger effective batch when it does not fit)")
     g.add_argument("--early-stopping-patience", type=int, help="stop after N epochs without a "

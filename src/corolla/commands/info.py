@@ -23,7 +23,8 @@ def recipes(log=print) -> None:
             size = f"{start}-{row['input_size']}" if start else f"<={row['input_size']}"
         log(f"{row['name']:22s} {row['model']:18s} {size:>6s} {row['epochs']:6d}  "
             f"{row['description']}")
-    log(f"auto: {recipe.AUTO['cpu']} on CPUs, {recipe.AUTO['gpu']} on GPUs and TPUs")
+    log(f"auto: {recipe.CPU_FINETUNE} on CPUs when pre-trained weights can be had, else "
+        f"{recipe.AUTO['cpu']}; {recipe.AUTO['gpu']} on GPUs and TPUs")
 
 
 def models(log=print) -> None:

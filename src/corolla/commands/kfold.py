@@ -54,9 +54,9 @@ def _resolve(config: config_lib.RunConfig, resume: bool, log):
     if path and "://" not in path:
         path = os.path.abspath(path)
     if resume:  # the data the folds were assigned on, whatever happened to the source since
-        layout = datasets.open_recorded(config.data, spec.image_size, log=log)
+        layout = datasets.open_recorded(config.data, settings.data_size(config, spec), log=log)
     else:
-        layout = datasets.open_data(path, config.data.image_size, spec.image_size,
+        layout = datasets.open_data(path, config.data.image_size, settings.data_size(config, spec),
                                     features=datasets.features_of(config.data), log=log)
     settings.input_size(config, spec, layout)  # too small for the model: before any folder
     return config_lib.apply(config, {

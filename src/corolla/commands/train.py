@@ -97,13 +97,36 @@ def _get(cfg: config_lib.RunConfig, key: str):
     return getattr(getattr(cfg, section), name)
 
 
-def for_plan(config_file: str | None, flags: dict, names: dict | None, plan):
+def for_plan(config_file: str | None, flags: dict, names: dict | None, plan, log=print):
     """(config, plan, recipe) of a new run: `recipe.compose` for the accelerator of `plan`
-    (detected from the config without its recipe: the hardware decides "auto"), and the plan
-    with the batch the recipe sets."""
+    (detected from the config without its recipe: the hardware decides "auto"; on a CPU, also
+    whether pre-trained weights can be had), and the plan with the batch the recipe sets."""
+    if plan.accelerator == "cpu" and \
+            config_lib.load(config_file, flags, names).train.recipe == "auto":
+        name, why = cpu_auto(config_file, flags)
+        log(f"recipe auto on a CPU: {name} ({why})")
+        flags = {**flags, "train.recipe": name}
     config, recipe = recipe_lib.compose(config_file, flags, names, plan.accelerator)
     return (config, plan.with_batch(config.train.batch_size, config.train.global_batch_size),
             recipe)
+
+
+def cpu_auto(config_file: str | None, flags: dict) -> tuple[str, str]:
+    """(the recipe "auto" stands for on a CPU, why): cpu-finetune when the weights of its model
+    (or of the --model asked) can be had now (`models.weights_available`: a local copy, a
+    cache, or a download decided in seconds), else the from-scratch cpu recipe."""
+    from corolla import models
+
+    asked = config_lib.flatten(config_lib.read_toml(config_file, "config file")) \
+        if config_file else {}
+    asked.update(flags)
+    finetune = recipe_lib.load(recipe_lib.CPU_FINETUNE).values
+    model = asked.get("model.name", finetune["model.name"])
+    ok, why = models.weights_available(model, asked.get("model.weights",
+                                                        finetune["model.weights"]))
+    if ok:
+        return recipe_lib.CPU_FINETUNE, f"{model}: {why}"
+    return recipe_lib.AUTO["cpu"], f"no pre-trained weights to fine-tune, {why}; from scratch"
 
 
 def train(config_file: str | None = None, flags: dict | None = None, names: dict | None = None,
@@ -123,7 +146,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
         name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
-        cfg, plan, recipe = for_plan(config_file, flags, names, plan)
+        cfg, plan, recipe = for_plan(config_file, flags, names, plan, log)
         cfg = config_lib.apply(cfg, {"output.name": name})
         log(f"recipe {recipe.name}: {recipe.description}")
     from corolla.commands import check_data

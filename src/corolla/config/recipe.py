@@ -3,7 +3,8 @@
 checked by the config's own rules.
 
 A run's config is layered: defaults < recipe < --config file < flags. `recipe = "auto"` picks by
-accelerator: a from-scratch recipe on CPUs, a pretrained fine-tuning one on GPUs and TPUs.
+accelerator: on CPUs cpu-finetune when pre-trained weights can be had, else the from-scratch
+cpu recipe; a pretrained fine-tuning one on GPUs and TPUs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from corolla.errors import UserError
 FOLDER = Path(__file__).parent / "recipes"  # the shipped recipes, one TOML file each
 SECTIONS = ("data", "model", "train")  # what a recipe may set: runtime and output are not its
 AUTO = {"cpu": "cpu", "gpu": "effnet-b7-finetune", "tpu": "effnet-b7-finetune"}
+# On a CPU "auto" fine-tunes when pre-trained weights can be had (commands.train.cpu_auto
+# decides: it needs the model registry), else it is AUTO["cpu"].
+CPU_FINETUNE = "cpu-finetune"
 NONE = "none"  # no recipe: the config's plain defaults (a config built in Python, the demo)
 
 

@@ -25,6 +25,7 @@ JIT_COMPILES = ("auto", "on", "off")
 SCHEDULES = ("cosine", "ramp")
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCALINGS = ("none", "replicas")
+BATCHNORM_MODES = ("auto", "inference", "train")
 
 
 @dataclass
@@ -99,6 +100,11 @@ class TrainConfig:
     ema_momentum: float = 0.99
     frozen_epochs: int = 0  # two-phase fine-tuning: backbone frozen for the first N epochs,
     finetune_lr_scale: float = 0.1  # then trained with the schedule's rate x this
+    # Fine-tuning a pre-trained backbone (issue 21). BatchNorm of a trained backbone: "auto" =
+    # "inference" for pre-trained weights (moving statistics and scales kept, Keras' transfer-
+    # learning guide: small batches would overwrite ImageNet's statistics) and "train" from
+    # scratch. While the backbone is frozen its BatchNorm always runs in inference mode.
+    batchnorm: str = "auto"
     accumulation_steps: int = 1  # average the gradients of N batches per optimizer update
     early_stopping_patience: int = 0  # stop after N epochs without a better val macro F1; 0 = off
     # Progressive resizing: the first epochs at start_size px, growing linearly (in steps of
@@ -144,8 +150,8 @@ class RunConfig:
 
 _CHOICES = {"runtime.backend": BACKENDS, "runtime.strategy": STRATEGIES,
             "runtime.precision": PRECISIONS, "runtime.jit_compile": JIT_COMPILES,
-            "train.schedule": SCHEDULES,
-            "train.optimizer": OPTIMIZERS, "train.scale_lr": LR_SCALINGS}
+            "train.schedule": SCHEDULES, "train.optimizer": OPTIMIZERS,
+            "train.scale_lr": LR_SCALINGS, "train.batchnorm": BATCHNORM_MODES}
 
 
 _ARTICLE = {int: "an int", float: "a float", bool: "a bool (true or false)", str: "a string"}

@@ -30,9 +30,17 @@ def check_weights(spec: ModelSpec, weights: str) -> str | None:
             raise UserError(f"model {spec.name!r} has no ImageNet weights; use --weights none "
                             f"or a local weights file")
         return weights
+    if spec.name in hub.NAMED and Path(weights).is_dir():  # a local copy of its preset
+        return weights
+    if Path(weights).is_dir():
+        raise UserError(f"--weights {weights} is a folder; {spec.name} takes a weights file "
+                        f"(Keras' 'notop' .h5, or a .weights.h5 saved from its backbone); "
+                        f"keras-hub preset folders go to --model efficientnet_lite0 or "
+                        f"--model hub:FOLDER")
     if not Path(weights).is_file():
-        raise UserError(f"weights file {weights!r} does not exist; pass --weights none, "
-                        f"imagenet, or the path of a local backbone weights file (.h5)")
+        folder = " or keras-hub preset folder" if spec.name in hub.NAMED else ""
+        raise UserError(f"weights file{folder} {weights!r} does not exist; pass --weights none, "
+                        f"imagenet, or the path of a local copy of the backbone's weights")
     return weights
 
 
@@ -92,6 +100,15 @@ def at_size(model, size: int):
                                     clone_function=lambda layer: layer)
 
 
+def sublayers(model) -> list:
+    """Every layer inside `model`, depth first: nested models (the backbone) and their layers."""
+    out = []
+    for layer in getattr(model, "layers", []):
+        out.append(layer)
+        out.extend(sublayers(layer))
+    return out
+
+
 def short_name(name: str) -> str:
     """A model name fit for file and Keras names: `hub:/a/b/resnet_18` -> `hub-resnet_18`."""
     if name.startswith(HUB_PREFIX):
@@ -129,3 +146,25 @@ def download_failed(name: str, message: str) -> str:
 def _first_line(e: Exception) -> str:
     text = str(e).strip().splitlines()
     return text[0][:200] if text else type(e).__name__
+
+
+KERAS_DOWNLOAD_HOST = ("storage.googleapis.com", 443)  # where keras.applications' weights are
+
+
+def weights_available(name: str, weights: str | None) -> tuple[bool, str]:
+    """(whether model `name`'s `weights` can be had now, why, in a few words): a local copy,
+    a cached preset, or a download the network allows, decided in seconds (`recipe auto` on a
+    CPU fine-tunes only when this says yes)."""
+    spec = get(name)
+    if not spec.imagenet:
+        return False, f"{name} has no pre-trained weights"
+    if spec.name in hub.NAMED:
+        return hub.availability(hub.NAMED[spec.name], weights)
+    if weights in (None, "", "none"):
+        return False, "--weights none"
+    if weights != "imagenet":
+        ok = os.path.exists(weights)
+        return ok, f"local copy {weights}" + ("" if ok else " does not exist")
+    if hub.reachable(KERAS_DOWNLOAD_HOST):
+        return True, f"{name}'s ImageNet weights are downloadable"
+    return False, f"offline: {KERAS_DOWNLOAD_HOST[0]} does not answer"

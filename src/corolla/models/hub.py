@@ -13,21 +13,22 @@ weights saved from such a model.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
+from dataclasses import dataclass
 
 from corolla.errors import UserError
 from corolla.models import preprocessing
-from corolla.models.registry import HUB_PREFIX, ModelSpec
+from corolla.models.registry import HUB_PREFIX, ModelSpec, register
 
 DEFAULT_SIZE = 224  # for a preset whose image converter does not fix a size
 
 
-def _keras_hub():
+def _keras_hub(what: str = "--model hub:PRESET"):
     try:
         import keras_hub
     except ImportError:
-        raise UserError('--model hub:PRESET needs keras-hub: pip install "corolla[hub]"'
-                        ) from None
+        raise UserError(f'{what} needs keras-hub: pip install "corolla[hub]"') from None
     return keras_hub
 
 
@@ -98,3 +99,161 @@ def _load(preset: str, local: bool, load):
                         f"pass --model hub:FOLDER with a local copy of the preset (a folder "
                         f"with config.json and model.weights.h5, e.g. from save_to_preset)"
                         ) from None
+
+
+# Named keras-hub backbones: a registered name (`--model efficientnet_lite0`) whose --weights
+# is `imagenet` (keras-hub's own preset, downloaded once into kagglehub's cache), a local
+# keras-hub preset folder (a copy of that preset, or any folder save_to_preset wrote for the
+# same architecture), a backbone weights file (a preset's model.weights.h5), or none. The
+# architecture is written out here, so `none` and a weights file need no network.
+
+
+@dataclass(frozen=True)
+class Named:
+    name: str
+    preset: str  # keras-hub's preset that `--weights imagenet` downloads
+    handle: str  # its Kaggle handle (where kagglehub caches it), as in keras-hub's presets
+    backbone: str  # the keras_hub.models class
+    kwargs: dict  # its constructor's arguments: the architecture
+    params: int
+    description: str
+    # x * scale + offset: the image converter of weights that come without one (a file, none):
+    # the preprocessing the architecture's original (TensorFlow) weights were trained with.
+    scale: float = 1 / 127.5
+    offset: float = -1.0
+
+
+LITE0 = Named(
+    "efficientnet_lite0", "efficientnet_lite0_ra_imagenet",
+    "keras/efficientnet/keras/efficientnet_lite0_ra_imagenet/2", "EfficientNetBackbone",
+    {"stackwise_width_coefficients": [1.0] * 7, "stackwise_depth_coefficients": [1.0] * 7,
+     "stackwise_kernel_sizes": [3, 3, 5, 3, 5, 5, 3],
+     "stackwise_num_repeats": [1, 2, 2, 3, 3, 4, 1],
+     "stackwise_input_filters": [32, 16, 24, 40, 80, 112, 192],
+     "stackwise_output_filters": [16, 24, 40, 80, 112, 192, 320],
+     "stackwise_expansion_ratios": [1, 6, 6, 6, 6, 6, 6],
+     "stackwise_squeeze_and_excite_ratios": [0] * 7,
+     "stackwise_strides": [1, 2, 2, 2, 1, 2, 1], "stackwise_block_types": ["v1"] * 7,
+     "dropout": 0.2, "depth_divisor": 8, "min_depth": None, "activation": "relu6",
+     "include_stem_padding": True, "use_depth_divisor_as_min_depth": True,
+     "cap_round_filter_decrease": True, "stem_conv_padding": "valid",
+     "batch_norm_momentum": 0.9, "batch_norm_epsilon": 1e-3},
+    params=3_413_024,
+    description="keras-hub EfficientNet-Lite0 (ReLU6, no squeeze-excite): small, fast on "
+                "CPUs; --weights imagenet or a local preset folder")
+
+NAMED = {LITE0.name: LITE0}
+DOWNLOAD_HOST = ("api.kaggle.com", 443)  # where kagglehub downloads presets from
+PROBE_SECONDS = 3.0
+
+
+def is_preset_folder(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "config.json"))
+
+
+def cached(named: Named) -> bool:
+    """Whether kagglehub has the preset's files already (any version)."""
+    try:
+        from kagglehub.config import get_cache_folder
+    except ImportError:
+        return False
+    folder = os.path.join(get_cache_folder(), "models", *named.handle.split("/")[:4])
+    return os.path.isdir(folder) and any(
+        is_preset_folder(os.path.join(folder, v)) for v in os.listdir(folder))
+
+
+def reachable(host=DOWNLOAD_HOST, timeout: float = PROBE_SECONDS) -> bool:
+    """Whether the download host answers within `timeout` s: offline (no DNS, or a firewall
+    that drops packets) is decided in seconds, not after the HTTP client's retries."""
+    import socket
+    from urllib.parse import urlsplit
+
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    if proxy:  # the download goes through it: it is the host that must answer
+        parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        host = (parts.hostname, parts.port or 80)
+    try:
+        socket.create_connection(host, timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def availability(named: Named, weights: str | None) -> tuple[bool, str]:
+    """(whether `weights` can be had now, why): a local copy, kagglehub's cache, or a
+    download that the network allows."""
+    if weights in (None, "", "none"):
+        return False, "--weights none"
+    if importlib.util.find_spec("keras_hub") is None:
+        return False, 'keras-hub is not installed (pip install "corolla[hub]")'
+    if weights != "imagenet":
+        ok = os.path.exists(weights)
+        return ok, f"local copy {weights}" + ("" if ok else " does not exist")
+    if cached(named):
+        return True, f"keras-hub preset {named.preset} is in kagglehub's cache"
+    if reachable():
+        return True, f"keras-hub preset {named.preset} is downloadable"
+    return False, (f"offline: no cached copy of keras-hub preset {named.preset} and "
+                   f"{DOWNLOAD_HOST[0]} does not answer")
+
+
+def _named_spec(named: Named) -> ModelSpec:
+    def backbone(input_shape, weights):
+        import keras
+
+        keras_hub = _keras_hub(f"--model {named.name}")
+        scale, offset = named.scale, named.offset
+        if weights == "imagenet" or (weights and os.path.isdir(weights)):
+            source = named.preset if weights == "imagenet" else os.path.abspath(weights)
+            local = weights != "imagenet"
+            if local and not is_preset_folder(source):
+                raise UserError(f"--weights {weights}: not a keras-hub preset folder (no "
+                                f"config.json); pass a copy of keras-hub's {named.preset} "
+                                f"preset, a weights file, imagenet or none")
+            if not local and not cached(named) and not reachable():
+                raise UserError(download_failed(named))
+            model = _load(source, local, lambda: keras_hub.models.Backbone.from_preset(source))
+            converter = _load(source, local,
+                              lambda: keras_hub.layers.ImageConverter.from_preset(source))
+            scale, offset = _plain(converter.scale), _plain(converter.offset)
+            if model.count_params() != named.params:
+                raise UserError(f"--weights {weights}: the preset holds a "
+                                f"{type(model).__name__} of {model.count_params():,} parameters, "
+                                f"not {named.name} ({named.params:,}); use --model hub:{weights}")
+        else:
+            model = getattr(keras_hub.models, named.backbone)(**named.kwargs)
+            if weights:
+                model.load_weights(weights)
+                scale, offset = _folder_converter(weights, scale, offset)
+        # The preprocessing belongs to the weights (a converter per preset), so it is inside
+        # the backbone, as keras.applications' EfficientNets rescale inside theirs.
+        inputs = keras.Input(input_shape, name="image")
+        x = preprocessing.converter(scale, offset)[0](inputs)
+        return keras.Model(inputs, model(x), name=f"{named.name}_backbone")
+
+    return ModelSpec(named.name, backbone, preprocessing.builtin, image_size=DEFAULT_SIZE,
+                     imagenet=True, params=named.params, description=named.description)
+
+
+def _folder_converter(weights_file: str, scale, offset):
+    """The converter of the preset folder a weights file sits in (its model.weights.h5), if
+    any; else (scale, offset) as given."""
+    path = os.path.join(os.path.dirname(os.path.abspath(weights_file)), "image_converter.json")
+    if not os.path.isfile(path):
+        return scale, offset
+    import json
+    from pathlib import Path
+
+    config = json.loads(Path(path).read_text(encoding="utf-8")).get("config", {})
+    return config.get("scale", scale), config.get("offset", offset)
+
+
+def download_failed(named: Named) -> str:
+    return (f"could not download keras-hub preset {named.preset} for {named.name} "
+            f"({DOWNLOAD_HOST[0]} does not answer: no network?); pass --weights FOLDER with a "
+            f"local copy of the preset (e.g. ../shared/weights/efficientnet_lite0_imagenet), "
+            f"or --weights none")
+
+
+for _named in NAMED.values():
+    register(_named_spec(_named))

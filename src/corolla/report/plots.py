@@ -60,7 +60,7 @@ def epoch_axis(ax, epochs: list[int]) -> None:
     epoch too, where matplotlib would put fractional ones around it)."""
     from matplotlib.ticker import MaxNLocator
 
-    ax.set_xlabel("epoch (as in history.csv)")
+    ax.set_xlabel("epoch (from 1, as in the log and history.csv)")
     if len(epochs) <= 20:
         ax.set_xticks(epochs)
         ax.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)

@@ -43,11 +43,19 @@ class ValMacroF1(keras.callbacks.Callback):
         super().__init__()
         self.split, self.image_size, self.labels = split, image_size, np.asarray(labels)
         self.plan, self.swap, self.skip = plan, swap, skip_bad_records
+        # (head, the val split's features): set while the backbone is frozen and its features
+        # are cached (training.features), so validation costs the head's pass alone.
+        self.cached = None
 
     def on_epoch_end(self, epoch, logs=None):
         with ema_weights(self.swap):
-            probabilities = predict_probabilities(self.model, self.split, self.image_size,
-                                                  self.plan, self.skip)
+            if self.cached is not None:
+                head, features = self.cached
+                probabilities = head.predict(features, batch_size=self.plan.inference_batch,
+                                             verbose=0)
+            else:
+                probabilities = predict_probabilities(self.model, self.split, self.image_size,
+                                                      self.plan, self.skip)
         if logs is not None:
             predicted = probabilities.argmax(axis=1)
             one_hot = np.eye(probabilities.shape[1], dtype=np.float32)[self.labels]
@@ -55,3 +63,18 @@ class ValMacroF1(keras.callbacks.Callback):
                 self.model.loss(one_hot, probabilities)))
             logs["val_accuracy"] = float(np.mean(predicted == self.labels))
             logs[VAL_F1] = macro_f1(self.labels, predicted)
+
+
+class RunProgress(keras.callbacks.ProgbarLogger):
+    """Keras' progress bar and epoch lines, counting the run's epochs (`Epoch 15/32`) instead
+    of each `fit`'s (a run of several phases calls `fit` once per phase, each with
+    `epochs` = the phase's last epoch: `Epoch 8/9`, and no line at all for a phase ending at
+    epoch 1). The same numbers as history.csv's `epoch` column and the plots' axis."""
+
+    def __init__(self, total_epochs: int):
+        super().__init__()
+        self.total_epochs = total_epochs
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.epochs = self.total_epochs

@@ -118,7 +118,8 @@ class Checkpoint(keras.callbacks.Callback):
         from corolla.training.callbacks import VAL_F1, ema_weights
         from corolla.training.optimizer import epoch_learning_rate
 
-        row = {"epoch": epoch, **{k: float(v) for k, v in (logs or {}).items()},
+        # Epochs are counted from 1 in history.csv, as in the log (`Epoch 15/32`) and the plots.
+        row = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
                "learning_rate": epoch_learning_rate(self.model.optimizer)}
         if not math.isfinite(row.get("loss", 0.0)):
             # Saved, this state would poison every resume: stop with the last good one kept.

@@ -47,10 +47,10 @@ def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None =
     from corolla.training.optimizer import make_optimizer
 
     train = train or config_lib.TrainConfig()
-    model.compile(optimizer=make_optimizer(train, schedule),
+    model.compile(optimizer=make_optimizer(train, schedule, model),
                   loss=keras.losses.CategoricalCrossentropy(
                       label_smoothing=train.label_smoothing),
-                  metrics=[keras.metrics.CategoricalAccuracy(name="accuracy")],
+                  metrics=[keras_accuracy()],
                   steps_per_execution=steps_per_execution or plan.steps_per_execution,
                   jit_compile=plan.jit_compile)
 
@@ -100,6 +100,23 @@ def backbone_of(model):
         raise UserError(f"model {model.name!r} has no single backbone to freeze "
                         f"(train.frozen_epochs); set train.frozen_epochs = 0")
     return nested[0]
+
+
+def batchnorm_layers(model) -> list:
+    """Every BatchNormalization layer inside `model`, nested models and blocks included."""
+    import keras
+
+    return [layer for layer in models.sublayers(model)
+            if isinstance(layer, keras.layers.BatchNormalization)]
+
+
+def batchnorm_inference(config: config_lib.RunConfig) -> bool:
+    """Whether a trained (unfrozen) backbone keeps its BatchNorm in inference mode:
+    train.batchnorm, whose "auto" means yes for pre-trained weights, no from scratch."""
+    mode = config.train.batchnorm
+    if mode == "auto":
+        return config.model.weights not in ("", "none")
+    return mode == "inference"
 
 
 def _set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
@@ -258,10 +275,15 @@ class _Trainer:
         self.ready, self.plan, self.model, self.log = ready, plan, model, log
         self.extra = list(extra_callbacks)
         t = ready.config.train
-        self.backbone = backbone_of(model) if t.frozen_epochs and \
-            ready.config.model.train_backbone else None
+        # In inference mode, a BatchNorm layer normalises with its moving statistics and
+        # leaves them, its scale and its offset alone (Keras 3: `trainable = False` does both).
+        self.frozen_bn = batchnorm_inference(ready.config) and ready.config.model.train_backbone
+        self.backbone = backbone_of(model) if ready.config.model.train_backbone and \
+            (t.frozen_epochs or self.frozen_bn) else None
         self.current: Phase | None = None
         self.own: list = []
+        # The frozen-feature path's: (train features, labels, val features) at cached_size px.
+        self.head, self.cached, self.cached_size, self.said_slow = None, None, None, False
         self.first_data = None  # the stream the run starts (or resumes) with: see `run`
         self.class_weights = _class_weights(ready.config, ready.layout)
 
@@ -271,6 +293,9 @@ class _Trainer:
         t = self.ready.config.train
         if self.backbone is not None:
             self.backbone.trainable = not phase.frozen
+            if self.frozen_bn and not phase.frozen:
+                for layer in batchnorm_layers(self.backbone):
+                    layer.trainable = False
         with self.plan.scope():
             updates = self.ready.steps // t.accumulation_steps  # what schedules count
             schedule = schedule_lib.for_training(t, updates, t.accumulation_steps,
@@ -296,9 +321,10 @@ class _Trainer:
                                 patience=t.early_stopping_patience, log=self.log, saved=saved)
         with plan.scope():
             checkpoint.restore(self.model)
-        self.own = [ValMacroF1(val_split, config.model.input_size, val_labels, plan, swap,
-                               config.data.skip_bad_records),
-                    checkpoint]  # F1 first: the checkpoint records it and keeps the best epoch
+        self.own_f1 = ValMacroF1(val_split, config.model.input_size, val_labels, plan, swap,
+                                 config.data.skip_bad_records)
+        # F1 first: the checkpoint records it and keeps the best epoch.
+        self.own = [self.own_f1, checkpoint]
         if swap is not None:
             self.own.insert(0, swap)
         if plan.is_chief:
@@ -324,6 +350,7 @@ class _Trainer:
 
     def fit_phases(self, plan_phases: list[Phase], progressive: bool) -> None:
         """Fits every phase not yet trained (or until early stopping)."""
+        from corolla.training.callbacks import RunProgress
         from corolla.training.checkpoint import stops_early
         from corolla.training.optimizer import finalize_ema
 
@@ -346,13 +373,88 @@ class _Trainer:
             elif progressive:
                 self.log(f"{_epochs(phase)} at {phase.size} px")
             first = max(done, phase.start)
-            data = self.first_data if first == self.ready.state.epochs_done else \
-                self._data(first, phase.size)
-            self.model.fit(data, epochs=phase.end,
-                           initial_epoch=first, steps_per_epoch=self.ready.steps,
-                           callbacks=self.own + self.extra, shuffle=False, verbose=verbose)
+            if self._fast(phase):
+                self._fit_head(phase, first, verbose)
+            else:
+                data = self.first_data if first == self.ready.state.epochs_done else \
+                    self._data(first, phase.size)
+                self.model.fit(data, epochs=phase.end,
+                               initial_epoch=first, steps_per_epoch=self.ready.steps,
+                               callbacks=self.own + self.extra + [RunProgress(t.epochs)],
+                               shuffle=False, verbose=verbose)
             if self.model.stop_training:
                 break
+
+    def _fast(self, phase: Phase) -> bool:
+        """Whether `phase` trains the head on cached features (training.features): frozen,
+        an augmentation they reproduce, one process (a worker's share of the data would need
+        its own cache); says why not, once, when the backbone is frozen."""
+        from corolla.training import features
+
+        if not phase.frozen:
+            return False
+        augment = self.ready.config.data.augment
+        why = "" if features.cacheable(augment) else \
+            f"the augmentation ({', '.join(augment)}) changes the images every epoch"
+        if self.plan.multi_worker:
+            why = "several processes share the data"
+        if why and not self.said_slow:
+            self.log(f"frozen backbone: features computed every epoch ({why}; cached when the "
+                     f"augmentation is {' or '.join(['none', *features.ALLOWED])})")
+            self.said_slow = True
+        return not why
+
+    def _fit_head(self, phase: Phase, first: int, verbose) -> None:
+        """Trains the head alone on the backbone's cached features for epochs [first,
+        phase.end): computed once per size, with their mirror images' when flips augment."""
+        import time
+
+        from corolla.training import features
+        from corolla.training.callbacks import RunProgress
+
+        config, plan, t = self.ready.config, self.plan, self.ready.config.train
+        layout = self.ready.layout
+        flips = "flip" in config.data.augment
+        if self.cached_size != phase.size:
+            began = time.monotonic()
+            with plan.scope():
+                extractor, self.head = features.split_model(self.model)
+            train_split, val_split = layout.split("train"), self.own_f1.split
+            batch = plan.inference_batch
+            self.cached = (features.extract(extractor, train_split, phase.size, batch, flips,
+                                            config.data.skip_bad_records),
+                           pipeline.metadata(train_split,
+                                             config.data.skip_bad_records)["labels"],
+                           features.extract(extractor, val_split, config.model.input_size,
+                                            batch, False, config.data.skip_bad_records))
+            self.cached_size = phase.size
+            self.log(f"frozen backbone: features of {train_split.count} training images"
+                     f"{' and their mirror images' if flips else ''} and {val_split.count} "
+                     f"val images cached in {time.monotonic() - began:.0f} s; the head trains "
+                     f"on them")
+        train_features, labels, val_features = self.cached
+        with plan.scope():
+            self.head.compile(optimizer=self.model.optimizer, loss=self.model.loss,
+                              metrics=[keras_accuracy()],
+                              steps_per_execution=self.ready.steps_per_execution,
+                              jit_compile=plan.jit_compile)
+        data = features.dataset(train_features, labels, len(layout.class_names),
+                                plan.global_batch, self.ready.steps, first, phase.end, t.seed)
+        self.own_f1.cached = (self.head, val_features)
+        try:
+            self.head.fit(data, epochs=phase.end, initial_epoch=first,
+                          steps_per_epoch=self.ready.steps,
+                          callbacks=[features.OnModel(self.own + self.extra, self.model),
+                                     RunProgress(t.epochs)], shuffle=False, verbose=verbose)
+        finally:
+            self.own_f1.cached = None
+
+
+def keras_accuracy():
+    """The accuracy metric every compiled model reports (one-hot labels)."""
+    import keras
+
+    return keras.metrics.CategoricalAccuracy(name="accuracy")
 
 
 def _save(model, saved, final: BackupState, model_path: Path, backup_dir: Path, run_dir,

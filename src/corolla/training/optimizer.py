@@ -4,7 +4,9 @@ weight decay, EMA of the weights (`use_ema`) and gradient accumulation."""
 from __future__ import annotations
 
 
-def make_optimizer(train, schedule):
+def make_optimizer(train, schedule, model=None):
+    """The optimizer of `train`, on `schedule`. With weight decay, `model`'s normalization
+    scales and offsets and every bias are left undecayed (`no_decay`)."""
     import keras
 
     common = dict(learning_rate=schedule, use_ema=train.ema, ema_momentum=train.ema_momentum,
@@ -12,10 +14,29 @@ def make_optimizer(train, schedule):
                   gradient_accumulation_steps=(train.accumulation_steps
                                                if train.accumulation_steps > 1 else None))
     if train.optimizer == "sgd":
-        return keras.optimizers.SGD(momentum=train.momentum, **common)
-    if train.optimizer == "adamw":
-        return keras.optimizers.AdamW(**{**common, "weight_decay": train.weight_decay})
-    return keras.optimizers.Adam(**common)
+        optimizer = keras.optimizers.SGD(momentum=train.momentum, **common)
+    elif train.optimizer == "adamw":
+        optimizer = keras.optimizers.AdamW(**{**common, "weight_decay": train.weight_decay})
+    else:
+        optimizer = keras.optimizers.Adam(**common)
+    if train.weight_decay and model is not None:
+        optimizer.exclude_from_weight_decay(var_list=no_decay(model))
+    return optimizer
+
+
+def no_decay(model) -> list:
+    """The variables weight decay must leave alone: the scales and offsets of normalization
+    layers (decaying them shrinks the features they normalise, not the model's capacity) and
+    biases (one number per unit: no overfitting to curb), as in BERT's and timm's recipes."""
+    import keras
+
+    from corolla.models import sublayers
+
+    norms = (keras.layers.BatchNormalization, keras.layers.LayerNormalization,
+             keras.layers.GroupNormalization)
+    layers = sublayers(model)
+    return [v for layer in layers if isinstance(layer, norms) for v in layer.weights] + \
+        [v for v in model.variables if v.name == "bias"]
 
 
 def inner(optimizer):

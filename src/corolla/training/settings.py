@@ -28,6 +28,13 @@ def input_size(config: config_lib.RunConfig, spec, layout: layout_lib.Layout) ->
     return size
 
 
+def data_size(config: config_lib.RunConfig, spec) -> int:
+    """The image size the run would like its data at: the largest it reads (model.input_size,
+    which progressive resizing ends at) or, when that is the data's, the model's own. An image
+    folder or CSV is converted at it, and of a TFRecord layout's sizes the nearest is read."""
+    return config.model.input_size or spec.image_size
+
+
 def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
             log=print) -> tuple[config_lib.RunConfig, layout_lib.Layout]:
     """Checks the config against the registry and the data, and fills in everything that
@@ -47,9 +54,9 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
     if resume or config.data.fold:
         # The split the run (or its k-fold parent) was made on, whatever happened to the
         # source since.
-        layout = datasets.open_recorded(config.data, spec.image_size, log=log)
+        layout = datasets.open_recorded(config.data, data_size(config, spec), log=log)
     else:
-        layout = datasets.open_data(path, config.data.image_size, spec.image_size,
+        layout = datasets.open_data(path, config.data.image_size, data_size(config, spec),
                                     features=datasets.features_of(config.data), log=log)
     layout = folds.restrict(layout, config.data)  # a k-fold run's fold of train+val
     splits = [layout.split("train"), layout.split("val")]  # both must exist before anything

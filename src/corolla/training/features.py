@@ -1,0 +1,110 @@
+"""Frozen features, fast: while the backbone is frozen (`--freeze-backbone`, or the first phase
+of a two-phase fine-tuning), its pooled features of an image never change, so they are computed
+once and the head trains on them, an epoch of head training costing seconds on a CPU instead of
+a pass of the backbone over every image.
+
+That holds only when the training augmentation allows it: none, or flips alone, whose features
+are computed for both the image and its mirror image, and each epoch draws one of the two for
+every example (as the flip augmentation draws a mirror image with probability 1/2). Crops,
+affine and colour changes, mixup and cutmix give new inputs every epoch: those phases take the
+ordinary path.
+
+The head is the full model's own layers (dropout, the classifier) on a features input: it
+trains the full model's weights with the full model's optimizer, so the run's backups, its
+best model and its validation see the full model as on the slow path.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+
+from corolla.data import pipeline
+
+ALLOWED = ("flip",)  # augmentations the cached features can reproduce
+HEAD_LAYERS = ("head_dropout", "probabilities")  # models.create_model's, after its "pool"
+
+
+def cacheable(augment) -> bool:
+    """Whether training on cached features reproduces the augmentation `augment` (names)."""
+    return set(augment) <= set(ALLOWED)
+
+
+def split_model(model) -> tuple[keras.Model, keras.Model]:
+    """(features, head) of a model from `models.create_model`: images -> pooled features
+    (preprocessing, backbone, pooling), and pooled features -> probabilities, sharing the
+    model's layers (training the head trains the model)."""
+    pool = model.get_layer("pool")
+    features = keras.Model(model.inputs, pool.output, name="frozen_features")
+    inputs = keras.Input(pool.output.shape[1:], name="features")
+    x = inputs
+    names = {layer.name for layer in model.layers}
+    for name in HEAD_LAYERS:
+        if name in names:
+            x = model.get_layer(name)(x)
+    return features, keras.Model(inputs, x, name="head")
+
+
+def extract(features: keras.Model, split, size: int, batch: int, flips: bool,
+            skip_bad_records: bool = False) -> np.ndarray:
+    """The features of every image of `split` at `size` px in file order (the order of
+    `pipeline.metadata`'s labels): [N, D], or [2, N, D] with their mirror images' when
+    `flips`."""
+    import tensorflow as tf
+
+    steps = -(-split.count // batch)
+    views = [lambda x: x] + ([tf.image.flip_left_right] if flips else [])
+    out = []
+    for view in views:
+        ds = pipeline.eval_dataset(split, size, batch, skip_bad_records=skip_bad_records)
+        out.append(features.predict(ds.map(view), steps=steps, verbose=0)[: split.count])
+    return np.stack(out) if flips else out[0]
+
+
+def epoch_order(seed: int, epoch: int, count: int, examples: int, flips: bool):
+    """(indices, views) of one epoch: `examples` draws, a fresh permutation of the `count`
+    examples repeated as needed, each with view 0 (as it is) or, with `flips`, 1 (mirrored) at
+    random: from (seed, epoch) alone, so a resumed run draws the same."""
+    rng = np.random.default_rng([seed, epoch])
+    indices = np.concatenate([rng.permutation(count) for _ in range(-(-examples // count))])
+    views = rng.integers(0, 2 if flips else 1, size=examples)
+    return indices[:examples], views
+
+
+def dataset(features: np.ndarray, labels: np.ndarray, num_classes: int, batch: int,
+            steps: int, first_epoch: int, last_epoch: int, seed: int):
+    """(features, one-hot label) batches of epochs [first_epoch, last_epoch), `steps` each.
+    `features`: [N, D], or [2, N, D] (as they are, mirrored)."""
+    import tensorflow as tf
+
+    flips = features.ndim == 3
+    table = features if flips else features[None]
+    draws = [epoch_order(seed, e, table.shape[1], steps * batch, flips)
+             for e in range(first_epoch, last_epoch)]
+    indices = np.concatenate([d[0] for d in draws])
+    views = np.concatenate([d[1] for d in draws])
+    x = table[views, indices]
+    y = np.eye(num_classes, dtype=np.float32)[np.asarray(labels)[indices]]
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch, drop_remainder=True)
+
+
+class OnModel(keras.callbacks.CallbackList):
+    """Callbacks that see `model` whatever model `fit` trains (the head, on features): the
+    validation, the backups and the best model are the full model's. Early stopping, asked
+    for on the full model, stops the fit."""
+
+    def __init__(self, callbacks, model):
+        self.full, self.fitted = model, None
+        super().__init__(list(callbacks), model=model)
+
+    def set_model(self, model):
+        self.fitted = model
+        super().set_model(self.full)
+
+    def on_epoch_end(self, epoch, logs=None):
+        # Into `fit`'s own logs (CallbackList would pass a copy): the progress line and the
+        # history show the validation figures these callbacks add.
+        for callback in self.callbacks:
+            callback.on_epoch_end(epoch, logs)
+        if self.fitted is not None and self.full.stop_training:
+            self.fitted.stop_training = True
