@@ -96,7 +96,8 @@ def train(flags: list[str], args, name: str) -> dict:
               f"{float(row['learning_rate']):.3g}")
     best = max(rows, key=lambda r: float(r["val_f1_macro"]))
     print(f"  best {float(best['val_f1_macro']):.4f} (epoch {best['epoch']}); "
-          f"{training / 60:.1f} min of training (feature caching included), {total / 60:.1f} min for the whole command")
+          f"{training / 60:.1f} min of training (feature caching included), "
+          f"{total / 60:.1f} min for the whole command")
     return {"name": name, "rows": rows, "best": float(best["val_f1_macro"]),
             "training_min": training / 60, "total_min": total / 60}
 
