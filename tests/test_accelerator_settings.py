@@ -91,6 +91,17 @@ GPU_LIKE = {"runtime.precision": "mixed_float16", "runtime.steps_per_execution":
             "train.schedule": "ramp", "train.epochs": 2, "train.deterministic": True}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _keep_the_dtype_policy():
+    """A plan sets Keras' global dtype policy (runtime.detect): the float16 runs here must not
+    leave it to the test modules after this one."""
+    import keras
+
+    policy = keras.config.dtype_policy()
+    yield
+    keras.config.set_dtype_policy(policy)
+
+
 @pytest.fixture(scope="module")
 def gpu_like_runs(tiny_petals, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpu_like")
