@@ -103,7 +103,7 @@ def test_a_full_tmpfs_as_runs_dir_is_one_line_and_the_run_finishes_once_freed(ti
     assert (small_disk / "r" / "FINISHED").is_file()
 
 
-@pytest.mark.slow
+@pytest.mark.large  # 30 s: CI's large step (the README's suite keeps to 20 min)
 def test_a_disk_with_room_only_to_create_the_backup_is_one_line_too(tiny_petals, small_disk):
     """8 KiB free when epoch 1's backup begins (`crash_train` fills a 32 MB tmpfs): HDF5 could
     create the file and then failed closing its first objects, which crashed the process even

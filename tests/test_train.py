@@ -81,7 +81,7 @@ def _model_weights(run):
         return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
 
 
-@pytest.mark.slow
+@pytest.mark.large  # 50 s: CI's large step (the README's suite keeps to 20 min)
 def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_petals,
                                                                            tmp_path):
     """--deterministic: a run killed after its second epoch and resumed (another process)
