@@ -240,6 +240,12 @@ def test_cached_feature_epochs_are_fresh_draws_with_mirrors_at_random():
     np.testing.assert_array_equal(np.concatenate([np.asarray(b[0])[:, 0] for b in again]),
                                   values[12:])  # epoch 1 drawn the same when resumed there
     assert features.cacheable(["flip"]) and not features.cacheable(["flip", "color"])
+    # --class-weight reaches the head's stream too: each example weighted by its class's weight.
+    weighted = list(features.dataset(table, labels, 2, batch=4, steps=3, first_epoch=0,
+                                     last_epoch=2, seed=7, class_weights=[0.5, 3.0]))
+    for (x, y, w), (x0, _) in zip(weighted, batches):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(x0))
+        np.testing.assert_array_equal(np.asarray(w), np.where(np.asarray(y)[:, 1] == 1, 3.0, 0.5))
 
 
 def test_train_help_says_the_recipe_sets_the_defaults(capsys):

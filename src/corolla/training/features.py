@@ -72,9 +72,10 @@ def epoch_order(seed: int, epoch: int, count: int, examples: int, flips: bool):
 
 
 def dataset(features: np.ndarray, labels: np.ndarray, num_classes: int, batch: int,
-            steps: int, first_epoch: int, last_epoch: int, seed: int):
+            steps: int, first_epoch: int, last_epoch: int, seed: int, class_weights=None):
     """(features, one-hot label) batches of epochs [first_epoch, last_epoch), `steps` each.
-    `features`: [N, D], or [2, N, D] (as they are, mirrored)."""
+    `features`: [N, D], or [2, N, D] (as they are, mirrored). `class_weights` ([num_classes]):
+    with each example's weight too, as `pipeline.train_dataset` gives them."""
     import tensorflow as tf
 
     flips = features.ndim == 3
@@ -85,7 +86,9 @@ def dataset(features: np.ndarray, labels: np.ndarray, num_classes: int, batch: i
     views = np.concatenate([d[1] for d in draws])
     x = table[views, indices]
     y = np.eye(num_classes, dtype=np.float32)[np.asarray(labels)[indices]]
-    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch, drop_remainder=True)
+    examples = (x, y) if class_weights is None else \
+        (x, y, y @ np.asarray(class_weights, np.float32))
+    return tf.data.Dataset.from_tensor_slices(examples).batch(batch, drop_remainder=True)
 
 
 class OnModel(keras.callbacks.CallbackList):

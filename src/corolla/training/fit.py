@@ -439,7 +439,8 @@ class _Trainer:
                               steps_per_execution=self.ready.steps_per_execution,
                               jit_compile=plan.jit_compile)
         data = features.dataset(train_features, labels, len(layout.class_names),
-                                plan.global_batch, self.ready.steps, first, phase.end, t.seed)
+                                plan.global_batch, self.ready.steps, first, phase.end, t.seed,
+                                self.class_weights)
         self.own_f1.cached = (self.head, val_features)
         try:
             self.head.fit(data, epochs=phase.end, initial_epoch=first,
