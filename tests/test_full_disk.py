@@ -41,7 +41,7 @@ def _assert_one_line(result, written, stderr=None):
     assert stderr.splitlines() == [f"corolla: error: could not write {written} ({FULL}"]
 
 
-@pytest.mark.slow
+@pytest.mark.large  # 28s: CI's large step (the README's suite keeps to 20 min)
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full to fill a disk with")
 def test_a_disk_that_fills_during_the_backup_is_one_line_and_the_run_resumes(tiny_petals,
                                                                              tmp_path):

@@ -296,7 +296,7 @@ def test_10_a_size_below_the_models_smallest_is_one_line_before_any_folder(tiny_
         corolla.train(data=tiny_petals, model="small_cnn", input_size=7, runs_dir=runs)
 
 
-@pytest.mark.slow
+@pytest.mark.large  # 33s: CI's large step (the README's suite keeps to 20 min)
 def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, capsys):
     """A damaged record met mid-training advises --skip-bad-records: both ways of continuing the
     run take it (and keep it for evaluate and predict); other settings are still refused."""
