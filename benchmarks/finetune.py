@@ -4,9 +4,10 @@ fine-tuning recipes on real ImageNet weights, against a linear probe of the same
     python benchmarks/finetune.py probe    [--size 224] [--train-images 1000]
     python benchmarks/finetune.py recipes  [--input-size 128] [--steps 30]
     python benchmarks/finetune.py figures  [--seeds 42,7]
-    python benchmarks/finetune.py scratch
+    python benchmarks/finetune.py scratch  [--only 0,2]
+    python benchmarks/finetune.py tune     [--only 0,2]
         [--data ../shared/data/flowers5] [--weights ../shared/weights/efficientnet_lite0_imagenet]
-        [--runs-dir /tmp/corolla-finetune] [--tiny]
+        [--runs-dir /tmp/corolla-finetune] [--extra "--backend jax"] [--tiny]
 
 - probe: the frozen backbone's pooled features (efficientnet_lite0, `--size` px) and a
   scikit-learn logistic regression on `--train-images` training images: the figure a
@@ -21,6 +22,10 @@ fine-tuning recipes on real ImageNet weights, against a linear probe of the same
   and the from-scratch `cpu` recipe (>= 0.90 within 15 minutes asked).
 - scratch: candidate re-tunings of the `cpu` recipe for the time TensorFlow 2.21 leaves it
   (its 64 px epochs take 3 s, where it was tuned at 15 s), as flag sets over `--recipe cpu`.
+- tune: candidate re-tunings of `cpu-finetune`, as flag sets over it (their CPU minutes
+  estimated beside them). Their val macro F1 per epoch can be had on a GPU (`--extra
+  "--backend jax"` on a machine whose JAX sees one) in a fraction of the CPU's time; the
+  winner's minutes are then measured here, by `figures`.
 
 Every run is a `corolla train` subprocess (its own TensorFlow, nothing shared); printed per
 run: val macro F1 and the learning rate per epoch (history.csv), the best, and minutes: of
@@ -28,6 +33,9 @@ training (from the log's "training ..." line, just before the first epoch, to th
 epoch's end, as the log's lines arrive: a frozen phase's feature caching included) and
 of the whole command (training, evaluation, predictions, report). Run it on an otherwise idle
 machine: the minutes are the figures.
+
+`--only`: the candidates of `scratch` or `tune` to run, by index. `--extra`: more `corolla
+train` flags for every run, one string.
 
 `--tiny`: a smoke test of this script (synthetic 32 px data, 2 steps an epoch, 2 epochs): it
 proves the commands run, its figures mean nothing.
@@ -60,6 +68,27 @@ SCRATCH = {
     "small_resnet 160 px, 40 epochs, strong augmentation": [
         "--model", "small_resnet", "--input-size", "160", "--start-size", "96", "--epochs",
         "40", "--augment", "strong"],
+    "small_cnn 192 px, 48 epochs, flip + affine + color": [
+        "--input-size", "192", "--start-size", "96", "--epochs", "48", "--augment",
+        "flip,affine,color"],
+}
+
+# Candidate re-tunings of cpu-finetune (flags over it), for 10 minutes of training on an idle
+# 2-core CPU, where (measured, TensorFlow 2.21) the frozen phase's feature caching takes ~1.1
+# min and an unfrozen epoch ~57 s at 160 px (x1.44 at 192 px, the data's own size).
+FINETUNE = {
+    "cpu-finetune as shipped (160 px, 2 + 5 epochs; ~6 min)": [],
+    "160 px, 2 + 8 epochs (~8.7 min)": ["--epochs", "10"],
+    "192 px, 2 + 6 epochs (~9.7 min)": ["--input-size", "192", "--epochs", "8"],
+    "160 px, 2 + 8 epochs, flip + affine (~8.7 min)": ["--epochs", "10", "--augment",
+                                                       "flip,affine"],
+    "160 px, 2 + 8 epochs, unfrozen at x0.05 (~8.7 min)": ["--epochs", "10",
+                                                          "--finetune-lr-scale", "0.05"],
+    "192 px, 1 + 7 epochs (~10.3 min)": ["--input-size", "192", "--epochs", "8",
+                                         "--frozen-epochs", "1"],
+    "176 px, 2 + 7 epochs (~9.3 min)": ["--input-size", "176", "--epochs", "9"],
+    "192 px, 2 + 6 epochs, unfrozen at x0.05 (~9.7 min)": [
+        "--input-size", "192", "--epochs", "8", "--finetune-lr-scale", "0.05"],
 }
 
 
@@ -138,7 +167,7 @@ def probe(args) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("probe", "recipes", "figures", "scratch"))
+    p.add_argument("what", choices=("probe", "recipes", "figures", "scratch", "tune"))
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--weights", type=Path, default=WEIGHTS)
     p.add_argument("--runs-dir", type=Path, default=None)
@@ -147,16 +176,18 @@ def main(argv=None) -> int:
     p.add_argument("--input-size", type=int, default=128, help="recipes: the input size")
     p.add_argument("--steps", type=int, default=30, help="recipes: steps per epoch")
     p.add_argument("--seeds", default="42,7", help="figures: cpu-finetune's seeds")
+    p.add_argument("--only", default="", help="scratch/tune: candidate indices, e.g. 0,2")
+    p.add_argument("--extra", default="", help="more corolla train flags, one string")
     p.add_argument("--tiny", action="store_true", help="a smoke test on synthetic data")
     args = p.parse_args(argv)
     args.runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="corolla-finetune-"))
-    args.extra = []
+    args.extra = args.extra.split()
     if args.tiny:
         from corolla.commands import demo
         from corolla.data import synthetic
 
         args.data = synthetic.write(args.runs_dir / "petals", demo.TINY.data)
-        args.extra = ["--epochs", "2", "--steps-per-epoch", "2", "--batch-size", "8"]
+        args.extra += ["--epochs", "2", "--steps-per-epoch", "2", "--batch-size", "8"]
         args.size, args.input_size, args.train_images = 32, 32, 64
     if args.what == "probe":
         probe(args)
@@ -177,9 +208,14 @@ def main(argv=None) -> int:
                                  args, f"cpu-finetune-seed{seed}"))
         results.append(train(["--recipe", "cpu"], args, "cpu"))
     else:
-        for i, (label, flags) in enumerate(SCRATCH.items()):
-            results.append(train(["--recipe", "cpu", *flags], args, f"scratch-{i}"))
-            results[-1]["name"] = label
+        recipe, candidates = ("cpu", SCRATCH) if args.what == "scratch" else \
+            ("cpu-finetune", FINETUNE)
+        only = {int(i) for i in args.only.split(",") if i} or range(len(candidates))
+        for i, (label, flags) in enumerate(candidates.items()):
+            if i in only:
+                results.append(train(["--recipe", recipe, *weights * (recipe != "cpu"),
+                                      *flags], args, f"{args.what}-{i}"))
+                results[-1]["name"] = label
     print("\nsummary (val macro F1 best; minutes of training / of the whole command):")
     for r in results:
         print(f"  {r['name']:55s} {r['best']:.4f}  {r['training_min']:5.1f} / "

@@ -253,7 +253,7 @@ def test_train_help_says_the_recipe_sets_the_defaults(capsys):
 
     assert main(["train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "--epochs EPOCHS default: the recipe's; cpu: 32, cpu-finetune: 7" in text
+    assert "--epochs EPOCHS default: the recipe's; cpu: 32, cpu-finetune: 8" in text
     assert "default 12" not in text
 
 

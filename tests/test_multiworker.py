@@ -107,6 +107,43 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
 
 @pytest.mark.large  # about a minute each: CI runs them after the README's suite
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_worker_that_lost_its_scratch_folder_continues_from_the_chiefs_backup(
+        backend, tiny_petals, tmp_path):
+    """Both die after epoch 0; worker 1's private scratch folder is gone (a preempted VM
+    recreated) when the same command resumes. TensorFlow: it continues from the chief's epoch
+    with the chief's weights and optimizer, where it used to refuse; had it started afresh (its
+    own initial weights, a new optimizer), the two would not end with the same weights. JAX:
+    refused in one line that says what to copy where (not yet built there)."""
+    runs = tmp_path / "runs"
+    _run_workers(backend, tmp_path, [CRASH, "epoch_end:0", "train", "--data", tiny_petals,
+                                     "--epochs", 2, "--global-batch-size", 16, "--runs-dir",
+                                     runs], expect=3)
+    [run] = list(runs.iterdir())
+    run_id = tomllib.loads((run / "config.toml").read_text())["output"]["run_id"]
+    shutil.rmtree(tmp_path / "tmp1" / f"corolla-{run_id}")
+
+    if backend == "jax":
+        refused = _run_workers(backend, tmp_path, [CRASH, "none", "train", "--resume", run],
+                               expect=2)
+        assert ("the processes restored different epochs ([1, 0] completed, by process); on "
+                "JAX a worker cannot yet take the chief's backup") in refused[0]
+        assert f"$TMPDIR/corolla-{run_id}/worker-N/backup), then resume" in refused[0]
+        return
+    resumed = _run_workers(backend, tmp_path, [CRASH, "none", "train", "--resume", run])
+    assert all("FIRST_EPOCH 1" in out for out in resumed), resumed
+    assert ("every process continues from the chief's backup, after epoch 1: epochs in the "
+            "workers' own backups: process 1 (0)") in resumed[0]
+    with (run / "history.csv").open() as f:
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2"]
+    scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
+    chief, worker = _weights(run / "last.keras"), _weights(scratch / "last.keras")
+    assert len(chief) == len(worker) > 0
+    for a, b in zip(chief, worker):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_two_workers_validate_every_image_of_val_once(backend, tiny_petals, tmp_path):
     """The per-epoch validation of a two-process job scores every val image once, in the right
     order: the last epoch's val figures in history.csv equal a single-process `corolla

@@ -73,7 +73,11 @@ def test_xla_and_steps_per_execution_can_be_forced_anywhere():
     assert (auto.jit_compile, auto.steps_per_execution) == (False, 1)
     forced = decide(CPU, Cluster(), jit_compile="on", steps_per_execution=8)
     assert (forced.jit_compile, forced.steps_per_execution) == (True, 8)
-    assert decide(TPU_JAX, Cluster()).steps_per_execution == 16
+    # On TPUs several steps per call on TensorFlow (one device loop); Keras' JAX trainer would
+    # only loop over them in Python, so JAX keeps 1 unless asked.
+    assert decide(TPU_NODE, Cluster()).steps_per_execution == 16
+    assert decide(TPU_JAX, Cluster()).steps_per_execution == 1
+    assert decide(TPU_JAX, Cluster(), steps_per_execution=4).steps_per_execution == 4
     assert not decide(GPU_T4, Cluster(), jit_compile="off").jit_compile
 
 

@@ -95,14 +95,15 @@ def f1_run(tiny_petals, tmp_path_factory):
         overrides = {"data.path": str(tiny_petals), "train.epochs": 4,
                      "train.early_stopping_patience": 1}
         _, first = _train(tmp, "r", overrides, crash_after=1)
+        backup = {p.name: p.read_bytes() for p in (tmp / "r" / "backup").iterdir()}
         _, second = _train(tmp, "r", {}, resume=True)
     finally:
         callbacks.macro_f1 = real
-    return tmp / "r", {**first, **second}, seen
+    return tmp / "r", {**first, **second}, seen, backup
 
 
 def test_val_macro_f1_is_recorded_every_epoch_from_the_whole_val_split(f1_run):
-    run, _, seen = f1_run
+    run, _, seen, _ = f1_run
     rows = _history(run)
     assert [float(r["val_f1_macro"]) for r in rows] == [0.5, 0.9, 0.3]
     assert {"loss", "accuracy", "val_loss", "val_accuracy", "learning_rate"} <= set(rows[0])
@@ -112,11 +113,22 @@ def test_val_macro_f1_is_recorded_every_epoch_from_the_whole_val_split(f1_run):
 def test_the_best_epoch_is_model_keras_and_the_last_is_last_keras_across_a_resume(f1_run):
     """Early stopping: epoch 3 (index 2) is worse than epoch 2 (the best, before the kill), so
     patience 1 stops the run there; the best survived the resume."""
-    run, weights, _ = f1_run
+    run, weights, _, _ = f1_run
     assert [r["epoch"] for r in _history(run)] == ["1", "2", "3"]  # stopped, not 4 epochs
     assert rundir.status(run) == rundir.TRAINED and not (run / "backup").exists()
     best, last = _saved_weights(run / "model.keras"), _saved_weights(run / "last.keras")
     assert _same(best, weights[1]) and _same(last, weights[2]) and not _same(best, last)
+
+
+def test_the_best_epoch_is_backed_up_as_the_models_weights_alone(f1_run):
+    """No .keras per new best epoch (an archive with the optimizer's state: 3x the bytes with
+    Adam): the model's weights of the best epoch, from which model.keras is written once."""
+    import io
+
+    _, weights, _, backup = f1_run
+    assert sorted(backup) == ["best-epoch-0001.npz", "epoch-0001.weights.h5", "state.json"]
+    with np.load(io.BytesIO(backup["best-epoch-0001.npz"])) as best:
+        assert _same([best[f"arr_{i}"] for i in range(len(best.files))], weights[1])
 
 
 @pytest.fixture(scope="module")

@@ -267,17 +267,19 @@ def _fill(ds: tf.data.Dataset) -> tf.data.Dataset:
 
 def eval_dataset(split: Split, image_size: int, global_batch: int, pad: bool = True,
                  skip_bad_records: bool = False) -> tf.data.Dataset:
-    """Images only, in file order, batched, one per id of `metadata` (same `skip_bad_records`).
-    With `pad`, the last batch is filled with blank images so every batch is full; callers keep
-    the first `split.count` predictions (the count of the split `check.check_split` returned,
-    when skipping). A test image that does not decode is a blank image too (see the module)."""
+    """Images only (uint8, as training's: the model casts them on the accelerator, and a
+    quarter of float32's bytes cross to it), in file order, batched, one per id of `metadata`
+    (same `skip_bad_records`). With `pad`, the last batch is filled with blank images so every
+    batch is full; callers keep the first `split.count` predictions (the count of the split
+    `check.check_split` returned, when skipping). A test image that does not decode is a blank
+    image too (see the module)."""
     skip = skip_bad_records
     parse = _parser(split, image_size)
-    blank = tf.zeros([image_size, image_size, 3], tf.float32)
+    blank = tf.zeros([image_size, image_size, 3], tf.uint8)
     bad = None if split.labelled else _bad(split, skip)
 
     def image(record, path, index):
-        decoded = lambda: tf.cast(parse(record, path, index)["image"], tf.float32)  # noqa: E731
+        decoded = lambda: parse(record, path, index)["image"]  # noqa: E731
         return decoded() if bad is None else tf.cond(bad(path, index), lambda: blank, decoded)
 
     ds = _records(split, ordered=True, skip=skip, drop_bad=split.labelled).map(

@@ -91,14 +91,29 @@ PROGRESS_STEPS = 10  # a progress bar (in a terminal) for predictions of this ma
 
 
 def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan: Plan,
-                          skip_bad_records: bool = False, tta: int = 1, log=None):
+                          skip_bad_records: bool = False, tta: int = 1, log=None,
+                          batches=None):
     """Class probabilities [N, C] in the split's file order (padding dropped). `tta`: the mean
     over that many views of every image (see `corolla.evaluation.tta`), one pass over the split
-    each; `log` says which view runs."""
-    return _predict_views(
-        model, lambda batch: pipeline.eval_dataset(split, image_size, batch,
-                                                   skip_bad_records=skip_bad_records),
-        split.count, plan, tta, log)
+    each; `log` says which view runs. `batches`: `split_batches` of the same split and size,
+    kept by a caller that predicts it again and again (training's val F1, every epoch)."""
+    return _predict_views(model, batches or split_batches(split, image_size, skip_bad_records),
+                          split.count, plan, tta, log)
+
+
+def split_batches(split: layout_lib.Split, image_size: int, skip_bad_records: bool = False):
+    """`batches(batch)`: the split's padded uint8 batches (`pipeline.eval_dataset`), built once
+    per batch size. A dataset can be iterated again and again; building it anew traces its
+    functions anew (a few hundred ms per epoch, which a fast accelerator would wait for)."""
+    built = {}
+
+    def batches(batch: int):
+        if batch not in built:
+            built[batch] = pipeline.eval_dataset(split, image_size, batch,
+                                                 skip_bad_records=skip_bad_records)
+        return built[batch]
+
+    return batches
 
 
 def predict_images(model, images: np.ndarray, plan: Plan, tta: int = 1, log=None,
@@ -110,8 +125,7 @@ def predict_images(model, images: np.ndarray, plan: Plan, tta: int = 1, log=None
     def batches(batch):
         extra = -len(images) % batch  # full batches, as eval_dataset pads them
         padded = np.concatenate([images, np.zeros((extra, *images.shape[1:]), images.dtype)])
-        return tf.data.Dataset.from_tensor_slices(padded).map(
-            lambda x: tf.cast(x, tf.float32)).batch(batch)
+        return tf.data.Dataset.from_tensor_slices(padded).batch(batch)
 
     return _predict_views(model, batches, len(images), plan, tta, log, progress)
 

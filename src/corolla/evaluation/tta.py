@@ -65,15 +65,17 @@ def parameters(view: int, count: int, seed: int = SEED) -> np.ndarray:
 
 
 def transform(images, view: int, params):
-    """float32 [B, H, W, 3] in [0, 255] -> view `view` of each image (same shape, dtype and
-    range); `params`: [B, 4] rows of `parameters`."""
+    """[B, H, W, 3] in [0, 255] -> view `view` of each image (same shape and range); the
+    plain and flipped views keep the dtype (uint8 from `pipeline.eval_dataset`), warped views
+    are float32; `params`: [B, 4] rows of `parameters`."""
     import tensorflow as tf  # here: the command checks --tta before a backend is chosen
 
-    images = tf.convert_to_tensor(images, tf.float32)
+    images = tf.convert_to_tensor(images)
     if flipped(view):
         images = tf.reverse(images, axis=[2])
     if view < 2:
         return images
+    images = tf.cast(images, tf.float32)
     from corolla.data.augment import affine_matrices
 
     params = tf.convert_to_tensor(params, tf.float32)

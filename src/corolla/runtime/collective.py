@@ -1,9 +1,10 @@
-"""Small agreements between the processes of a multi-host job, outside training: which run
-this is (the chief's id), whether every process restored the same epoch, and when the chief
-is done.
+"""Agreements between the processes of a multi-host job, outside training: which run this is
+(the chief's id), which epoch every process continues from (the chief's record and weights, for
+a worker that lost its backup), and when the chief is done.
 
-Each process contributes a few small integers; every process gets everyone's. In a
-single-process job this is the identity, and no collective is run.
+Each process contributes a few small integers (or bytes, or its values of the same variables);
+every process gets everyone's, or the chief's. In a single-process job this is the identity,
+and no collective is run.
 """
 
 from __future__ import annotations
@@ -53,3 +54,44 @@ def wait_for_each_other(plan) -> None:
     JAX's shutdown barrier, which gives up after 300 s and then aborts every process of the
     job, the chief in the middle of its evaluation."""
     gather(plan, [0])
+
+
+def chief_bytes(plan, data: bytes) -> bytes:
+    """The chief's `data` on every process (each passes its own; the lengths may differ)."""
+    if not plan.multi_worker:
+        return data
+    lengths = gather(plan, [len(data)])[:, 0]
+    padded = np.frombuffer(data.ljust(int(lengths.max()), b"\0"), np.uint8)
+    return gather(plan, padded)[0, : lengths[0]].astype(np.uint8).tobytes()
+
+
+def take_chiefs_values(plan, variables) -> None:
+    """Every process's `variables` (the same list, in the same order, on each: a model's and
+    its optimizer's) take the chief's values. Called by every process, inside the plan's
+    scope. For a worker that continues from the chief's backup instead of its own."""
+    if not plan.multi_worker:
+        return
+    values = [np.asarray(v) for v in variables]
+    if plan.backend == "jax":
+        from jax.experimental import multihost_utils
+
+        chiefs = multihost_utils.broadcast_one_to_all(values, is_source=plan.is_chief)
+    else:
+        import tensorflow as tf
+
+        # One sum over the replicas of every value, flat, in which only the chief's first
+        # replica's is not zero. In float64: a collective sum knows no bool or unsigned type,
+        # and every value here (weights, step counters, seeds) is exact in it.
+        flat = np.concatenate([v.astype(np.float64).ravel() for v in values])
+
+        def contribution(context):  # worker 0's replicas come first
+            return tf.constant(flat if context.replica_id_in_sync_group == 0 else
+                               np.zeros_like(flat))
+
+        strategy = plan.strategy
+        total = strategy.reduce(tf.distribute.ReduceOp.SUM,
+                                strategy.experimental_distribute_values_from_function(
+                                    contribution), axis=None).numpy()
+        chiefs = np.split(total, np.cumsum([v.size for v in values])[:-1])
+    for variable, mine, chief in zip(variables, values, chiefs):
+        variable.assign(np.asarray(chief).astype(mine.dtype).reshape(mine.shape))

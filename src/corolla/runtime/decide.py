@@ -174,13 +174,16 @@ def choose_jit_compile(backend: str, accel: str, strategy: str, hw: Hardware,
     return True  # one GPU (one_device, default, a one-GPU mirrored): XLA fuses the step's ops
 
 
-def choose_steps_per_execution(requested: int, accel: str) -> int:
+def choose_steps_per_execution(requested: int, accel: str, backend: str) -> int:
     """`requested` (runtime.steps_per_execution) when set; else several steps per host
-    round-trip on TPUs (Plan.fit_steps fits each epoch to whole executions). On CPU/GPU the gain
-    is small, and under multi-replica MirroredStrategy Keras 3 fails with more than 1."""
+    round-trip on TensorFlow TPUs, whose `tf.function` loops over them on the device
+    (Plan.fit_steps fits each epoch to whole executions). On CPU/GPU the gain is small, and
+    under multi-replica MirroredStrategy Keras 3 fails with more than 1. Keras 3's JAX trainer
+    runs K steps per execution as K calls of the one-step program from Python (its
+    `_make_function`): nothing saved, and epochs would be rounded down to K steps for it."""
     if requested:
         return requested
-    return 16 if accel == "tpu" else 1
+    return 16 if accel == "tpu" and backend == "tensorflow" else 1
 
 
 def decide(hw: Hardware, cluster: Cluster, *, backend: str = "auto", strategy: str = "auto",
@@ -193,4 +196,5 @@ def decide(hw: Hardware, cluster: Cluster, *, backend: str = "auto", strategy: s
                     precision=choose_precision(precision, accel, hw, chosen),
                     jit_compile=choose_jit_compile(chosen, accel, strategy, hw, jit_compile,
                                                    deterministic),
-                    steps_per_execution=choose_steps_per_execution(steps_per_execution, accel))
+                    steps_per_execution=choose_steps_per_execution(steps_per_execution, accel,
+                                                                        chosen))

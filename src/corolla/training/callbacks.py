@@ -8,10 +8,34 @@ import contextlib
 import keras
 import numpy as np
 
-from corolla.evaluation.inference import predict_probabilities
+from corolla.evaluation.inference import predict_probabilities, split_batches
 from corolla.evaluation.metrics import macro_f1
 
 VAL_F1 = "val_f1_macro"
+
+
+class SwapEMA(keras.callbacks.SwapEMAWeights):
+    """Keras' swap of the weights and their EMA, on the device and exact on both backends.
+    Keras' own copies every weight to host memory and back for each swap on JAX
+    (`convert_to_numpy`), and on TensorFlow swaps by arithmetic (a += b; b = a - b; a -= b),
+    whose rounding leaves the raw weights a little off after every validation. Here a copy on
+    the device is held instead (a JAX array is immutable: holding it is the copy)."""
+
+    def _backend_swap_variables(self, optimizer):
+        for var, average in zip(optimizer._trainable_variables,
+                                optimizer._model_variables_moving_average):
+            current = var.value
+            var.assign(average.value)
+            average.assign(current)
+
+    def _tf_swap_variables(self, optimizer):
+        import tensorflow as tf
+
+        for var, average in zip(optimizer._trainable_variables,
+                                optimizer._model_variables_moving_average):
+            current = tf.identity(var.value)  # (mirrored copies are equal: any one will do)
+            var.assign(average.value)
+            average.assign(current)
 
 
 @contextlib.contextmanager
@@ -43,6 +67,7 @@ class ValMacroF1(keras.callbacks.Callback):
         super().__init__()
         self.split, self.image_size, self.labels = split, image_size, np.asarray(labels)
         self.plan, self.swap, self.skip = plan, swap, skip_bad_records
+        self.batches = split_batches(split, image_size, skip_bad_records)  # built once
         # (head, the val split's features): set while the backbone is frozen and its features
         # are cached (training.features), so validation costs the head's pass alone.
         self.cached = None
@@ -55,7 +80,8 @@ class ValMacroF1(keras.callbacks.Callback):
                                              verbose=0)
             else:
                 probabilities = predict_probabilities(self.model, self.split, self.image_size,
-                                                      self.plan, self.skip)
+                                                      self.plan, self.skip,
+                                                      batches=self.batches)
         if logs is not None:
             predicted = probabilities.argmax(axis=1)
             one_hot = np.eye(probabilities.shape[1], dtype=np.float32)[self.labels]

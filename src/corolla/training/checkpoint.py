@@ -4,14 +4,16 @@ leaves a state to continue from.
     backup/state.json               {"epochs_done": N, "weights": "epoch-0003.weights.h5",
                                      "history": [one row per completed epoch],
                                      "best_epoch": 1, "best_f1": 0.83,
-                                     "best": "best-epoch-0001.keras"}
+                                     "best": "best-epoch-0001.npz"}
     backup/epoch-0003.weights.h5    model and optimizer state after epoch 3 (0-based)
-    backup/best-epoch-0001.keras    the model of the best epoch by val macro F1 so far (its EMA
-                                     weights, when the optimizer keeps them)
+    backup/best-epoch-0001.npz      the model's weights of the best epoch by val macro F1 so far
+                                     (its EMA weights, when the optimizer keeps them)
 
 Each epoch's weights go to a new file first; only then does state.json (written atomically)
 point at it, and only then are older weight files removed: state.json always names a complete
 file. history.csv is rewritten from state.json's rows, so each epoch is in it exactly once.
+The best epoch keeps its weights alone (a third of a .keras with Adam's two moments, and no
+archive to zip): the run's model.keras is written from them once, when training ends.
 Keras' own BackupAndRestore overwrites one weights file in place, cannot tell the data
 pipeline which epoch it restores before `fit` starts, and deletes the backup before the final
 model is saved; hence this.
@@ -77,6 +79,19 @@ def weights_size(model) -> int:
                            for v in variables.values())
 
 
+def save_model_weights(model, path: Path) -> None:
+    """The model's own weights (no optimizer), as `load_model_weights` reads them."""
+    arrays = model.get_weights()
+    check_space(path, (1 << 20) + sum(a.nbytes for a in arrays))
+    with atomic_path(path) as tmp, open(tmp, "wb") as out:
+        np.savez(out, *arrays)
+
+
+def load_model_weights(model, path: Path) -> None:
+    with np.load(path) as saved:
+        model.set_weights([saved[f"arr_{i}"] for i in range(len(saved.files))])
+
+
 def write_history(rows: list[dict], path: Path) -> None:
     columns = ["epoch"] + sorted({k for row in rows for k in row} - {"epoch"})
     out = io.StringIO()
@@ -92,7 +107,7 @@ class Checkpoint(keras.callbacks.Callback):
 
     With val macro F1 in the epoch's logs (`callbacks.ValMacroF1`, placed before this), an
     epoch better than the best so far saves its model (on the EMA weights: `swap`, Keras'
-    SwapEMAWeights, when the optimizer keeps them), and `patience` epochs without one stop the
+    SwapEMA, when the optimizer keeps them), and `patience` epochs without one stop the
     training. The backup itself holds the raw weights and the optimizer (with its EMA), so a
     resumed run continues exactly. `saved`: the model the best epoch is saved as, when not the
     one trained (a view of it at the run's input size: see `models.at_size`)."""
@@ -105,14 +120,25 @@ class Checkpoint(keras.callbacks.Callback):
         self.backup_dir.mkdir(parents=True, exist_ok=True)
         remove_partials(self.backup_dir)  # a weights file a killed run never put in place
 
-    def restore(self, model) -> None:
+    def restore(self, model, for_all: bool = False) -> None:
         """Loads the backed-up model and optimizer state; call it inside the plan's scope
         before `fit`. The optimizer is built first: Keras loads nothing into an unbuilt one
-        (it only warns), and `fit` builds it too late for its own BackupAndRestore."""
+        (it only warns), and `fit` builds it too late for its own BackupAndRestore.
+
+        `for_all` (TensorFlow): every process calls it, but the workers have no backup of the
+        chief's epoch (their state will come from the chief: `collective.take_chiefs_values`).
+        Keras' first save or load in a process makes a reference optimizer, whose variables
+        a MultiWorkerMirroredStrategy creates collectively: where the chief loads, a worker
+        saves, so that both make it together."""
+        if (self.state.weights or for_all) and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
         if self.state.weights:
-            if not model.optimizer.built:
-                model.optimizer.build(model.trainable_variables)
             model.load_weights(self.backup_dir / self.state.weights)
+        elif for_all:
+            start = self.backup_dir / "start.weights.h5"
+            with atomic_path(start) as tmp:
+                model.save_weights(tmp)
+            start.unlink()
 
     def on_epoch_end(self, epoch, logs=None):
         from corolla.training.callbacks import VAL_F1, ema_weights
@@ -136,9 +162,10 @@ class Checkpoint(keras.callbacks.Callback):
         best_epoch, best_f1, best = self.state.best_epoch, self.state.best_f1, old_best
         f1 = row.get(VAL_F1)
         if f1 is not None and math.isfinite(f1) and (best_f1 is None or f1 > best_f1):
-            best_epoch, best_f1, best = epoch, f1, f"best-epoch-{epoch:04d}.keras"
-            with ema_weights(self.swap), atomic_path(self.backup_dir / best) as tmp:
-                (self.model if self.saved is None else self.saved).save(tmp)
+            best_epoch, best_f1, best = epoch, f1, f"best-epoch-{epoch:04d}.npz"
+            with ema_weights(self.swap):
+                save_model_weights(self.model if self.saved is None else self.saved,
+                                   self.backup_dir / best)
         self.state = BackupState(epoch + 1, name, self.state.history + [row], best_epoch,
                                  best_f1, best)
         write_text_atomic(self.backup_dir / STATE, json.dumps(self.state.__dict__, indent=1))

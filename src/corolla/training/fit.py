@@ -136,14 +136,41 @@ def _set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
             tf_config.disable_op_determinism()
 
 
-def _check_same_epoch(plan: Plan, epochs_done: int) -> None:
-    """Every process must continue from the same epoch: a worker that lost its backup would
-    otherwise silently train from scratch beside the others."""
-    done = collective.gather(plan, [epochs_done])[:, 0].tolist()
-    if len(set(done)) > 1:
+def _agree_on_epoch(plan: Plan, state: BackupState, run_id: str,
+                    log) -> tuple[BackupState, bool]:
+    """(the state this process continues from, whether the workers take the chief's). Every
+    process must continue from the chief's epoch: on TensorFlow a worker whose backup is
+    behind it (its private scratch folder lost with a preempted, recreated VM, or another
+    TMPDIR) takes the chief's record here and its weights and optimizer once the model is built
+    (`_Trainer.callbacks`), instead of silently training from scratch beside the others; on
+    JAX, refused with what to copy. A worker ahead of the chief means the chief's backup was
+    replaced: refused."""
+    import json
+
+    from corolla.training.checkpoint import BackupState
+
+    done = collective.gather(plan, [state.epochs_done])[:, 0].tolist()
+    if len(set(done)) == 1:
+        return state, False
+    if max(done) > done[0]:
         raise UserError(f"the processes restored different epochs ({done} completed, by "
-                        f"process); every worker must resume from its own backup of this run "
-                        f"(the same command, the same TMPDIR on each host)")
+                        f"process), and the chief fewer than a worker; resume from the chief's "
+                        f"backup as the run left it (the same command on every host)")
+    if plan.backend == "jax":
+        # Keras' JAX saving gathers and assigns every variable as a global array, collectively:
+        # a worker with nothing to load cannot mirror the chief's load of its backup (tried).
+        raise UserError(f"the processes restored different epochs ({done} completed, by "
+                        f"process); on JAX a worker cannot yet take the chief's backup: copy "
+                        f"the chief's run folder's backup/ into each worker's scratch folder "
+                        f"(on its host: $TMPDIR/corolla-{run_id}/worker-N/backup), then "
+                        f"resume")
+    behind = ", ".join(f"process {i} ({d})" for i, d in enumerate(done) if d < done[0])
+    log(f"every process continues from the chief's backup, after epoch {done[0]}: epochs in "
+        f"the workers' own backups: {behind} (a lost scratch folder, or another TMPDIR)")
+    chiefs = json.loads(collective.chief_bytes(plan, json.dumps(state.__dict__).encode()))
+    # The chief's best model stays the chief's: a worker keeps none (weights: sent later).
+    return (state if plan.is_chief else
+            BackupState(**{**chiefs, "weights": None, "best": None})), True
 
 
 @dataclass
@@ -156,6 +183,7 @@ class _Prepared:
     state: BackupState
     steps: int  # per epoch
     steps_per_execution: int
+    from_chief: bool  # every process takes the chief's weights (see _agree_on_epoch)
 
 
 def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
@@ -219,10 +247,11 @@ def _prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None)
     backup_dir = (run_dir / paths.BACKUP if run_dir else None) if plan.is_chief else \
         worker_scratch(run_id, plan.process_id) / paths.BACKUP
     state = read_state(backup_dir) if resume else BackupState()
-    _check_same_epoch(plan, state.epochs_done)
+    state, from_chief = _agree_on_epoch(plan, state, run_id, log)
     _set_determinism(config, plan)
     steps, steps_per_execution = _epoch_steps(config.train, plan, log)
-    return _Prepared(config, layout, run_dir, backup_dir, state, steps, steps_per_execution)
+    return _Prepared(config, layout, run_dir, backup_dir, state, steps, steps_per_execution,
+                     from_chief)
 
 
 def _epoch_steps(t: config_lib.TrainConfig, plan: Plan, log) -> tuple[int, int]:
@@ -309,18 +338,21 @@ class _Trainer:
         checkpoint, whose state says what was trained."""
         import keras
 
-        from corolla.training.callbacks import ValMacroF1
+        from corolla.training.callbacks import SwapEMA, ValMacroF1
         from corolla.training.checkpoint import Checkpoint
 
         config, plan = self.ready.config, self.plan
         t = config.train
         # Validation and the best model use the EMA weights.
-        swap = keras.callbacks.SwapEMAWeights() if t.ema else None
+        swap = SwapEMA() if t.ema else None
         checkpoint = Checkpoint(backup_dir, self.ready.state,
                                 run_dir / paths.HISTORY if plan.is_chief else None, swap=swap,
                                 patience=t.early_stopping_patience, log=self.log, saved=saved)
         with plan.scope():
-            checkpoint.restore(self.model)
+            checkpoint.restore(self.model, for_all=self.ready.from_chief)
+            if self.ready.from_chief:
+                collective.take_chiefs_values(
+                    plan, [*self.model.weights, *self.model.optimizer.variables])
         self.own_f1 = ValMacroF1(val_split, config.model.input_size, val_labels, plan, swap,
                                  config.data.skip_bad_records)
         # F1 first: the checkpoint records it and keeps the best epoch.
@@ -464,6 +496,7 @@ def _save(model, saved, final: BackupState, model_path: Path, backup_dir: Path, 
     Every worker saves (saving may read mirrored variables collectively); only the chief's copy
     is the run's. The backup goes only once the model is safely written; model.keras last of
     all (it marks the run trained)."""
+    from corolla.training.checkpoint import load_model_weights
     from corolla.training.optimizer import finalize_ema
 
     finalize_ema(model)  # (what fit did already, unless no epoch was left to train)
@@ -473,8 +506,13 @@ def _save(model, saved, final: BackupState, model_path: Path, backup_dir: Path, 
     if final.best is not None and final.best_epoch != last_epoch:
         log(f"model.keras: epoch {final.best_epoch + 1} (val macro F1 {final.best_f1:.4f}, "
             f"the best); last.keras: epoch {last_epoch + 1}")
+        best = backup_dir / final.best
         with files.atomic_path(model_path) as tmp:
-            shutil.copyfile(backup_dir / final.best, tmp)
+            if best.suffix == ".keras":  # a backup from before bests were weights alone
+                shutil.copyfile(best, tmp)
+            else:
+                load_model_weights(saved, best)
+                saved.save(tmp)
         result = None  # the caller loads the best model from the run
     else:
         result = saved
