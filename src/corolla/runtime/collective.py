@@ -67,31 +67,27 @@ def chief_bytes(plan, data: bytes) -> bytes:
 
 def take_chiefs_values(plan, variables) -> None:
     """Every process's `variables` (the same list, in the same order, on each: a model's and
-    its optimizer's) take the chief's values. Called by every process, inside the plan's
-    scope. For a worker that continues from the chief's backup instead of its own."""
+    its optimizer's) take the chief's values: TensorFlow's MultiWorkerMirroredStrategy (JAX
+    refuses before: see `training.fit._agree_on_epoch`). Called by every process, inside the
+    plan's scope, for a worker that continues from the chief's backup instead of its own."""
     if not plan.multi_worker:
         return
+    import tensorflow as tf
+
     values = [np.asarray(v) for v in variables]
-    if plan.backend == "jax":
-        from jax.experimental import multihost_utils
+    # One sum over the replicas of every value, flat, in which only the chief's first replica's
+    # is not zero. In float64: a collective sum knows no bool or unsigned type, and every value
+    # here (weights, step counters, seeds) is exact in it.
+    flat = np.concatenate([v.astype(np.float64).ravel() for v in values])
 
-        chiefs = multihost_utils.broadcast_one_to_all(values, is_source=plan.is_chief)
-    else:
-        import tensorflow as tf
+    def contribution(context):  # worker 0's replicas come first
+        return tf.constant(flat if context.replica_id_in_sync_group == 0 else
+                           np.zeros_like(flat))
 
-        # One sum over the replicas of every value, flat, in which only the chief's first
-        # replica's is not zero. In float64: a collective sum knows no bool or unsigned type,
-        # and every value here (weights, step counters, seeds) is exact in it.
-        flat = np.concatenate([v.astype(np.float64).ravel() for v in values])
-
-        def contribution(context):  # worker 0's replicas come first
-            return tf.constant(flat if context.replica_id_in_sync_group == 0 else
-                               np.zeros_like(flat))
-
-        strategy = plan.strategy
-        total = strategy.reduce(tf.distribute.ReduceOp.SUM,
-                                strategy.experimental_distribute_values_from_function(
-                                    contribution), axis=None).numpy()
-        chiefs = np.split(total, np.cumsum([v.size for v in values])[:-1])
+    strategy = plan.strategy
+    total = strategy.reduce(tf.distribute.ReduceOp.SUM,
+                            strategy.experimental_distribute_values_from_function(
+                                contribution), axis=None).numpy()
+    chiefs = np.split(total, np.cumsum([v.size for v in values])[:-1])
     for variable, mine, chief in zip(variables, values, chiefs):
         variable.assign(np.asarray(chief).astype(mine.dtype).reshape(mine.shape))

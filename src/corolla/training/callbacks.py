@@ -40,8 +40,8 @@ class SwapEMA(keras.callbacks.SwapEMAWeights):
 
 @contextlib.contextmanager
 def ema_weights(swap: keras.callbacks.SwapEMAWeights | None):
-    """The model holds its EMA weights inside the block (Keras' own swap, as it does around
-    validation); `swap` None: the weights as they are."""
+    """The model holds its EMA weights inside the block (`SwapEMA`, as Keras' own swap does
+    around validation); `swap` None: the weights as they are."""
     if swap is None:
         yield
         return
