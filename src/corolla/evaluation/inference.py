@@ -104,7 +104,8 @@ def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan:
 def split_batches(split: layout_lib.Split, image_size: int, skip_bad_records: bool = False):
     """`batches(batch)`: the split's padded uint8 batches (`pipeline.eval_dataset`), built once
     per batch size. A dataset can be iterated again and again; building it anew traces its
-    functions anew (a few hundred ms per epoch, which a fast accelerator would wait for)."""
+    functions anew (64 ms an epoch for flowers5's val split on a 2-core CPU, beside 174 ms for
+    a pass over its 583 images: time a fast accelerator would wait for)."""
     built = {}
 
     def batches(batch: int):
