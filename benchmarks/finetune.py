@@ -2,7 +2,7 @@
 fine-tuning recipes on real ImageNet weights, against a linear probe of the same features.
 
     python benchmarks/finetune.py probe    [--size 224] [--train-images 1000]
-    python benchmarks/finetune.py recipes  [--input-size 128] [--steps 30]
+    python benchmarks/finetune.py recipes  [--input-size 128] [--steps 30] [--only 1,2]
     python benchmarks/finetune.py figures  [--seeds 42,7]
     python benchmarks/finetune.py scratch  [--only 0,2]
     python benchmarks/finetune.py tune     [--only 0,2]
@@ -34,8 +34,8 @@ epoch's end, as the log's lines arrive: a frozen phase's feature caching include
 of the whole command (training, evaluation, predictions, report). Run it on an otherwise idle
 machine: the minutes are the figures.
 
-`--only`: the candidates of `scratch` or `tune` to run, by index. `--extra`: more `corolla
-train` flags for every run, one string.
+`--only`: the recipes of `recipes` or the candidates of `scratch` or `tune` to run, by
+index. `--extra`: more `corolla train` flags for every run, one string.
 
 `--tiny`: a smoke test of this script (synthetic 32 px data, 2 steps an epoch, 2 epochs): it
 proves the commands run, its figures mean nothing.
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     p.add_argument("--input-size", type=int, default=128, help="recipes: the input size")
     p.add_argument("--steps", type=int, default=30, help="recipes: steps per epoch")
     p.add_argument("--seeds", default="42,7", help="figures: cpu-finetune's seeds")
-    p.add_argument("--only", default="", help="scratch/tune: candidate indices, e.g. 0,2")
+    p.add_argument("--only", default="", help="recipes/scratch/tune: which, by index, e.g. 0,2")
     p.add_argument("--extra", default="", help="more corolla train flags, one string")
     p.add_argument("--tiny", action="store_true", help="a smoke test on synthetic data")
     args = p.parse_args(argv)
@@ -201,7 +201,8 @@ def main(argv=None) -> int:
     results = []
     weights = ["--weights", str(args.weights)]
     if args.what == "recipes":
-        for recipe in GPU_RECIPES:
+        only = {int(i) for i in args.only.split(",") if i} or range(len(GPU_RECIPES))
+        for recipe in (r for i, r in enumerate(GPU_RECIPES) if i in only):
             # The recipe's schedule, phases and optimizer; the local Lite0 weights at a CPU's
             # size; the data's own images (flowers5 has no 512 px copy).
             results.append(train(["--recipe", recipe, "--model", "efficientnet_lite0",
