@@ -171,13 +171,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as runs:
         for name in a.models.split(","):
             run = Path(runs) / name
-            corolla = _epochs([sys.executable, __file__, "--corolla", "--data", a.data,
-                               "--model", name, "--input-size", str(a.size), "--start-size",
-                               "0", "--epochs", str(a.epochs), "--steps-per-epoch",
-                               str(a.steps), "--batch-size", str(a.batch_size),
-                               "--runs-dir", runs, "--name", name, *extra], env)
+            corolla, parts = _epochs([sys.executable, __file__, "--corolla", "--data", a.data,
+                                      "--model", name, "--input-size", str(a.size),
+                                      "--start-size", "0", "--epochs", str(a.epochs),
+                                      "--steps-per-epoch", str(a.steps), "--batch-size",
+                                      str(a.batch_size), "--runs-dir", runs, "--name", name,
+                                      *extra], env)
             keras_, _ = _epochs([sys.executable, __file__, "--keras", str(run)], env)
-            corolla, parts = corolla
             c, k = statistics.median(corolla[1:]), statistics.median(keras_[1:])
             rows.append((name, c, k))
             print(f"{name}: corolla train {c:.2f} s/epoch, plain Keras fit {k:.2f} s/epoch, "
