@@ -61,20 +61,27 @@ def chief_bytes(plan, data: bytes) -> bytes:
     if not plan.multi_worker:
         return data
     lengths = gather(plan, [len(data)])[:, 0]
+    if plan.backend == "jax":  # a byte per byte, from the chief alone: a best model's file
+        return _jax_broadcast(plan, np.frombuffer(data, np.uint8) if plan.is_chief else
+                              np.zeros(lengths[0], np.uint8)).tobytes()
     padded = np.frombuffer(data.ljust(int(lengths.max()), b"\0"), np.uint8)
     return gather(plan, padded)[0, : lengths[0]].astype(np.uint8).tobytes()
 
 
-def take_chiefs_values(plan, variables) -> None:
+def take_chiefs_values(plan, variables, values=None) -> None:
     """Every process's `variables` (the same list, in the same order, on each: a model's and
-    its optimizer's) take the chief's values: TensorFlow's MultiWorkerMirroredStrategy (JAX
-    refuses before: see `training.fit._agree_on_epoch`). Called by every process, inside the
-    plan's scope, for a worker that continues from the chief's backup instead of its own."""
+    its optimizer's) take the chief's values: the chief's `values` where it passes them (what
+    the other processes pass is not read), else its variables' own. Called by every process,
+    inside the plan's scope, for a worker that continues from the chief's backup instead of its
+    own."""
     if not plan.multi_worker:
+        return
+    if plan.backend == "jax":
+        _take_chiefs_values_jax(plan, variables, values)
         return
     import tensorflow as tf
 
-    values = [np.asarray(v) for v in variables]
+    values = [np.asarray(v) for v in (variables if values is None else values)]
     # One sum over the replicas of every value, flat, in which only the chief's first replica's
     # is not zero. In float64: a collective sum knows no bool or unsigned type, and every value
     # here (weights, step counters, seeds) is exact in it.
@@ -91,3 +98,44 @@ def take_chiefs_values(plan, variables) -> None:
     chiefs = np.split(total, np.cumsum([v.size for v in values])[:-1])
     for variable, mine, chief in zip(variables, values, chiefs):
         variable.assign(np.asarray(chief).astype(mine.dtype).reshape(mine.shape))
+
+
+_CHUNK = 1 << 26  # bytes per broadcast array: a large model's state is several GB
+
+
+def _jax_broadcast(plan, data: np.ndarray) -> np.ndarray:
+    """The chief's `data` (flat uint8, of the same size on every process) on every process, in
+    one collective."""
+    from jax.experimental import multihost_utils
+
+    pieces = [data[i:i + _CHUNK] for i in range(0, data.size, _CHUNK)]
+    if not pieces:
+        return data
+    return np.concatenate(multihost_utils.broadcast_one_to_all(pieces,
+                                                               is_source=plan.is_chief))
+
+
+def _take_chiefs_values_jax(plan, variables, values) -> None:
+    """JAX: the chief's values as bytes (exact for every dtype, and JAX runs without 64-bit
+    types), broadcast in one collective; each process then makes every variable's array over all
+    processes from its own copy. Assigning host values instead would run one more collective
+    per variable: JAX checks that every process passes the same."""
+    import jax
+
+    arrays = [v.value for v in variables]
+    dtypes = [np.dtype(a.dtype) for a in arrays]
+    sizes = [a.size * d.itemsize for a, d in zip(arrays, dtypes)]
+    if plan.is_chief:
+        sent = np.concatenate([np.asarray(v, d).reshape(-1).view(np.uint8) for v, d in
+                               zip(arrays if values is None else values, dtypes)])
+        if sent.size != sum(sizes):
+            raise ValueError(f"the chief's values hold {sent.size} bytes, its variables "
+                             f"{sum(sizes)}")
+    else:
+        sent = np.zeros(sum(sizes), np.uint8)
+    flat = _jax_broadcast(plan, sent)
+    ends = np.cumsum(sizes)
+    for variable, array, dtype, end, size in zip(variables, arrays, dtypes, ends, sizes):
+        value = flat[end - size:end].copy().view(dtype).reshape(array.shape)  # copy: aligned
+        variable.assign(jax.make_array_from_callback(array.shape, array.sharding,
+                                                     value.__getitem__))

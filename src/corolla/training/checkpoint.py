@@ -125,11 +125,13 @@ class Checkpoint(keras.callbacks.Callback):
         before `fit`. The optimizer is built first: Keras loads nothing into an unbuilt one
         (it only warns), and `fit` builds it too late for its own BackupAndRestore.
 
-        `for_all` (TensorFlow): every process calls it, but the workers have no backup of the
-        chief's epoch (their state will come from the chief: `collective.take_chiefs_values`).
-        Keras' first save or load in a process makes a reference optimizer, whose variables
-        a MultiWorkerMirroredStrategy creates collectively: where the chief loads, a worker
-        saves, so that both make it together."""
+        `for_all` (TensorFlow; JAX: see `fit._Trainer.restore`): every process calls it, but
+        the workers have no backup of the chief's epoch (their state will come from the chief:
+        `collective.take_chiefs_values`).
+        Every Keras save and load makes a reference optimizer (Keras 3.15 caches it under one
+        key and looks it up under another), whose variables a MultiWorkerMirroredStrategy
+        creates collectively: where the chief loads, a worker saves, so that both make it
+        together."""
         if (self.state.weights or for_all) and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
         if self.state.weights:

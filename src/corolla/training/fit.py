@@ -136,15 +136,14 @@ def _set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
             tf_config.disable_op_determinism()
 
 
-def _agree_on_epoch(plan: Plan, state: BackupState, run_id: str,
+def _agree_on_epoch(plan: Plan, state: BackupState, backup_dir: Path,
                     log) -> tuple[BackupState, bool]:
     """(the state this process continues from, whether the workers take the chief's). Every
-    process must continue from the chief's epoch: on TensorFlow a worker whose backup is
-    behind it (its private scratch folder lost with a preempted, recreated VM, or another
-    TMPDIR) takes the chief's record here and its weights and optimizer once the model is built
-    (`_Trainer.callbacks`), instead of silently training from scratch beside the others; on
-    JAX, refused with what to copy. A worker ahead of the chief means the chief's backup was
-    replaced: refused."""
+    process must continue from the chief's epoch: a worker whose backup is behind it (its
+    private scratch folder lost with a preempted, recreated VM, or another TMPDIR) takes the
+    chief's record here and its weights and optimizer once the model is built
+    (`_Trainer.restore`), instead of silently training from scratch beside the others. A worker
+    ahead of the chief means the chief's backup was replaced: refused."""
     import json
 
     from corolla.training.checkpoint import BackupState
@@ -156,21 +155,24 @@ def _agree_on_epoch(plan: Plan, state: BackupState, run_id: str,
         raise UserError(f"the processes restored different epochs ({done} completed, by "
                         f"process), and the chief fewer than a worker; resume from the chief's "
                         f"backup as the run left it (the same command on every host)")
-    if plan.backend == "jax":
-        # Keras' JAX saving gathers and assigns every variable as a global array, collectively:
-        # a worker with nothing to load cannot mirror the chief's load of its backup (tried).
-        raise UserError(f"the processes restored different epochs ({done} completed, by "
-                        f"process); on JAX a worker cannot yet take the chief's backup: copy "
-                        f"the chief's run folder's backup/ into each worker's scratch folder "
-                        f"(on its host: $TMPDIR/corolla-{run_id}/worker-N/backup), then "
-                        f"resume")
     behind = ", ".join(f"process {i} ({d})" for i, d in enumerate(done) if d < done[0])
     log(f"every process continues from the chief's backup, after epoch {done[0]}: epochs in "
         f"the workers' own backups: {behind} (a lost scratch folder, or another TMPDIR)")
     chiefs = json.loads(collective.chief_bytes(plan, json.dumps(state.__dict__).encode()))
-    # The chief's best model stays the chief's: a worker keeps none (weights: sent later).
-    return (state if plan.is_chief else
-            BackupState(**{**chiefs, "weights": None, "best": None})), True
+    if plan.backend == "jax" and chiefs["best"]:
+        # Every process ends by saving the best epoch's model (`_save`), and on JAX loading its
+        # weights is collective, with the same values everywhere: the workers take the chief's
+        # file. On TensorFlow the chief's best model stays the chief's: a worker keeps none.
+        best = backup_dir / chiefs["best"]
+        data = collective.chief_bytes(plan, best.read_bytes() if plan.is_chief else b"")
+        if not plan.is_chief:
+            backup_dir.mkdir(parents=True, exist_ok=True)
+            with files.atomic_path(best) as tmp:
+                tmp.write_bytes(data)
+    else:
+        chiefs["best"] = None
+    # (The chief's weights and optimizer state: sent once the model is built.)
+    return (state if plan.is_chief else BackupState(**{**chiefs, "weights": None})), True
 
 
 @dataclass
@@ -203,13 +205,17 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     val_split = check.check_split(ready.layout.split("val"), num_classes,
                                   skip_bad_records=config.data.skip_bad_records)
     val_labels = pipeline.metadata(val_split, config.data.skip_bad_records)["labels"]
+
+    def build():
+        return models.create_model(config.model.name, num_classes, size, config.model.weights,
+                                   config.model.train_backbone, dropout=config.model.dropout,
+                                   any_size=progressive)
+
     with plan.scope():
-        model = models.create_model(config.model.name, num_classes, size,
-                                    config.model.weights, config.model.train_backbone,
-                                    dropout=config.model.dropout, any_size=progressive)
+        model = build()
         # What the run saves: the model at its input size (the same layers and weights).
         saved = models.at_size(model, size) if progressive else model
-    trainer = _Trainer(ready, plan, model, log, callbacks)
+    trainer = _Trainer(ready, plan, model, log, callbacks, build)
     resumed = next((p for p in plan_phases if p.end > ready.state.epochs_done), plan_phases[-1])
     # Built before the folder too: a pipeline that cannot be built leaves no run behind.
     trainer.first_data = trainer._data(ready.state.epochs_done, resumed.size)
@@ -247,7 +253,7 @@ def _prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None)
     backup_dir = (run_dir / paths.BACKUP if run_dir else None) if plan.is_chief else \
         worker_scratch(run_id, plan.process_id) / paths.BACKUP
     state = read_state(backup_dir) if resume else BackupState()
-    state, from_chief = _agree_on_epoch(plan, state, run_id, log)
+    state, from_chief = _agree_on_epoch(plan, state, backup_dir, log)
     _set_determinism(config, plan)
     steps, steps_per_execution = _epoch_steps(config.train, plan, log)
     return _Prepared(config, layout, run_dir, backup_dir, state, steps, steps_per_execution,
@@ -300,8 +306,9 @@ class _Trainer:
     """The model through its phases: compiled per phase, fed per phase, with Corolla's
     callbacks."""
 
-    def __init__(self, ready: _Prepared, plan: Plan, model, log, extra_callbacks):
+    def __init__(self, ready: _Prepared, plan: Plan, model, log, extra_callbacks, build):
         self.ready, self.plan, self.model, self.log = ready, plan, model, log
+        self.build = build  # makes another model like `model` (see `_read_alone`)
         self.extra = list(extra_callbacks)
         t = ready.config.train
         # In inference mode, a BatchNorm layer normalises with its moving statistics and
@@ -319,19 +326,21 @@ class _Trainer:
     def configure(self, phase: Phase) -> None:
         """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
         schedule continues from the phase's first epoch."""
-        t = self.ready.config.train
-        if self.backbone is not None:
-            self.backbone.trainable = not phase.frozen
-            if self.frozen_bn and not phase.frozen:
-                for layer in batchnorm_layers(self.backbone):
-                    layer.trainable = False
         with self.plan.scope():
-            updates = self.ready.steps // t.accumulation_steps  # what schedules count
-            schedule = schedule_lib.for_training(t, updates, t.accumulation_steps,
-                                                 first_epoch=phase.start, scale=phase.lr_scale)
-            compile_model(self.model, self.plan, schedule, self.ready.steps_per_execution,
-                          train=t)
+            self._compile(self.model, self.backbone, phase)
         self.current = phase
+
+    def _compile(self, model, backbone, phase: Phase) -> None:
+        t = self.ready.config.train
+        if backbone is not None:
+            backbone.trainable = not phase.frozen
+            if self.frozen_bn and not phase.frozen:
+                for layer in batchnorm_layers(backbone):
+                    layer.trainable = False
+        updates = self.ready.steps // t.accumulation_steps  # what schedules count
+        schedule = schedule_lib.for_training(t, updates, t.accumulation_steps,
+                                             first_epoch=phase.start, scale=phase.lr_scale)
+        compile_model(model, self.plan, schedule, self.ready.steps_per_execution, train=t)
 
     def callbacks(self, run_dir, backup_dir, saved, val_split, val_labels) -> Checkpoint:
         """Corolla's own callbacks, the backup restored into the model; returns the
@@ -348,11 +357,7 @@ class _Trainer:
         checkpoint = Checkpoint(backup_dir, self.ready.state,
                                 run_dir / paths.HISTORY if plan.is_chief else None, swap=swap,
                                 patience=t.early_stopping_patience, log=self.log, saved=saved)
-        with plan.scope():
-            checkpoint.restore(self.model, for_all=self.ready.from_chief)
-            if self.ready.from_chief:
-                collective.take_chiefs_values(
-                    plan, [*self.model.weights, *self.model.optimizer.variables])
+        self.restore(checkpoint)
         self.own_f1 = ValMacroF1(val_split, config.model.input_size, val_labels, plan, swap,
                                  config.data.skip_bad_records)
         # F1 first: the checkpoint records it and keeps the best epoch.
@@ -364,6 +369,46 @@ class _Trainer:
                                                         write_graph=False))
         self.checkpoint = checkpoint
         return checkpoint
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """The backup restored into the model and its optimizer: this process's own, or on
+        every process the chief's (`_agree_on_epoch`)."""
+        plan, model = self.plan, self.model
+        with plan.scope():
+            if not (self.ready.from_chief and plan.backend == "jax"):
+                checkpoint.restore(model, for_all=self.ready.from_chief)
+                if self.ready.from_chief:
+                    collective.take_chiefs_values(plan, [*model.weights,
+                                                         *model.optimizer.variables])
+                return
+            # Keras' JAX loading assigns each variable as one array over all processes, a
+            # collective (JAX checks that every process passes the same value), which the
+            # workers, with no file to load, cannot mirror: the chief reads its backup alone,
+            # into a twin of the model (not into a StatelessScope: every Keras save and load
+            # makes a reference optimizer, whose variables no such scope allows).
+            if not model.optimizer.built:
+                model.optimizer.build(model.trainable_variables)
+            collective.take_chiefs_values(plan, [*model.weights, *model.optimizer.variables],
+                                          self._read_alone(checkpoint) if plan.is_chief else
+                                          None)
+
+    def _read_alone(self, checkpoint: Checkpoint) -> list:
+        """The values of the model's and its optimizer's variables in this process's backup,
+        in their order, read with no other process: loaded into a twin of the model (built and
+        compiled as the model was), on this process's devices alone."""
+        import keras
+
+        with self.plan.inference_scope():
+            twin = self.build()
+            self._compile(twin, backbone_of(twin) if self.backbone is not None else None,
+                          self.current)
+            checkpoint.restore(twin)
+            variables = [*twin.weights, *twin.optimizer.variables]
+            if [v.shape for v in variables] != [v.shape for v in
+                                                 [*self.model.weights,
+                                                  *self.model.optimizer.variables]]:
+                raise RuntimeError("the twin of the model holds other variables than it")
+            return [keras.ops.convert_to_numpy(v) for v in variables]
 
     def _data(self, first_epoch: int, size: int):
         """The training stream from `first_epoch` at `size` px: one per `fit` (each iterates
