@@ -95,6 +95,12 @@ FINETUNE = {  # each names its size and epochs: they do not depend on what cpu-f
     "176 px, 2 + 7 epochs (~9.3 min)": ["--input-size", "176", "--epochs", "9"],
     "192 px, 2 + 6 epochs, unfrozen at x0.05 (~9.7 min)": [
         "--input-size", "192", "--epochs", "8", "--finetune-lr-scale", "0.05"],
+    "192 px, 2 + 10 epochs, the backbone's top 70% unfrozen": [
+        "--input-size", "192", "--epochs", "12", "--unfreeze-fraction", "0.7"],
+    "192 px, 2 + 10 epochs, the backbone's top 50% unfrozen": [
+        "--input-size", "192", "--epochs", "12", "--unfreeze-fraction", "0.5"],
+    "192 px, 2 + 8 epochs, the backbone's top 70% unfrozen": [
+        "--input-size", "192", "--epochs", "10", "--unfreeze-fraction", "0.7"],
 }
 
 

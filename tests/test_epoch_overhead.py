@@ -1,12 +1,14 @@
 """What an epoch costs beyond its training steps (issue 20, item 3; figures from
 benchmarks/overhead.py): validation batches cross to the device as uint8, the EMA swap around
-validation stays on the device on JAX, the best epoch keeps weights alone (see
-test_training_options for the run it becomes), and Keras' JAX trainer gets no steps per
-execution it would only loop over in Python (test_runtime_decide)."""
+validation stays on the device on JAX, a val split that fits in memory is decoded once, the
+best epoch keeps weights alone (see test_training_options for the run it becomes), and Keras'
+JAX trainer gets no steps per execution it would only loop over in Python
+(test_runtime_decide)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import run_python
 
 from corolla.data import datasets, pipeline
@@ -68,3 +70,28 @@ def test_the_ema_swap_stays_on_the_device_and_swaps_back(tmp_path):
     for backend in ("jax", "tensorflow"):
         done = run_python(SWAP, env={"KERAS_BACKEND": backend}, timeout=180)
         assert f"SWAPPED {backend}" in done.stdout, done.stdout[-2000:] + done.stderr[-3000:]
+
+
+def test_a_val_split_that_fits_in_memory_is_decoded_once(tiny_petals, tmp_path, monkeypatch):
+    """Training's val split (`split_batches`) keeps its decoded batches after the first whole
+    pass: the next passes give the same images with its files gone. Over the memory budget
+    it reads its files every pass."""
+    import shutil
+
+    from corolla.evaluation import inference
+
+    def first_pass_then_delete(budget):
+        data = shutil.copytree(tiny_petals, tmp_path / f"data-{budget}")
+        monkeypatch.setattr(inference, "CACHE_BYTES", budget)
+        split = datasets.open_data(str(data), 0, 32).split("val")
+        batches = inference.split_batches(split, 32)(8)
+        first = np.concatenate([b.numpy() for b in batches])
+        shutil.rmtree(data)
+        return first, batches
+
+    first, batches = first_pass_then_delete(inference.CACHE_BYTES)
+    assert len(first) == 32
+    np.testing.assert_array_equal(np.concatenate([b.numpy() for b in batches]), first)
+    _, uncached = first_pass_then_delete(32 * 32 * 32 * 3 - 1)  # one byte short
+    with pytest.raises(Exception, match="No such file|NotFound"):
+        next(iter(uncached))

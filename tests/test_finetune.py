@@ -1,8 +1,8 @@
 """Fine-tuning a pre-trained backbone (issue 21): the registered efficientnet_lite0 on the real
 ImageNet weights of ../shared (load, fine-tune, save, reload), BatchNorm statistics kept while
-frozen and (by default) when unfrozen, no weight decay on normalization and bias variables,
-`--recipe auto` on a CPU, and the head trained on cached frozen features equal to the slow
-path."""
+frozen and (by default) when unfrozen, only the top of the backbone trained when asked, no
+weight decay on normalization and bias variables, `--recipe auto` on a CPU, and the head
+trained on cached frozen features equal to the slow path."""
 
 import numpy as np
 import pytest
@@ -87,6 +87,34 @@ def test_batchnorm_statistics_stay_while_frozen_and_in_inference_mode(lite0, tin
                                           np.array(getattr(b, name)), err_msg=a.name)
     convs = [(a, b) for a, b in zip(fresh.weights, trained.weights) if "kernel" in a.path]
     assert sum(not np.array_equal(np.array(a), np.array(b)) for a, b in convs) > len(convs) // 2
+
+
+def test_only_the_backbones_top_fraction_trains_once_it_thaws(lite0, tiny_petals, tmp_path):
+    """train.unfreeze_fraction 0.5 with BatchNorm in training mode: after an epoch, every
+    weight of the bottom half of the backbone's weighted layers (BatchNorm statistics
+    included) is the preset's, while the top half trained."""
+    import keras
+
+    from corolla import models, runtime, training
+    from corolla.training.fit import backbone_of, below_unfrozen
+
+    cfg = config.load(overrides={
+        "data.path": str(tiny_petals), "model.name": "efficientnet_lite0",
+        "model.weights": lite0, "train.epochs": 1,
+        "train.unfreeze_fraction": 0.5, "train.batchnorm": "train",
+        "train.steps_per_epoch": 1, "train.batch_size": 8, "output.runs_dir": str(tmp_path),
+        "output.name": "top"})
+    training.run(cfg, runtime.detect_for(cfg), log=lambda *a: None)
+    trained = keras.saving.load_model(tmp_path / "top" / "last.keras", compile=False)
+    fresh = models.create_model("efficientnet_lite0", 4, 32, lite0)
+    frozen = {layer.name for layer in below_unfrozen(backbone_of(fresh), 0.5)}
+    assert 45 <= len(frozen) <= 53  # of the backbone's 98 weighted layers
+    same = {a.path: np.array_equal(np.array(a), np.array(b))
+            for a, b in zip(backbone_of(fresh).weights, backbone_of(trained).weights)}
+    below = [path for path in same if path.split("/")[-2] in frozen]
+    above = [path for path in same if path not in below]
+    assert below and all(same[path] for path in below)
+    assert sum(not same[path] for path in above) > len(above) // 2
 
 
 def test_batchnorm_mode_follows_the_weights_unless_the_recipe_says():

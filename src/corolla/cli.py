@@ -152,6 +152,9 @@ def _recipe_flags(p: argparse.ArgumentParser) -> None:
                    + _recipe_default("train.frozen_epochs"))
     g.add_argument("--finetune-lr-scale", type=float,
                    help=_recipe_default("train.finetune_lr_scale"))
+    g.add_argument("--unfreeze-fraction", type=float, help="the part of the backbone trained "
+                   "once it thaws, from the top (cheaper steps below 1); "
+                   + _recipe_default("train.unfreeze_fraction"))
     g.add_argument("--accumulation-steps", type=int, help="average the gradients of N batches "
                    "per update (a larger effective batch when it does not fit)")
     g.add_argument("--early-stopping-patience", type=int, help="stop after N epochs without a "

@@ -30,6 +30,7 @@ FLAG_KEYS = {
     "optimizer": "train.optimizer", "weight_decay": "train.weight_decay",
     "label_smoothing": "train.label_smoothing", "dropout": "model.dropout", "ema": "train.ema",
     "frozen_epochs": "train.frozen_epochs", "finetune_lr_scale": "train.finetune_lr_scale",
+    "unfreeze_fraction": "train.unfreeze_fraction",
     "accumulation_steps": "train.accumulation_steps",
     "early_stopping_patience": "train.early_stopping_patience",
     "class_weight": "train.class_weight",

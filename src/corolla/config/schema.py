@@ -100,6 +100,10 @@ class TrainConfig:
     ema_momentum: float = 0.99
     frozen_epochs: int = 0  # two-phase fine-tuning: backbone frozen for the first N epochs,
     finetune_lr_scale: float = 0.1  # then trained with the schedule's rate x this
+    # The part of the backbone trained once it thaws, from its top (by weighted layers, in
+    # their order from the input): 1 = all of it. Below it no gradient is computed, which
+    # makes a step cheaper (on a CPU ~2x for EfficientNet-Lite0's top half).
+    unfreeze_fraction: float = 1.0
     # Fine-tuning a pre-trained backbone (issue 21). BatchNorm of a trained backbone: "auto" =
     # "inference" for pre-trained weights (moving statistics and scales kept, Keras' transfer-
     # learning guide: small batches would overwrite ImageNet's statistics) and "train" from
@@ -243,6 +247,7 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "train.ema_momentum": (t.ema_momentum, 0, 1),
               "train.frozen_epochs": (t.frozen_epochs, 0, None),
               "train.finetune_lr_scale": (t.finetune_lr_scale, 0, None),
+              "train.unfreeze_fraction": (t.unfreeze_fraction, 0, 1),
               "train.accumulation_steps": (t.accumulation_steps, 1, None),
               "train.early_stopping_patience": (t.early_stopping_patience, 0, None),
               "train.start_size": (t.start_size, 0, None),
@@ -262,6 +267,9 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
              "lines", t.class_weight)
     if t.learning_rate <= 0:
         fail("train.learning_rate", "be positive", t.learning_rate)
+    if t.unfreeze_fraction <= 0:
+        fail("train.unfreeze_fraction", "be above 0 (to keep the backbone frozen: "
+             "--freeze-backbone)", t.unfreeze_fraction)
     if t.size_ramp_end < t.size_ramp_start:
         fail("train.size_ramp_end", f"not be below train.size_ramp_start ({t.size_ramp_start})",
              t.size_ramp_end)

@@ -266,13 +266,14 @@ def _fill(ds: tf.data.Dataset) -> tf.data.Dataset:
 
 
 def eval_dataset(split: Split, image_size: int, global_batch: int, pad: bool = True,
-                 skip_bad_records: bool = False) -> tf.data.Dataset:
+                 skip_bad_records: bool = False, cache: bool = False) -> tf.data.Dataset:
     """Images only (uint8, as training's: the model casts them on the accelerator, and a
     quarter of float32's bytes cross to it), in file order, batched, one per id of `metadata`
     (same `skip_bad_records`). With `pad`, the last batch is filled with blank images so every
     batch is full; callers keep the first `split.count` predictions (the count of the split
     `check.check_split` returned, when skipping). A test image that does not decode is a blank
-    image too (see the module)."""
+    image too (see the module). `cache`: the decoded batches are kept in memory by the first
+    whole pass, and later passes decode nothing."""
     skip = skip_bad_records
     parse = _parser(split, image_size)
     blank = tf.zeros([image_size, image_size, 3], tf.uint8)
@@ -287,7 +288,8 @@ def eval_dataset(split: Split, image_size: int, global_batch: int, pad: bool = T
     if pad:
         extra = -_count(split, skip) % global_batch
         ds = ds.concatenate(tf.data.Dataset.from_tensors(blank).repeat(extra))
-    return ds.batch(global_batch, drop_remainder=pad).prefetch(AUTOTUNE)
+    ds = ds.batch(global_batch, drop_remainder=pad)
+    return (ds.cache() if cache else ds).prefetch(AUTOTUNE)
 
 
 def metadata(split: Split, skip_bad_records: bool = False) -> dict[str, list]:

@@ -98,7 +98,8 @@ def backbone_of(model):
     nested = [layer for layer in model.layers if isinstance(layer, keras.Model)]
     if len(nested) != 1:
         raise UserError(f"model {model.name!r} has no single backbone to freeze "
-                        f"(train.frozen_epochs); set train.frozen_epochs = 0")
+                        f"(train.frozen_epochs, train.unfreeze_fraction); set "
+                        f"train.frozen_epochs = 0 and train.unfreeze_fraction = 1")
     return nested[0]
 
 
@@ -108,6 +109,17 @@ def batchnorm_layers(model) -> list:
 
     return [layer for layer in models.sublayers(model)
             if isinstance(layer, keras.layers.BatchNormalization)]
+
+
+def below_unfrozen(backbone, fraction: float) -> list:
+    """The layers of `backbone` that stay frozen when only its top `fraction` trains: the
+    bottom `1 - fraction` of its weighted layers, in their order from the input (a functional
+    model lists them so). No gradient flows below the lowest trained layer."""
+    import keras
+
+    weighted = [layer for layer in models.sublayers(backbone)
+                if layer.weights and not isinstance(layer, keras.Model)]
+    return weighted[:round(len(weighted) * (1 - fraction))]
 
 
 def batchnorm_inference(config: config_lib.RunConfig) -> bool:
@@ -315,7 +327,7 @@ class _Trainer:
         # leaves them, its scale and its offset alone (Keras 3: `trainable = False` does both).
         self.frozen_bn = batchnorm_inference(ready.config) and ready.config.model.train_backbone
         self.backbone = backbone_of(model) if ready.config.model.train_backbone and \
-            (t.frozen_epochs or self.frozen_bn) else None
+            (t.frozen_epochs or self.frozen_bn or t.unfreeze_fraction < 1) else None
         self.current: Phase | None = None
         self.own: list = []
         # The frozen-feature path's: (train features, labels, val features) at cached_size px.
@@ -334,8 +346,11 @@ class _Trainer:
         t = self.ready.config.train
         if backbone is not None:
             backbone.trainable = not phase.frozen
-            if self.frozen_bn and not phase.frozen:
-                for layer in batchnorm_layers(backbone):
+            if not phase.frozen:
+                kept = below_unfrozen(backbone, t.unfreeze_fraction)
+                if self.frozen_bn:
+                    kept += batchnorm_layers(backbone)
+                for layer in kept:
                     layer.trainable = False
         updates = self.ready.steps // t.accumulation_steps  # what schedules count
         schedule = schedule_lib.for_training(t, updates, t.accumulation_steps,
@@ -444,8 +459,10 @@ class _Trainer:
                 self.configure(phase)
             self.current = phase
             if self.backbone is not None:
+                trained = "trained" if t.unfreeze_fraction == 1 else \
+                    f"trained (its top {t.unfreeze_fraction:.0%})"
                 self.log(f"{_epochs(phase)}: backbone "
-                         f"{'frozen' if phase.frozen else 'trained'}, learning rate x "
+                         f"{'frozen' if phase.frozen else trained}, learning rate x "
                          f"{phase.lr_scale:g}" + (f", {phase.size} px" if progressive else ""))
             elif progressive:
                 self.log(f"{_epochs(phase)} at {phase.size} px")
