@@ -101,6 +101,8 @@ FINETUNE = {  # each names its size and epochs: they do not depend on what cpu-f
         "--input-size", "192", "--epochs", "12", "--unfreeze-fraction", "0.5"],
     "192 px, 2 + 8 epochs, the backbone's top 70% unfrozen": [
         "--input-size", "192", "--epochs", "10", "--unfreeze-fraction", "0.7"],
+    "192 px, 2 + 9 epochs, the backbone's top 50% unfrozen": [
+        "--input-size", "192", "--epochs", "11", "--unfreeze-fraction", "0.5"],
 }
 
 
