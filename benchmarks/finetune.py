@@ -77,31 +77,35 @@ SCRATCH = {
 
 # Candidate re-tunings of cpu-finetune (flags over it), for 10 minutes of training on an idle
 # 2-core CPU, where (measured, TensorFlow 2.21) the frozen phase's feature caching takes ~1
-# min and an unfrozen epoch ~57 s at 160 px, 70-86 s at 192 px (the data's own size). Best val
-# macro F1 of each on an H100 (JAX, float32; issue 21's note), in order: 0.930, not run, 0.950
-# (seed 7: 0.948), not run, 0.938, 0.940, 0.944, 0.941.
-FINETUNE = {  # each names its size and epochs: they do not depend on what cpu-finetune ships
-    "160 px, 2 + 5 epochs (cpu-finetune before this table; ~6 min)": [
-        "--input-size", "160", "--epochs", "7"],
-    "160 px, 2 + 8 epochs (~8.7 min)": ["--input-size", "160", "--epochs", "10"],
-    "192 px, 2 + 6 epochs (cpu-finetune now; 8.4 min measured)": [
-        "--input-size", "192", "--epochs", "8"],
+# min and an epoch of the whole net ~57 s at 160 px, 70-86 s at 192 px (the data's own size);
+# of its top 70% ~60 s, of its top half ~52 s. Best val macro F1 of the first eight on an H100
+# (JAX, float32; issue 21's note), in order: 0.930, not run, 0.950 (seed 7: 0.948), not run,
+# 0.938, 0.940, 0.944, 0.941; of the last four on this CPU (seed 42, minutes of training):
+# 0.9555 (16.9 on a host loaded by another job), not run, 0.9462 (10.0, its first epochs
+# loaded too), 0.9527 (9.2, idle: cpu-finetune now).
+WHOLE = ["--unfreeze-fraction", "1"]
+FINETUNE = {  # each names its size, epochs and thawed part: not what cpu-finetune ships
+    "160 px, 2 + 5 epochs (cpu-finetune in its first version; ~6 min)": [
+        "--input-size", "160", "--epochs", "7", *WHOLE],
+    "160 px, 2 + 8 epochs (~8.7 min)": ["--input-size", "160", "--epochs", "10", *WHOLE],
+    "192 px, 2 + 6 epochs (cpu-finetune's second version; 8.4 min measured)": [
+        "--input-size", "192", "--epochs", "8", *WHOLE],
     "160 px, 2 + 8 epochs, flip + affine (~8.7 min)": [
-        "--input-size", "160", "--epochs", "10", "--augment", "flip,affine"],
+        "--input-size", "160", "--epochs", "10", "--augment", "flip,affine", *WHOLE],
     "160 px, 2 + 8 epochs, unfrozen at x0.05 (~8.7 min)": [
-        "--input-size", "160", "--epochs", "10", "--finetune-lr-scale", "0.05"],
+        "--input-size", "160", "--epochs", "10", "--finetune-lr-scale", "0.05", *WHOLE],
     "192 px, 1 + 7 epochs (~10.3 min)": ["--input-size", "192", "--epochs", "8",
-                                         "--frozen-epochs", "1"],
-    "176 px, 2 + 7 epochs (~9.3 min)": ["--input-size", "176", "--epochs", "9"],
+                                         "--frozen-epochs", "1", *WHOLE],
+    "176 px, 2 + 7 epochs (~9.3 min)": ["--input-size", "176", "--epochs", "9", *WHOLE],
     "192 px, 2 + 6 epochs, unfrozen at x0.05 (~9.7 min)": [
-        "--input-size", "192", "--epochs", "8", "--finetune-lr-scale", "0.05"],
-    "192 px, 2 + 10 epochs, the backbone's top 70% unfrozen": [
+        "--input-size", "192", "--epochs", "8", "--finetune-lr-scale", "0.05", *WHOLE],
+    "192 px, 2 + 10 epochs, the backbone's top 70% unfrozen (~11.3 min)": [
         "--input-size", "192", "--epochs", "12", "--unfreeze-fraction", "0.7"],
-    "192 px, 2 + 10 epochs, the backbone's top 50% unfrozen": [
+    "192 px, 2 + 10 epochs, the backbone's top 50% unfrozen (~10.2 min)": [
         "--input-size", "192", "--epochs", "12", "--unfreeze-fraction", "0.5"],
     "192 px, 2 + 8 epochs, the backbone's top 70% unfrozen": [
         "--input-size", "192", "--epochs", "10", "--unfreeze-fraction", "0.7"],
-    "192 px, 2 + 9 epochs, the backbone's top 50% unfrozen": [
+    "192 px, 2 + 9 epochs, the backbone's top 50% unfrozen (cpu-finetune now)": [
         "--input-size", "192", "--epochs", "11", "--unfreeze-fraction", "0.5"],
 }
 
