@@ -343,14 +343,16 @@ class _Trainer:
         self.current = phase
 
     def _compile(self, model, backbone, phase: Phase) -> None:
+        """`model` (the run's, or a twin of it: `_read_alone`) with its `backbone` frozen, or
+        thawed as far as the run says, and compiled for `phase`."""
         t = self.ready.config.train
         if backbone is not None:
             backbone.trainable = not phase.frozen
             if not phase.frozen:
-                kept = below_unfrozen(backbone, t.unfreeze_fraction)
+                still_frozen = below_unfrozen(backbone, t.unfreeze_fraction)
                 if self.frozen_bn:
-                    kept += batchnorm_layers(backbone)
-                for layer in kept:
+                    still_frozen += batchnorm_layers(backbone)
+                for layer in still_frozen:
                     layer.trainable = False
         updates = self.ready.steps // t.accumulation_steps  # what schedules count
         schedule = schedule_lib.for_training(t, updates, t.accumulation_steps,
