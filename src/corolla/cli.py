@@ -535,8 +535,10 @@ def _stop_on_signals():
     """SIGTERM (`docker stop`, Kubernetes, Slurm, notebook shutdowns) and SIGHUP (a closed
     terminal) stop a command as Ctrl-C does: the run keeps its last completed epoch and the
     message says how to continue it. Yields the list the received signal is put in; the
-    previous handlers come back after the block (`main` may run inside a larger program)."""
+    previous handlers and signal mask come back after the block (`main` may run inside a
+    larger program)."""
     import signal
+    import threading
 
     received, previous = [], {}
 
@@ -544,14 +546,26 @@ def _stop_on_signals():
         received.append(signum)
         raise KeyboardInterrupt
 
-    for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            previous[name] = signal.signal(getattr(signal, name), stop)
+    names = [n for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    if threading.current_thread() is not threading.main_thread():  # Python allows no handler
+        names = []
+    for name in names:
+        signum = getattr(signal, name)
+        # A signal ignored from the start was ignored on purpose (`nohup corolla train ...`
+        # must outlive its terminal): it stays ignored.
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, stop)
+    # A parent may start us with them blocked (some job runners do): a blocked signal never
+    # reaches the handler, and the run would train on through `docker stop`.
+    unblock = previous and hasattr(signal, "pthread_sigmask")  # POSIX
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, previous) if unblock else None
     try:
         yield received
     finally:
-        for name, handler in previous.items():
-            signal.signal(getattr(signal, name), handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def main(argv: list[str] | None = None) -> int:
