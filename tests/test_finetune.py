@@ -281,7 +281,7 @@ def test_train_help_says_the_recipe_sets_the_defaults(capsys):
 
     assert main(["train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "--epochs EPOCHS default: the recipe's; cpu: 32, cpu-finetune: 11" in text
+    assert "--epochs EPOCHS default: the recipe's; cpu: 56, cpu-finetune: 11" in text
     assert "default 12" not in text
     assert "--unfreeze-fraction UNFREEZE_FRACTION the part of the backbone trained once it " \
         "thaws, from the top (cheaper steps below 1); default: the recipe's; cpu: 1, " \

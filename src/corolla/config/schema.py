@@ -35,7 +35,9 @@ class DataConfig:
     # Training-split augmentation: a policy (none, default, strong) or a list of names (flip,
     # affine, crop, color, mixup, cutmix, randaugment); true/false mean default/none.
     augment: list = field(default_factory=lambda: list(policies.POLICIES["default"]))
-    cache: bool = False  # keep decoded training images in memory (small data sets on CPU/GPU)
+    # Keep decoded training images in memory (small data sets on CPU/GPU); skipped, with a log
+    # line, where they would fill over a quarter of the host's memory.
+    cache: bool = False
     shuffle_buffer: int = 2048  # examples; the competition's shards are already mixed
     # Skip damaged records (images that do not decode, a file's damaged tail) instead of stopping;
     # the command ends with a count per file. Off: a damaged record is an error naming its file.

@@ -11,6 +11,7 @@ predicted from a blank image so that every readable test id keeps its row in sub
 from __future__ import annotations
 
 import math
+import os
 
 import tensorflow as tf
 
@@ -132,6 +133,22 @@ def epoch_seed(seed, epoch) -> tf.Tensor:
     """One int64 per (seed, epoch): each epoch's file order, shuffle and augmentation derive
     from it, so a resumed run draws epoch k exactly as an uninterrupted one would."""
     return tf.cast(seed, tf.int64) * 1_000_003 + tf.cast(epoch, tf.int64)
+
+
+# The share of this host's memory `data.cache` may fill: the recipes that ask for it (`cpu`)
+# are for data sets of a few thousand photos, and a user's 100,000 at 176 px would take 9 GB.
+CACHE_SHARE = 0.25
+
+
+def cache_fits(count: int, image_size: int) -> tuple[bool, float, float]:
+    """Whether `count` decoded images of `image_size` px (uint8) fit in CACHE_SHARE of this
+    host's memory; with their GB and the budget's (0 where the host does not say)."""
+    need = count * image_size * image_size * 3 / 1e9
+    try:
+        budget = CACHE_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (AttributeError, ValueError, OSError):  # not POSIX: trust the recipe
+        return True, need, 0.0
+    return need <= budget, need, budget
 
 
 def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_examples: int,

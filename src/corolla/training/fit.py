@@ -433,11 +433,19 @@ class _Trainer:
         consumes only its own share of every global batch (see `Plan.input_batch`)."""
         config, plan, t = self.ready.config, self.plan, self.ready.config.train
         per_process = plan.global_batch // plan.num_processes
+        split = self.ready.layout.split("train")
+        cache = config.data.cache
+        if cache:  # each process keeps its own share of the split
+            cache, need, budget = pipeline.cache_fits(split.count // plan.num_processes, size)
+            if not cache:
+                self.log(f"data.cache: the training images decoded at {size} px would take "
+                         f"{need:.1f} GB, over {pipeline.CACHE_SHARE:.0%} of this host's "
+                         f"memory ({budget:.1f} GB): decoded every epoch instead")
         return pipeline.train_dataset(
-            self.ready.layout.split("train"), size, plan.input_batch,
+            split, size, plan.input_batch,
             epoch_examples=self.ready.steps * per_process,
             first_epoch=first_epoch, seed=t.seed, augment=config.data.augment,
-            cache=config.data.cache, shuffle_buffer=config.data.shuffle_buffer,
+            cache=cache, shuffle_buffer=config.data.shuffle_buffer,
             ordered=t.deterministic, shard=plan.input_shard,
             skip_bad_records=config.data.skip_bad_records,
             num_classes=len(self.ready.layout.class_names), class_weights=self.class_weights)
