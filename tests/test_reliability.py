@@ -84,8 +84,12 @@ def test_5_sigterm_and_sighup_stop_a_run_as_ctrl_c_does(tiny_petals, tmp_path, s
     """`docker stop`, Kubernetes and Slurm send SIGTERM: one line with the command that
     continues the run, exit 128 + the signal, and the run continues from its backup. Started
     with both signals blocked, as some job runners start their jobs (CI once did, and the run
-    trained all 500 epochs through the signal): the run unblocks what it handles."""
+    trained all 500 epochs through the signal): the run unblocks what it handles. Their
+    handlers start as the system's defaults whatever this process inherited (under `nohup`
+    SIGHUP is ignored, and an ignored SIGHUP is kept: see the next test)."""
     def blocked():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
 
     run = tmp_path / "r"
@@ -98,6 +102,8 @@ def test_5_under_nohup_a_closed_terminal_does_not_stop_the_run(tiny_petals, tmp_
     terminal (it once took SIGHUP over and stopped); SIGTERM still stops it."""
     def nohup():
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGHUP})
 
     run = tmp_path / "r"
     process = _start_training(tiny_petals, run, nohup)

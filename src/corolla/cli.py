@@ -551,9 +551,9 @@ def _stop_on_signals():
         names = []
     for name in names:
         signum = getattr(signal, name)
-        # A signal ignored from the start was ignored on purpose (`nohup corolla train ...`
+        # A SIGHUP ignored from the start was ignored on purpose (`nohup corolla train ...`
         # must outlive its terminal): it stays ignored.
-        if signal.getsignal(signum) is not signal.SIG_IGN:
+        if name != "SIGHUP" or signal.getsignal(signum) is not signal.SIG_IGN:
             previous[signum] = signal.signal(signum, stop)
     # A parent may start us with them blocked (some job runners do): a blocked signal never
     # reaches the handler, and the run would train on through `docker stop`.
