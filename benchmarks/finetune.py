@@ -61,8 +61,8 @@ GPU_RECIPES = ("effnet-b7-finetune", "densenet201-finetune", "xception")
 # ~25 s at 192 (small_resnet about twice small_cnn's compute). Best val macro F1 of the first
 # five on an H100 (JAX, float32; issue 21's note), in order: 0.853 (cpu before its re-tuning:
 # 64 -> 128 px, 32 epochs), 0.883, 0.862, 0.823, 0.899; on this CPU (TensorFlow 2.21, seed 42,
-# minutes of training): #4 0.887 with --cache (12.8), #6 0.884 (13.3), #8 stopped after 20
-# epochs at val 0.56, #9 0.898 (12.4: cpu now, so #0 is the same run), #10 0.894 (14.2).
+# minutes of training): #4 0.887 with --cache (12.8), #6 0.884 (13.3), #8 stopped after 24
+# epochs at val 0.55, #9 0.898 (12.4: cpu now, so #0 is the same run), #10 0.894 (14.2).
 AUGMENTED_48 = ["--input-size", "192", "--start-size", "96", "--epochs", "48", "--augment",
                 "flip,affine,color"]
 SCRATCH = {

@@ -110,10 +110,14 @@ def test_5_under_nohup_a_closed_terminal_does_not_stop_the_run(tiny_petals, tmp_
     process.send_signal(signal.SIGHUP)
     after = _epochs_done(run) + 2  # an epoch begun after the signal is done
     deadline = time.monotonic() + 120
-    while _epochs_done(run) < after:
-        assert process.poll() is None, process.communicate()[1]
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    try:
+        while _epochs_done(run) < after:
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    except BaseException:
+        process.kill()
+        raise
     _stops_with_one_line(process, signal.SIGTERM, run)
 
 
