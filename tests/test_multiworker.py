@@ -208,6 +208,7 @@ def test_each_jax_process_decodes_only_its_share_of_the_global_batch(tiny_petals
     outputs = _run_workers("jax", tmp_path, [COUNT, "train", "--data", tiny_petals,
                                              "--epochs", 2, "--global-batch-size", 16,
                                              "--steps-per-epoch", 4, "--start-size", 0,
+                                             "--no-cache",  # counted as each epoch decodes
                                              "--runs-dir", tmp_path / "runs"])
     for out in outputs:
         total, largest = map(int, out.split("DECODED ")[1].split()[:2])

@@ -108,8 +108,9 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
                    help="ordered reads and TensorFlow op determinism: the same seed gives a "
                         "bit-identical run on the same machine (slower input)")
     _augment_flags(p, recipe=True)
-    p.add_argument("--cache", action="store_true", default=None,
-                   help="keep decoded training images in memory")
+    p.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep decoded training images in memory (--no-cache: decode every "
+                        "epoch); default: the recipe's")
     p.add_argument("--skip-bad-records", action="store_true", default=None,
                    help="skip damaged records (images that do not decode, a file's damaged "
                         "tail) and count them per file at the end, instead of stopping")
