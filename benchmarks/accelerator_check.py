@@ -39,8 +39,9 @@ its switches are process-wide and would slow every other figure):
    adds in-memory rows for other batch sizes or precisions (each a fresh fixed-size model:
    one more compile).
 4. checkpoint: seconds (median of `--rounds`) and bytes of `model.save` (.keras, with the
-   optimizer: what a run's model.keras holds) and `save_weights` (.weights.h5: the per-epoch
-   backup), and of `load_weights` from that file.
+   optimizer: what a run's model.keras holds), of the per-epoch backup
+   (`training.checkpoint.save_backup`: .npz) and its loading, and of Keras' `save_weights`
+   (.weights.h5: the backup before issue 20) and `load_weights` beside them.
 5. predict: images/s of `model.predict` on the model at its fixed size, fed the same images as
    uint8 and as float32 arrays (median of `--rounds` passes over `--predict-batches` batches);
    the model casts to float on the device, so uint8 moves a quarter of the bytes.
@@ -321,11 +322,18 @@ def timed(fn, rounds: int) -> float:
 
 
 def checkpoint_figures(model, folder: Path, rounds: int) -> dict:
-    full, weights = folder / "model.keras", folder / "backup.weights.h5"
+    from corolla.training import checkpoint
+
+    full, weights, backup = folder / "model.keras", folder / "backup.weights.h5", \
+        folder / "backup.npz"
     save = timed(lambda: model.save(full), rounds)
+    save_backup = timed(lambda: checkpoint.save_backup(model, backup), rounds)
+    load_backup = timed(lambda: checkpoint.load_backup(model, backup), rounds)
     save_weights = timed(lambda: model.save_weights(weights), rounds)
     load_weights = timed(lambda: model.load_weights(weights), rounds)
     return {"save_seconds": round(save, 3), "save_bytes": full.stat().st_size,
+            "backup_seconds": round(save_backup, 3), "backup_bytes": backup.stat().st_size,
+            "load_backup_seconds": round(load_backup, 3),
             "save_weights_seconds": round(save_weights, 3),
             "save_weights_bytes": weights.stat().st_size,
             "load_weights_seconds": round(load_weights, 3)}
@@ -616,7 +624,9 @@ def also_row(args, plan, counter: Counter, batch: int, precision: str) -> dict:
 def checkpoint_section(args, model, work: Path, report: dict) -> None:
     report["checkpoint"] = ck = checkpoint_figures(model, work, args.rounds)
     print(f"checkpoint  model.save {ck['save_seconds']:.3f} s, "
-          f"{ck['save_bytes'] / 1e6:.2f} MB | save_weights {ck['save_weights_seconds']:.3f}"
+          f"{ck['save_bytes'] / 1e6:.2f} MB | backup (.npz) {ck['backup_seconds']:.3f} s, "
+          f"{ck['backup_bytes'] / 1e6:.2f} MB, load {ck['load_backup_seconds']:.3f} s "
+          f"| save_weights {ck['save_weights_seconds']:.3f}"
           f" s, {ck['save_weights_bytes'] / 1e6:.2f} MB | load_weights "
           f"{ck['load_weights_seconds']:.3f} s", flush=True)
 
@@ -684,6 +694,9 @@ def print_table(report: dict) -> None:
         ck = report["checkpoint"]
         rows += [("checkpoint .keras", f"{ck['save_seconds']:.3f} s, "
                                        f"{ck['save_bytes'] / 1e6:.2f} MB"),
+                 ("backup .npz", f"{ck['backup_seconds']:.3f} s, "
+                                 f"{ck['backup_bytes'] / 1e6:.2f} MB (load "
+                                 f"{ck['load_backup_seconds']:.3f} s)"),
                  ("checkpoint .weights.h5", f"{ck['save_weights_seconds']:.3f} s, "
                                             f"{ck['save_weights_bytes'] / 1e6:.2f} MB (load "
                                             f"{ck['load_weights_seconds']:.3f} s)")]

@@ -50,6 +50,7 @@ def test_tiny_run_on_cpu(tmp_path):
     ck = report["checkpoint"]
     assert all(_positive(v) for v in ck.values())
     assert ck["save_bytes"] > 4 * 389_856  # small_cnn's backbone, float32
+    assert ck["backup_bytes"] > 4 * 389_856 and ck["load_backup_seconds"] > 0
     pr = report["predict"]
     for dtype, size in (("uint8", 1), ("float32", 4)):
         assert _positive(pr[dtype]["images_per_second"])

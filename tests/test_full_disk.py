@@ -45,16 +45,16 @@ def _assert_one_line(result, written, stderr=None):
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full to fill a disk with")
 def test_a_disk_that_fills_during_the_backup_is_one_line_and_the_run_resumes(tiny_petals,
                                                                              tmp_path):
-    """No mount needed: HDF5's writes of epoch 1's backup go to /dev/full from its first
-    large array on (`crash_train`, which imports TensorFlow before the command can keep its
-    start-up lines off stderr: those are dropped here as the command drops them)."""
+    """No mount needed: epoch 1's backup is written to /dev/full (`crash_train`, which imports
+    TensorFlow before the command can keep its start-up lines off stderr: those are dropped
+    here as the command drops them)."""
     from corolla.runtime import tflog
 
     command = _command(tiny_petals, tmp_path)
     run = tmp_path / "r"
     full = _run(CRASH, "full:1", *command, log_level="3")
     assert "DISK FULL" in full.stdout, full.stderr[-3000:]
-    _assert_one_line(full, run / "backup" / "epoch-0001.weights.h5",
+    _assert_one_line(full, run / "backup" / "epoch-0001.npz",
                      tflog.drop_noise(full.stderr.encode()).decode())
     assert json.loads((run / "backup" / "state.json").read_text())["epochs_done"] == 1
     assert not [p.name for p in run.rglob("*.partial*")]
@@ -94,7 +94,7 @@ def test_a_full_tmpfs_as_runs_dir_is_one_line_and_the_run_finishes_once_freed(ti
     small_disk = small_disk("3m")
     command = _command(tiny_petals, small_disk)
     full = _run("-m", "corolla", *command)
-    _assert_one_line(full, small_disk / "r" / "backup" / "epoch-0000.weights.h5")
+    _assert_one_line(full, small_disk / "r" / "backup" / "epoch-0000.npz")
     assert not [p.name for p in (small_disk / "r").rglob("*.partial*")]
 
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
@@ -114,7 +114,7 @@ def test_a_disk_with_room_only_to_create_the_backup_is_one_line_too(tiny_petals,
     command = _command(tiny_petals, disk)
     full = _run(CRASH, "fill:1", *command, log_level="3")
     assert "DISK FULL (8192 bytes free)" in full.stdout, full.stderr[-3000:]
-    _assert_one_line(full, disk / "r" / "backup" / "epoch-0001.weights.h5",
+    _assert_one_line(full, disk / "r" / "backup" / "epoch-0001.npz",
                      tflog.drop_noise(full.stderr.encode()).decode())
     assert not [p.name for p in (disk / "r").rglob("*.partial*")]
 
@@ -136,15 +136,15 @@ def test_the_backup_is_refused_unwritten_where_the_disk_has_not_room_for_it(tmp_
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(300), keras.layers.Dense(3)])
     model.compile(optimizer="adam", loss="mse")
     model.fit(np.zeros((4, 8)), np.zeros((4, 3)), verbose=0)
-    model.save_weights(tmp_path / "m.weights.h5")
-    size, needed = (tmp_path / "m.weights.h5").stat().st_size, checkpoint.weights_size(model)
+    checkpoint.save_backup(model, tmp_path / "m.npz")
+    size, needed = (tmp_path / "m.npz").stat().st_size, checkpoint.weights_size(model)
     assert size < needed < size + (2 << 20)
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=needed - 1))
     callback = checkpoint.Checkpoint(tmp_path / "backup", checkpoint.BackupState())
     callback.set_model(model)
-    with pytest.raises(UserError, match=r"could not write .*epoch-0000.weights.h5 \(No space "
+    with pytest.raises(UserError, match=r"could not write .*epoch-0000.npz \(No space "
                                         r"left on device\); free space"):
         callback.on_epoch_end(0, {"loss": 1.0})
     assert list((tmp_path / "backup").iterdir()) == []

@@ -126,7 +126,7 @@ def test_the_best_epoch_is_backed_up_as_the_models_weights_alone(f1_run):
     import io
 
     _, weights, _, backup = f1_run
-    assert sorted(backup) == ["best-epoch-0001.npz", "epoch-0001.weights.h5", "state.json"]
+    assert sorted(backup) == ["best-epoch-0001.npz", "epoch-0001.npz", "state.json"]
     with np.load(io.BytesIO(backup["best-epoch-0001.npz"])) as best:
         assert _same([best[f"arr_{i}"] for i in range(len(best.files))], weights[1])
 

@@ -66,7 +66,8 @@ def _recipe_default(key: str) -> str:
         config = config_lib.apply(config_lib.RunConfig(), recipes.load(name).values)
         section, _, field = key.partition(".")
         value = getattr(getattr(config, section), field)
-        value = ",".join(value) or "none" if isinstance(value, list) else value
+        value = ",".join(value) or "none" if isinstance(value, list) else \
+            {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
         values.append(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
     return f"default: the recipe's; {', '.join(values)}"
 
@@ -110,7 +111,7 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     _augment_flags(p, recipe=True)
     p.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
                    help="keep decoded training images in memory (--no-cache: decode every "
-                        "epoch); default: the recipe's")
+                        "epoch); " + _recipe_default("data.cache"))
     p.add_argument("--skip-bad-records", action="store_true", default=None,
                    help="skip damaged records (images that do not decode, a file's damaged "
                         "tail) and count them per file at the end, instead of stopping")

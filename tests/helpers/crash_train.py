@@ -9,8 +9,8 @@ POINT: none | epoch_end:N (after epoch N's backup) | mid_epoch:N (during epoch N
 backup:N (epoch N's weights written, not yet renamed into place) | history:N (epoch N's
 state.json written, history.csv not yet) | save (model.keras written under its temporary name)
 | evaluate (during evaluation) | predict (during prediction) | folder (the run folder made,
-its config.toml not yet written) | full:N (the disk fills while epoch N's weights are written:
-HDF5's own writes fail with ENOSPC) | fill:N (a file fills the runs folder's file system, a
+its config.toml not yet written) | full:N (the disk fills while epoch N's backup is written:
+its writes fail with ENOSPC) | fill:N (a file fills the runs folder's file system, a
 small one, to 8 KiB of free space when epoch N's backup begins). At full and fill the process
 does not die: the command ends as it does. N counts from 0.
 """
@@ -85,34 +85,15 @@ def dying_writer(original, name, where):
 
 
 def filling_writer(original, name):
-    """An atomic_path under which the disk fills while HDF5 writes the file `name`: when its
-    first large array (over 64 KiB) is written, the file's descriptor is pointed at /dev/full,
-    so that write and every later one fail with ENOSPC in HDF5 itself, as on a full disk."""
+    """An atomic_path under which the disk fills while the file `name` is written: its
+    temporary name leads to /dev/full, where every write fails with ENOSPC, as on a full disk."""
     @contextlib.contextmanager
     def atomic_path(path):
-        if os.path.basename(str(path)) != name:
-            with original(path) as tmp:
-                yield tmp
-            return
-        import h5py
-
-        create_dataset = h5py.Group.create_dataset
-
-        def filling(group, *args, data=None, **kwargs):
-            if getattr(data, "nbytes", 0) > 65536:
-                h5py.Group.create_dataset = create_dataset  # once
-                full = os.open("/dev/full", os.O_RDWR)
-                os.dup2(full, group.file.id.get_vfd_handle())
-                os.close(full)
+        with original(path) as tmp:
+            if os.path.basename(str(path)) == name:
+                os.symlink("/dev/full", tmp)
                 print("DISK FULL", flush=True)
-            return create_dataset(group, *args, data=data, **kwargs)
-
-        h5py.Group.create_dataset = filling
-        try:
-            with original(path) as tmp:
-                yield tmp
-        finally:
-            h5py.Group.create_dataset = create_dataset
+            yield tmp
     return atomic_path
 
 
@@ -133,13 +114,13 @@ def fill(folder, leave=8192):
 corolla.training.run = corolla.training.fit.run = run
 if point == "backup":
     corolla.training.checkpoint.atomic_path = dying_writer(
-        corolla.training.checkpoint.atomic_path, f"epoch-{arg:04d}.weights.h5", "in the backup")
+        corolla.training.checkpoint.atomic_path, f"epoch-{arg:04d}.npz", "in the backup")
 elif point == "save":
     corolla.files.atomic_path = dying_writer(corolla.files.atomic_path, "model.keras",
                                              "in the model save")
 elif point == "full":
     corolla.training.checkpoint.atomic_path = filling_writer(
-        corolla.training.checkpoint.atomic_path, f"epoch-{arg:04d}.weights.h5")
+        corolla.training.checkpoint.atomic_path, f"epoch-{arg:04d}.npz")
 elif point == "fill":
     _on_epoch_end = corolla.training.checkpoint.Checkpoint.on_epoch_end
 

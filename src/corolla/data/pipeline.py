@@ -140,10 +140,15 @@ def epoch_seed(seed, epoch) -> tf.Tensor:
 CACHE_SHARE = 0.25
 
 
+def decoded_bytes(count: int, image_size: int) -> int:
+    """The memory `count` decoded images of `image_size` px take (uint8 RGB)."""
+    return count * image_size * image_size * 3
+
+
 def cache_fits(count: int, image_size: int) -> tuple[bool, float, float]:
-    """Whether `count` decoded images of `image_size` px (uint8) fit in CACHE_SHARE of this
-    host's memory; with their GB and the budget's (0 where the host does not say)."""
-    need = count * image_size * image_size * 3 / 1e9
+    """Whether `count` decoded images of `image_size` px fit in CACHE_SHARE of this host's
+    memory; with their GB and the budget's (0 where the host does not say)."""
+    need = decoded_bytes(count, image_size) / 1e9
     try:
         budget = CACHE_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
     except (AttributeError, ValueError, OSError):  # not POSIX: trust the recipe

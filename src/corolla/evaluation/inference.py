@@ -114,7 +114,7 @@ def split_batches(split: layout_lib.Split, image_size: int, skip_bad_records: bo
     accelerator would wait for), and decoding every image again costs the same host time
     every epoch."""
     built = {}
-    cache = split.count * image_size * image_size * 3 <= CACHE_BYTES
+    cache = pipeline.decoded_bytes(split.count, image_size) <= CACHE_BYTES
 
     def batches(batch: int):
         if batch not in built:

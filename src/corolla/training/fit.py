@@ -149,8 +149,9 @@ def _set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
 
 
 def _agree_on_epoch(plan: Plan, state: BackupState, backup_dir: Path,
-                    log) -> tuple[BackupState, bool]:
-    """(the state this process continues from, whether the workers take the chief's). Every
+                    log) -> tuple[BackupState, str | None]:
+    """(the state this process continues from, the chief's backup file where the workers take
+    the chief's state, else None). Every
     process must continue from the chief's epoch: a worker whose backup is behind it (its
     private scratch folder lost with a preempted, recreated VM, or another TMPDIR) takes the
     chief's record here and its weights and optimizer once the model is built
@@ -162,7 +163,7 @@ def _agree_on_epoch(plan: Plan, state: BackupState, backup_dir: Path,
 
     done = collective.gather(plan, [state.epochs_done])[:, 0].tolist()
     if len(set(done)) == 1:
-        return state, False
+        return state, None
     if max(done) > done[0]:
         raise UserError(f"the processes restored different epochs ({done} completed, by "
                         f"process), and the chief fewer than a worker; resume from the chief's "
@@ -184,7 +185,8 @@ def _agree_on_epoch(plan: Plan, state: BackupState, backup_dir: Path,
     else:
         chiefs["best"] = None
     # (The chief's weights and optimizer state: sent once the model is built.)
-    return (state if plan.is_chief else BackupState(**{**chiefs, "weights": None})), True
+    return (state if plan.is_chief else BackupState(**{**chiefs, "weights": None})), \
+        chiefs["weights"]
 
 
 @dataclass
@@ -197,7 +199,13 @@ class _Prepared:
     state: BackupState
     steps: int  # per epoch
     steps_per_execution: int
-    from_chief: bool  # every process takes the chief's weights (see _agree_on_epoch)
+    # Where every process takes the chief's weights: the chief's backup file (see
+    # _agree_on_epoch), else None.
+    chiefs_file: str | None
+
+    @property
+    def from_chief(self) -> bool:
+        return self.chiefs_file is not None
 
 
 def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
@@ -265,11 +273,11 @@ def _prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None)
     backup_dir = (run_dir / paths.BACKUP if run_dir else None) if plan.is_chief else \
         worker_scratch(run_id, plan.process_id) / paths.BACKUP
     state = read_state(backup_dir) if resume else BackupState()
-    state, from_chief = _agree_on_epoch(plan, state, backup_dir, log)
+    state, chiefs_file = _agree_on_epoch(plan, state, backup_dir, log)
     _set_determinism(config, plan)
     steps, steps_per_execution = _epoch_steps(config.train, plan, log)
     return _Prepared(config, layout, run_dir, backup_dir, state, steps, steps_per_execution,
-                     from_chief)
+                     chiefs_file)
 
 
 def _epoch_steps(t: config_lib.TrainConfig, plan: Plan, log) -> tuple[int, int]:
@@ -332,6 +340,7 @@ class _Trainer:
         self.own: list = []
         # The frozen-feature path's: (train features, labels, val features) at cached_size px.
         self.head, self.cached, self.cached_size, self.said_slow = None, None, None, False
+        self.said_no_cache = False
         self.first_data = None  # the stream the run starts (or resumes) with: see `run`
         self.class_weights = _class_weights(ready.config, ready.layout)
 
@@ -373,7 +382,8 @@ class _Trainer:
         swap = SwapEMA() if t.ema else None
         checkpoint = Checkpoint(backup_dir, self.ready.state,
                                 run_dir / paths.HISTORY if plan.is_chief else None, swap=swap,
-                                patience=t.early_stopping_patience, log=self.log, saved=saved)
+                                patience=t.early_stopping_patience, log=self.log, saved=saved,
+                                chiefs_file=self.ready.chiefs_file)
         self.restore(checkpoint)
         self.own_f1 = ValMacroF1(val_split, config.model.input_size, val_labels, plan, swap,
                                  config.data.skip_bad_records)
@@ -437,10 +447,11 @@ class _Trainer:
         cache = config.data.cache
         if cache:  # each process keeps its own share of the split
             cache, need, budget = pipeline.cache_fits(split.count // plan.num_processes, size)
-            if not cache:
+            if not cache and not self.said_no_cache:  # once: later phases are larger
                 self.log(f"data.cache: the training images decoded at {size} px would take "
                          f"{need:.1f} GB, over {pipeline.CACHE_SHARE:.0%} of this host's "
                          f"memory ({budget:.1f} GB): decoded every epoch instead")
+                self.said_no_cache = True
         return pipeline.train_dataset(
             split, size, plan.input_batch,
             epoch_examples=self.ready.steps * per_process,
