@@ -91,6 +91,19 @@ class ValMacroF1(keras.callbacks.Callback):
             logs[VAL_F1] = macro_f1(self.labels, predicted)
 
 
+class EpochTensorBoard(keras.callbacks.TensorBoard):
+    """Keras' TensorBoard, whose learning rate is history.csv's: the epoch's own
+    (`optimizer.epoch_learning_rate`). Keras' reads `optimizer.learning_rate`, the next step's,
+    by calling the schedule eagerly, which on JAX compiles its warm-up's `cond` anew at every
+    epoch's end (issue 20)."""
+
+    def _collect_learning_rate(self, logs):
+        from corolla.training.optimizer import epoch_learning_rate
+
+        logs["learning_rate"] = epoch_learning_rate(self.model.optimizer)
+        return logs
+
+
 class RunProgress(keras.callbacks.ProgbarLogger):
     """Keras' progress bar and epoch lines, counting the run's epochs (`Epoch 15/32`) instead
     of each `fit`'s (a run of several phases calls `fit` once per phase, each with

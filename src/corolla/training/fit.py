@@ -371,9 +371,7 @@ class _Trainer:
     def callbacks(self, run_dir, backup_dir, saved, val_split, val_labels) -> Checkpoint:
         """Corolla's own callbacks, the backup restored into the model; returns the
         checkpoint, whose state says what was trained."""
-        import keras
-
-        from corolla.training.callbacks import SwapEMA, ValMacroF1
+        from corolla.training.callbacks import EpochTensorBoard, SwapEMA, ValMacroF1
         from corolla.training.checkpoint import Checkpoint
 
         config, plan = self.ready.config, self.plan
@@ -392,8 +390,7 @@ class _Trainer:
         if swap is not None:
             self.own.insert(0, swap)
         if plan.is_chief:
-            self.own.append(keras.callbacks.TensorBoard(str(run_dir / paths.LOGS),
-                                                        write_graph=False))
+            self.own.append(EpochTensorBoard(str(run_dir / paths.LOGS), write_graph=False))
         self.checkpoint = checkpoint
         return checkpoint
 
