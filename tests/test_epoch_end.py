@@ -111,7 +111,7 @@ print("RATES", rates)
     assert rates[0] < rates[1] < rates[2] and rates[3] < rates[2]  # warm-up, then decay
 
 
-def test_tensorboard_logs_the_epochs_own_learning_rate():
+def test_tensorboard_logs_the_epochs_own_learning_rate(tmp_path):
     """As history.csv does (Keras' own logs the next step's, at the cost above on JAX)."""
     from corolla.training import schedule
     from corolla.training.callbacks import EpochTensorBoard
@@ -122,7 +122,7 @@ def test_tensorboard_logs_the_epochs_own_learning_rate():
     model.compile(optimizer=keras.optimizers.Adam(schedule.learning_rate_schedule(1e-3, 40, 20)),
                   loss="mse")
     model.fit(np.zeros((8, 4)), np.zeros((8, 3)), batch_size=2, epochs=1, verbose=0)
-    board = EpochTensorBoard(log_dir="unused")
+    board = EpochTensorBoard(log_dir=str(tmp_path))
     board.set_model(model)
     logged = board._collect_learning_rate({})["learning_rate"]
     assert logged == epoch_learning_rate(model.optimizer)
