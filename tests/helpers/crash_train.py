@@ -61,6 +61,7 @@ def run(*args, callbacks=(), **kwargs):
 
         def on_epoch_end(self, epoch, logs=None):  # after Corolla's own checkpoint
             if point == "epoch_end" and epoch == arg:
+                _others_first()
                 die(f"after epoch {epoch}")
 
     fault = Fault()
@@ -71,6 +72,25 @@ def run(*args, callbacks=(), **kwargs):
             fault.current = epoch
 
     return _run(*args, callbacks=[*callbacks, Epoch(), fault], **kwargs)
+
+
+def _others_first():
+    """Several JAX processes, all at the point: the chief dies last. JAX's coordination
+    service, which the chief hosts, aborts the others (SIGABRT) as soon as it is gone: a chief
+    that died first would kill a worker still finishing its epoch's end."""
+    import keras
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if jax.process_count() > 1:
+            import time
+
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("crash_train")
+            if jax.process_index() == 0:
+                time.sleep(2)
 
 
 def dying_writer(original, name, where):
