@@ -85,7 +85,12 @@ def weights_size(model) -> int:
     its optimizer, with 4 KiB each for the archive's headers (about 0.2 KiB are used), and
     1 MiB."""
     return (1 << 20) + sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize + 4096
-                           for v in {id(v): v for v in backup_variables(model)}.values())
+                           for v in backup_variables(model))
+
+
+def _read_arrays(path: Path) -> list:
+    with np.load(path) as saved:
+        return [saved[f"arr_{i}"] for i in range(len(saved.files))]
 
 
 def _write_arrays(arrays: list, path: Path) -> None:
@@ -107,9 +112,7 @@ def load_backup(model, path: Path) -> None:
     if path.name.endswith(".h5"):
         model.load_weights(path)
         return
-    variables = backup_variables(model)
-    with np.load(path) as saved:
-        arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    variables, arrays = backup_variables(model), _read_arrays(path)
     if [a.shape for a in arrays] != [tuple(v.shape) for v in variables]:
         raise UserError(f"{path} holds {len(arrays)} arrays that do not fit the run's model "
                         f"and optimizer ({len(variables)} variables); move the backup folder "
@@ -126,8 +129,7 @@ def save_model_weights(model, path: Path) -> None:
 
 
 def load_model_weights(model, path: Path) -> None:
-    with np.load(path) as saved:
-        model.set_weights([saved[f"arr_{i}"] for i in range(len(saved.files))])
+    model.set_weights(_read_arrays(path))
 
 
 def write_history(rows: list[dict], path: Path) -> None:
@@ -157,9 +159,7 @@ class Checkpoint(keras.callbacks.Callback):
         super().__init__()
         self.backup_dir, self.state, self.history_path = Path(backup_dir), state, history_path
         self.swap, self.patience, self.log, self.saved = swap, patience, log, saved
-        # The chief's backup is an earlier version's Keras file (see `restore`).
-        chiefs = chiefs_file or state.weights
-        self.chiefs_keras_file = bool(chiefs and chiefs.endswith(".h5"))
+        self.chiefs_file = chiefs_file
         self.backup_dir.mkdir(parents=True, exist_ok=True)
         remove_partials(self.backup_dir)  # a weights file a killed run never put in place
 
@@ -174,13 +174,13 @@ class Checkpoint(keras.callbacks.Callback):
         Every Keras save and load makes a reference optimizer (Keras 3.15 caches it under one
         key and looks it up under another), whose variables a MultiWorkerMirroredStrategy
         creates collectively: where the chief loads an earlier version's `.weights.h5`
-        (`chiefs_keras_file`), a worker saves one, so that both make it together. Corolla's
-        own backups go through no Keras save or load."""
+        (`chiefs_file`), a worker saves one, so that both make it together. Corolla's own
+        backups go through no Keras save or load."""
         if (self.state.weights or for_all) and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
         if self.state.weights:
             load_backup(model, self.backup_dir / self.state.weights)
-        elif for_all and self.chiefs_keras_file:
+        elif for_all and (self.chiefs_file or "").endswith(".h5"):
             start = self.backup_dir / "start.weights.h5"
             with atomic_path(start) as tmp:
                 model.save_weights(tmp)

@@ -151,12 +151,12 @@ def _set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
 def _agree_on_epoch(plan: Plan, state: BackupState, backup_dir: Path,
                     log) -> tuple[BackupState, str | None]:
     """(the state this process continues from, the chief's backup file where the workers take
-    the chief's state, else None). Every
-    process must continue from the chief's epoch: a worker whose backup is behind it (its
-    private scratch folder lost with a preempted, recreated VM, or another TMPDIR) takes the
-    chief's record here and its weights and optimizer once the model is built
-    (`_Trainer.restore`), instead of silently training from scratch beside the others. A worker
-    ahead of the chief means the chief's backup was replaced: refused."""
+    the chief's state, else None). Every process must continue from the chief's epoch: a
+    worker whose backup is behind it (its private scratch folder lost with a preempted,
+    recreated VM, or another TMPDIR) takes the chief's record here and its weights and
+    optimizer once the model is built (`_Trainer.restore`), instead of silently training from
+    scratch beside the others. A worker ahead of the chief means the chief's backup was
+    replaced: refused."""
     import json
 
     from corolla.training.checkpoint import BackupState
