@@ -9,10 +9,10 @@ For each model, two processes run one after the other (never together: they woul
 cores). First `corolla train` (the real command: its val macro F1 pass, backups, best-epoch
 checkpoint, CSV and TensorBoard logs, EMA if the recipe keeps one), with a callback that times
 each epoch. Then plain Keras, from that run's own resolved config.toml: the same model, optimizer,
-batch, steps and augmented training stream (`pipeline.train_dataset`), and Keras' own
-validation pass over the same val images (`pipeline.eval_dataset`), no callbacks but, with
-`--ema`, Keras' own SwapEMAWeights(swap_on_epoch=True) (validation on the EMA weights, as
-Corolla's). The first epoch (tracing, compilation) is left out; the ratio is of the median
+batch, steps and augmented training stream (`pipeline.train_dataset`, cached as the run's), and
+Keras' own validation pass over the same val images (`pipeline.eval_dataset`, kept decoded as
+the run's), no callbacks but, with `--ema`, Keras' own SwapEMAWeights(swap_on_epoch=True)
+(validation on the EMA weights, as Corolla's). The first epoch (tracing, compilation) is left out; the ratio is of the median
 epoch times. Aim: 1.05 or less.
 
 To compare two versions of Corolla, run this file with each on PYTHONPATH (the processes it
@@ -110,6 +110,7 @@ def run_keras(run_dir: str) -> None:
     import tensorflow as tf
 
     from corolla.data import datasets, pipeline
+    from corolla.evaluation import inference
     from corolla.training.fit import compile_model
 
     layout = datasets.open_recorded(cfg.data, log=lambda *a: None)
@@ -119,15 +120,20 @@ def run_keras(run_dir: str) -> None:
         model = models.create_model(cfg.model.name, classes, size, cfg.model.weights,
                                     cfg.model.train_backbone, dropout=cfg.model.dropout)
         compile_model(model, plan, t.learning_rate, train=t)
+    # The same stream as the run's: its training images cached when its recipe caches them,
+    # its val images when they fit (`inference.split_batches`' rule). A plain run that decoded
+    # what Corolla keeps decoded would hide Corolla's own costs behind JPEG decoding.
     stream = pipeline.train_dataset(train, size, plan.global_batch,
                                     epoch_examples=t.steps_per_epoch * plan.global_batch,
                                     seed=t.seed, augment=cfg.data.augment,
+                                    cache=cfg.data.cache,
                                     shuffle_buffer=cfg.data.shuffle_buffer,
                                     num_classes=classes)
     labels = np.eye(classes, dtype=np.float32)[pipeline.metadata(val)["labels"]]
     batch = plan.global_batch
     labels = np.concatenate([labels, np.zeros((-len(labels) % batch, classes), np.float32)])
-    images = pipeline.eval_dataset(val, size, batch)
+    images = pipeline.eval_dataset(val, size, batch, cache=pipeline.decoded_bytes(
+        val.count, size) <= inference.CACHE_BYTES)
     validation = tf.data.Dataset.zip((images, tf.data.Dataset.from_tensor_slices(labels)
                                       .batch(batch))).prefetch(tf.data.AUTOTUNE)
     ema = [keras.callbacks.SwapEMAWeights(swap_on_epoch=True)] if t.ema else []
