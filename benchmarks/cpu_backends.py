@@ -62,7 +62,8 @@ def measure(model_name: str, size: int, batch: int, steps: int, jit: bool,
 def _bfloat16_flags() -> str:
     """The CPU's bfloat16 instruction flags (Linux), e.g. "avx512_bf16"; "" elsewhere."""
     try:
-        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+        with open("/proc/cpuinfo") as f:
+            flags = next(line for line in f if line.startswith("flags")).split()
     except (OSError, StopIteration):
         return ""
     return ", ".join(f for f in flags if f in ("avx512_bf16", "amx_bf16"))

@@ -12,8 +12,8 @@ each epoch. Then plain Keras, from that run's own resolved config.toml: the same
 batch, steps and augmented training stream (`pipeline.train_dataset`, cached as the run's), and
 Keras' own validation pass over the same val images (`pipeline.eval_dataset`, kept decoded as
 the run's), no callbacks but, with `--ema`, Keras' own SwapEMAWeights(swap_on_epoch=True)
-(validation on the EMA weights, as Corolla's). The first epoch (tracing, compilation) is left out; the ratio is of the median
-epoch times. Aim: 1.05 or less.
+(validation on the EMA weights, as Corolla's). The first epoch (tracing, compilation) is left
+out; the ratio is of the median epoch times. Aim: 1.05 or less.
 
 To compare two versions of Corolla, run this file with each on PYTHONPATH (the processes it
 starts inherit it): `PYTHONPATH=/old/checkout/src python benchmarks/overhead.py ...`.
