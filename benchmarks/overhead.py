@@ -120,9 +120,9 @@ def run_keras(run_dir: str) -> None:
         model = models.create_model(cfg.model.name, classes, size, cfg.model.weights,
                                     cfg.model.train_backbone, dropout=cfg.model.dropout)
         compile_model(model, plan, t.learning_rate, train=t)
-    # The same stream as the run's: its training images cached when its recipe caches them,
-    # its val images when they fit (`inference.split_batches`' rule). A plain run that decoded
-    # what Corolla keeps decoded would hide Corolla's own costs behind JPEG decoding.
+    # The same streams as the run's: its training images cached when its recipe caches them,
+    # its val batches from `inference.split_batches` (kept decoded when they fit). A plain run
+    # that decoded what Corolla keeps decoded would hide Corolla's own costs behind decoding.
     stream = pipeline.train_dataset(train, size, plan.global_batch,
                                     epoch_examples=t.steps_per_epoch * plan.global_batch,
                                     seed=t.seed, augment=cfg.data.augment,
@@ -132,8 +132,7 @@ def run_keras(run_dir: str) -> None:
     labels = np.eye(classes, dtype=np.float32)[pipeline.metadata(val)["labels"]]
     batch = plan.global_batch
     labels = np.concatenate([labels, np.zeros((-len(labels) % batch, classes), np.float32)])
-    images = pipeline.eval_dataset(val, size, batch, cache=pipeline.decoded_bytes(
-        val.count, size) <= inference.CACHE_BYTES)
+    images = inference.split_batches(val, size)(batch)
     validation = tf.data.Dataset.zip((images, tf.data.Dataset.from_tensor_slices(labels)
                                       .batch(batch))).prefetch(tf.data.AUTOTUNE)
     ema = [keras.callbacks.SwapEMAWeights(swap_on_epoch=True)] if t.ema else []
