@@ -136,8 +136,9 @@ FINETUNE = {  # each names its size, epochs and thawed part: not what cpu-finetu
 }
 
 
-def train(flags: list[str], args, name: str) -> dict:
-    """Runs `corolla train` with `flags`; returns its rows and minutes, printed as it goes."""
+def train(flags: list[str], args, name: str, on_epoch=None) -> dict:
+    """Runs `corolla train` with `flags`; returns its rows and minutes, printed as it goes.
+    `on_epoch(line)` is called at each epoch's line (its backup is written by then)."""
     command = [sys.executable, "-m", "corolla", "train", "--data", str(args.data),
                "--runs-dir", str(args.runs_dir), "--name", name, *flags, *args.extra]
     print(f"\n=== {name}: corolla {' '.join(command[3:])}", flush=True)
@@ -153,6 +154,8 @@ def train(flags: list[str], args, name: str) -> dict:
                 first = now
             if " - val_f1_macro: " in line or "val_f1_macro" in line:
                 last = now
+                if on_epoch is not None:
+                    on_epoch(line)
             if line.startswith(("recipe", "training", "frozen", "epoch", "Epoch", "val:",
                                 "model.keras", "progressive")) or "val_f1_macro" in line:
                 print(f"  [{now / 60:5.1f} min] {line.rstrip()}", flush=True)
@@ -209,6 +212,15 @@ def probe(args) -> None:
           f"({(time.monotonic() - began) / 60:.1f} min)")
 
 
+def tiny(args, epochs: int = 2) -> None:
+    """`--tiny`: synthetic petals under args.runs_dir, and flags for a few 2-step epochs."""
+    from corolla.commands import demo
+    from corolla.data import synthetic
+
+    args.data = synthetic.write(args.runs_dir / "petals", demo.TINY.data)
+    args.extra += ["--epochs", str(epochs), "--steps-per-epoch", "2", "--batch-size", "8"]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=("probe", "recipes", "figures", "scratch", "tune"))
@@ -227,11 +239,7 @@ def main(argv=None) -> int:
     args.runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="corolla-finetune-"))
     args.extra = args.extra.split()
     if args.tiny:
-        from corolla.commands import demo
-        from corolla.data import synthetic
-
-        args.data = synthetic.write(args.runs_dir / "petals", demo.TINY.data)
-        args.extra += ["--epochs", "2", "--steps-per-epoch", "2", "--batch-size", "8"]
+        tiny(args)
         args.size, args.input_size, args.train_images = 32, 32, 64
     if args.what == "probe":
         probe(args)

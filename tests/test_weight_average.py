@@ -1,0 +1,41 @@
+"""benchmarks/weight_average.py runs: it trains, keeps every epoch's backup as the run writes
+it, and scores the best epoch, the last, and weight means with BatchNorm as saved and
+recomputed, each without and with flip TTA (issue 21's figures of the plateau)."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+SCRIPT = REPO / "benchmarks" / "weight_average.py"
+ROW = re.compile(r"^  (.+?) +([01]\.\d{4})  ([01]\.\d{4})$", re.MULTILINE)
+
+
+@pytest.mark.slow
+def test_tiny_run_scores_every_variant(tmp_path):
+    out = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--last", "2,3",
+                          "--runs-dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    # One backup per epoch, copied before the run removed it.
+    assert sorted(p.name for p in (tmp_path / "epochs").iterdir()) == \
+        [f"epoch-{i:04d}.npz" for i in range(3)]
+    rows = [r[0] for r in ROW.findall(out.stdout)]
+    assert rows == ["best epoch (model.keras)",
+                    *(f"{what}, BatchNorm {bn}"
+                      for what in ("last epoch", "mean of the last 2 epochs",
+                                   "mean of the last 3 epochs")
+                      for bn in ("as saved", "recomputed"))], out.stdout
+    # Known answers: the run's own val macro F1 of its best and of its last epoch (history.csv)
+    # are what this script measures of model.keras and of the last backup's weights.
+    with (tmp_path / "average" / "history.csv").open() as f:
+        history = [float(r["val_f1_macro"]) for r in csv.DictReader(f)]
+    figures = {r[0]: float(r[1]) for r in ROW.findall(out.stdout)}
+    assert figures["best epoch (model.keras)"] == pytest.approx(max(history), abs=1e-4)
+    assert figures["last epoch, BatchNorm as saved"] == pytest.approx(history[-1], abs=1e-4)
