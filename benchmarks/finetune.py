@@ -6,6 +6,7 @@ fine-tuning recipes on real ImageNet weights, against a linear probe of the same
     python benchmarks/finetune.py figures  [--seeds 42,7]
     python benchmarks/finetune.py scratch  [--only 0,2]
     python benchmarks/finetune.py tune     [--only 0,2]
+    python benchmarks/finetune.py pseudo   [--teacher RUN] [--threshold 0.6]
         [--data ../shared/data/flowers5] [--weights ../shared/weights/efficientnet_lite0_imagenet]
         [--runs-dir /tmp/corolla-finetune] [--extra "--backend jax"] [--tiny]
 
@@ -22,6 +23,11 @@ fine-tuning recipes on real ImageNet weights, against a linear probe of the same
   and the from-scratch `cpu` recipe (>= 0.90 within 15 minutes asked).
 - scratch: candidate re-tunings of the `cpu` recipe for the time TensorFlow 2.21 leaves it
   (its 64 px epochs take 3 s, where it was tuned at 15 s), as flag sets over `--recipe cpu`.
+- pseudo: the `cpu` recipe on the training split plus pseudo-labelled test images (what the
+  competition's notebooks do with its unlabelled test split): a teacher run (`--teacher RUN`,
+  else `cpu` trained here) labels the test images it predicts with a top probability of at
+  least `--threshold` (its saved predictions/test.npz), and `cpu` trains again on the
+  enlarged split with the teacher's steps per epoch (the same compute; the same val split).
 - tune: candidate re-tunings of `cpu-finetune`, as flag sets over it (their CPU minutes
   estimated beside them). Their val macro F1 per epoch can be had on a GPU (`--extra
   "--backend jax"` on a machine whose JAX sees one) in a fraction of the CPU's time; the
@@ -212,6 +218,50 @@ def probe(args) -> None:
           f"({(time.monotonic() - began) / 60:.1f} min)")
 
 
+def steps_per_epoch(run: Path) -> int:
+    """The steps of each of `run`'s epochs (its resolved config.toml records them)."""
+    import tomllib
+
+    with (run / "config.toml").open("rb") as f:
+        return int(tomllib.load(f)["train"]["steps_per_epoch"])
+
+
+def pseudo_labelled(teacher: Path, data: Path, out: Path, threshold: float) -> int:
+    """Writes at `out` the layout of `data` (its files linked) whose train split holds one more
+    file: the test images `teacher` predicted with a top probability of at least `threshold`,
+    labelled with that class. Returns how many."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow as tf
+
+    from corolla.data import layout as layout_lib
+    from corolla.data import records
+    from corolla.evaluation import predictions
+
+    layout = layout_lib.open_layout(str(data))
+    folder = out / Path(layout.size_dir).name
+    for split in layout_lib.SPLITS:
+        (folder / split).mkdir(parents=True, exist_ok=True)
+        for path in layout.split(split).paths:
+            (folder / split / Path(path).name).symlink_to(Path(path).resolve())
+    saved = predictions.load(predictions.path_in(teacher, "test"))
+    labels = {example_id: int(p.argmax()) for example_id, p in
+              zip(saved.ids, saved.probabilities) if p.max() >= threshold}
+    kept = []
+    for record in tf.data.TFRecordDataset(layout.split("test").paths):
+        example = records.parse_features(record, labelled=False)
+        example_id = example["id"].numpy().decode()
+        if example_id in labels:
+            kept.append(records.serialize(example["image"].numpy(), example_id,
+                                          labels[example_id]))
+    if kept:  # (a file of no records would be an empty shard in the split)
+        name = records.shard_name(len(layout.split("train").files), layout.image_size,
+                                  len(kept))
+        with tf.io.TFRecordWriter(str(folder / "train" / name)) as writer:
+            for record in kept:
+                writer.write(record)
+    return len(kept)
+
+
 def tiny(args, epochs: int = 2) -> None:
     """`--tiny`: synthetic petals under args.runs_dir, and flags for a few 2-step epochs."""
     from corolla.commands import demo
@@ -223,7 +273,8 @@ def tiny(args, epochs: int = 2) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("what", choices=("probe", "recipes", "figures", "scratch", "tune"))
+    p.add_argument("what", choices=("probe", "recipes", "figures", "scratch", "tune",
+                                     "pseudo"))
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--weights", type=Path, default=WEIGHTS)
     p.add_argument("--runs-dir", type=Path, default=None)
@@ -232,6 +283,9 @@ def main(argv=None) -> int:
     p.add_argument("--input-size", type=int, default=128, help="recipes: the input size")
     p.add_argument("--steps", type=int, default=30, help="recipes: steps per epoch")
     p.add_argument("--seeds", default="42,7", help="figures: cpu-finetune's seeds")
+    p.add_argument("--teacher", type=Path, help="pseudo: a run whose test predictions label")
+    p.add_argument("--threshold", type=float, default=0.6,
+                   help="pseudo: the least top probability of a test image kept")
     p.add_argument("--only", default="", help="recipes/scratch/tune: which, by index, e.g. 0,2")
     p.add_argument("--extra", default="", help="more corolla train flags, one string")
     p.add_argument("--tiny", action="store_true", help="a smoke test on synthetic data")
@@ -260,6 +314,20 @@ def main(argv=None) -> int:
             results.append(train(["--recipe", "cpu-finetune", *weights, "--seed", seed],
                                  args, f"cpu-finetune-seed{seed}"))
         results.append(train(["--recipe", "cpu"], args, "cpu"))
+    elif args.what == "pseudo":
+        teacher = args.teacher
+        if teacher is None:
+            results.append(train(["--recipe", "cpu"], args, "teacher"))
+            teacher = args.runs_dir / "teacher"
+        steps = steps_per_epoch(teacher)
+        data = args.runs_dir / "pseudo-labelled"
+        added = pseudo_labelled(teacher, args.data, data, args.threshold)
+        print(f"\n{added} test images pseudo-labelled by {teacher} (top probability >= "
+              f"{args.threshold:g}) join the training split; {steps} steps per epoch, as the "
+              f"teacher's")
+        args.data = data
+        results.append(train(["--recipe", "cpu", "--steps-per-epoch", str(steps)], args,
+                             "pseudo"))
     else:
         recipe, candidates = ("cpu", SCRATCH) if args.what == "scratch" else \
             ("cpu-finetune", FINETUNE)

@@ -39,3 +39,35 @@ def test_tiny_run_scores_every_variant(tmp_path):
     figures = {r[0]: float(r[1]) for r in ROW.findall(out.stdout)}
     assert figures["best epoch (model.keras)"] == pytest.approx(max(history), abs=1e-4)
     assert figures["last epoch, BatchNorm as saved"] == pytest.approx(history[-1], abs=1e-4)
+
+
+FINETUNE = REPO / "benchmarks" / "finetune.py"
+
+
+@pytest.mark.slow
+def test_pseudo_labels_join_the_training_split_as_the_teacher_predicted(tmp_path):
+    """`finetune.py pseudo`: every test image the teacher run predicts confidently enough (at
+    threshold 0, all) joins the training split with the teacher's class, and the recipe trains
+    on it with the teacher's steps per epoch."""
+    import tensorflow as tf
+
+    from corolla.data import records
+    from corolla.evaluation import predictions
+
+    out = subprocess.run([sys.executable, str(FINETUNE), "pseudo", "--tiny", "--threshold", "0",
+                          "--runs-dir", str(tmp_path), "--extra",
+                          "--start-size 0 --input-size 32"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    teacher = predictions.load(tmp_path / "teacher" / "predictions" / "test.npz")
+    expected = dict(zip(teacher.ids, teacher.probabilities.argmax(axis=1).tolist()))
+    train = tmp_path / "pseudo-labelled" / "tfrecords-jpeg-32x32" / "train"
+    added = [p for p in train.iterdir() if not p.is_symlink()]
+    assert len(added) == 1 and added[0].name.endswith(f"-{len(expected)}.tfrec")
+    got = {}
+    for record in tf.data.TFRecordDataset(str(added[0])):
+        example = records.parse_features(record, labelled=True)
+        got[example["id"].numpy().decode()] = int(example["class"].numpy())
+    assert got == expected
+    assert f"{len(expected)} test images pseudo-labelled" in out.stdout
+    assert (tmp_path / "pseudo" / "model.keras").is_file()
