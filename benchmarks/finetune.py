@@ -262,6 +262,26 @@ def pseudo_labelled(teacher: Path, data: Path, out: Path, threshold: float) -> i
     return len(kept)
 
 
+def runner_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of every benchmark that runs `corolla train` through `train`."""
+    p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--runs-dir", type=Path, default=None)
+    p.add_argument("--extra", default="", help="more corolla train flags, one string")
+    p.add_argument("--tiny", action="store_true", help="a smoke test on synthetic data")
+
+
+def parse(p: argparse.ArgumentParser, argv, epochs: int = 2):
+    """`p`'s arguments, with a runs folder (a new temporary one unless given), `--extra` as a
+    list, and `--tiny`'s data and flags (`epochs` of 2 steps)."""
+    args = p.parse_args(argv)
+    prefix = f"corolla-{Path(p.prog).stem}-"
+    args.runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix=prefix))
+    args.extra = args.extra.split()
+    if args.tiny:
+        tiny(args, epochs)
+    return args
+
+
 def tiny(args, epochs: int = 2) -> None:
     """`--tiny`: synthetic petals under args.runs_dir, and flags for a few 2-step epochs."""
     from corolla.commands import demo
@@ -275,9 +295,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=("probe", "recipes", "figures", "scratch", "tune",
                                      "pseudo"))
-    p.add_argument("--data", type=Path, default=DATA)
+    runner_arguments(p)
     p.add_argument("--weights", type=Path, default=WEIGHTS)
-    p.add_argument("--runs-dir", type=Path, default=None)
     p.add_argument("--size", type=int, default=224, help="probe: the input size")
     p.add_argument("--train-images", type=int, default=1000, help="probe: how many")
     p.add_argument("--input-size", type=int, default=128, help="recipes: the input size")
@@ -287,13 +306,8 @@ def main(argv=None) -> int:
     p.add_argument("--threshold", type=float, default=0.6,
                    help="pseudo: the least top probability of a test image kept")
     p.add_argument("--only", default="", help="recipes/scratch/tune: which, by index, e.g. 0,2")
-    p.add_argument("--extra", default="", help="more corolla train flags, one string")
-    p.add_argument("--tiny", action="store_true", help="a smoke test on synthetic data")
-    args = p.parse_args(argv)
-    args.runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="corolla-finetune-"))
-    args.extra = args.extra.split()
+    args = parse(p, argv)
     if args.tiny:
-        tiny(args)
         args.size, args.input_size, args.train_images = 32, 32, 64
     if args.what == "probe":
         probe(args)

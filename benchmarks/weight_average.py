@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -107,16 +106,10 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", type=Path, default=finetune.DATA)
-    p.add_argument("--runs-dir", type=Path, default=None)
+    finetune.runner_arguments(p)
     p.add_argument("--last", default="4,8,16", help="the K epochs averaged, e.g. 4,8")
-    p.add_argument("--extra", default="", help="more corolla train flags, one string")
-    p.add_argument("--tiny", action="store_true", help="a smoke test on synthetic data")
-    args = p.parse_args(argv)
-    args.runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="corolla-average-"))
-    args.extra = args.extra.split()
+    args = finetune.parse(p, argv, epochs=3)
     if args.tiny:
-        finetune.tiny(args, epochs=3)
         args.extra += ["--start-size", "0", "--input-size", "32"]
     score(*collect(args), [int(k) for k in args.last.split(",") if k])
     return 0
