@@ -17,7 +17,7 @@ SCRIPT = REPO / "benchmarks" / "weight_average.py"
 ROW = re.compile(r"^  (.+?) +([01]\.\d{4})  ([01]\.\d{4})$", re.MULTILINE)
 
 
-@pytest.mark.slow
+@pytest.mark.large  # a benchmark trains in a subprocess; CI runs it in its `large` step
 def test_tiny_run_scores_every_variant(tmp_path):
     out = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--last", "2,3",
                           "--runs-dir", str(tmp_path)],
@@ -44,7 +44,7 @@ def test_tiny_run_scores_every_variant(tmp_path):
 FINETUNE = REPO / "benchmarks" / "finetune.py"
 
 
-@pytest.mark.slow
+@pytest.mark.large  # a benchmark trains in a subprocess; CI runs it in its `large` step
 def test_pseudo_labels_join_the_training_split_as_the_teacher_predicted(tmp_path):
     """`finetune.py pseudo`: every test image the teacher run predicts confidently enough (at
     threshold 0, all) joins the training split with the teacher's class, and the recipe trains
