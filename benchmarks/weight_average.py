@@ -1,8 +1,9 @@
 """Does the from-scratch `cpu` recipe's plateau move without more training (issue 21)? One
 `corolla train` run, then its val macro F1 scored side by side: the best epoch (the run's
 model.keras), the last epoch, and the mean of the last K epochs' weights (stochastic weight
-averaging, Izmailov et al. 2018), each with the BatchNorm statistics as saved and recomputed on
-the training images, each without and with flip test-time augmentation (`--tta 2`).
+averaging, Izmailov et al. 2018), each with the BatchNorm statistics as saved (for a mean, the
+mean of the saved ones) and recomputed on the training images, each without and with flip
+test-time augmentation (`--tta 2`).
 
     python benchmarks/weight_average.py [--last 4,8,16] [--extra "--seed 42"]
         [--data ../shared/data/flowers5] [--runs-dir DIR] [--tiny]
