@@ -22,6 +22,7 @@ def _positive(x) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
 def test_tiny_run_on_cpu(tmp_path):
     out = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--strict", "--json",
                           str(tmp_path / "check.json")],

@@ -243,6 +243,7 @@ def test_evaluating_on_data_with_other_classes_is_refused(demo_run, tmp_path, ca
                     "names other classes, not the 4 this run was trained on")
 
 
+@pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
 def test_a_model_trained_at_a_smaller_input_size_evaluates_at_it(tiny_petals, tmp_path):
     """--input-size 16 on 32 px data: the model is built at 16, the saved config says so, and
     evaluate and predict scale the data to it; a larger --input-size keeps the data's size."""

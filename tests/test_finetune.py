@@ -89,6 +89,7 @@ def test_batchnorm_statistics_stay_while_frozen_and_in_inference_mode(lite0, tin
     assert sum(not np.array_equal(np.array(a), np.array(b)) for a, b in convs) > len(convs) // 2
 
 
+@pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
 def test_only_the_backbones_top_fraction_trains_once_it_thaws(lite0, tiny_petals, tmp_path):
     """train.unfreeze_fraction 0.5 with BatchNorm in training mode: after an epoch, every
     weight of the bottom half of the backbone's weighted layers (BatchNorm statistics

@@ -87,6 +87,7 @@ def small_disk(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
 def test_a_full_tmpfs_as_runs_dir_is_one_line_and_the_run_finishes_once_freed(tiny_petals,
                                                                               small_disk):
     """The real thing: `corolla train` onto 3 MB, where epoch 0's backup (about 5 MB with the

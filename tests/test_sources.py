@@ -403,6 +403,7 @@ def test_a_run_keeps_its_split_when_its_source_folder_changes(photos, tmp_path, 
 
 
 @pytest.mark.slow
+@pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
 def test_a_kfold_run_on_a_folder_keeps_its_folds_when_the_folder_changes(photos, tmp_path,
                                                                           monkeypatch, capsys):
     """The same for k-fold: the parent records the conversion, every fold reads it, and a fold
