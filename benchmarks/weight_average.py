@@ -51,9 +51,11 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
     import numpy as np
 
     from corolla import config as config_lib
-    from corolla import models, runtime
+    from corolla import runtime
     from corolla.data import pipeline
     from corolla.evaluation import inference, metrics
+    from corolla.training.checkpoint import _read_arrays
+    from corolla.training.fit import batchnorm_layers
 
     plan = runtime.detect_for(config_lib.RunConfig())
     run_dir, _, layout = inference.open_run(run, log=lambda *a: None)
@@ -63,10 +65,12 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
     labels = np.asarray(pipeline.metadata(val)["labels"])
     val_batches = inference.split_batches(val, size)
     train_batches = pipeline.eval_dataset(train, size, plan.inference_batch, pad=False)
-    norms = [layer for layer in models.sublayers(model)
-             if layer.__class__.__name__ == "BatchNormalization"]
+    norms = batchnorm_layers(model)
     count = len(model.weights)  # a backup holds the model's weights, then the optimizer's
     files = sorted(epochs.glob("epoch-*.npz"))
+    lasts = [k for k in [1, *lasts] if k <= len(files)]
+    # Each epoch's weights read once, for every mean that takes it.
+    saved = [_read_arrays(f)[:count] for f in files[-max(lasts):]]
     rows = []
 
     def scored(what):
@@ -74,10 +78,6 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
             model, val, size, plan, tta=tta, batches=val_batches).argmax(1)) for tta in (1, 2)]
         rows.append((what, *f1))
         print(f"  {what:44s} {f1[0]:.4f}  {f1[1]:.4f}", flush=True)
-
-    def weights(path):
-        with np.load(path) as saved:
-            return [saved[f"arr_{i}"] for i in range(count)]
 
     def recompute_batchnorm():
         for layer in norms:
@@ -93,11 +93,8 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
 
     print(f"val macro F1 ({len(labels)} images, {size} px)   plain   flip TTA")
     scored("best epoch (model.keras)")
-    for k in [1, *lasts]:
-        if k > len(files):
-            continue
-        model.set_weights([np.mean(arrays, axis=0) for arrays in
-                           zip(*(weights(f) for f in files[-k:]))])
+    for k in lasts:
+        model.set_weights([np.mean(arrays, axis=0) for arrays in zip(*saved[-k:])])
         what = "last epoch" if k == 1 else f"mean of the last {k} epochs"
         scored(f"{what}, BatchNorm as saved")
         recompute_batchnorm()
