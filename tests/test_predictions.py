@@ -5,6 +5,7 @@ check that every file Corolla writes passes and `corolla check-submission` runs 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -320,6 +321,25 @@ def test_check_submission_user_mistakes_are_one_line(data, tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("corolla") and needle in err[0], err
+
+
+def test_check_submission_reads_only_regular_files_and_only_as_much_as_a_submission_holds(
+        data, tmp_path, capsys):
+    """A device (/dev/urandom never ends), a FIFO, or a file larger than any submission of the
+    split: one line, exit 2, and the memory never filled (the read stops at the bound)."""
+    root, truth = data
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)  # opened for reading, it would block: the check must not open it
+    big = _write(tmp_path / "big.csv", _right_lines(truth) + ["x" * 100] * 10_000)
+    limit = submission.size_limit(_test_ids(root), 4)
+    assert big.stat().st_size > limit > (tmp_path / "s.csv").write_text(
+        "\n".join(_right_lines(truth))) * 1.5  # the bound leaves room for quotes and spaces
+    for path, needle in (("/dev/urandom", "is not a regular file"),
+                         (fifo, "is not a regular file"),
+                         (big, f"holds over {limit:,} bytes")):
+        assert main(["check-submission", str(path), "--data", str(root)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0], err
 
 
 def test_a_submission_that_fails_its_check_never_replaces_the_old_one(tmp_path, monkeypatch):

@@ -80,8 +80,12 @@ def check(path: str | Path, test_ids, num_classes: int) -> list[Problem]:
     if path.is_dir() or not path.exists():
         what = "is a folder" if path.is_dir() else "does not exist"
         raise UserError(f"submission file {path} {what}; pass the CSV file to check")
+    if not path.is_file():  # a device (/dev/urandom), FIFO or socket: it could be endless
+        raise UserError(f"submission file {path} is not a regular file (a device, pipe or "
+                        f"socket); pass the CSV file to check")
+    limit = size_limit(test_ids, num_classes)
     try:
-        text = _text(path)
+        text = _text(path, limit)
     except UnicodeDecodeError as e:
         return [Problem("unreadable", 1, f"the file is not UTF-8 text ({e.reason} at byte "
                                          f"{e.start})")]
@@ -145,9 +149,23 @@ def row_count(path: str | Path) -> int:
     return max(len(_rows(_text(path))) - 1, 0)
 
 
-def _text(path: str | Path) -> str:
+def size_limit(test_ids, num_classes: int) -> int:
+    """The most bytes a submission for `test_ids` can hold: each row its id, a label and a line
+    end, with room for quotes and spaces. A larger file is not a submission, and reading only
+    this much keeps a wrong file (a log, an image, a growing file) from filling the memory."""
+    label = len(str(max(num_classes - 1, 0))) + 1  # a minus sign at most
+    return 64 + sum(2 * len(str(i).encode()) + label + 16 for i in test_ids)
+
+
+def _text(path: str | Path, limit: int | None = None) -> str:
     with Path(path).open(encoding="utf-8", newline="") as f:  # csv reads the line ends
-        return f.read()
+        # Characters, not bytes: a UTF-8 character is at least one byte, so a file within the
+        # limit is read whole.
+        text = f.read(-1 if limit is None else limit + 1)
+    if limit is not None and len(text) > limit:
+        raise UserError(f"submission file {path} holds over {limit:,} bytes, more than a "
+                        f"submission for this test split can; pass the submission CSV")
+    return text
 
 
 def describe(path: str | Path, problems: list[Problem]) -> str:
