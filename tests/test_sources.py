@@ -455,3 +455,50 @@ def test_flowers5_through_a_folder_and_back(flowers5, tmp_path):
         assert back.class_names[label] == example_id.split("/")[0]
         errors.append(np.abs(image.astype(int) - originals[example_id]).mean())
     assert np.mean(errors) < 3 and max(errors) < 6
+
+
+_SCRIPT = """import sys
+from corolla.data import convert, sources
+summary = convert.convert(sources.scan({src!r}), {out!r},
+                          convert.Settings(image_sizes=(16,), workers=2))
+print("converted", summary.written if hasattr(summary, "written") else "")
+"""
+
+
+def test_a_script_without_the_main_guard_converts_in_its_own_process_and_finishes(tmp_path):
+    """Spawned workers run the main script again: one without `if __name__ == "__main__":`
+    would start the conversion again in each of them, forever. It converts in-process and
+    says why, once."""
+    import subprocess
+    import sys
+
+    _make_photos(tmp_path / "photos", per_class=24)  # 72 images: enough for worker processes
+    script = tmp_path / "nb.py"
+    script.write_text(_SCRIPT.format(src=str(tmp_path / "photos"), out=str(tmp_path / "recs")))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("converting in this process: ") == 1, done.stdout
+    assert f"{script} runs without an `if __name__ == \"__main__\":` guard" in done.stdout
+    assert "bootstrapping phase" not in done.stderr
+    assert (tmp_path / "recs" / "convert.json").is_file()
+
+
+@pytest.mark.parametrize("text, guarded", [
+    ("import corolla\ncorolla.train(data='x')\n", False),
+    ("import corolla\nif __name__ == '__main__':\n    corolla.train(data='x')\n", True),
+    ("def f(): pass\nif '__main__' == __name__:\n    f()\n", True),
+    ("this is not python (\n", False)])
+def test_the_main_guard_is_read_from_the_main_script(tmp_path, monkeypatch, text, guarded):
+    import sys
+    import types
+
+    script = tmp_path / "script.py"
+    script.write_text(text)
+    main = types.ModuleType("__main__")
+    main.__file__, main.__spec__ = str(script), None
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert convert._unguarded_main() == (None if guarded else str(script))
+    # A package's __main__ (`python -m corolla`, the console script's runner) is never re-run.
+    main.__spec__ = types.SimpleNamespace(name="corolla.__main__", origin=str(script))
+    assert convert._unguarded_main() is None

@@ -396,6 +396,39 @@ def _write_split(name: str, items: list[Item], out: Path, settings: Settings, po
     summary.files[name] = [len([1 for _, n in w if n]) for w in written]
 
 
+def _unguarded_main() -> str | None:
+    """The main script, when worker processes cannot safely start from it; else None.
+    A "spawn" worker runs the main script again as `__mp_main__` (multiprocessing's rule, for
+    scripts and `python -m module` alike, not for a package's __main__ or an interactive
+    session). A script that calls Corolla at its top level without the `__main__` guard would
+    start the conversion again in every worker, which Python refuses ("... before the current
+    process has finished its bootstrapping phase"), and the pool starts new workers forever.
+    A script that cannot be read is taken as unguarded."""
+    import ast
+
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:
+        if spec.name == "__main__" or spec.name.endswith(".__main__"):
+            return None
+        path = spec.origin
+    else:
+        path = getattr(main, "__file__", None)
+    if not path or Path(path).stem == "ipython":
+        return None
+    try:
+        tree = ast.parse(Path(path).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return path
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare):
+            sides = [node.test.left, *node.test.comparators]
+            if {"__name__", "__main__"} <= {getattr(n, "id", getattr(n, "value", None))
+                                            for n in sides}:
+                return None
+    return path
+
+
 def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(),
             log=print, copies: Copies | None = None) -> Summary:
     """Writes `source` into `out` (which must not exist) in the competition layout; the
@@ -438,6 +471,12 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
     workers = settings.workers or os.cpu_count() or 1
     # Few images: the process start-up would cost more than it saves.
     workers = 1 if total < 64 else workers
+    unguarded = _unguarded_main() if workers > 1 else None
+    if unguarded is not None:
+        workers = 1
+        log(f"converting in this process: {unguarded} runs without an `if __name__ == "
+            f"\"__main__\":` guard, and each worker process would run it again; add the guard "
+            f"to convert on every core")
     start = time.monotonic()
     progress = _Progress(total)
     log(f"converting {total} images of {source.path} into {out} "
