@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -235,3 +236,145 @@ def test_a_picture_that_fails_half_way_leaves_the_old_one(tmp_path, monkeypatch)
     assert path.read_bytes() == old
     assert [p.name for p in tmp_path.iterdir()] == ["cm.png"]  # no temporary file left
     assert plt.get_fignums() == []  # and no figure left open
+
+
+# Outputs that belong nowhere but where they are asked for: never in another run's record, an
+# input or a data set, with or without --force.
+
+def _pictures(folder, names=("a", "b")):
+    """A class folder of tiny PNG photos."""
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, name in enumerate(names):
+        Image.fromarray(np.full((8, 8, 3), 40 * k, np.uint8)).save(folder / f"{name}.png")
+    return folder
+
+
+def _tree(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_outputs_never_land_in_another_runs_folder(demo_run, tmp_path, capsys,
+                                                   no_model_loading):
+    """`evaluate s1 --out kill1` wrote s1's scores over kill1's record; predict could replace
+    another run's model.keras with a CSV under --force."""
+    _, run = demo_run
+    other = tmp_path / "kill1"
+    shutil.copytree(run, other)
+    ensemble = tmp_path / "ensemble-1"
+    ensemble.mkdir()
+    (ensemble / "metrics.json").write_text("{}")
+    before, before_ensemble = _tree(other), _tree(ensemble)
+    for target in (other, other / "predictions", other / "eval-x", ensemble):
+        _one_line_error(capsys, ["evaluate", str(run), "--out", str(target)],
+                        f"--out {target} is inside", "the folder of another run",
+                        "never writes into")
+    for target in (other / "model.keras", other / "new.csv", ensemble / "s.csv"):
+        _one_line_error(capsys, ["predict", str(run), "--out", str(target), "--force"],
+                        f"--out {target} is inside", "even with --force")
+    assert _tree(other) == before and _tree(ensemble) == before_ensemble
+
+
+def test_evaluate_out_is_a_new_or_empty_folder(demo_run, tmp_path, capsys, no_model_loading):
+    _, run = demo_run
+    kept = tmp_path / "notes"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("my notes")
+    _one_line_error(capsys, ["evaluate", str(run), "--out", str(kept)],
+                    f"--out {kept} is a folder that holds files already",
+                    "writes a new folder (or an empty one)")
+    assert _tree(kept) == {Path("mine.txt"): b"my notes"}
+
+
+def test_outputs_never_land_in_a_data_set_or_an_input(demo_run, tmp_path, capsys,
+                                                      no_model_loading, monkeypatch):
+    """PNGs written into a class folder (or as a new class beside them) would be trained on
+    as photos; the run's own data, and the inputs of a command, are never written."""
+    from corolla.commands import explain
+
+    monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    data, run = demo_run
+    photos = tmp_path / "small_copy"
+    daisy = _pictures(photos / "daisy")
+    _pictures(photos / "tulip")
+    before = _tree(photos)
+    for target in (daisy, daisy / "scores", photos / "scores"):
+        _one_line_error(capsys, ["evaluate", str(run), "--out", str(target)],
+                        f"--out {target} is inside", "holds a data set's images")
+        _one_line_error(capsys, ["explain", str(run), str(daisy / "a.png"), "--out",
+                                 str(target), "--force"], f"--out {target} is inside")
+    _one_line_error(capsys, ["evaluate", str(run), "--out", str(data / "scores")],
+                    f"--out {data / 'scores'} is inside the data")
+    listing = _pictures(tmp_path / "mine") / "list.csv"
+    listing.write_text("path\n" + "\n".join(str(p) for p in daisy.iterdir()) + "\n")
+    for out in (listing, daisy / "a.png"):
+        _one_line_error(capsys, ["predict", str(run), str(listing), "--out", str(out),
+                                 "--force"], f"--out {out} is one of the inputs")
+    assert _tree(photos) == before and not (data / "scores").exists()
+
+
+def test_explain_never_writes_over_the_runs_own_files(demo_run, tmp_path, capsys,
+                                                      no_model_loading, monkeypatch):
+    """`explain RUN x.jpg --out RUN --force` replaced RUN/confusion_matrix.png, and its
+    refusal without --force advised --force."""
+    from corolla.commands import explain
+
+    monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    _, run = demo_run
+    photo = _pictures(tmp_path / "photos", ["confusion_matrix"]) / "confusion_matrix.png"
+    before = _snapshot(run)
+    for target in (run, run / "predictions"):
+        line = _one_line_error(capsys, ["explain", str(run), str(photo), "--out", str(target),
+                                        "--force"],
+                               f"--out {target} is inside the run folder {run}",
+                               f"writes only into {run / 'explain'}")
+        assert "--force" not in line
+    assert _snapshot(run) == before
+
+
+def test_a_run_without_its_class_list_is_refused_in_one_line(demo_run, tmp_path, capsys):
+    """The data's classes.txt is no stand-in: reordered since, it named every output wrong."""
+    _, run = demo_run
+    copy = tmp_path / "nocls"
+    shutil.copytree(run, copy)
+    (copy / "classes.txt").unlink()
+    photo = _pictures(tmp_path / "photos") / "a.png"
+    for command in (["evaluate", str(copy)], ["predict", str(copy), str(photo)],
+                    ["predict", str(copy), "--out", str(tmp_path / "s.csv")],
+                    ["explain", str(copy), str(photo)],
+                    ["export", str(copy), "--format", "savedmodel"]):
+        _one_line_error(capsys, command, f"{copy / 'classes.txt'} is missing",
+                        "names the classes of the run's model")
+    assert not (tmp_path / "s.csv").exists()
+    assert (copy / "metrics.json").read_bytes() == (run / "metrics.json").read_bytes()
+
+
+def test_a_model_that_is_not_the_runs_own_is_refused(demo_run, tmp_path, capsys):
+    """A model.keras copied over from another run of the same classes was scored, predicted
+    with and exported as this run's. The model carries its run's id and input size."""
+    from corolla import config as config_lib
+    from corolla.runs import identity
+
+    _, run = demo_run
+    record = identity.read(run / "model.keras")
+    own = config_lib.load(run / "config.toml")
+    assert record == {"run_id": own.output.run_id, "input_size": own.model.input_size}
+    assert identity.read(run / "last.keras") == record
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)  # a whole run copied is still itself
+    assert main(["predict", str(copy), "--out", str(tmp_path / "ok.csv")]) == 0
+    for key, value, needle in (("output.run_id", "0123456789ab", "was saved by another run"),
+                               ("model.input_size", 48, "takes 32 px images but")):
+        config_lib.save(config_lib.apply(own, {key: value}), copy / "config.toml")
+        metrics = (copy / "metrics.json").read_bytes()
+        for command in (["evaluate", str(copy)],
+                        ["predict", str(copy), "--out", str(tmp_path / "s.csv")],
+                        ["export", str(copy), "--format", "savedmodel", "--out",
+                         str(tmp_path / "export")]):
+            _one_line_error(capsys, command, needle, "not this run's model"
+                            if key == "model.input_size" else "put this run's own model back")
+        assert (copy / "metrics.json").read_bytes() == metrics
+    assert not (tmp_path / "s.csv").exists() and not (tmp_path / "export").exists()

@@ -110,7 +110,8 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     into_run = out_dir.resolve() == run_dir.resolve()
     if not into_run:
         log(f"scores on {layout.root} go to {out_dir}, not over the run's own metrics")
-    model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
+    model = model if model is not None else load_model(run_dir, plan, len(layout.class_names),
+                                                           config)
     skip = config.data.skip_bad_records
     evaluation = evaluate_lib.evaluate(model, layout, plan, skip_bad_records=skip, tta=tta,
                                        log=log)

@@ -8,9 +8,10 @@ from pathlib import Path
 from corolla.commands.evaluate import inference_plan
 from corolla.commands.predict import input_size_of
 from corolla.errors import UserError
-from corolla.evaluation.inference import load_model, open_run
+from corolla.evaluation.inference import load_model
 from corolla.files import check_folder, make_folder
 from corolla.runs import paths, rundir
+from corolla.runs.outputs import refuse_foreign
 
 
 def explain(run, images, flags: dict | None = None, names: dict | None = None,
@@ -28,16 +29,14 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     files = photos_lib.list_photos(images)
     if not files:
         raise UserError("no images given; pass image files, folders of them, or a CSV of paths")
-    folder = Path(out) if out is not None else run_dir / paths.EXPLAIN
-    check_folder(folder.parent, "--out")
+    folder = explain_folder(run_dir, out, images)
     targets = _targets(files, folder)
     taken = [t for t in targets if t.exists()]
     if taken and not force:
         raise UserError(f"{taken[0]} already exists; pass --force to replace it, or --out with "
                         f"another folder")
-    class_names = rundir.class_names(run_dir) or \
-        open_run(run_dir, log=lambda *a: None)[2].class_names
-    model = load_model(run_dir, plan, len(class_names))
+    class_names = rundir.class_names(run_dir)
+    model = load_model(run_dir, plan, len(class_names), config)
     explain_images = gradcam.explainer(model)
     size = input_size_of(model, config)
     fit = photos_lib.fit_of(config.data.converted or config.data.path)
@@ -57,6 +56,24 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     for line in photo_report.skipped_lines(skipped):
         log(line)
     return written
+
+
+def explain_folder(run_dir: Path, out, inputs) -> Path:
+    """Where the pictures go: RUN/explain/ by default; inside the run nowhere else (its own
+    pictures are its record), and elsewhere never into another run, the inputs or a data set
+    (`runs.outputs.refuse_foreign`)."""
+    default = run_dir / paths.EXPLAIN
+    folder = Path(out) if out is not None else default
+    resolved, run = folder.resolve(), run_dir.resolve()
+    if resolved == run or run in resolved.parents:
+        if resolved != default.resolve():
+            raise UserError(f"--out {out} is inside the run folder {run_dir}, where explain "
+                            f"writes only into {default}; choose that or a folder outside the "
+                            f"run")
+    else:
+        refuse_foreign(folder, run_dir, inputs=inputs, images=True)
+    check_folder(folder.parent, "--out")
+    return folder
 
 
 def _targets(files: list[str], folder: Path) -> list[Path]:

@@ -94,8 +94,9 @@ def _export_here(run_dir: Path, fmt: str, out: Path, quantize: str, check_images
     from corolla.report import export as writer
 
     plan = runtime.detect(backend="tensorflow", strategy="default", precision="float32")
-    class_names = _class_names(run_dir)
-    model = exported.as_float32(load_model(run_dir, plan, len(class_names)))
+    _, config = rundir.load(run_dir)
+    class_names = rundir.class_names(run_dir)
+    model = exported.as_float32(load_model(run_dir, plan, len(class_names), config))
     size = model.input_shape[1]
     # Written under a temporary name beside OUT and renamed last: a folder named OUT is whole.
     partial = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
@@ -122,13 +123,6 @@ def _export_here(run_dir: Path, fmt: str, out: Path, quantize: str, check_images
     return out
 
 
-def _class_names(run_dir: Path):
-    names = rundir.class_names(run_dir)
-    if names is None:  # a run written before classes.txt was saved: its data names them
-        from corolla.evaluation.inference import open_run
-
-        names = open_run(run_dir, log=lambda *a: None)[2].class_names
-    return names
 
 
 def _check(model, fmt, path, run_dir, size, quantize, count, log) -> dict | None:

@@ -80,14 +80,15 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
         raise UserError(f"the data {layout.source} has no test split to predict: put unlabelled "
                         f"images in a test/ folder beside train/ (or rows with split = test in "
                         f"the CSV) and train a new run, or pass --data with data that has one")
-    path = output_path(run_dir, out, force)
+    path = output_path(run_dir, out, force, config=config)
     try:
         saved_in = output_dir(run_dir, config, layout)
     except UserError:
         if out is None:
             raise
         saved_in = None  # a run this user may not write into: the submission goes to `out`
-    model = model if model is not None else load_model(run_dir, plan, len(layout.class_names))
+    model = model if model is not None else load_model(run_dir, plan, len(layout.class_names),
+                                                           config)
     result = predict_lib.predict(model, layout, plan,
                                  skip_bad_records=config.data.skip_bad_records, tta=tta, log=log)
     if saved_in is not None:
@@ -134,9 +135,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
         raise UserError(f"--top-k must be a number of classes, 1 or more, got {top!r}")
     plan = inference_plan(run, flags, names)
     run_dir, config = rundir.load(run)
-    # A run written before classes.txt was saved: its data names the classes.
-    class_names = rundir.class_names(run_dir) or open_run(run_dir, log=lambda *a: None)[2] \
-        .class_names
+    class_names = rundir.class_names(run_dir)
     offsets = bias_lib.load(run_dir, class_names) if bias == "fitted" else None
     files = photos_lib.list_photos(photos)
     if not files:
@@ -144,10 +143,11 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     # Where the files go is checked before the model is loaded (see runs.outputs).
     if out is None and (as_json or len(files) > TABLE_MAX):
         out = Path.cwd() / f"{run_dir.resolve().name}-predictions.csv"
-    csv_path = output_path(run_dir, out, force) if out is not None else None
-    json_path = output_path(run_dir, csv_path.with_suffix(".json"), force) \
+    inputs = [*_as_list(photos), *files]
+    csv_path = output_path(run_dir, out, force, inputs, config) if out is not None else None
+    json_path = output_path(run_dir, csv_path.with_suffix(".json"), force, inputs, config) \
         if as_json and csv_path is not None else None
-    model = load_model(run_dir, plan, len(class_names))
+    model = load_model(run_dir, plan, len(class_names), config)
     size = input_size_of(model, config)
     fit = photos_lib.fit_of(config.data.converted or config.data.path)
     kept, probabilities, skipped = [], [], {}
@@ -185,6 +185,10 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     for line in photo_report.skipped_lines(skipped):
         log(line)
     return rows
+
+
+def _as_list(photos) -> list:
+    return [photos] if isinstance(photos, (str, Path)) else list(photos)
 
 
 def input_size_of(model, config) -> int:

@@ -16,15 +16,16 @@ from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import UserError
 from corolla.evaluation import tta as tta_lib
-from corolla.runs import paths, rundir
+from corolla.runs import identity, paths, rundir
 from corolla.runs.kfold import refuse_parent
 from corolla.runs.outputs import data_root
 from corolla.runtime import Plan
 
 
-def load_model(run_dir: Path, plan: Plan, num_classes: int):
+def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None):
     """The run's model, checked to output one probability per class of the run: a model of
-    another width would pair its outputs with the wrong names (or none)."""
+    another width would pair its outputs with the wrong names (or none). With the run's
+    `config`, also checked to be the run's own (`runs.identity`: its id and input size)."""
     import keras
 
     import corolla.models.layers  # noqa: F401  (registers Corolla's layers for loading)
@@ -53,6 +54,8 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int):
                                 f"models only in Keras' safe mode: rebuild the model with "
                                 f"registered layers instead") from None
             raise
+    if config is not None:
+        identity.check(path, run_dir, config, model.input_shape[1])
     if model.output_shape[-1] != num_classes:
         raise UserError(f"{run_dir / paths.MODEL} outputs {model.output_shape[-1]} classes but "
                         f"the run names {num_classes}; it is not this run's model")
@@ -76,7 +79,7 @@ def open_run(run_dir, data_path: str | None = None, log=print):
         layout = datasets.open_data(data_path, 0, config.data.image_size or 224,
                                     features=datasets.features_of(config.data), log=log)
     saved = rundir.class_names(run_dir)
-    if saved is not None and saved != layout.class_names:
+    if saved != layout.class_names:
         named = f"names {len(layout.class_names)} classes" if len(saved) != len(
             layout.class_names) else "names other classes"
         hint = "" if layout.class_names != COMPETITION_CLASSES else \

@@ -4,12 +4,20 @@ on other data."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
+from corolla.data.sources import is_image_file
 from corolla.errors import UserError
 from corolla.files import check_folder
-from corolla.runs.paths import EVAL_PREFIX, SUBMISSION
+from corolla.runs.paths import CONFIG, EVAL_PREFIX, METRICS, MODEL, SUBMISSION
+
+# What makes a folder a run's record (a run, a k-fold parent, an ensemble, an eval-* folder):
+# Corolla writes into no such folder but the one of the run in use, and there only where the
+# command's own files go.
+RUN_MARKS = (CONFIG, METRICS, MODEL)
+LOOK = 2000  # entries of a folder looked at for images (a data set shows them early)
 
 
 def data_root(path: str) -> str:
@@ -36,20 +44,103 @@ def output_dir(run_dir: Path, config, layout, out=None) -> Path:
     else:
         target, run = Path(out), run_dir.resolve()
         resolved = target.resolve()
-        inside = resolved == run or run in resolved.parents
-        if inside and resolved != default.resolve() and not (
-                resolved.parent == run and resolved.name.startswith(EVAL_PREFIX)):
-            raise UserError(f"--out {out} is inside the run folder {run_dir}, where evaluate "
-                            f"writes only into {default} or another eval-* folder; choose one "
-                            f"of those or a folder outside the run")
-        if target.exists() and not target.is_dir():
-            raise UserError(f"--out {out} is a file; evaluate writes a folder (metrics.json "
-                            f"and plots): pass a folder's name")
+        if _inside(resolved, run):
+            if resolved != default.resolve() and not (
+                    resolved.parent == run and resolved.name.startswith(EVAL_PREFIX)):
+                raise UserError(f"--out {out} is inside the run folder {run_dir}, where "
+                                f"evaluate writes only into {default} or another eval-* "
+                                f"folder; choose one of those or a folder outside the run")
+        else:
+            if target.exists() and not target.is_dir():
+                raise UserError(f"--out {out} is a file; evaluate writes a folder "
+                                f"(metrics.json and plots): pass a folder's name")
+            refuse_foreign(target, run_dir, data=_data_of(config, layout), images=True)
+            if target.is_dir() and any(target.iterdir()):
+                raise UserError(f"--out {out} is a folder that holds files already; evaluate "
+                                f"writes a new folder (or an empty one): choose another name")
     check_folder(target if target.is_dir() else target.parent, "--out")
     return target
 
 
-def output_path(run_dir: Path, out: str | Path | None = None, force: bool = False) -> Path:
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether the resolved `path` is the resolved `folder` or under it."""
+    return path == folder or folder in path.parents
+
+
+def _data_of(config, layout=None) -> list[str]:
+    """The data places a run reads (its recorded data and conversion, and the data being
+    scored): never an output's place."""
+    found = [config.data.path, config.data.converted]
+    if layout is not None:
+        found += [layout.root, layout.source or ""]
+    return [p for p in found if p and "://" not in p]
+
+
+def refuse_foreign(target: Path, run_dir: Path, inputs=(), data=(), images: bool = False,
+                   flag: str = "--out") -> None:
+    """Refuses an output place outside the run in use (`run_dir`) that belongs to something
+    else, with or without --force: a place inside another run's folder (its record would mix
+    two runs), one of the command's `inputs`, a place inside the `data` a run reads, and with
+    `images` (the output holds pictures) a place where a data set's images are: a folder of
+    images, a TFRecord layout, or a new folder beside class folders (the next `train --data`
+    would read the pictures as photos of a class)."""
+    resolved = Path(target).resolve()
+    for folder in (resolved, *resolved.parents):
+        if any((folder / mark).is_file() for mark in RUN_MARKS):
+            raise UserError(f"{flag} {target} is inside {folder}, the folder of another run "
+                            f"(or ensemble, or evaluation), which Corolla never writes into "
+                            f"for {run_dir}, even with --force; choose a path outside it")
+    for path in inputs:
+        path = Path(path).resolve()
+        if resolved == path or (images and path.is_dir() and _inside(resolved, path)):
+            raise UserError(f"{flag} {target} is {'one' if resolved == path else 'inside one'} "
+                            f"of the inputs ({path}); choose a path outside them")
+    for place in data:
+        place = Path(place).resolve()
+        if _inside(resolved, place) or (place.is_file() and resolved == place):
+            raise UserError(f"{flag} {target} is inside the data {place}, which Corolla never "
+                            f"writes into; choose a path outside it")
+    if images:
+        data_set = _data_set_around(resolved)
+        if data_set is not None:
+            raise UserError(f"{flag} {target} is inside {data_set}, which holds a data set's "
+                            f"images: pictures written there would be read as photos next "
+                            f"time; choose a folder outside it")
+
+
+def _data_set_around(path: Path) -> Path | None:
+    """The folder at or above `path` that holds a data set: image files (a class folder, a
+    folder of photos) or a TFRecord layout; or `path`'s parent when it holds class folders
+    (then `path` would become a class). None when there is none."""
+    for folder in (path, *path.parents):
+        if _holds_images(folder) or re.fullmatch(r"tfrecords-jpeg-\d+x\d+", folder.name):
+            return folder
+    parent = path.parent
+    try:
+        children = [c for c in parent.iterdir() if c.is_dir() and c != path]
+    except OSError:
+        return None
+    return parent if any(_holds_images(c) for c in children[:LOOK]) else None
+
+
+def _holds_images(folder: Path) -> bool:
+    """Whether `folder` holds image files (among its first LOOK entries) or a TFRecord
+    layout (tfrecords-jpeg-SxS/)."""
+    try:
+        with os.scandir(folder) as entries:
+            for k, entry in enumerate(entries):
+                if k >= LOOK:
+                    break
+                if is_image_file(Path(entry.path)) or (entry.is_dir() and re.fullmatch(
+                        r"tfrecords-jpeg-\d+x\d+", entry.name)):
+                    return True
+    except OSError:  # missing, not a folder, unreadable
+        return False
+    return False
+
+
+def output_path(run_dir: Path, out: str | Path | None = None, force: bool = False,
+                inputs=(), config=None) -> Path:
     """Where predict writes, checked before a model is loaded (a refusal after the prediction
     would waste it). The run's own submission.csv is refreshed: it is predict's own output.
     Any other file inside the run folder (config, model, history, backup, ...) is refused even
@@ -68,6 +159,11 @@ def output_path(run_dir: Path, out: str | Path | None = None, force: bool = Fals
     if out.is_dir():
         raise UserError(f"--out {out} is a folder; pass a file name, e.g. "
                         f"{out / SUBMISSION}")
+    refuse_foreign(out, run_dir, inputs=inputs,
+                   data=_data_of(config) if config is not None else ())
+    if out.exists() and is_image_file(out):
+        raise UserError(f"--out {out} is an image; predict writes a CSV: choose a .csv file "
+                        f"name")
     if (out.exists() or out.is_symlink()) and not force:
         raise UserError(f"--out {out} already exists; pass --force to overwrite it")
     check_folder(out.parent, "--out")

@@ -98,10 +98,16 @@ def record_session(run_dir: Path, plan) -> None:
     write_text_atomic(path, json.dumps({"sessions": sessions + [_session(plan)]}, indent=1))
 
 
-def class_names(run_dir: Path) -> tuple[str, ...] | None:
-    """The run's saved class names (None for a run made before they were saved)."""
+def class_names(run_dir: Path) -> tuple[str, ...]:
+    """The run's saved class names: which class each output of its model is. Required: the
+    data's names are no stand-in, since its classes.txt may have been edited or reordered
+    since (every output would then be named wrong, silently)."""
     path = Path(run_dir) / CLASSES
-    return parse_classes_file(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        raise UserError(f"{path} is missing: it names the classes of the run's model, in "
+                        f"order; copy it back from a copy of the run (or, if the data's class "
+                        f"list is unchanged since training, from the data's {CLASSES})")
+    return parse_classes_file(path.read_text())
 
 
 # What a run folder says about its run: training (interrupted, or under way), trained (model.keras

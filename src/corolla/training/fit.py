@@ -20,7 +20,7 @@ from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import Interrupted, UserError
-from corolla.runs import paths, rundir
+from corolla.runs import identity, paths, rundir
 from corolla.runtime import Plan, collective
 from corolla.training import schedule as schedule_lib
 from corolla.training.settings import resolve
@@ -247,7 +247,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     _log_training(config, plan, ready, plan_phases, progressive, log)
     try:
         trainer.fit_phases(plan_phases, progressive)
-        return _save(model, saved, checkpoint.state, model_path, backup_dir, run_dir, log)
+        return _save(model, saved, checkpoint.state, model_path, backup_dir, run_dir,
+                     config.output.run_id, log)
     except KeyboardInterrupt:  # the message says how to continue the run
         raise Interrupted(run_dir) from None
 
@@ -571,7 +572,7 @@ def keras_accuracy():
 
 
 def _save(model, saved, final: BackupState, model_path: Path, backup_dir: Path, run_dir,
-          log) -> TrainResult:
+          run_id: str, log) -> TrainResult:
     """last.keras, then model.keras (the best epoch's, or the last), then the backup goes.
     Every worker saves (saving may read mirrored variables collectively); only the chief's copy
     is the run's. The backup goes only once the model is safely written; model.keras last of
@@ -580,24 +581,29 @@ def _save(model, saved, final: BackupState, model_path: Path, backup_dir: Path, 
     from corolla.training.optimizer import finalize_ema
 
     finalize_ema(model)  # (what fit did already, unless no epoch was left to train)
-    with files.atomic_path(model_path.with_name(paths.LAST)) as tmp:
-        saved.save(tmp)
+
+    def write(model, path: Path) -> None:  # the model, marked as this run's (runs.identity)
+        with files.atomic_path(path) as tmp:
+            model.save(tmp)
+            identity.stamp(tmp, run_id, model.input_shape[1] or 0)
+
+    write(saved, model_path.with_name(paths.LAST))
     last_epoch = final.epochs_done - 1
     if final.best is not None and final.best_epoch != last_epoch:
         log(f"model.keras: epoch {final.best_epoch + 1} (val macro F1 {final.best_f1:.4f}, "
             f"the best); last.keras: epoch {last_epoch + 1}")
         best = backup_dir / final.best
-        with files.atomic_path(model_path) as tmp:
-            if best.suffix == ".keras":  # a backup from before bests were weights alone
+        if best.suffix == ".keras":  # a backup from before bests were weights alone
+            with files.atomic_path(model_path) as tmp:
                 shutil.copyfile(best, tmp)
-            else:
-                load_model_weights(saved, best)
-                saved.save(tmp)
+                identity.stamp(tmp, run_id, saved.input_shape[1] or 0)
+        else:
+            load_model_weights(saved, best)
+            write(saved, model_path)
         result = None  # the caller loads the best model from the run
     else:
         result = saved
-        with files.atomic_path(model_path) as tmp:
-            result.save(tmp)
+        write(result, model_path)
     shutil.rmtree(backup_dir, ignore_errors=True)
     history = {k: [row.get(k) for row in final.history] for row in final.history for k in row}
     return TrainResult(run_dir=run_dir, model=result, history=history)
