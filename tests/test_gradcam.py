@@ -90,7 +90,18 @@ def test_explain_writes_one_picture_per_photo_and_keeps_them(fold, tmp_path, cap
     Image.new("L", (20, 20), 128).save(photos / "b.png")
     out = tmp_path / "why"
     assert main(["explain", str(fold), str(photos), "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["a.png", "b.png"]
+    assert sorted(p.name for p in out.iterdir()) == [".corolla-explain", "a.png", "b.png"]
     assert "%" in capsys.readouterr().out  # each photo's top classes, said
     assert main(["explain", str(fold), str(photos / "a.jpg"), "--out", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+def test_explain_of_nothing_readable_is_an_error(fold, tmp_path, capsys):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "fake.jpg").write_bytes(b"not a jpeg")
+    assert main(["explain", str(fold), str(photos), "--out", str(tmp_path / "why")]) == 2
+    captured = capsys.readouterr()
+    assert "fake.jpg" in captured.out and captured.err.strip() == (
+        "corolla: error: none of the 1 image(s) given could be read (listed above); nothing "
+        "was explained")

@@ -123,6 +123,7 @@ def run(data, tmp_path_factory):
     cfg = config.load(overrides={"data.path": str(root), "data.image_size": SIZE,
                                  "model.name": "small_cnn", "train.epochs": 1})
     config.save(cfg, run_dir / "config.toml")
+    (run_dir / CLASSES_FILE).write_text(format_classes_file(CLASS_NAMES))  # as train saves it
     rule_model().save(run_dir / "model.keras")
     return run_dir
 

@@ -136,3 +136,43 @@ def test_other_data_of_any_size_is_scaled_and_other_classes_named(data, run, tmp
     err = capsys.readouterr().err
     assert "names 104 classes" in err and "not the 2 this run was trained on" in err
     assert "--image-size" not in err
+
+
+def test_nothing_readable_is_an_error_and_writes_no_file(run, album, capsys, tmp_path):
+    """`predict RUN fake.jpg --out out.csv` said `wrote out.csv (0 photos)` and exited 0: a
+    script took a header-only CSV for success."""
+    root, _ = album
+    out = tmp_path / "out.csv"
+    assert main(["predict", str(run), str(root / "sub" / "broken.jpg"), "--out",
+                 str(out)]) == 2
+    captured = capsys.readouterr()
+    assert "broken.jpg" in captured.out  # why: the file that did not decode
+    assert captured.err.strip() == ("corolla: error: none of the 1 photo(s) given could be "
+                                    "read (listed above); nothing was predicted")
+    assert not out.exists()
+
+
+def test_out_dash_is_standard_output(run, album, capsys, tmp_path, monkeypatch):
+    """`--out -` made a file named `-`; it means standard output (the log goes to stderr)."""
+    root, expected = album
+    monkeypatch.chdir(tmp_path)
+    assert main(["predict", str(run), str(root), "--out", "-"]) == 0
+    captured = capsys.readouterr()
+    rows = list(csv.DictReader(captured.out.splitlines()))
+    assert {r["path"].rsplit("/", 1)[-1]: r["class_1"] for r in rows} == expected
+    assert "broken.jpg" in captured.err and not (tmp_path / "-").exists()
+    assert main(["predict", str(run), str(root), "--out", "-", "--json"]) == 0
+    saved = json.loads(capsys.readouterr().out)
+    assert {p["path"].rsplit("/", 1)[-1] for p in saved["predictions"]} == set(expected)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_out_keeps_both_files(run, album, tmp_path):
+    """`--json --out b.json` wrote the CSV at b.json, then the JSON over it."""
+    root, expected = album
+    out = tmp_path / "b.json"
+    assert main(["predict", str(run), str(root), "--json", "--out", str(out)]) == 0
+    with (tmp_path / "b.csv").open() as f:
+        assert {r["path"].rsplit("/", 1)[-1] for r in csv.DictReader(f)} == set(expected)
+    assert {p["path"].rsplit("/", 1)[-1]
+            for p in json.loads(out.read_text())["predictions"]} == set(expected)

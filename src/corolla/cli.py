@@ -14,7 +14,7 @@ from pathlib import Path
 from corolla import __version__
 from corolla import config as config_lib
 from corolla.config import flags as flags_lib
-from corolla.errors import UserError
+from corolla.errors import UserError, clear_stop, request_stop
 
 
 class _Parser(argparse.ArgumentParser):
@@ -546,6 +546,7 @@ def _stop_on_signals():
 
     def stop(signum, frame):
         received.append(signum)
+        request_stop(signum)  # for the loops' checks, should this exception be lost
         raise KeyboardInterrupt
 
     names = [n for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
@@ -561,9 +562,18 @@ def _stop_on_signals():
     # reaches the handler, and the run would train on through `docker stop`.
     unblock = previous and hasattr(signal, "pthread_sigmask")  # POSIX
     mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, previous) if unblock else None
+    unraisable = sys.unraisablehook
+
+    def quiet(what):  # a stop lost in a callback is raised again (check_stop): no traceback
+        if not (received and isinstance(what.exc_value, KeyboardInterrupt)):
+            unraisable(what)
+
+    sys.unraisablehook = quiet
     try:
         yield received
     finally:
+        sys.unraisablehook = unraisable
+        clear_stop()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         if mask is not None:
@@ -582,15 +592,28 @@ def main(argv: list[str] | None = None) -> int:
     received = []
     try:
         with _stop_on_signals() as received, quiet_import, as_user_errors():
-            return COMMANDS[args.command](args)
+            code = COMMANDS[args.command](args)
+        if received:  # a stop the command never saw: lost, or landed as it ended
+            raise KeyboardInterrupt
+        return code
+    except KeyboardInterrupt as e:
+        return _interrupted(received, getattr(e, "run_dir", None))
     except UserError as e:
+        if received:
+            return _interrupted(received)
         print(f"corolla: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as e:
-        run_dir = getattr(e, "run_dir", None)
-        hint = f"; continue with: corolla train --resume {run_dir}" if run_dir else ""
-        print(f"corolla: interrupted{hint}", file=sys.stderr)
-        return 128 + (received[0] if received else 2)  # 130 for Ctrl-C (SIGINT), 143: SIGTERM
+    except Exception:
+        if received:  # a stop that landed in a library which turned it into its own error
+            return _interrupted(received)  # (matplotlib's savefig: a ValueError)
+        raise
+
+
+def _interrupted(received: list[int], run_dir=None) -> int:
+    """Every stop ends the same way: one line, and 128 + the signal as the exit status."""
+    hint = f"; continue with: corolla train --resume {run_dir}" if run_dir else ""
+    print(f"corolla: interrupted{hint}", file=sys.stderr)
+    return 128 + (received[0] if received else 2)  # 130 for Ctrl-C (SIGINT), 143: SIGTERM
 
 
 if __name__ == "__main__":

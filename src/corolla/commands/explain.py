@@ -7,7 +7,7 @@ from pathlib import Path
 
 from corolla.commands.evaluate import inference_plan
 from corolla.commands.predict import input_size_of
-from corolla.errors import UserError
+from corolla.errors import UserError, check_stop
 from corolla.evaluation.inference import load_model
 from corolla.files import check_folder, make_folder
 from corolla.runs import paths, rundir
@@ -41,8 +41,10 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     size = input_size_of(model, config)
     fit = photos_lib.fit_of(config.data.converted or config.data.path)
     make_folder(folder)
+    (folder / paths.EXPLAIN_MARK).touch()  # before any picture: see runs.outputs
     written, skipped = [], {}
     for path, target in zip(files, targets):
+        check_stop()
         images, failed = photos_lib.read_many([path], size, fit)
         if failed:
             skipped.update(failed)
@@ -55,6 +57,9 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
         log(f"{target}: {title}")
     for line in photo_report.skipped_lines(skipped):
         log(line)
+    if not written:
+        raise UserError(f"none of the {len(files)} image(s) given could be read (listed "
+                        f"above); nothing was explained")
     return written
 
 
@@ -71,7 +76,7 @@ def explain_folder(run_dir: Path, out, inputs) -> Path:
                             f"writes only into {default}; choose that or a folder outside the "
                             f"run")
     else:
-        refuse_foreign(folder, run_dir, inputs=inputs, images=True)
+        refuse_foreign(folder, run_dir, inputs=inputs, images=True, mark=paths.EXPLAIN_MARK)
     check_folder(folder.parent, "--out")
     return folder
 

@@ -12,7 +12,7 @@ import numpy as np
 from corolla import config as config_lib
 from corolla.commands.evaluate import inference_plan
 from corolla.data import check
-from corolla.errors import UserError
+from corolla.errors import UserError, check_stop
 from corolla.evaluation import bias as bias_lib
 from corolla.evaluation import predict as predict_lib
 from corolla.evaluation import predictions as predictions_lib
@@ -36,12 +36,25 @@ def predict(run, flags: dict | None = None, names: dict | None = None,
     `corolla evaluate RUN --fit-bias` (a k-fold run: on its averaged test predictions)."""
     tta_lib.check(tta)
     _check_bias(bias)
+    if _is_stdout(out):  # the run's checked submission.csv, then its text on stdout
+        path = predict(run, flags, names, data, None, force, tta, bias, log=_to_stderr)
+        sys.stdout.write(path.read_text())
+        return path
     config_path = Path(run) / paths.CONFIG
     if bias == "fitted" and config_path.is_file() and is_parent(config_lib.load(config_path)):
         return _parent_with_offsets(Path(run), out, force, log)
     plan = inference_plan(run, flags, names)
     return predict_run(run, plan, data_path=data, out=out, force=force, log=log, tta=tta,
                        bias=bias)
+
+
+def _is_stdout(out) -> bool:
+    """`--out -`: standard output, as `-` means on every command line."""
+    return isinstance(out, str) and out == "-"
+
+
+def _to_stderr(*args) -> None:  # the log, when stdout carries the output itself
+    print(*args, file=sys.stderr)
 
 
 def _check_bias(bias: str) -> None:
@@ -141,10 +154,17 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     if not files:
         raise UserError("no photos given; pass image files, folders of them, or a CSV of paths")
     # Where the files go is checked before the model is loaded (see runs.outputs).
-    if out is None and (as_json or len(files) > TABLE_MAX):
+    stdout = _is_stdout(out)
+    if stdout:
+        out, log = None, _to_stderr
+    elif out is None and (as_json or len(files) > TABLE_MAX):
         out = Path.cwd() / f"{run_dir.resolve().name}-predictions.csv"
     inputs = [*_as_list(photos), *files]
-    csv_path = output_path(run_dir, out, force, inputs, config) if out is not None else None
+    # --json --out P.json: the CSV beside it (P.csv), not first written there and replaced.
+    csv_out = Path(out).with_suffix(".csv") if as_json and out is not None and \
+        Path(out).suffix == ".json" else out
+    csv_path = output_path(run_dir, csv_out, force, inputs, config) if out is not None \
+        else None
     json_path = output_path(run_dir, csv_path.with_suffix(".json"), force, inputs, config) \
         if as_json and csv_path is not None else None
     model = load_model(run_dir, plan, len(class_names), config)
@@ -154,6 +174,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     bar = keras.utils.Progbar(len(files), unit_name="photo") \
         if len(files) > CHUNK and sys.stdout.isatty() else None
     for start in range(0, len(files), CHUNK):
+        check_stop()
         chunk = files[start:start + CHUNK]
         images, failed = photos_lib.read_many(chunk, size, fit)
         if failed and strict:
@@ -173,9 +194,18 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     if offsets is not None:  # decision scores whose argmax is the fitted decision
         probabilities = bias_lib.adjust(probabilities, offsets)
     rows = photo_report.records(kept, probabilities, class_names, top)
+    if not rows:  # no file is written: a script must not take a header-only CSV for success
+        for line in photo_report.skipped_lines(skipped):
+            log(line)
+        raise UserError(f"none of the {len(files)} photo(s) given could be read (listed "
+                        f"above); nothing was predicted")
     if len(rows) <= TABLE_MAX:
         for line in photo_report.table(rows):
             log(line)
+    if stdout:
+        sys.stdout.write(photo_report.json_text(rows, skipped, run=str(run_dir), tta=tta,
+                                                bias=bias) if as_json else
+                         photo_report.csv_text(rows))
     if csv_path is not None:
         log(f"wrote {photo_report.write_csv(rows, csv_path)} ({len(rows)} photos, top {top})")
     if json_path is not None:

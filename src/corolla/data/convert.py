@@ -40,7 +40,7 @@ import numpy as np
 
 from corolla.data.classes import CLASSES_FILE, format_classes_file
 from corolla.data.sources import SPLIT_FOLDERS, ImageSource, Item
-from corolla.errors import UserError
+from corolla.errors import UserError, check_stop
 from corolla.files import UNWRITABLE, hold_lock, lock_is_free
 
 # Bump when the output of a conversion changes, so caches are not reused (2: copies are kept
@@ -334,6 +334,7 @@ def _write_split(name: str, items: list[Item], out: Path, settings: Settings, po
         return out_bounds
 
     def put(position, jpegs, reason):
+        check_stop()
         item = items[position]
         progress.step(name)
         if jpegs is None:

@@ -14,7 +14,7 @@ from corolla.data import datasets, folds
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
-from corolla.errors import UserError
+from corolla.errors import UserError, check_stop
 from corolla.evaluation import tta as tta_lib
 from corolla.runs import identity, paths, rundir
 from corolla.runs.kfold import refuse_parent
@@ -161,8 +161,8 @@ def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
             if plan.multi_worker and plan.backend == "tensorflow":
                 probabilities = _predict_locally(model, views, steps)[:count]
             else:
-                probabilities = model.predict(views, steps=steps,
-                                              verbose=int(progress))[:count]
+                probabilities = model.predict(views, steps=steps, verbose=int(progress),
+                                              callbacks=[stop_check()])[:count]
             if tta == 1:
                 return probabilities
             total = probabilities.astype(np.float64) + (0 if total is None else total)
@@ -178,7 +178,25 @@ def _predict_locally(model, batches, steps: int) -> np.ndarray:
     import tensorflow as tf
 
     step = tf.function(lambda images: model(images, training=False))
-    return np.concatenate([step(images).numpy() for images in batches.take(steps)])
+    found = []
+    for images in batches.take(steps):
+        check_stop()
+        found.append(step(images).numpy())
+    return np.concatenate(found)
+
+
+def stop_check():
+    """A Keras callback that raises a stop asked for by a signal at the end of each batch
+    (`errors.check_stop`: the handler's own KeyboardInterrupt may have been lost)."""
+    import keras
+
+    class StopCheck(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            check_stop()
+
+        on_test_batch_end = on_predict_batch_end = on_train_batch_end
+
+    return StopCheck()
 
 
 def input_size(model, layout: layout_lib.Layout) -> int:

@@ -4,6 +4,7 @@ class index in a column beside it), as a table, a CSV (one row a photo) and a JS
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from pathlib import Path
@@ -48,26 +49,38 @@ def table(rows: list[dict]) -> list[str]:
         for r in rows]
 
 
-def write_csv(rows: list[dict], path: str | Path) -> Path:
+def csv_text(rows: list[dict]) -> str:
     """path, class_1, label_1, probability_1, ..., class_k, label_k, probability_k."""
     k = max((len(r["top"]) for r in rows), default=0)
     header = ["path"] + [f"{what}_{i}" for i in range(1, k + 1)
                          for what in ("class", "label", "probability")]
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(header)
+    for r in rows:
+        writer.writerow([r["path"]] + [x for t in r["top"] for x in
+                                       (t["class"], t["label"], f"{t['probability']:.6f}")])
+    return text.getvalue()
+
+
+def write_csv(rows: list[dict], path: str | Path) -> Path:
+    """`csv_text` of the rows, at `path`."""
     with atomic_path(path) as tmp, tmp.open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        for r in rows:
-            writer.writerow([r["path"]] + [x for t in r["top"] for x in
-                                           (t["class"], t["label"], f"{t['probability']:.6f}")])
+        f.write(csv_text(rows))
     return Path(path)
 
 
-def write_json(rows: list[dict], skipped: dict[str, str], path: str | Path, **about) -> Path:
+def json_text(rows: list[dict], skipped: dict[str, str], **about) -> str:
     """{"run", ..., "predictions": rows, "skipped": [{"path", "reason"}]}."""
     data = {**about, "predictions": rows,
             "skipped": [{"path": p, "reason": r} for p, r in skipped.items()]}
+    return json.dumps(data, indent=1) + "\n"
+
+
+def write_json(rows: list[dict], skipped: dict[str, str], path: str | Path, **about) -> Path:
+    """`json_text` of the rows, at `path`."""
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        tmp.write_text(json_text(rows, skipped, **about))
     return Path(path)
 
 

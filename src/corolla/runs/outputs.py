@@ -18,12 +18,13 @@ from corolla.runs.paths import CONFIG, EVAL_PREFIX, METRICS, MODEL, SUBMISSION
 # command's own files go.
 RUN_MARKS = (CONFIG, METRICS, MODEL)
 LOOK = 2000  # entries of a folder looked at for images (a data set shows them early)
+LAYOUT = re.compile(r"tfrecords-jpeg-\d+x\d+")  # a competition layout's size folder
 
 
 def data_root(path: str) -> str:
     """A data path as a comparable place: the folder above tfrecords-jpeg-SxS/, resolved."""
     path = path.rstrip("/")
-    if re.fullmatch(r"tfrecords-jpeg-\d+x\d+", path.rsplit("/", 1)[-1]):
+    if LAYOUT.fullmatch(path.rsplit("/", 1)[-1]):
         path = path.rsplit("/", 1)[0]
     return path if "://" in path else str(Path(path).resolve())
 
@@ -77,13 +78,14 @@ def _data_of(config, layout=None) -> list[str]:
 
 
 def refuse_foreign(target: Path, run_dir: Path, inputs=(), data=(), images: bool = False,
-                   flag: str = "--out") -> None:
+                   flag: str = "--out", mark: str = "") -> None:
     """Refuses an output place outside the run in use (`run_dir`) that belongs to something
     else, with or without --force: a place inside another run's folder (its record would mix
     two runs), one of the command's `inputs`, a place inside the `data` a run reads, and with
     `images` (the output holds pictures) a place where a data set's images are: a folder of
-    images, a TFRecord layout, or a new folder beside class folders (the next `train --data`
-    would read the pictures as photos of a class)."""
+    images, a TFRecord layout, or a new folder beside two or more class folders (the next
+    `train --data` would read the pictures as photos of a class). A `target` folder holding
+    the file `mark` is the command's own earlier output: its pictures are no data set."""
     resolved = Path(target).resolve()
     for folder in (resolved, *resolved.parents):
         if any((folder / mark).is_file() for mark in RUN_MARKS):
@@ -101,38 +103,45 @@ def refuse_foreign(target: Path, run_dir: Path, inputs=(), data=(), images: bool
             raise UserError(f"{flag} {target} is inside the data {place}, which Corolla never "
                             f"writes into; choose a path outside it")
     if images:
-        data_set = _data_set_around(resolved)
+        own = bool(mark) and (resolved / mark).is_file()
+        data_set = _data_set_around(resolved, own)
         if data_set is not None:
             raise UserError(f"{flag} {target} is inside {data_set}, which holds a data set's "
                             f"images: pictures written there would be read as photos next "
                             f"time; choose a folder outside it")
 
 
-def _data_set_around(path: Path) -> Path | None:
+def _data_set_around(path: Path, own: bool = False) -> Path | None:
     """The folder at or above `path` that holds a data set: image files (a class folder, a
-    folder of photos) or a TFRecord layout; or `path`'s parent when it holds class folders
-    (then `path` would become a class). None when there is none."""
-    for folder in (path, *path.parents):
-        if _holds_images(folder) or re.fullmatch(r"tfrecords-jpeg-\d+x\d+", folder.name):
+    folder of photos) or a TFRecord layout; or `path`'s parent when it holds two or more
+    class folders (then `path` would become a class). None when there is none. `own`: `path`
+    is the command's own earlier output, whose pictures and place are known."""
+    for folder in (path, *path.parents)[own:]:
+        if _holds_images(folder) or LAYOUT.fullmatch(folder.name):
             return folder
+    if own:
+        return None
     parent = path.parent
     try:
         children = [c for c in parent.iterdir() if c.is_dir() and c != path]
     except OSError:
         return None
-    return parent if any(_holds_images(c) for c in children[:LOOK]) else None
+    # Two class folders make a data set of classes; one folder of photos beside the output
+    # is only where the user keeps photos (`explain photos --out why`).
+    classes = sum(_holds_images(c, layouts=False) for c in children[:LOOK])
+    return parent if classes >= 2 else None
 
 
-def _holds_images(folder: Path) -> bool:
-    """Whether `folder` holds image files (among its first LOOK entries) or a TFRecord
-    layout (tfrecords-jpeg-SxS/)."""
+def _holds_images(folder: Path, layouts: bool = True) -> bool:
+    """Whether `folder` holds image files (among its first LOOK entries) or, with `layouts`,
+    a TFRecord layout (tfrecords-jpeg-SxS/)."""
     try:
         with os.scandir(folder) as entries:
             for k, entry in enumerate(entries):
                 if k >= LOOK:
                     break
-                if is_image_file(Path(entry.path)) or (entry.is_dir() and re.fullmatch(
-                        r"tfrecords-jpeg-\d+x\d+", entry.name)):
+                if is_image_file(Path(entry.path)) or (
+                        layouts and entry.is_dir() and LAYOUT.fullmatch(entry.name)):
                     return True
     except OSError:  # missing, not a folder, unreadable
         return False

@@ -40,6 +40,7 @@ SAMPLES = "sample_predictions.png"
 MISTAKES = "confident_mistakes.png"  # the wrong predictions the model was surest of
 EXPLANATIONS = "explanations.png"  # Grad-CAM over samples and confident mistakes
 EXPLAIN = "explain"  # RUN/explain/: `corolla explain`'s heatmaps, one PNG per image
+EXPLAIN_MARK = ".corolla-explain"  # in explain's folder: its PNGs are heatmaps, not photos
 PREDICTIONS = "predictions"  # the folder of saved predictions, one <split>.npz each
 BACKUP = "backup"  # the state of a run in training (train.checkpoint); gone once trained
 STATE = "state.json"  # inside backup/: what the backup holds

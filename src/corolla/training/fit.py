@@ -20,6 +20,7 @@ from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.errors import Interrupted, UserError
+from corolla.evaluation.inference import stop_check
 from corolla.runs import identity, paths, rundir
 from corolla.runtime import Plan, collective
 from corolla.training import schedule as schedule_lib
@@ -493,7 +494,8 @@ class _Trainer:
                     self._data(first, phase.size)
                 self.model.fit(data, epochs=phase.end,
                                initial_epoch=first, steps_per_epoch=self.ready.steps,
-                               callbacks=self.own + self.extra + [RunProgress(t.epochs)],
+                               callbacks=self.own + self.extra + [RunProgress(t.epochs),
+                                                                  stop_check()],
                                shuffle=False, verbose=verbose)
             if self.model.stop_training:
                 break
@@ -559,7 +561,8 @@ class _Trainer:
             self.head.fit(data, epochs=phase.end, initial_epoch=first,
                           steps_per_epoch=self.ready.steps,
                           callbacks=[features.OnModel(self.own + self.extra, self.model),
-                                     RunProgress(t.epochs)], shuffle=False, verbose=verbose)
+                                     RunProgress(t.epochs), stop_check()],
+                          shuffle=False, verbose=verbose)
         finally:
             self.own_f1.cached = None
 
