@@ -265,3 +265,37 @@ def test_a_model_trained_at_a_smaller_input_size_evaluates_at_it(tiny_petals, tm
     assert main([*base, "--input-size", "64", "--name", "large"]) == 0
     config = tomllib.loads((runs / "large" / "config.toml").read_text())
     assert config["model"]["input_size"] == 32  # at most the data's size
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`corolla check-data --data D | head -1` ended in a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom corolla import cli\n"
+              "def lines(args):\n    for k in range(200_000):\n        print('row', k)\n"
+              "    return 0\n"
+              "cli.COMMANDS['info'] = lines\nraise SystemExit(cli.main(['info']))\n")
+    reader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    assert reader.stdout.readline() == b"row 0\n"
+    reader.stdout.close()  # as `head -1` does after its line
+    err = reader.stderr.read().decode()
+    assert reader.wait(timeout=60) == 141, err
+    assert err == ""  # no traceback, no "Exception ignored" at exit
+
+
+def test_the_batch_is_set_per_replica_or_in_all_not_both(tmp_path, capsys):
+    """`--global-batch-size 3 --batch-size 4` trained at 3 and recorded batch_size = 4, a
+    value that never ran."""
+    import corolla
+    from corolla.errors import UserError
+
+    assert main(["train", "--data", str(tmp_path), "--global-batch-size", "3",
+                 "--batch-size", "4", "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("corolla: error: --batch-size (per replica) and --global-batch-size (all "
+                   "replicas together) both set the batch; pass one of them")
+    with pytest.raises(UserError, match=r"^batch_size= \(per replica\) and global_batch_size="):
+        corolla.train(data=str(tmp_path), batch_size=4, global_batch_size=3)
+    assert not (tmp_path / "runs").exists()

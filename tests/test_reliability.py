@@ -578,3 +578,24 @@ def test_18_a_killed_conversions_folder_is_removed_a_live_ones_kept(tmp_path, ca
     assert not stale.exists() and live.is_dir() and (tmp_path / "out").is_dir()
     assert not (tmp_path / "out" / convert.WRITER).exists()
     assert f"removed {stale}, left by a conversion that was stopped" in capsys.readouterr().out
+
+
+def test_a_cache_or_runs_folder_that_cannot_be_made_is_one_line(tiny_petals, tmp_path,
+                                                                monkeypatch, capsys):
+    """HOME that cannot be created, and --runs-dir under /proc: raw FileNotFoundError
+    tracebacks (`mkdir` with parents)."""
+    from test_sources import _make_photos
+
+    photos = tmp_path / "photos"
+    _make_photos(photos, per_class=4)
+    monkeypatch.delenv("COROLLA_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", "/proc/self/nonexistent")
+    tiny = ["--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4", "--input-size", "16"]
+    _one_line(capsys, main(["train", "--data", str(photos), "--runs-dir", str(tmp_path / "r"),
+                            *tiny]),
+              "cannot make the conversion cache /proc/self/nonexistent/.cache/corolla",
+              "COROLLA_CACHE_DIR")
+    _one_line(capsys, main(["train", "--data", str(tiny_petals), "--runs-dir",
+                            "/proc/sys/runs", *tiny]),
+              "cannot create a run directory in '/proc/sys/runs'", "--runs-dir")

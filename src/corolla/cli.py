@@ -598,6 +598,8 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except KeyboardInterrupt as e:
         return _interrupted(received, getattr(e, "run_dir", None))
+    except BrokenPipeError:  # `corolla check-data ... | head -1`: the reader has had enough
+        return _pipe_closed()
     except UserError as e:
         if received:
             return _interrupted(received)
@@ -607,6 +609,18 @@ def main(argv: list[str] | None = None) -> int:
         if received:  # a stop that landed in a library which turned it into its own error
             return _interrupted(received)  # (matplotlib's savefig: a ValueError)
         raise
+
+
+def _pipe_closed() -> int:
+    """A closed pipe ends quietly, as `head` expects: standard output goes to /dev/null, so
+    that Python's flush at exit finds nothing to fail on, and the status is SIGPIPE's."""
+    import os
+    import signal
+
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 128 + getattr(signal, "SIGPIPE", 13)
 
 
 def _interrupted(received: list[int], run_dir=None) -> int:

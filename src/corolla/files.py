@@ -22,6 +22,9 @@ from corolla.errors import UserError
 # folder made read-only, a path through a file), as opposed to a bug: the old file stays as it
 # was, and the user is told in one line.
 UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR)
+# ... and where a folder is made with its parents: ENOENT too, where a parent cannot be made
+# (HOME=/proc/self/nonexistent; --runs-dir /proc/sys/runs).
+UNMAKEABLE = (*UNWRITABLE, errno.ENOENT)
 
 
 @contextlib.contextmanager

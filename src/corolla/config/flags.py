@@ -48,7 +48,17 @@ def from_flags(values: dict, flag_names: dict[str, str]) -> tuple[dict, dict]:
              if values.get(dest) is not None}
     names = {key: flag_names[dest] for dest, key in FLAG_KEYS.items() if dest in flag_names}
     names.update({extra: f"--{extra}" for extra in EXTRA})
+    _one_batch(flags, names)
     return flags, names
+
+
+def _one_batch(flags: dict, names: dict) -> None:
+    """The batch is set per replica or for all replicas, not both: with both, one of them
+    would be recorded in the run without ever having run."""
+    if flags.get("train.batch_size") is not None and flags.get("train.global_batch_size"):
+        raise UserError(f"{names['train.batch_size']} (per replica) and "
+                        f"{names['train.global_batch_size']} (all replicas together) both set "
+                        f"the batch; pass one of them")
 
 
 def keyword_names() -> dict[str, str]:
@@ -72,4 +82,6 @@ def from_keywords(given: dict, what: str, only: tuple[str, ...] = ()) -> tuple[d
                             f"{', '.join(f'{n}=' for n in allowed)}")
         if value is not None:
             flags[FLAG_KEYS[name]] = str(value) if isinstance(value, Path) else value
-    return flags, keyword_names()
+    names = keyword_names()
+    _one_batch(flags, names)
+    return flags, names

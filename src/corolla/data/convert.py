@@ -41,7 +41,7 @@ import numpy as np
 from corolla.data.classes import CLASSES_FILE, format_classes_file
 from corolla.data.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.errors import UserError, check_stop
-from corolla.files import UNWRITABLE, hold_lock, lock_is_free
+from corolla.files import UNMAKEABLE, UNWRITABLE, hold_lock, lock_is_free
 
 # Bump when the output of a conversion changes, so caches are not reused (2: copies are kept
 # in one split).
@@ -651,7 +651,7 @@ def cached(source: ImageSource, settings: Settings, root: Path, log=print,
     try:
         Path(root).mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        if e.errno not in UNWRITABLE:
+        if e.errno not in UNMAKEABLE:
             raise
         raise UserError(f"cannot make the conversion cache {root} ({e.strerror}); set "
                         f"COROLLA_CACHE_DIR to a writable folder") from None

@@ -12,7 +12,7 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
-from corolla.files import (UNWRITABLE, hold_lock, lock_is_free, read_json, remove_partials,
+from corolla.files import (UNMAKEABLE, hold_lock, lock_is_free, read_json, remove_partials,
                            write_text_atomic)
 from corolla.runs.paths import CLASSES, CONFIG, FINISHED, LOCK, MODEL, PLAN
 
@@ -43,7 +43,7 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
             except FileExistsError:
                 continue
     except OSError as e:
-        if e.errno not in UNWRITABLE:  # a bug keeps its traceback
+        if e.errno not in UNMAKEABLE:  # a bug keeps its traceback
             raise
         raise UserError(f"cannot create a run directory in {str(runs_dir)!r} ({e.strerror}); "
                         f"pass --runs-dir with a folder you can write") from None
