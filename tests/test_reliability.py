@@ -439,6 +439,21 @@ def test_10_a_size_below_the_models_smallest_is_one_line_before_any_folder(tiny_
         corolla.train(data=tiny_petals, model="small_cnn", input_size=7, runs_dir=runs)
 
 
+def test_an_input_size_out_of_range_names_input_size_before_a_conversion(tmp_path, capsys,
+                                                                           monkeypatch):
+    """`--input-size 1` and `100000` on an image folder: the errors named --image-size (the
+    conversion's flag, which the user never gave), after the photos were surveyed."""
+    from test_sources import _make_photos
+
+    photos = _make_photos(tmp_path / "photos", per_class=4) and tmp_path / "photos"
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
+    for size, needle in (("1", "the input size (--input-size) is 1"),
+                         ("100000", "--input-size must be at most 4096, got 100000")):
+        _one_line(capsys, main(["train", "--data", str(photos), "--input-size", size,
+                                "--runs-dir", str(tmp_path / "runs")]), needle)
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.large  # 33s: CI's large step (the README's suite keeps to 20 min)
 def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, capsys):
     """A damaged record met mid-training advises --skip-bad-records: both ways of continuing the

@@ -81,8 +81,8 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
                    "image folder (one subfolder per class) or a CSV of path,label, converted "
                    "once into a cache (see corolla convert)")
     p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read (images: "
-                   "the size to convert to; default: the one nearest the input size, or the "
-                   "model's)")
+                   "the size to convert to; default, or 0: the one nearest the input size, or "
+                   "the model's)")
     p.add_argument("--model", help="registered model name (corolla info --models), or "
                    "hub:PRESET: a keras-hub preset name or local preset folder; "
                    + _recipe_default("model.name"))
@@ -102,7 +102,7 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, help=_recipe_default("train.epochs"))
     p.add_argument("--lr", dest="learning_rate", type=float,
                    help="peak learning rate; " + _recipe_default("train.learning_rate"))
-    p.add_argument("--steps-per-epoch", type=int, help="default: one pass over train")
+    p.add_argument("--steps-per-epoch", type=int, help="default, or 0: one pass over train")
     p.add_argument("--seed", type=int, help=f"seeds initialisation, order and augmentation "
                    f"(default {defaults.train.seed})")
     p.add_argument("--deterministic", action="store_true", default=None,

@@ -223,6 +223,7 @@ def apply(config: RunConfig, updates: dict[str, Any],
 
 
 MAX_EPOCHS = 10_000  # more is a typo, not a plan
+MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, not a plan)
 
 
 def _check(config: RunConfig, labels: dict[str, str]) -> None:
@@ -237,8 +238,8 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "train.steps_per_epoch": (t.steps_per_epoch, 0, None),
               "train.learning_rate": (t.learning_rate, 0, None),
               "train.warmup_epochs": (t.warmup_epochs, 0, None), "train.seed": (t.seed, 0, None),
-              "data.image_size": (config.data.image_size, 0, None),
-              "model.input_size": (config.model.input_size, 0, None),
+              "data.image_size": (config.data.image_size, 0, MAX_SIZE),
+              "model.input_size": (config.model.input_size, 0, MAX_SIZE),
               "train.start_learning_rate": (t.start_learning_rate, 0, None),
               "train.min_learning_rate": (t.min_learning_rate, 0, None),
               "train.sustain_epochs": (t.sustain_epochs, 0, None),
@@ -252,7 +253,7 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "train.unfreeze_fraction": (t.unfreeze_fraction, 0, 1),
               "train.accumulation_steps": (t.accumulation_steps, 1, None),
               "train.early_stopping_patience": (t.early_stopping_patience, 0, None),
-              "train.start_size": (t.start_size, 0, None),
+              "train.start_size": (t.start_size, 0, MAX_SIZE),
               "train.size_ramp_start": (t.size_ramp_start, 0, 1),
               "train.size_ramp_end": (t.size_ramp_end, 0, 1),
               "runtime.steps_per_execution": (config.runtime.steps_per_execution, 0, None)}

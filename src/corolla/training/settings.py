@@ -19,19 +19,29 @@ def input_size(config: config_lib.RunConfig, spec, layout: layout_lib.Layout) ->
     size of progressive resizing) against the smallest the model takes, before anything is
     written."""
     size = min(config.model.input_size or layout.image_size, layout.image_size)
-    start = config.train.start_size
-    for what, value in (("the input size (--input-size, or the data's --image-size)", size),
-                        ("the start size of progressive resizing (--start-size)", start)):
+    # Named as the user set it: --input-size, or (unset) the data's size, --image-size.
+    given = "the input size (--input-size)" if config.model.input_size else \
+        "the data's image size (--image-size)"
+    _at_least(spec, [(given, size)])
+    return size
+
+
+def _at_least(spec, sizes) -> None:
+    """Each (what, size) against the smallest `spec`'s model takes (0: unset)."""
+    for what, value in sizes:
         if value and value < spec.min_size:
             raise UserError(f"model {spec.name!r} takes images of at least {spec.min_size} px; "
                             f"{what} is {value}: choose a larger one, or another --model")
-    return size
 
 
 def data_size(config: config_lib.RunConfig, spec) -> int:
     """The image size the run would like its data at: the largest it reads (model.input_size,
     which progressive resizing ends at) or, when that is the data's, the model's own. An image
-    folder or CSV is converted at it, and of a TFRecord layout's sizes the nearest is read."""
+    folder or CSV is converted at it, and of a TFRecord layout's sizes the nearest is read.
+    The sizes asked for are checked first: before data is converted at one."""
+    _at_least(spec, [("the input size (--input-size)", config.model.input_size),
+                     ("the start size of progressive resizing (--start-size)",
+                      config.train.start_size)])
     return config.model.input_size or spec.image_size
 
 
