@@ -165,3 +165,43 @@ def test_an_interrupted_kfold_run_completes_only_the_unfinished_fold(tiny_kfold,
                  "--steps-per-epoch", "2", "--batch-size", "8", "--runs-dir", str(runs),
                  "--name", "k2"]) == 2
     assert "already exists" in capsys.readouterr().err
+
+
+def test_copies_of_an_image_share_a_fold_and_without_copies_the_folds_are_the_plain_ones():
+    """A photo and its resized copy in different folds inflate every out-of-fold score: each
+    group of copies is kept in one fold (StratifiedGroupKFold). The plain stratified folds
+    split a group for this seed; the grouped ones never do."""
+    labels = np.repeat([0, 1], 20)
+    groups = [f"g{k // 3}" if k < 12 or 20 <= k < 32 else f"u{k}" for k in range(40)]
+    plain = folds.assign(labels, 4, seed=0)
+    assert any(len(set(plain[[g == name for g in groups]].tolist())) > 1
+               for name in set(groups))
+    grouped = folds.assign(labels, 4, seed=0, groups=groups)
+    for name in set(groups):
+        assert len(set(grouped[[g == name for g in groups]].tolist())) == 1, name
+    for fold in range(1, 5):  # still stratified: every fold holds both classes
+        assert set(labels[grouped == fold].tolist()) == {0, 1}
+    # Every example a group of its own: exactly the plain folds.
+    np.testing.assert_array_equal(folds.assign(labels, 4, seed=0, groups=list(range(40))),
+                                  plain)
+
+
+@pytest.mark.slow
+def test_a_kfold_run_keeps_each_group_of_copies_in_one_fold_and_records_it(tmp_path,
+                                                                          monkeypatch, capsys):
+    from test_data_check import _copies_folder
+
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
+    planted = _copies_folder(tmp_path / "photos")
+    assert main(["train", "--data", str(tmp_path / "photos"), "--folds", "2", "--epochs", "1",
+                 "--steps-per-epoch", "1", "--batch-size", "4", "--input-size", "16",
+                 "--runs-dir", str(tmp_path / "runs"), "--name", "kf"]) == 0
+    assert "copies kept in their originals' folds" in capsys.readouterr().out
+    assignment = folds.Assignment.read(tmp_path / "runs" / "kf" / "folds.csv")
+    by_group: dict = {}
+    for group, fold in zip(assignment.groups, assignment.folds):
+        by_group.setdefault(group, set()).add(fold)
+    kept = [g for g, f in by_group.items() if len(f) == 1]
+    assert len(by_group) == len(kept)
+    # The copies that ended in train+val share their group (one or two of each three).
+    assert sum(assignment.groups.count(g) > 1 for g in by_group) >= planted // 2

@@ -34,7 +34,7 @@ from corolla import models
 from corolla.commands.run import train_evaluate_predict
 from corolla.data import check, pipeline
 from corolla.data import folds as folds_lib
-from corolla.data import datasets
+from corolla.data import datasets, survey
 from corolla.errors import Interrupted, UserError
 from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import pool as pool_lib
@@ -72,12 +72,29 @@ def _assignment(config: config_lib.RunConfig, layout, log) -> folds_lib.Assignme
         raise UserError(f"{repeated} ids occur more than once in train+val of {layout.size_dir};"
                         f" k-fold assigns examples to folds by id: make the ids unique")
     k = config.train.folds
-    found = folds_lib.assign(meta["labels"], k, config.train.seed, layout.class_names)
+    groups = _copy_groups(config, meta["ids"], log)
+    found = folds_lib.assign(meta["labels"], k, config.train.seed, layout.class_names, groups)
     sizes = np.bincount(found, minlength=k + 1)[1:].tolist()
+    together = len(groups) - len(set(groups)) if groups else 0
     log(f"{len(found)} train+val images in {k} stratified folds of {sizes} (seed "
-        f"{config.train.seed})")
+        f"{config.train.seed}" + (f"; {together} copies kept in their originals' folds)"
+                                  if together else ")"))
     return folds_lib.Assignment(tuple(meta["ids"]), tuple(meta["labels"]),
-                                tuple(found.tolist()))
+                                tuple(found.tolist()), tuple(groups) if together else ())
+
+
+def _copy_groups(config: config_lib.RunConfig, ids, log) -> list[str] | None:
+    """Each id's group of copies (exact and near duplicates, as `check-data` finds them: the
+    check `train` ran before, read from its cache), so that no fold scores a copy of an image
+    it trained on. None when the data cannot be surveyed (said in one line)."""
+    try:
+        found, _ = survey.cached(config.data.path, datasets.checks_dir(),
+                                 datasets.features_of(config.data), log=log)
+    except UserError as e:
+        log(f"folds: copies not looked for ({e}); each image is a group of its own")
+        return None
+    groups = survey.copies_in(found).groups
+    return [groups.get(i, i) for i in ids]
 
 
 def _fold_run(parent: Path, k: int, config: config_lib.RunConfig, log):

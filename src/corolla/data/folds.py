@@ -25,25 +25,39 @@ from corolla.data.layout import Layout, Split
 from corolla.errors import UserError
 
 HEADER = ["id", "label", "fold"]
+GROUP = "group"  # a fourth column where copies were kept together: each id's group of copies
 
 
-def assign(labels, k: int, seed: int, class_names=None) -> np.ndarray:
+def assign(labels, k: int, seed: int, class_names=None, groups=None) -> np.ndarray:
     """Fold 1..k of each example: stratified (every fold holds each class in the proportion
     of the whole, within one example), disjoint, covering, and the same for the same seed.
-    A class with fewer than k examples could not be in every fold: a UserError."""
-    from sklearn.model_selection import StratifiedKFold
+    `groups` (one key per example): copies of one image (`check-data`'s groups of exact and
+    near duplicates) share a key and are kept in one fold, so that a photo and its resized
+    copy are never scored one by a model trained on the other (scikit-learn's
+    StratifiedGroupKFold; stratified within a group's size). Without copies the folds are
+    exactly the plain stratified ones. A class with fewer than k examples (groups) could not
+    be in every fold: a UserError."""
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
 
     labels = np.asarray(labels)
-    counts = Counter(labels.tolist())
+    grouped = groups is not None and len(set(groups)) < len(labels)
+    units = zip(labels.tolist(), groups if grouped else range(len(labels)))
+    counts = Counter(label for label, _ in set(units))  # a group counts once
     label, fewest = min(counts.items(), key=lambda item: (item[1], item[0]))
     if fewest < k:
         name = repr(class_names[label]) if class_names is not None else str(label)
         fix = f"use --folds {fewest} or fewer" if fewest >= 2 else "k-fold needs 2 or more"
-        raise UserError(f"class {name} has {fewest} example{'s' * (fewest != 1)} in train+val, "
-                        f"fewer than the {k} folds (each fold must hold every class); {fix}")
+        what = "groups of copies" if grouped else f"example{'s' * (fewest != 1)}"
+        raise UserError(f"class {name} has {fewest} {what} in train+val, fewer than the {k} "
+                        f"folds (each fold must hold every class); {fix}")
     found = np.zeros(len(labels), np.int64)
-    splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
-    for fold, (_, held_out) in enumerate(splitter.split(np.zeros(len(labels)), labels), 1):
+    if grouped:
+        splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=seed)
+        parts = splitter.split(np.zeros(len(labels)), labels, list(groups))
+    else:
+        splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
+        parts = splitter.split(np.zeros(len(labels)), labels)
+    for fold, (_, held_out) in enumerate(parts, 1):
         found[held_out] = fold
     return found
 
@@ -54,6 +68,7 @@ class Assignment:
     ids: tuple[str, ...]
     labels: tuple[int, ...]
     folds: tuple[int, ...]
+    groups: tuple[str, ...] = ()  # each id's group of copies (its first id); () if none
 
     @property
     def k(self) -> int:
@@ -64,8 +79,9 @@ class Assignment:
 
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(HEADER)
-        writer.writerows(zip(self.ids, self.labels, self.folds))
+        writer.writerow(HEADER + [GROUP] * bool(self.groups))
+        writer.writerows(zip(self.ids, self.labels, self.folds, *[self.groups] * bool(
+            self.groups)))
         write_text_atomic(path, out.getvalue())
         return Path(path)
 
@@ -76,10 +92,14 @@ class Assignment:
         try:
             with path.open(newline="") as f:
                 rows = list(csv.reader(f))
-            if not rows or rows[0] != HEADER or any(len(row) != 3 for row in rows[1:]):
-                raise ValueError(f"expected the header {','.join(HEADER)} and three columns")
-            ids, labels, folds = zip(*rows[1:]) if len(rows) > 1 else ((), (), ())
-            assignment = Assignment(tuple(ids), tuple(map(int, labels)), tuple(map(int, folds)))
+            width = len(rows[0]) if rows else 0
+            if not rows or rows[0] not in (HEADER, HEADER + [GROUP]) or any(
+                    len(row) != width for row in rows[1:]):
+                raise ValueError(f"expected the header {','.join(HEADER)}[,{GROUP}] and as "
+                                 f"many columns in every row")
+            ids, labels, folds, *groups = zip(*rows[1:]) if len(rows) > 1 else ((),) * width
+            assignment = Assignment(tuple(ids), tuple(map(int, labels)), tuple(map(int, folds)),
+                                    tuple(groups[0]) if groups else ())
         except FileNotFoundError:
             raise UserError(f"the fold assignment {path} is missing; {again}") from None
         except (OSError, ValueError) as e:
