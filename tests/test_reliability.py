@@ -614,3 +614,24 @@ def test_a_cache_or_runs_folder_that_cannot_be_made_is_one_line(tiny_petals, tmp
     _one_line(capsys, main(["train", "--data", str(tiny_petals), "--runs-dir",
                             "/proc/sys/runs", *tiny]),
               "cannot create a run directory in '/proc/sys/runs'", "--runs-dir")
+
+
+def test_a_relative_recipe_file_is_the_same_command_when_re_run(tmp_path, monkeypatch):
+    """A killed run started with `--recipe myrecipe2.toml`, re-run as the same command, was
+    refused: `exists with other settings: --recipe 'myrecipe2.toml' (the run has
+    '/.../myrecipe2.toml')`. The same file by another spelling is the same recipe; another
+    file is not."""
+    from corolla import config as config_lib
+    from corolla.commands import train
+    from corolla.errors import UserError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "myrecipe2.toml").write_text('description = "mine"\n')
+    (tmp_path / "other.toml").write_text('description = "other"\n')
+    saved = config_lib.apply(config_lib.load(),
+                             {"train.recipe": str(tmp_path / "myrecipe2.toml")})
+    names = {"train.recipe": "--recipe"}
+    for spelling in ("myrecipe2.toml", "./myrecipe2.toml", str(tmp_path / "myrecipe2.toml")):
+        train._check_same_command(saved, {"train.recipe": spelling}, names, tmp_path / "r")
+    with pytest.raises(UserError, match="exists with other settings: --recipe"):
+        train._check_same_command(saved, {"train.recipe": "other.toml"}, names, tmp_path / "r")

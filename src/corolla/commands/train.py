@@ -83,6 +83,9 @@ def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, r
                                      if not k.startswith((*SESSION, "output."))})
     if "data.path" in flags and "://" not in flags["data.path"]:
         given = config_lib.apply(given, {"data.path": os.path.abspath(flags["data.path"])})
+    if "train.recipe" in flags:  # a recipe file by any spelling of its path
+        given = config_lib.apply(given, {"train.recipe": recipe_lib.canonical(
+            flags["train.recipe"])})
     differ = [f"{names.get(k, k)} {_get(given, k)!r} (the run has {_get(saved, k)!r})"
               for k in flags if not k.startswith((*SESSION, "output."))
               and _get(given, k) != _get(saved, k)]

@@ -41,21 +41,32 @@ def choose(requested: str, accelerator: str) -> str:
     return AUTO.get(accelerator, AUTO["cpu"]) if requested == "auto" else requested
 
 
+def is_file(name_or_path: str) -> bool:
+    """A recipe named by a file's path (else a shipped recipe's name)."""
+    return "/" in name_or_path or name_or_path.endswith(".toml")
+
+
+def canonical(name_or_path: str) -> str:
+    """How a run records its recipe: a shipped recipe by name, a file by its absolute path
+    (the same file however it was spelled: a relative path re-run from the same folder is
+    the same command)."""
+    return str(Path(name_or_path).resolve()) if is_file(name_or_path) else name_or_path
+
+
 def load(name_or_path: str) -> Recipe:
     """A shipped recipe by name, or a recipe file; an unknown key or an ill-typed value is one
     line naming the file and the key."""
     if name_or_path == NONE:
         return Recipe(NONE, "no recipe: the config's defaults", {})
     shipped = FOLDER / f"{name_or_path}.toml"
-    if "/" not in name_or_path and not name_or_path.endswith(".toml"):
+    if not is_file(name_or_path):
         if not shipped.is_file():
             raise UserError(f"unknown recipe {name_or_path!r}; choose one of: "
                             f"{', '.join(['auto', *names()])} (corolla info --recipes), or "
                             f"pass a recipe file's path")
         path, name = shipped, name_or_path
     else:
-        path = Path(name_or_path)
-        name = str(path.resolve())
+        path, name = Path(name_or_path), canonical(name_or_path)
     tree = config_lib.read_toml(path, "recipe file")
     description = tree.pop("description", "")
     if not isinstance(description, str):
