@@ -279,3 +279,18 @@ def test_label_review_files_and_report_section(tiny_petals, tmp_path):
     assert written["label_review_picture"].is_file()
     section = html_report._label_review(tmp_path)
     assert "<h2>Labels to review</h2>" in section and ids[11] in section
+
+
+def test_a_folder_too_small_to_split_advises_what_train_and_check_data_take(tmp_path, cache,
+                                                                            capsys):
+    """One image per class: the advice named --val-fraction / --test-fraction, flags only
+    `convert` takes."""
+    rng = np.random.default_rng(0)
+    for cls in "ab":
+        (tmp_path / "photos" / cls).mkdir(parents=True)
+        _photo(rng).save(tmp_path / "photos" / cls / "0.png")
+    assert main(["check-data", "--data", str(tmp_path / "photos")]) == 0
+    out = capsys.readouterr().out
+    note = next(line for line in out.splitlines() if "not split" in line)
+    assert "give the split yourself (train/ and val/ folders, or a CSV split column" in note
+    assert "`corolla convert` also takes --val-fraction" in note

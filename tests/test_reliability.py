@@ -305,6 +305,26 @@ def test_3_and_14_class_names_that_classes_txt_cannot_hold_are_refused(tmp_path,
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("alike", ["rose ", "Rose"])
+def test_class_names_that_differ_only_by_spaces_or_case_are_refused(tmp_path, capsys, alike):
+    """`rose/` and `rose /`: check-data counted 2 classes while its JSON said 3, and every
+    table showed two `rose` rows."""
+    from PIL import Image
+
+    for name in ("rose", alike, "tulip"):
+        (tmp_path / "src" / name).mkdir(parents=True)
+        for k in range(3):
+            Image.new("RGB", (8, 8), (40 * k, 90, 200)).save(tmp_path / "src" / name / f"{k}.png")
+    if len(list((tmp_path / "src").iterdir())) < 3:
+        pytest.skip("this file system folds case: the two folders are one")
+    for command in (["check-data", "--data", str(tmp_path / "src")],
+                    ["convert", str(tmp_path / "src"), str(tmp_path / "out")]):
+        first, second = sorted(["rose", alike])  # (the folders' sorted order)
+        _one_line(capsys, main(command), f"class names {first!r} and {second!r}",
+                  "differ only by spaces around them or by case")
+    assert not (tmp_path / "out").exists()
+
+
 def test_3_a_written_classes_file_reads_back_as_the_same_names():
     from corolla.data.classes import COMPETITION_CLASSES, format_classes_file, parse_classes_file
     from corolla.errors import UserError

@@ -52,6 +52,15 @@ def check_names(names, where: str) -> tuple[str, ...]:
     if repeated:
         raise UserError(f"class name {repeated[0]!r} occurs twice in {where}; class names must "
                         f"be unique")
+    # `rose` and `rose ` (or `Rose`) are two classes that every table, report and prediction
+    # would show as one name twice.
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(name.strip().casefold(), name)
+        if other != name:
+            raise UserError(f"class names {other!r} and {name!r} in {where} differ only by "
+                            f"spaces around them or by case, and would read as one class; "
+                            f"rename one, or merge their images")
     return names
 
 

@@ -197,8 +197,9 @@ def _stratified(items: list[Item], fraction: float, seed: int, what: str, source
                                        stratify=[i.label for i in firsts])
     except ValueError as e:
         raise UserError(f"cannot split {what} off {source} stratified by class ({e}); add "
-                        f"images to the small classes, or change --val-fraction / "
-                        f"--test-fraction") from None
+                        f"images to the small classes, or give the split yourself (train/ "
+                        f"and val/ folders, or a CSV split column; `corolla convert` also "
+                        f"takes --val-fraction / --test-fraction)") from None
     group_of = {members[0].id: key for key, members in units.items()}
     return ([i for first in rest for i in units[group_of[first.id]]],
             [i for first in taken for i in units[group_of[first.id]]])
