@@ -378,3 +378,28 @@ def test_a_model_that_is_not_the_runs_own_is_refused(demo_run, tmp_path, capsys)
                             if key == "model.input_size" else "put this run's own model back")
         assert (copy / "metrics.json").read_bytes() == metrics
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "export").exists()
+
+
+def test_evaluate_on_a_new_photo_folder_scores_every_photo_and_names_the_folder(
+        demo_run, tmp_path, capsys, monkeypatch):
+    """`evaluate s1 --data small2` (100 new photos) scored the 21 a conversion split off as
+    val, said nothing, and wrote eval-b77cef57e1ee6e87 (the cache's key)."""
+    import numpy as np
+    from PIL import Image
+
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
+    _, run = demo_run
+    photos = tmp_path / "small2"
+    names = (run / "classes.txt").read_text().splitlines()
+    rng = np.random.default_rng(0)
+    for name in names:
+        (photos / name).mkdir(parents=True)
+        for k in range(6):
+            Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(
+                photos / name / f"{k}.png")
+    shutil.copy(run / "classes.txt", photos / "classes.txt")  # the run's order of classes
+    total = 6 * len(names)
+    assert main(["evaluate", str(run), "--data", str(photos)]) == 0
+    assert f"scores on all {total} labelled images of {photos}" in capsys.readouterr().out
+    metrics = json.loads((run / "eval-small2" / "metrics.json").read_text())
+    assert metrics["num_examples"] == total

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from corolla import config as config_lib
 from corolla.data import check
+from corolla.data.folds import WholeLayout
 from corolla.errors import UserError
 from corolla.evaluation import bias as bias_lib
 from corolla.evaluation import evaluate as evaluate_lib
@@ -109,7 +110,11 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     out_dir = output_dir(run_dir, config, layout, out)
     into_run = out_dir.resolve() == run_dir.resolve()
     if not into_run:
-        log(f"scores on {layout.root} go to {out_dir}, not over the run's own metrics")
+        scored_split = layout.split("val")
+        what = f"all {scored_split.count} labelled images of {layout.source}" \
+            if isinstance(layout, WholeLayout) else \
+            f"the {scored_split.count} images of the val split of {layout.root}"
+        log(f"scores on {what} go to {out_dir}, not over the run's own metrics")
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names),
                                                            config)
     skip = config.data.skip_bad_records

@@ -162,6 +162,23 @@ class FoldLayout(Layout):
                          keep=(self.fold,) if name == "val" else others)
 
 
+@dataclass(frozen=True)
+class WholeLayout(Layout):
+    """Other data scored whole: its "val" is every labelled image (train's files, then
+    val's). Labelled photos a run never saw hold nothing back to keep apart, and scoring only
+    the val part that a conversion split off them scored a fifth of them."""
+
+    def split(self, name: str) -> Split:
+        if name != "val":
+            return super().split(name)
+        return dataclasses.replace(pooled(self), name="val")
+
+
+def whole(layout: Layout) -> Layout:
+    fields = {f.name: getattr(layout, f.name) for f in dataclasses.fields(Layout)}
+    return WholeLayout(**fields)
+
+
 def restrict(layout: Layout, data_config) -> Layout:
     """The layout a run's config (`data.fold`, `data.folds_file`) reads: the data's own, or a
     fold's of train+val."""

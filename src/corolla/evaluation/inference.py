@@ -78,6 +78,8 @@ def open_run(run_dir, data_path: str | None = None, log=print):
         # to the model's input as it is decoded, as training scales its data.
         layout = datasets.open_data(data_path, 0, config.data.image_size or 224,
                                     features=datasets.features_of(config.data), log=log)
+        if layout.source:  # photos (a folder, a CSV): all of them are new to the model
+            layout = folds.whole(layout)
     saved = rundir.class_names(run_dir)
     if saved != layout.class_names:
         named = f"names {len(layout.class_names)} classes" if len(saved) != len(

@@ -38,7 +38,9 @@ def output_dir(run_dir: Path, config, layout, out=None) -> Path:
     files, its backup or its logs."""
     own = bool(config.data.path) and \
         data_root(layout.source or layout.root) == data_root(config.data.path)
-    name = data_root(layout.root).rstrip("/").rsplit("/", 1)[-1] or "data"
+    # Named after the data the user gave (a folder, a CSV), not its conversion in the cache.
+    name = Path(data_root(layout.source or layout.root).rstrip("/").rsplit("/", 1)[-1]).stem \
+        or "data"
     default = run_dir if own else run_dir / f"{EVAL_PREFIX}{name}"
     if out is None:
         target = default
