@@ -294,3 +294,38 @@ def test_a_folder_too_small_to_split_advises_what_train_and_check_data_take(tmp_
     note = next(line for line in out.splitlines() if "not split" in line)
     assert "give the split yourself (train/ and val/ folders, or a CSV split column" in note
     assert "`corolla convert` also takes --val-fraction" in note
+
+
+def test_copies_with_different_labels_come_first_everywhere(tmp_path, cache, capsys):
+    """check-data said "4 group(s) hold copies with different labels" but listed same-label
+    pairs only; train's line and the report never said it."""
+    rng = np.random.default_rng(5)
+    for cls in ("rose", "tulip"):
+        (tmp_path / "photos" / cls).mkdir(parents=True)
+        for k in range(12):
+            _photo(rng).save(tmp_path / "photos" / cls / f"{k}.png")
+    for k in range(3):  # same-label copies: harmless within a split, listed after
+        shutil.copy(tmp_path / "photos" / "rose" / f"{k}.png",
+                    tmp_path / "photos" / "rose" / f"{k} again.png")
+    shutil.copy(tmp_path / "photos" / "rose" / "11.png", tmp_path / "photos" / "tulip" / "z.png")
+    assert main(["check-data", "--data", str(tmp_path / "photos"), "--out",
+                 str(tmp_path / "found.json")]) == 0
+    out = capsys.readouterr().out
+    assert "1 group(s) hold copies with different labels (listed first" in out
+    listed = [line for line in out.splitlines() if line.strip().startswith("[")]
+    assert "labels differ" in listed[0] and "rose/11.png" in listed[0], listed
+    assert all("labels differ" not in line for line in listed[1:])
+    saved = json.loads((tmp_path / "found.json").read_text())
+    assert [g["labels_differ"] for g in saved["groups"]][:2] == [True, False]
+    result, _ = survey.cached(str(tmp_path / "photos"), cache / "checks")
+    line = survey.one_line(result, "corolla check-data --data photos")
+    assert line.startswith("data check: 1 group(s) of copies with different labels (one "
+                           "label of each is wrong); ")
+    from corolla.report import html
+
+    (tmp_path / "run").mkdir()
+    shutil.copy(tmp_path / "found.json", tmp_path / "run" / "data_check.json")
+    section = html._data_check(tmp_path / "run")
+    assert "Copies with different labels: 1 group(s)" in section
+    assert "near, labels differ" in section or "exact, labels differ" in section
+    assert "rose/11.png" in section and "tulip/z.png" in section

@@ -211,14 +211,16 @@ class Survey:
                 "groups": len(self.groups), "exact_groups": sum(g.exact for g in self.groups),
                 "images": sum(len(g.members) for g in self.groups),
                 "within": within, "across_groups": len(across), "across_images": self.leaked(),
-                "labels_differ": sum(self._labels_differ(g) for g in self.groups)},
-            "groups": [{"exact": g.exact, "labels_differ": self._labels_differ(g),
+                "labels_differ": sum(self.labels_differ(g) for g in self.groups)},
+            "groups": [{"exact": g.exact, "labels_differ": self.labels_differ(g),
                         "splits": sorted({self.entries[i].split for i in g.members}),
                         "members": [self._member(i) for i in g.members]}
-                       for g in sorted(self.groups, key=lambda g: (g not in across, g.members))],
+                       # Conflicting labels first (one of them is wrong), then leaks.
+                       for g in sorted(self.groups, key=lambda g: (
+                           not self.labels_differ(g), g not in across, g.members))],
         }
 
-    def _labels_differ(self, group: Group) -> bool:
+    def labels_differ(self, group: Group) -> bool:
         labels = {self.entries[i].label for i in group.members} - {None}
         return len(labels) > 1
 
@@ -412,10 +414,13 @@ def describe(result: Survey, limit: int = 10) -> list[str]:
     lines.append(f"  across splits: {d['across_groups']} group(s)"
                  + (f"; images with a copy in another split: {leaked}" if leaked else ""))
     if d["labels_differ"]:
-        lines.append(f"  {d['labels_differ']} group(s) hold copies with different labels")
+        lines.append(f"  {d['labels_differ']} group(s) hold copies with different labels "
+                     f"(listed first: one label of each is wrong)")
     for group in s["groups"][:limit]:
         members = " = ".join(where(m) for m in group["members"])
-        lines.append(f"  [{'exact' if group['exact'] else 'near'}] {_cut(members)}")
+        kind = "exact" if group["exact"] else "near"
+        lines.append(f"  [{kind}{', labels differ' if group['labels_differ'] else ''}] "
+                     f"{_cut(members)}")
     if len(s["groups"]) > limit:
         lines.append(f"  ... and {len(s['groups']) - limit} more group(s) (all in --out FILE.json)")
     if s["unreadable"]:
@@ -446,11 +451,14 @@ def one_line(result: Survey, command: str) -> str:
     """What `corolla train` says about the data: the copies across splits, and how to list
     them."""
     leaked = result.leaked()
+    differ = sum(result.labels_differ(g) for g in result.groups)
+    conflicts = (f"{differ} group(s) of copies with different labels (one label of each is "
+                 f"wrong); ") if differ else ""
     if not leaked:
         within = len(result.groups)
-        return (f"data check: no duplicates across splits ({within} group(s) within splits; "
-                f"{command})")
+        return (f"data check: {conflicts}no duplicates across splits ({within} group(s) "
+                f"within splits; {command})")
     images = ", ".join(f"{n} {split}" for split, n in leaked.items())
-    return (f"data check: {len(result.across())} group(s) of duplicates across splits ({images} "
-            f"image(s) with a copy in another split: scores on them are too good); list them: "
-            f"{command}")
+    return (f"data check: {conflicts}{len(result.across())} group(s) of duplicates across "
+            f"splits ({images} image(s) with a copy in another split: scores on them are too "
+            f"good); list them: {command}")

@@ -251,17 +251,24 @@ def _data_check(run_dir: Path | None) -> str:
             f"images ({_e(check.get('hash', ''))}). {_e(check.get('note', ''))}</p>\n"
             + _table(["split", "images", "unreadable", "classes", "imbalance", "width",
                       "height"], rows))
+    # Copies with different labels first (one label of each is wrong), then leaks.
+    shown = [g for g in check.get("groups", []) if g.get("labels_differ")] + \
+        [g for g in check.get("groups", []) if len(g["splits"]) > 1 and not g.get("labels_differ")]
     across = [g for g in check.get("groups", []) if len(g["splits"]) > 1]
-    warn = ' class="note"' if across else ""
-    text += (f"<p{warn}>Duplicates: {_e(d.get('groups', 0))} group(s) "
+    differ = d.get("labels_differ", 0)
+    warn = ' class="note"' if shown else ""
+    text += (f"<p{warn}>" + (f"Copies with different labels: {_e(differ)} group(s), one label "
+                             f"of each is wrong. " if differ else "")
+             + f"Duplicates: {_e(d.get('groups', 0))} group(s) "
              f"({_e(d.get('exact_groups', 0))} exact), {_e(len(across))} across splits"
              + (f" (images with a copy in another split: {_e(leaked)}: scores on them are "
                 f"too good)" if leaked else "") + ".</p>\n")
-    if across:
+    if shown:
         text += _table(["kind", "copies (split/id, class)"], [
-            [_e("exact" if g["exact"] else "near"), _e(" = ".join(
-                survey.where(m) for m in g["members"]))] for g in across[:REVIEW_ROWS]],
-            numeric_from=99)
+            [_e(("exact" if g["exact"] else "near")
+                + (", labels differ" if g.get("labels_differ") else "")),
+             _e(" = ".join(survey.where(m) for m in g["members"]))]
+            for g in shown[:REVIEW_ROWS]], numeric_from=99)
     return text
 
 
