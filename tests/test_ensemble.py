@@ -287,3 +287,16 @@ def test_an_ensemble_can_be_a_member(runs, tmp_path):
     assert main(["ensemble", "first", str(runs[2]), "--out", "second"]) == 0
     metrics = json.loads((tmp_path / "second" / "metrics.json").read_text())
     assert metrics["f1_macro"] >= max(m["f1_macro"] for m in metrics["members"])
+
+
+def test_a_run_inside_an_ensemble_member_is_not_counted_twice(runs, tmp_path, capsys):
+    """`ensemble s1 ens1` where ens1 blends s1: s1 was counted twice, silently."""
+    assert main(["ensemble", str(runs[0]), str(runs[1]), "--out", "ens1"]) == 0
+    assert main(["ensemble", "ens1", str(runs[2]), "--out", "ens2"]) == 0
+    capsys.readouterr()
+    for given in ([str(runs[0]), "ens1"], ["ens2", str(runs[1])], ["ens1", "ens2"]):
+        assert main(["ensemble", *given, "--out", "twice"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("corolla: error: ") and "so the blend would count it twice" \
+            in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "twice").exists()

@@ -176,3 +176,17 @@ def test_json_out_keeps_both_files(run, album, tmp_path):
         assert {r["path"].rsplit("/", 1)[-1] for r in csv.DictReader(f)} == set(expected)
     assert {p["path"].rsplit("/", 1)[-1]
             for p in json.loads(out.read_text())["predictions"]} == set(expected)
+
+
+def test_a_device_or_a_pipe_is_named_for_what_it_is(run, tmp_path, capsys):
+    """`predict RUN link-to-/dev/zero` and a FIFO said "does not exist"."""
+    import os
+
+    (tmp_path / "zero.jpg").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "pipe.jpg")
+    for name in ("zero.jpg", "pipe.jpg"):
+        assert main(["predict", str(run), str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == (f"corolla: error: {tmp_path / name} is not a regular file (a device, "
+                       f"pipe or socket); pass image files, folders of them, or a CSV of "
+                       f"their paths")

@@ -655,3 +655,31 @@ def test_a_relative_recipe_file_is_the_same_command_when_re_run(tmp_path, monkey
         train._check_same_command(saved, {"train.recipe": spelling}, names, tmp_path / "r")
     with pytest.raises(UserError, match="exists with other settings: --recipe"):
         train._check_same_command(saved, {"train.recipe": "other.toml"}, names, tmp_path / "r")
+
+
+def test_a_run_without_a_model_says_whether_it_is_being_trained_or_was_stopped(tmp_path,
+                                                                                capsys):
+    """`report` of a killed run advised `corolla evaluate`, which refuses a killed run; and a
+    run still training was told to `--resume`, which is refused while it trains."""
+    import os
+
+    from corolla import config as config_lib
+    from corolla.files import hold_lock
+
+    run = tmp_path / "kill1"
+    run.mkdir()
+    config_lib.save(config_lib.load(), run / "config.toml")
+    stopped = f"has no model.keras: its training did not finish; continue it with " \
+              f"`corolla train --resume {run}`"
+    for command in (["report", str(run)], ["evaluate", str(run)],
+                    ["export", str(run), "--format", "savedmodel"]):
+        _one_line(capsys, main(command), stopped)
+    lock = hold_lock(run / ".lock")  # as the training process holds it
+    try:
+        os.write(lock, b"process 4242 on host")
+        for command in (["report", str(run)], ["evaluate", str(run)]):
+            line = _one_line(capsys, main(command), "is being trained (by process 4242 on "
+                                                    "host)", "use it once its training ends")
+            assert "--resume" not in line
+    finally:
+        os.close(lock)

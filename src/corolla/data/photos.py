@@ -51,9 +51,11 @@ def list_photos(paths) -> list[str]:
             found.update((p, None) for p in _csv_paths(path))
         elif path.is_file():
             found[str(path.resolve())] = None
-        else:
-            raise UserError(f"{given} does not exist; pass image files, folders of them, or a "
-                            f"CSV of their paths")
+        else:  # a device or a pipe (also behind a link) is there, but no photo
+            what = "is not a regular file (a device, pipe or socket)" if path.exists() else \
+                "does not exist"
+            raise UserError(f"{given} {what}; pass image files, folders of them, or a CSV of "
+                            f"their paths")
     return list(found)
 
 

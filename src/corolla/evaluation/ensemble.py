@@ -24,6 +24,7 @@ from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation.metrics import macro_f1
 from corolla.evaluation.predictions import Predictions
+from corolla.runs import paths
 
 STEP = 0.05  # weight resolution of the search
 GRID_MEMBERS = 3  # up to this many members, every point of the grid is tried (231 for three)
@@ -96,6 +97,22 @@ def _aligned(first: Predictions, other: Predictions, what: str) -> Predictions:
     return other.in_order(first.ids)
 
 
+def _runs_in(folder: Path) -> set[Path]:
+    """The runs whose predictions a member's hold: itself, or an ensemble's members (its
+    metrics.json names them), recursively."""
+    from corolla.files import read_json
+
+    folder = Path(folder).resolve()
+    path = folder / paths.METRICS
+    if not path.is_file():
+        return {folder}
+    members = read_json(path, f"run `corolla evaluate {folder}` again").get("members")
+    if not isinstance(members, list):
+        return {folder}
+    return set().union(*(_runs_in(Path(m["folder"])) for m in members
+                         if isinstance(m, dict) and "folder" in m)) or {folder}
+
+
 def load_members(folders) -> list[Member]:
     """The members, each aligned by id to the first one's order, all checked to hold the same
     classes and ids (and the same true val labels); either all or none hold test predictions."""
@@ -108,6 +125,14 @@ def load_members(folders) -> list[Member]:
             raise UserError(f"{folder} is given twice (as {seen[folder.resolve()]}); give each "
                             f"run once and weight it with --weights")
         seen[folder.resolve()] = folder
+    within: dict[Path, Path] = {}  # each run -> the member holding it (itself, or an ensemble)
+    for folder in folders:
+        for run in _runs_in(folder):
+            if run in within:
+                raise UserError(f"{run} is in both {within[run]} and {folder} (an ensemble "
+                                f"holding it), so the blend would count it twice; give each "
+                                f"run once and weight it with --weights")
+            within[run] = folder
     members = [load_member(f) for f in folders]
     first = members[0]
     for member in members[1:]:

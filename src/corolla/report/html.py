@@ -27,7 +27,7 @@ from pathlib import Path
 from corolla.data import survey
 from corolla.errors import UserError
 from corolla.files import read_json, read_history, write_text_atomic
-from corolla.runs import paths
+from corolla.runs import paths, rundir
 
 
 # Known pictures first, in the order people read them; any other PNG of the folder follows.
@@ -70,6 +70,8 @@ def sources(folder: str | Path) -> Sources:
     path = folder / paths.METRICS
     if not path.is_file():
         if (folder / paths.CONFIG).is_file():
+            if rundir.status(folder) == rundir.TRAINING:  # nothing to evaluate yet
+                raise UserError(rundir.untrained(folder))
             raise UserError(f"run {str(folder)!r} has no evaluation ({path} is missing); run "
                             f"`corolla evaluate {folder}` first")
         raise UserError(f"{folder} holds no {paths.METRICS}; pass a run folder after "

@@ -138,9 +138,20 @@ def load(run_dir: str | Path) -> tuple[Path, config_lib.RunConfig]:
     """The run's folder and resolved config; a run whose training did not finish is an error."""
     run_dir = _open(run_dir)
     if status(run_dir) == TRAINING:
-        raise UserError(f"run {str(run_dir)!r} has no {MODEL}: its training did not finish; "
-                        f"continue it with `corolla train --resume {run_dir}`")
+        raise UserError(untrained(run_dir))
     return run_dir, config_lib.load(run_dir / CONFIG)
+
+
+def untrained(run_dir: Path) -> str:
+    """Why a run without a model cannot be used yet, and what to do: wait for the process
+    training it, or continue it (it was stopped)."""
+    lock = Path(run_dir) / LOCK
+    if lock.is_file() and not lock_is_free(lock):
+        holder = lock.read_text(errors="replace")[:200].strip() or "another process"
+        return (f"run {str(run_dir)!r} is being trained (by {holder}) and has no {MODEL} "
+                f"yet; use it once its training ends")
+    return (f"run {str(run_dir)!r} has no {MODEL}: its training did not finish; continue it "
+            f"with `corolla train --resume {run_dir}`")
 
 
 def load_unfinished(run_dir: str | Path) -> tuple[Path, config_lib.RunConfig]:
