@@ -88,6 +88,12 @@ def test_refusals_are_one_line_and_leave_nothing(trained, tmp_path, capsys):
     (tmp_path / "taken").mkdir()
     assert main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "taken")]) == 2
     assert "already exists" in capsys.readouterr().err
+    # A negative count meant "no check", silently.
+    assert main(["export", str(run), "--format", "onnx", "--check-images", "-1", "--out",
+                 str(tmp_path / "unchecked")]) == 2
+    assert capsys.readouterr().err.strip() == ("corolla: error: --check-images must be 0 (no "
+                                               "check) or a number of val images, got -1")
+    assert not (tmp_path / "unchecked").exists()
     assert not any(p.name.startswith("export-") for p in run.iterdir())
 
 

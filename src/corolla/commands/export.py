@@ -57,6 +57,9 @@ def export(run, fmt: str, out: str | Path | None = None, quantize: str = "none",
     one) and returns it."""
     quantize = quantize or "none"
     _check_args(fmt, quantize)
+    if isinstance(check_images, bool) or not isinstance(check_images, int) or check_images < 0:
+        raise UserError(f"--check-images must be 0 (no check) or a number of val images, got "
+                        f"{check_images!r}")
     refuse_parent(run)
     run_dir, _ = rundir.load(run)
     out = Path(out) if out is not None else default_out(run_dir, fmt, quantize)
@@ -128,6 +131,8 @@ def _export_here(run_dir: Path, fmt: str, out: Path, quantize: str, check_images
 def _check(model, fmt, path, run_dir, size, quantize, count, log) -> dict | None:
     """The export against model.keras on the first `count` val images of the run's data."""
     if count <= 0:
+        log("not checked against model.keras (--check-images 0): the export's outputs are "
+            "unverified")
         return None
     images = _val_images(run_dir, size, count)
     if images is None:
