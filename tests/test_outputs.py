@@ -403,3 +403,6 @@ def test_evaluate_on_a_new_photo_folder_scores_every_photo_and_names_the_folder(
     assert f"scores on all {total} labelled images of {photos}" in capsys.readouterr().out
     metrics = json.loads((run / "eval-small2" / "metrics.json").read_text())
     assert metrics["num_examples"] == total
+    # The report's data row names the user's folder, not its conversion in the cache.
+    assert metrics["data"] == str(photos) and "cache" in metrics["data_converted"]
+    assert f"<td>{photos}</td>" in (run / "eval-small2" / "report.html").read_text()

@@ -120,7 +120,9 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     skip = config.data.skip_bad_records
     evaluation = evaluate_lib.evaluate(model, layout, plan, skip_bad_records=skip, tta=tta,
                                        log=log)
-    evaluation.metrics["data"] = layout.root
+    evaluation.metrics["data"] = layout.source or layout.root  # the user's, not the cache's
+    if layout.source:
+        evaluation.metrics["data_converted"] = layout.root
     evaluation.metrics["run"] = str(run_dir.resolve())  # the report of an --out folder finds it
     result = predictions.make(evaluation.ids, evaluation.y_true, evaluation.probabilities,
                               layout.class_names, tta=tta)
