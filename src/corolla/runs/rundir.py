@@ -146,7 +146,8 @@ def untrained(run_dir: Path) -> str:
     """Why a run without a model cannot be used yet, and what to do: wait for the process
     training it, or continue it (it was stopped)."""
     lock = Path(run_dir) / LOCK
-    if lock.is_file() and not lock_is_free(lock):
+    # (This process may hold it still: a notebook's training that stopped with an error.)
+    if Path(run_dir).resolve() not in _held and lock.is_file() and not lock_is_free(lock):
         holder = lock.read_text(errors="replace")[:200].strip() or "another process"
         return (f"run {str(run_dir)!r} is being trained (by {holder}) and has no {MODEL} "
                 f"yet; use it once its training ends")
