@@ -16,7 +16,7 @@ H100 = {"gpus": 1, "gpu_compute_capability": [9, 0], "device_name": "NVIDIA H100
         "device_memory": 80 * GIB}
 # A compute capability 7.5 card whose float16 gives NaN losses, with little memory.
 T1000 = {"gpus": 1, "gpu_compute_capability": [7, 5], "device_name": "Quadro T1000",
-         "device_memory": 64 << 20}
+         "device_memory": 16 << 20}
 HELPER = REPO / "tests" / "helpers" / "described_train.py"
 
 
@@ -83,19 +83,20 @@ def test_a_model_without_weights_on_a_gpu_trains_from_scratch_at_the_datas_size(
         tmp_path, flowers5):
     """`--model small_cnn` on 192 px data, offline, on a small T-series card: no error about
     ImageNet weights or the recipe's 512 px; float32 (its float16 is broken); the batch from
-    its 64 MiB."""
+    its 16 MiB."""
     config, session, auto = _train(tmp_path, {**T1000, "offline": True}, "--data",
                                    str(flowers5), "--model", "small_cnn")
-    assert len(auto) == 1 and auto[0].startswith("recipe auto on a GPU: cpu (small_cnn has no "
+    assert len(auto) == 1 and auto[0].startswith("recipe auto on a GPU: cpu (no pre-trained "
+                                                 "weights to fine-tune, small_cnn has no "
                                                  "pre-trained weights; from scratch")
     assert config["train"]["recipe"] == "cpu" and config["model"]["weights"] == "none"
     assert config["data"]["image_size"] == 192 and config["model"]["input_size"] == 32
     assert session["precision"] == "float32" and session["accelerator"] == "gpu"
     assert session["hardware"]["device_name"] == "Quadro T1000"
-    batch = choose_batch(64 << 20, 32, _activations("small_cnn"), "float32", examples=2717)
+    batch = choose_batch(16 << 20, 32, _activations("small_cnn"), "float32", examples=2717)
     assert 8 < batch < 256
     assert config["train"]["global_batch_size"] == session["global_batch"] == batch
-    assert f"batch {batch} a replica (64 MiB, small_cnn at 32 px, float32)" in auto[0]
+    assert f"batch {batch} a replica (16 MiB, small_cnn at 32 px, float32)" in auto[0]
 
 
 def _activations(name):
@@ -124,3 +125,51 @@ def test_a_local_preset_folder_on_a_gpu_fine_tunes_it_with_a_batch_for_the_card(
     assert config["train"]["global_batch_size"] == 256  # 80 GiB at 32 px: the cap
     # The recipe's peak, 5e-5 for 16 images a replica, x 256 / 16 (one replica).
     assert config["train"]["learning_rate"] == pytest.approx(5e-5 * 16)
+
+
+@pytest.fixture
+def h100_plan():
+    from corolla import config, runtime
+
+    import keras
+
+    with plan.described(**{k: tuple(v) if isinstance(v, list) else v for k, v in H100.items()}):
+        described = runtime.detect_for(config.RunConfig())
+    yield described
+    keras.config.set_dtype_policy("float32")  # detect set the card's mixed_bfloat16
+
+
+def test_auto_on_a_gpu_offline_without_weights_trains_the_scratch_recipe(
+        h100_plan, flowers5, monkeypatch):
+    from corolla.commands import train as train_command
+    from corolla.models import hub
+
+    monkeypatch.setattr(hub, "reachable", lambda *a, **k: False)
+    lines = []
+    cfg, run_plan, recipe = train_command.for_plan(None, {"data.path": str(flowers5)}, {},
+                                                   h100_plan, log=lines.append)
+    assert recipe.name == "cpu" and (cfg.model.name, cfg.model.weights) == ("small_cnn", "none")
+    assert lines[0].startswith("recipe auto on a GPU: cpu (no pre-trained weights to fine-tune, "
+                               "offline: ")
+    assert run_plan.global_batch == 256 and "small_cnn at 176 px" in lines[0]
+
+
+def test_auto_on_a_gpu_with_downloadable_weights_reads_the_datas_nearest_size(
+        h100_plan, flowers5, monkeypatch):
+    """EfficientNet-B7's recipe asks 512 px; the data has 192: that, not an error."""
+    from corolla.commands import train as train_command
+    from corolla.models import hub
+
+    monkeypatch.setattr(hub, "reachable", lambda *a, **k: True)
+    lines = []
+    cfg, run_plan, recipe = train_command.for_plan(None, {"data.path": str(flowers5)}, {},
+                                                   h100_plan, log=lines.append)
+    assert recipe.name == "effnet-b7-finetune" and cfg.data.image_size == 192
+    batch = choose_batch(80 << 30, 192, 145.0, "mixed_bfloat16", examples=2717)
+    assert run_plan.batch_per_replica == cfg.train.batch_size == batch
+    assert cfg.train.learning_rate == pytest.approx(5e-5 * batch / 16)
+    # What the user sets is theirs: no size, batch or rate decided over it.
+    cfg, run_plan, _ = train_command.for_plan(
+        None, {"data.path": str(flowers5), "train.batch_size": 8, "train.learning_rate": 1e-4,
+               "model.name": "efficientnet_b0"}, {}, h100_plan, log=lines.append)
+    assert (run_plan.batch_per_replica, cfg.train.learning_rate) == (8, 1e-4)

@@ -174,11 +174,11 @@ def accelerator_auto(config_file: str | None, flags: dict, plan) -> tuple[dict, 
         decided.update({"model.name": model, "model.weights": "imagenet"})
     else:
         ok, why = models.weights_available(model, weights)
-        why = f"{model}: {why}"
+        why = f"{model}: {why}" if ok else \
+            f"no pre-trained weights to fine-tune, {why}; from scratch"
     if not ok:
         name = recipe_lib.AUTO["cpu"]  # the from-scratch recipe
         recipe = recipe_lib.load(name).values
-        why = f"{why}; from scratch"
         if "model.weights" not in asked:
             decided["model.weights"] = "none"
         if "model.name" not in asked:
