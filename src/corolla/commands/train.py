@@ -203,15 +203,14 @@ def accelerator_auto(config_file: str | None, flags: dict, plan) -> tuple[dict, 
                                                                recipe.get("model.input_size")))
     input_size = min(input_size or size or spec.image_size, size or spec.image_size)
 
-    hw = plan.hardware
+    memory = plan.hardware.device_memory if plan.hardware else 0
     if "train.batch_size" not in asked and "train.global_batch_size" not in asked:
         activations = spec.activations or UNKNOWN_ACTIVATIONS
-        batch = choose_batch(hw.device_memory, input_size, activations, plan.precision,
+        batch = choose_batch(memory, input_size, activations, plan.precision,
                              examples, plan.replicas, recipe["train.batch_size"])
         decided["train.batch_size"] = batch
-        memory = ("memory unknown: the recipe's" if not hw.device_memory else
-                  f"{hw.device_memory / 2**30:.0f} GiB" if hw.device_memory >= 2**30 else
-                  f"{hw.device_memory >> 20} MiB")
+        memory = ("memory unknown: the recipe's" if not memory else
+                  f"{memory / 2**30:.0f} GiB" if memory >= 2**30 else f"{memory >> 20} MiB")
         why += (f"; batch {batch} a replica ({memory}, {spec.name} at {input_size} px, "
                 f"{plan.precision})")
         if recipe.get("train.scale_lr") == "replicas" and "train.learning_rate" not in asked:
