@@ -35,6 +35,8 @@ def test_the_batch_is_the_recipes_when_memory_is_unknown_and_fits_the_data():
     assert choose_batch(0, 224, 25.3, "mixed_bfloat16", fallback=16) == 16
     # 300 training images over 2 replicas: at most 150 each, a power of two.
     assert choose_batch(80 * GIB, 224, 25.3, "mixed_bfloat16", examples=300, replicas=2) == 128
+    # Tiny data: one step an epoch, below MIN_BATCH rather than an error.
+    assert choose_batch(80 * GIB, 224, 25.3, "mixed_bfloat16", examples=6) == 4
 
 
 @pytest.mark.parametrize("name, cc, expected", [

@@ -171,16 +171,15 @@ def choose_batch(memory: int, size: int, activations: float, precision: str,
                  examples: int = 0, replicas: int = 1, fallback: int = 16) -> int:
     """The per-replica batch for a device of `memory` bytes and a model of `activations`
     (millions of elements per image at 224 px) at `size` px: a power of two in [MIN_BATCH,
-    MAX_BATCH], and no more than `examples` (the train split, when known) fill over `replicas`.
-    `fallback` (the recipe's) when the memory is unknown."""
+    MAX_BATCH], and no more than `examples` (the train split, when known) fill over `replicas`
+    (so that an epoch has a step). `fallback` (the recipe's) when the memory is unknown."""
     if not memory:
         return fallback
     element = 2 if "16" in precision else 4  # mixed_*16 keeps activations in 16 bits
     per_image = ACTIVATION_BYTES * activations * 1e6 * (size / 224) ** 2 * element
-    batch = min(MAX_BATCH, int(memory * MEMORY_SHARE / per_image))
+    batch = max(MIN_BATCH, min(MAX_BATCH, int(memory * MEMORY_SHARE / per_image)))
     if examples:
-        batch = min(batch, examples // max(replicas, 1))
-    batch = max(MIN_BATCH, batch)
+        batch = max(1, min(batch, examples // max(replicas, 1)))
     return 1 << (batch.bit_length() - 1)  # rounded down to a power of two
 
 
