@@ -104,5 +104,5 @@ def test_the_gpu_extra_resolves_cuda_wheels_and_one_tensorflow(tmp_path, source)
     names = {item["metadata"]["name"].lower().replace("_", "-")
              for item in json.loads(report.read_text())["install"]}
     assert CUDA_WHEELS <= names, sorted(names)
-    assert {"jax", "jaxlib", "jax-cuda12-plugin"} <= names, sorted(names)
+    assert {"jax", "jaxlib", "jax-cuda12-plugin", "filelock"} <= names, sorted(names)
     assert sorted(names & TENSORFLOWS) == ["tensorflow-cpu"]

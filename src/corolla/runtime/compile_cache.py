@@ -9,6 +9,7 @@ loaded instead. `detect` sets it before anything compiles, in every command and 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -16,9 +17,10 @@ from corolla.errors import UserError
 
 CACHE_ENV = "COROLLA_CACHE_DIR"
 FOLDER = "jax-compile"  # under the cache root
-# Least recently used programs are evicted past this (JAX's own default is no limit); a
-# program is kept only if it took at least 1 s to compile (JAX's default), so the many small
-# ones of eager code are not written.
+# Least recently used programs are evicted past this (JAX's own default is no limit), where the
+# `filelock` package is installed (JAX needs it to evict; the gpu extra brings it). A program is
+# kept only if it took at least 1 s to compile (JAX's default), so the many small ones of eager
+# code are not written.
 MAX_BYTES = 4 << 30
 
 
@@ -57,5 +59,6 @@ def use(setting: str) -> Path | None:
                         f"pass --compile-cache with a writable folder, or off") from None
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
+    if importlib.util.find_spec("filelock") is not None:  # else JAX refuses a bound
+        jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
     return path
