@@ -30,6 +30,7 @@ def _entries(folder) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.large  # 41 s on a 2-core host: CI's large step
 def test_a_second_jax_process_loads_what_the_first_compiled(tmp_path, tiny_petals):
     cache = tmp_path / "cache" / compile_cache.FOLDER
     _train(tmp_path, tiny_petals, tmp_path / "cache")

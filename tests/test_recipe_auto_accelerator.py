@@ -81,6 +81,7 @@ def _train(tmp_path, hardware: dict, *args):
 
 
 @pytest.mark.slow
+@pytest.mark.large  # 33 s on a 2-core host: CI's large step
 def test_a_model_without_weights_on_a_gpu_trains_from_scratch_at_the_datas_size(
         tmp_path, flowers5):
     """`--model small_cnn` on 192 px data, offline, on a small T-series card: no error about
@@ -108,6 +109,7 @@ def _activations(name):
 
 
 @pytest.mark.slow
+@pytest.mark.large  # 66 s on a 2-core host: CI's large step
 def test_a_local_preset_folder_on_a_gpu_fine_tunes_it_with_a_batch_for_the_card(
         tmp_path, flowers5):
     """`--weights FOLDER` (a keras-hub preset folder, offline) on an 80 GB card: that preset
