@@ -86,3 +86,23 @@ def test_the_readmes_set_up_command_on_a_fresh_machine(tmp_path, source):
                           text=True, timeout=900, check=False,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert demo.returncode == 0, demo.stderr[-3000:]
+
+
+# The CUDA libraries a GPU stack needs as pip wheels (JAX's documented `jax[cuda12]` install).
+CUDA_WHEELS = {"nvidia-cudnn-cu12", "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12"}
+
+
+def test_the_gpu_extra_resolves_cuda_wheels_and_one_tensorflow(tmp_path, source):
+    """`pip install ".[gpu]"` on a fresh machine, resolved only (`--dry-run --report`: no
+    multi-GB download): JAX's CUDA plugin and CUDA wheels come with it, and the one TensorFlow
+    distribution is tensorflow-cpu (JAX owns the GPU; TensorFlow reads the data)."""
+    venv = tmp_path / "venv"
+    _run(sys.executable, "-m", "venv", venv)
+    report = tmp_path / "report.json"
+    _run(venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
+         "--dry-run", "--report", report, f"{source}[gpu]")
+    names = {item["metadata"]["name"].lower().replace("_", "-")
+             for item in json.loads(report.read_text())["install"]}
+    assert CUDA_WHEELS <= names, sorted(names)
+    assert {"jax", "jaxlib", "jax-cuda12-plugin", "filelock"} <= names, sorted(names)
+    assert sorted(names & TENSORFLOWS) == ["tensorflow-cpu"]

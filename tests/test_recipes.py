@@ -85,7 +85,9 @@ def test_auto_picks_by_the_plans_accelerator(accelerator, expected, monkeypatch)
     from corolla.models import hub
     from corolla.runtime import Plan
 
-    monkeypatch.setattr(hub, "reachable", lambda *a, **k: False)  # offline: a CPU's is cpu
+    # Offline on a CPU (so its auto is cpu); on GPUs and TPUs the weights can be had (else
+    # they too would train the from-scratch cpu recipe: tests/test_recipe_auto_accelerator.py).
+    monkeypatch.setattr(hub, "reachable", lambda *a, **k: accelerator != "cpu")
     monkeypatch.setattr(hub, "cached", lambda named: False)
 
     plan = Plan(backend="jax", accelerator=accelerator, strategy_name="DataParallel", devices=8,
@@ -94,7 +96,8 @@ def test_auto_picks_by_the_plans_accelerator(accelerator, expected, monkeypatch)
                 jit_compile=False, hardware=None)
     cfg, plan2, recipe = train_command.for_plan(None, {}, {}, plan)
     assert recipe.name == cfg.train.recipe == expected
-    # The plan takes the recipe's batch: 16 per replica.
+    # The plan takes the recipe's batch: 16 per replica (on GPUs and TPUs: the device's memory
+    # is unknown here).
     assert (plan2.batch_per_replica, plan2.global_batch) == (16, 128)
 
 

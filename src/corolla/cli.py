@@ -34,6 +34,9 @@ def _runtime_flags(p: argparse.ArgumentParser) -> None:
                    help="compile the train step with XLA (default: auto, per accelerator)")
     g.add_argument("--steps-per-execution", type=int, metavar="N",
                    help="train steps per host call (default: 0 = auto, 16 on TPU, 1 elsewhere)")
+    g.add_argument("--compile-cache", metavar="FOLDER|off",
+                   help="JAX's persistent compilation cache (default: auto = "
+                        "~/.cache/corolla/jax-compile, or $COROLLA_CACHE_DIR/jax-compile)")
 
 
 def _batch_flags(p: argparse.ArgumentParser, note: str = "") -> None:

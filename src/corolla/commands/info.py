@@ -56,6 +56,9 @@ def hardware(flags: dict | None = None, names: dict | None = None, as_json: bool
              f"{hw['jax_devices']} {hw['jax_platform'].upper()} device(s) via JAX"
              if hw["jax_platform"] in ("tpu", "gpu") else
              f"CPU ({hw['cpu_devices']} logical device(s))")
+    if hw["device_name"]:
+        found += f": {hw['device_name']}" + (f", {hw['device_memory'] / 2**30:.0f} GiB"
+                                             if hw["device_memory"] else "")
     log(f"hardware     {found}")
     log(f"device       {info['accelerator']} ({info['devices']} in this process)")
     log(f"backend      {info['backend']}")
@@ -67,4 +70,6 @@ def hardware(flags: dict | None = None, names: dict | None = None, as_json: bool
     log(f"precision    {info['precision']}")
     log(f"jit_compile  {'on (XLA)' if info['jit_compile'] else 'off'}")
     log(f"steps/call   {info['steps_per_execution']} (steps per execution)")
+    if info["backend"] == "jax":
+        log(f"compile cache {info['compile_cache'] or 'off'} (JAX's compiled programs)")
     return info

@@ -103,12 +103,17 @@ def _get(cfg: config_lib.RunConfig, key: str):
 def for_plan(config_file: str | None, flags: dict, names: dict | None, plan, log=print):
     """(config, plan, recipe) of a new run: `recipe.compose` for the accelerator of `plan`
     (detected from the config without its recipe: the hardware decides "auto"; on a CPU, also
-    whether pre-trained weights can be had), and the plan with the batch the recipe sets."""
-    if plan.accelerator == "cpu" and \
-            config_lib.load(config_file, flags, names).train.recipe == "auto":
+    whether pre-trained weights can be had; on a GPU or TPU, `accelerator_auto`), and the plan
+    with the batch the recipe sets."""
+    auto = config_lib.load(config_file, flags, names).train.recipe == "auto"
+    if auto and plan.accelerator == "cpu":
         name, why = cpu_auto(config_file, flags)
         log(f"recipe auto on a CPU: {name} ({why})")
         flags = {**flags, "train.recipe": name}
+    elif auto:
+        decided, why = accelerator_auto(config_file, flags, plan)
+        log(f"recipe auto on a {plan.accelerator.upper()}: {decided['train.recipe']} ({why})")
+        flags = {**flags, **decided}  # decided holds none of the user's keys but these two
     config, recipe = recipe_lib.compose(config_file, flags, names, plan.accelerator)
     return (config, plan.with_batch(config.train.batch_size, config.train.global_batch_size),
             recipe)
@@ -120,9 +125,7 @@ def cpu_auto(config_file: str | None, flags: dict) -> tuple[str, str]:
     cache, or a download decided in seconds), else the from-scratch cpu recipe."""
     from corolla import models
 
-    asked = config_lib.flatten(config_lib.read_toml(config_file, "config file")) \
-        if config_file else {}
-    asked.update(flags)
+    asked = _asked(config_file, flags)
     finetune = recipe_lib.load(recipe_lib.CPU_FINETUNE).values
     model = asked.get("model.name", finetune["model.name"])
     ok, why = models.weights_available(model, asked.get("model.weights",
@@ -130,6 +133,94 @@ def cpu_auto(config_file: str | None, flags: dict) -> tuple[str, str]:
     if ok:
         return recipe_lib.CPU_FINETUNE, f"{model}: {why}"
     return recipe_lib.AUTO["cpu"], f"no pre-trained weights to fine-tune, {why}; from scratch"
+
+
+def _asked(config_file: str | None, flags: dict) -> dict:
+    """The config keys the user set: the --config file's, then the flags."""
+    asked = config_lib.flatten(config_lib.read_toml(config_file, "config file")) \
+        if config_file else {}
+    asked.update(flags)
+    return asked
+
+
+def accelerator_auto(config_file: str | None, flags: dict, plan) -> tuple[dict, str]:
+    """(config values, why) of "recipe auto" on a GPU or TPU, decided before training from the
+    data, the weights and the card. The values hold no key the user set, except train.recipe
+    (auto, decided) and a preset folder's translation (below).
+
+    - the recipe: the accelerator's fine-tuning one when its model's (or --model's) weights can
+      be had now (`models.weights_available`, as `cpu_auto`), else the from-scratch `cpu`
+      recipe with weights none; a keras-hub preset folder as --weights, without --model, is
+      that preset (`hub:FOLDER`);
+    - the image size: the recipe's when a TFRecord layout has it, else the layout's nearest; an
+      image folder or CSV is converted at the recipe's;
+    - the per-replica batch: `runtime.decide.choose_batch`, from the device's memory and the
+      model's activations at its input size; the peak learning rate follows it when the
+      recipe's scale_lr is "replicas" (a rate per 16 images a replica).
+    """
+    from corolla import models
+    from corolla.data import layout as layout_lib
+    from corolla.data import sources
+    from corolla.models import hub
+    from corolla.models.registry import HUB_PREFIX
+    from corolla.runtime.decide import UNKNOWN_ACTIVATIONS, choose_batch
+
+    asked = _asked(config_file, flags)
+    name = recipe_lib.AUTO[plan.accelerator]
+    recipe = recipe_lib.load(name).values
+    model = asked.get("model.name", recipe["model.name"])
+    weights = asked.get("model.weights", recipe["model.weights"])
+    decided = {}
+    if "model.name" not in asked and os.path.isdir(weights) and hub.is_preset_folder(weights):
+        ok, why = True, f"the keras-hub preset folder {weights}"
+        model = f"{HUB_PREFIX}{os.path.abspath(weights)}"
+        decided.update({"model.name": model, "model.weights": "imagenet"})
+    else:
+        ok, why = models.weights_available(model, weights)
+        why = f"{model}: {why}" if ok else \
+            f"no pre-trained weights to fine-tune, {why}; from scratch"
+    if not ok:
+        name = recipe_lib.AUTO["cpu"]  # the from-scratch recipe
+        recipe = recipe_lib.load(name).values
+        if "model.weights" not in asked:
+            decided["model.weights"] = "none"
+        if "model.name" not in asked:
+            model = recipe["model.name"]  # the recipe's own model, at its own size
+        if model != recipe["model.name"] and "model.input_size" not in asked:
+            decided["model.input_size"] = 0  # the model's own size, not the recipe model's
+    decided["train.recipe"] = name
+    spec = models.get(model)
+
+    size = asked.get("data.image_size") or recipe.get("data.image_size", 0)
+    examples, path = 0, asked.get("data.path", "")
+    if path and sources.kind_of(path) == "layout":
+        sizes = layout_lib.available_sizes(path)
+        wanted = size or asked.get("model.input_size") or recipe.get("model.input_size") or \
+            spec.image_size
+        size = layout_lib.choose_size(sizes, asked.get("data.image_size", 0), wanted)
+        if "data.image_size" not in asked and size != recipe.get("data.image_size", size):
+            decided["data.image_size"] = size
+            why += f"; image size {size} (the data's nearest to {recipe['data.image_size']})"
+        examples = layout_lib.open_layout(path, size).split("train").count
+    input_size = asked.get("model.input_size", decided.get("model.input_size",
+                                                               recipe.get("model.input_size")))
+    input_size = min(input_size or size or spec.image_size, size or spec.image_size)
+
+    memory = plan.hardware.device_memory if plan.hardware else 0
+    if "train.batch_size" not in asked and "train.global_batch_size" not in asked:
+        activations = spec.activations or UNKNOWN_ACTIVATIONS
+        batch = choose_batch(memory, input_size, activations, plan.precision,
+                             examples, plan.replicas, recipe["train.batch_size"])
+        decided["train.batch_size"] = batch
+        memory = ("memory unknown: the recipe's" if not memory else
+                  f"{memory / 2**30:.0f} GiB" if memory >= 2**30 else f"{memory >> 20} MiB")
+        why += (f"; batch {batch} a replica ({memory}, {spec.name} at {input_size} px, "
+                f"{plan.precision})")
+        if recipe.get("train.scale_lr") == "replicas" and "train.learning_rate" not in asked:
+            rate = recipe["train.learning_rate"] * batch / recipe["train.batch_size"]
+            decided["train.learning_rate"] = rate
+            why += f", peak learning rate {rate:g} x replicas"
+    return decided, why
 
 
 def train(config_file: str | None = None, flags: dict | None = None, names: dict | None = None,

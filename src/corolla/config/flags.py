@@ -24,6 +24,7 @@ FLAG_KEYS = {
     "backend": "runtime.backend", "strategy": "runtime.strategy",
     "precision": "runtime.precision", "jit_compile": "runtime.jit_compile",
     "steps_per_execution": "runtime.steps_per_execution",
+    "compile_cache": "runtime.compile_cache",
     "runs_dir": "output.runs_dir", "name": "output.name",
     "skip_bad_records": "data.skip_bad_records", "folds": "train.folds",
     "recipe": "train.recipe", "schedule": "train.schedule", "warmup_epochs": "train.warmup_epochs",

@@ -133,6 +133,9 @@ class RuntimeConfig:
     # runtime.decide); set them to run an accelerator's settings anywhere, on CPU too.
     jit_compile: str = "auto"  # auto | on | off
     steps_per_execution: int = 0  # 0 = auto: 16 on TPU, 1 elsewhere
+    # JAX's persistent compilation cache (runtime.compile_cache): auto = <cache>/jax-compile
+    # ($COROLLA_CACHE_DIR or ~/.cache/corolla), a folder, or off.
+    compile_cache: str = "auto"
 
 
 @dataclass
@@ -276,6 +279,8 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
     if t.size_ramp_end < t.size_ramp_start:
         fail("train.size_ramp_end", f"not be below train.size_ramp_start ({t.size_ramp_start})",
              t.size_ramp_end)
+    if not config.runtime.compile_cache.strip():
+        fail("runtime.compile_cache", "be auto, off or a folder", config.runtime.compile_cache)
     name = config.output.name
     if name and (PurePath(name).is_absolute() or ".." in PurePath(name).parts):
         fail("output.name", f"be a folder name inside {config.output.runs_dir!r} (no absolute "

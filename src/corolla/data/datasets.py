@@ -5,26 +5,24 @@ TFRecords through one pipeline."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from corolla.data import convert, sources, survey
 from corolla.data import layout as layout_lib
 from corolla.data.records import Features
 from corolla.errors import UserError
+from corolla.runtime import compile_cache
 
-CACHE_ENV = "COROLLA_CACHE_DIR"  # where `train --data FOLDER|CSV` converts (see `cache_dir`)
+CACHE_ENV = compile_cache.CACHE_ENV  # where `train --data FOLDER|CSV` converts (`cache_dir`)
 
 
 def cache_dir() -> Path:
     """Where `train --data FOLDER|CSV` keeps its conversions: $COROLLA_CACHE_DIR, else
-    $XDG_CACHE_HOME/corolla, else ~/.cache/corolla (beside the demo's data). Not under the runs
-    folder: evaluate, predict and check-submission, which know no runs folder, find the same
-    conversion, and every run of a source shares it."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "corolla"
+    $XDG_CACHE_HOME/corolla, else ~/.cache/corolla (beside the demo's data and JAX's compiled
+    programs: `runtime.compile_cache`). Not under the runs folder: evaluate, predict and
+    check-submission, which know no runs folder, find the same conversion, and every run of a
+    source shares it."""
+    return compile_cache.cache_root()
 
 
 def checks_dir() -> Path:

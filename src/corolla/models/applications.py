@@ -96,6 +96,21 @@ TABLE = [
 ]
 
 
+# Millions of output elements per image at 224 px (ModelSpec.activations), measured by
+# benchmarks/activations.py (Keras 3.15, TensorFlow 2.21).
+ACTIVATIONS = {
+    "vgg16": 15.2, "resnet50": 37.1, "resnet50_v2": 31.4, "densenet121": 49.9,
+    "densenet169": 60.1, "densenet201": 77.3, "xception": 34.6, "inception_v3": 16.7,
+    "efficientnet_b0": 25.3, "efficientnet_b1": 34.7, "efficientnet_b2": 36.3,
+    "efficientnet_b3": 48.0, "efficientnet_b4": 62.3, "efficientnet_b5": 85.2,
+    "efficientnet_b6": 108.7, "efficientnet_b7": 145.0, "efficientnet_v2_b0": 16.2,
+    "efficientnet_v2_b1": 21.4, "efficientnet_v2_b2": 23.1, "efficientnet_v2_b3": 28.9,
+    "efficientnet_v2_s": 42.0, "efficientnet_v2_m": 68.1, "efficientnet_v2_l": 120.0,
+    "convnext_tiny": 28.8, "convnext_small": 46.4, "convnext_base": 61.8,
+    "mobilenet_v2": 21.8, "mobilenet_v3_small": 5.4, "mobilenet_v3_large": 15.4,
+}
+
+
 def _builder(row: Row) -> Callable:
     """(input_shape, weights) -> the backbone. "imagenet" goes through Keras' own download path
     (`keras.utils.get_file`, cached in ~/.keras/models); a local file is loaded into the graph
@@ -170,4 +185,4 @@ for _row in TABLE:
     register(ModelSpec(_row.name, _builder(_row), _row.family.preprocessing,
                        image_size=_row.image_size, imagenet=True, params=_row.params,
                        description=f"keras.applications {_row.description}",
-                       min_size=_row.min_size))
+                       min_size=_row.min_size, activations=ACTIVATIONS[_row.name]))

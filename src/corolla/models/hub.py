@@ -121,6 +121,9 @@ class Named:
     # the preprocessing the architecture's original (TensorFlow) weights were trained with.
     scale: float = 1 / 127.5
     offset: float = -1.0
+    # ModelSpec.activations. Lite0's are taken as EfficientNet-B0's: the same blocks without
+    # squeeze-excite (benchmarks/activations.py does not see into keras-hub's nested graph).
+    activations: float | None = None
 
 
 LITE0 = Named(
@@ -138,7 +141,7 @@ LITE0 = Named(
      "include_stem_padding": True, "use_depth_divisor_as_min_depth": True,
      "cap_round_filter_decrease": True, "stem_conv_padding": "valid",
      "batch_norm_momentum": 0.9, "batch_norm_epsilon": 1e-3},
-    params=3_413_024,
+    params=3_413_024, activations=25.3,
     description="keras-hub EfficientNet-Lite0 (ReLU6, no squeeze-excite): small, fast on "
                 "CPUs; --weights imagenet or a local preset folder")
 
@@ -232,7 +235,8 @@ def _named_spec(named: Named) -> ModelSpec:
         return keras.Model(inputs, model(x), name=f"{named.name}_backbone")
 
     return ModelSpec(named.name, backbone, preprocessing.builtin, image_size=DEFAULT_SIZE,
-                     imagenet=True, params=named.params, description=named.description)
+                     imagenet=True, params=named.params, description=named.description,
+                     activations=named.activations)
 
 
 def _folder_converter(weights_file: str, scale, offset):

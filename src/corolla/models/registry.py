@@ -25,6 +25,10 @@ class ModelSpec:
     # The smallest input it takes: below it a pooling or stride would leave nothing (Keras
     # refuses under 32 px for most applications, 71 for Xception, 75 for InceptionV3).
     min_size: int = 32
+    # Millions of output elements per image at 224 px, every layer summed: the proxy for its
+    # training memory by which `recipe auto` sizes the batch (runtime.decide.choose_batch;
+    # measured by benchmarks/activations.py). None: unknown (a hub preset).
+    activations: float | None = None
 
 
 _REGISTRY: dict[str, ModelSpec] = {}

@@ -89,8 +89,9 @@ def _small_resnet(input_shape, weights):
 
 register(ModelSpec("small_cnn", _small_cnn, preprocessing.unit, image_size=64, imagenet=False,
                    params=389_856, min_size=8,  # three 2x2 poolings: 8 -> 1
+                   activations=3.5,  # benchmarks/activations.py, as applications.ACTIVATIONS
                    description="4-block CNN from scratch; fast on CPUs"))
 register(ModelSpec("small_resnet", _small_resnet, preprocessing.unit, image_size=160,
-                   imagenet=False, params=1_210_592, min_size=8,
+                   imagenet=False, params=1_210_592, min_size=8, activations=4.6,
                    description="3-stage ResNet from scratch (BN, zero-init residuals) sized for "
                                "a 2-core CPU; trains at 128-192 px"))

@@ -6,6 +6,7 @@ table is tested with a faked machine.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from corolla.errors import NO_TENSORFLOW, UserError
@@ -119,12 +120,21 @@ def choose_strategy(requested: str, backend: str, hw: Hardware, cluster: Cluster
     return requested
 
 
+# GPUs whose float16 training gives NaN losses: the GeForce GTX 16xx and the T-series Quadros
+# (T400-T2000; compute capability 7.5, Turing without working float16 tensor cores), and the
+# Tesla K40m. The list is Ultralytics' (`check_amp` in ultralytics/utils/checks.py, extended in
+# ultralytics/ultralytics PR #17977), matched on the name the driver reports.
+FLOAT16_BROKEN = re.compile(r"(nvidia|geforce|quadro|tesla).*?"
+                            r"(1630|1650|1660|t400|t550|t600|t1000|t1200|t2000|k40m)", re.I)
+
+
 def choose_precision(requested: str, accel: str, hw: Hardware, backend: str) -> str:
     """bfloat16 on TPUs and on NVIDIA GPUs that compute in it (compute capability >= 8.0:
     A100, L4, H100): float32's range, so no loss scaling, hence no skipped steps and no
     loss-scale state; the tensor cores run it as fast as float16. float16 on the older tensor
-    cores (7.x: V100, T4; Keras wraps the optimizer in a LossScaleOptimizer), float32 elsewhere
-    (on CPU mixed precision is slower than float32)."""
+    cores (7.x: V100, T4; Keras wraps the optimizer in a LossScaleOptimizer) except on the cards
+    known to give NaN losses with it (FLOAT16_BROKEN), float32 elsewhere (on CPU mixed
+    precision is slower than float32)."""
     if requested != "auto":
         return requested
     if accel == "tpu":
@@ -134,8 +144,43 @@ def choose_precision(requested: str, accel: str, hw: Hardware, backend: str) -> 
         cc = tuple(cc) if cc else ()
         if cc >= (8, 0):
             return "mixed_bfloat16"
+        if hw.device_name and FLOAT16_BROKEN.search(hw.device_name):
+            return "float32"
         return "mixed_float16" if cc >= (7, 0) else "float32"
     return "float32"
+
+
+# The per-replica batch `recipe auto` gives a GPU or TPU: a memory rule over a table of the
+# models' activations, not a probe (a probe would compile the step at several batches first, at
+# 57-132 s a compile on an H200 / H100). A model's training memory per image is taken as
+# ACTIVATION_BYTES x its activations per image (ModelSpec.activations: elements of every
+# layer's output at 224 px, benchmarks/activations.py) x (size / 224)^2 x the bytes of its
+# compute dtype. ACTIVATION_BYTES (0.55: not every output is kept) is calibrated on the public
+# TPU notebooks' EfficientNet-B7 at 512 px, batch 16 per 16 GB TPU v3 core in bfloat16, the
+# largest known to fit. MEMORY_SHARE of the device is given to activations (weights, optimizer
+# state and XLA's scratch take the rest). At most MAX_BATCH: EfficientNet-B0 at 224 px on an
+# H100 ran 6,457 images/s at 256 against 1,829 at 64 (the card underfed), and past 256 per
+# replica the recipes' learning rates (scaled with the batch) are far from where they were tuned.
+ACTIVATION_BYTES = 0.55
+MEMORY_SHARE = 0.8
+MIN_BATCH, MAX_BATCH = 8, 256
+UNKNOWN_ACTIVATIONS = 150.0  # a model not measured (a hub preset): as EfficientNet-B7's
+
+
+def choose_batch(memory: int, size: int, activations: float, precision: str,
+                 examples: int = 0, replicas: int = 1, fallback: int = 16) -> int:
+    """The per-replica batch for a device of `memory` bytes and a model of `activations`
+    (millions of elements per image at 224 px) at `size` px: a power of two in [MIN_BATCH,
+    MAX_BATCH], and no more than `examples` (the train split, when known) fill over `replicas`
+    (so that an epoch has a step). `fallback` (the recipe's) when the memory is unknown."""
+    if not memory:
+        return fallback
+    element = 2 if "16" in precision else 4  # mixed_*16 keeps activations in 16 bits
+    per_image = ACTIVATION_BYTES * activations * 1e6 * (size / 224) ** 2 * element
+    batch = max(MIN_BATCH, min(MAX_BATCH, int(memory * MEMORY_SHARE / per_image)))
+    if examples:
+        batch = max(1, min(batch, examples // max(replicas, 1)))
+    return 1 << (batch.bit_length() - 1)  # rounded down to a power of two
 
 
 def choose_jit_compile(backend: str, accel: str, strategy: str, hw: Hardware,

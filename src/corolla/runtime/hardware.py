@@ -56,6 +56,10 @@ class Hardware:
     jax_process_id: int = 0
     jax_compute_capability: tuple[int, int] | None = None
     accelerator_hint: bool = False  # device files or env vars suggest a TPU or GPU
+    # The first accelerator's name ("NVIDIA H100 80GB HBM3", "TPU v5 lite") and memory in bytes
+    # (0: unknown), from the framework that sees it: `recipe auto` sizes the batch by them.
+    device_name: str | None = None
+    device_memory: int = 0
     tpu_resolver: object = field(default=None, compare=False, repr=False)
 
 
@@ -261,11 +265,29 @@ def probe_tensorflow(cluster: Cluster) -> dict:
     gpus = _list_gpus(tf)
     found["gpus"] = len(gpus)
     if gpus:
-        cc = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability")
+        details = tf.config.experimental.get_device_details(gpus[0])
+        cc = details.get("compute_capability")
         found["gpu_compute_capability"] = tuple(cc) if cc else None
+        found.update(device_name=details.get("device_name"), device_memory=_cuda_memory())
     cpu = tf.config.list_physical_devices("CPU")[0]
     found["cpus"] = len(tf.config.get_logical_device_configuration(cpu) or [cpu])
     return found
+
+
+def _cuda_memory(ordinal: int = 0) -> int:
+    """The GPU's memory in bytes as NVIDIA's driver reports it (cuDeviceTotalMem: no context is
+    made, so TensorFlow's runtime is not started); 0 when the driver does not answer."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        device, total = ctypes.c_int(), ctypes.c_size_t()
+        if cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(device), ordinal) or \
+                cuda.cuDeviceTotalMem_v2(ctypes.byref(total), device):
+            return 0
+        return total.value
+    except (OSError, AttributeError):
+        return 0
 
 
 def _list_gpus(tf) -> list:
@@ -291,7 +313,13 @@ def probe_jax(cluster: Cluster) -> dict:
         keras.distribution.initialize()
     devices = jax.devices()
     cc = getattr(devices[0], "compute_capability", None)
+    try:  # an accelerator's memory (bytes_limit: what JAX's allocator may use); None on CPUs
+        memory = (devices[0].memory_stats() or {}).get("bytes_limit", 0)
+    except Exception:  # noqa: BLE001 - a platform without memory stats: unknown
+        memory = 0
     return {"jax_platform": devices[0].platform, "jax_devices": len(devices),
+            "device_name": devices[0].device_kind if devices[0].platform != "cpu" else None,
+            "device_memory": int(memory or 0),
             "jax_processes": jax.process_count(), "jax_process_id": jax.process_index(),
             "jax_compute_capability": tuple(int(x) for x in cc.split(".")) if cc else None}
 

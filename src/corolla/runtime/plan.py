@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from corolla.errors import NO_TENSORFLOW, UserError
+from corolla.runtime import compile_cache as compile_cache_lib
 from corolla.runtime import hardware
 from corolla.runtime.decide import Decision, decide
 from corolla.runtime.hardware import Cluster, Hardware
@@ -43,6 +44,7 @@ class Plan:
     distribution: object = field(default=None, repr=False)  # keras.distribution (JAX)
     # A TPU or GPU the machine shows that no framework can use, and why (see detect).
     unused_accelerator: str | None = None
+    compile_cache: str | None = None  # JAX's persistent compilation cache folder, if used
 
     def scope(self):
         """Where models and optimizers must be created."""
@@ -127,7 +129,8 @@ class Plan:
             "devices": self.devices,
             "hardware": {"tpu": hw.tpu, "tpu_cores": hw.tpu_cores, "gpus": hw.gpus,
                          "cpu_devices": hw.cpus, "jax_platform": hw.jax_platform,
-                         "jax_devices": hw.jax_devices},
+                         "jax_devices": hw.jax_devices, "device_name": hw.device_name,
+                         "device_memory": hw.device_memory},
             "backend": self.backend,
             "strategy": self.strategy_name,
             "replicas": self.replicas,
@@ -140,6 +143,7 @@ class Plan:
             "steps_per_execution": self.steps_per_execution,
             "jit_compile": self.jit_compile,
             "unused_accelerator": self.unused_accelerator,
+            "compile_cache": self.compile_cache,
         }
 
 
@@ -190,8 +194,10 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
 
 def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto",
            batch_size: int = 16, global_batch_size: int = 0, jit_compile: str = "auto",
-           steps_per_execution: int = 0, deterministic: bool = False) -> Plan:
-    """Finds the hardware, decides, and builds the strategy or distribution.
+           steps_per_execution: int = 0, deterministic: bool = False,
+           compile_cache: str = "auto") -> Plan:
+    """Finds the hardware, decides, and builds the strategy or distribution. On JAX, points
+    its persistent compilation cache at `compile_cache` (runtime.compile_cache) first.
 
     Call it before the first `import keras` of the process: it selects the Keras backend.
     `deterministic` (train.deterministic) must be known here: XLA reads its flags once, when
@@ -199,13 +205,18 @@ def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto
     """
     if deterministic:
         hardware.deterministic_xla()
-    hw, cluster, env_backend = probe(backend)
+    found, cluster, env_backend = probe(backend)
+    # What decides: the machine found, or the one a test describes (see `described`).
+    hw = dataclasses.replace(found, **_DESCRIBED[-1]) if _DESCRIBED else found
     decision = decide(hw, cluster, backend=backend, strategy=strategy, precision=precision,
                       env_backend=env_backend, jit_compile=jit_compile,
                       steps_per_execution=steps_per_execution, deterministic=deterministic)
     keras = hardware.use_keras_backend(decision.backend)
+    cache = None
+    if decision.backend == "jax":  # before anything compiles (TensorFlow keeps no such cache)
+        cache = compile_cache_lib.use(compile_cache)
     if decision.backend == "tensorflow":
-        strategy_obj, distribution = _tf_strategy(decision, hw), None
+        strategy_obj, distribution = _tf_strategy(decision, found), None
         replicas = strategy_obj.num_replicas_in_sync
         devices = replicas // max(cluster.num_processes, 1)
     else:
@@ -225,10 +236,29 @@ def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto
                 batch_per_replica=per_replica, global_batch=total, precision=decision.precision,
                 steps_per_execution=decision.steps_per_execution,
                 jit_compile=decision.jit_compile, hardware=hw,
-                strategy=strategy_obj, distribution=distribution, unused_accelerator=unused)
+                strategy=strategy_obj, distribution=distribution, unused_accelerator=unused,
+                compile_cache=str(cache) if cache else None)
 
 
 _SAID: set[str] = set()
+_DESCRIBED: list[dict] = []
+
+
+@contextlib.contextmanager
+def described(**fields):
+    """Test seam: inside it, `detect` decides for a machine whose `Hardware` has `fields` over
+    what the probes found (say one 80 GB GPU of compute capability 8.0), while the strategy is
+    built on the devices really there, so that a GPU's whole path (recipe auto, batch,
+    precision) trains end to end on a CPU (tests/helpers/described_train.py). Reached from
+    Python only: no flag, config key or environment variable sets it."""
+    unknown = set(fields) - {f.name for f in dataclasses.fields(Hardware)}
+    if unknown:
+        raise TypeError(f"not Hardware fields: {sorted(unknown)}")
+    _DESCRIBED.append(fields)
+    try:
+        yield
+    finally:
+        _DESCRIBED.pop()
 
 
 def detect_for(config) -> Plan:
@@ -238,7 +268,8 @@ def detect_for(config) -> Plan:
                   global_batch_size=config.train.global_batch_size,
                   jit_compile=config.runtime.jit_compile,
                   steps_per_execution=config.runtime.steps_per_execution,
-                  deterministic=config.train.deterministic)
+                  deterministic=config.train.deterministic,
+                  compile_cache=config.runtime.compile_cache)
 
 
 def _tf_strategy(decision: Decision, hw: Hardware):

@@ -1,0 +1,249 @@
+"""The user's path on one GPU, timed, beside what users would pick instead (issue 33, item 4).
+
+    python benchmarks/user_path.py [--data ../shared/data/flowers5]
+        [--weights ../shared/weights/efficientnet_lite0_imagenet] [--backend auto]
+        [--epochs 1] [--steps-per-epoch 20] [--size 224] [--batch 256] [--steps 30]
+        [--json FILE] [--tiny]
+
+1. The commands as a user types them, each in a fresh process: `corolla train --data D
+   --recipe auto --weights W` (shortened by --epochs and --steps-per-epoch), `evaluate`,
+   `predict` on a few photos, `export --format onnx`; seconds each.
+2. The compile cache at work: `evaluate` again in a new process (JAX loads the programs the
+   first one compiled): its seconds beside the first, and the cache's files.
+3. Training throughput of EfficientNet-B0 at --size and --batch from one in-memory batch, at the
+   plan's precision: Corolla (Keras on the chosen backend, the plan's XLA setting), and beside
+   it timm's `efficientnet_b0` on PyTorch, eager and with `torch.compile`, at the same batch and
+   precision, when torch and timm are importable.
+
+Everything runs under a fresh COROLLA_CACHE_DIR, so the first process compiles cold. One table
+at the end with each row's ratio to Corolla's, then `USER_PATH {json}`.
+
+`--tiny` is the CPU smoke test (tests/test_user_path.py): synthetic 32 px petals, small_cnn at
+32 px, one epoch of 2 steps, throughput at batch 8 over 3 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", default="../shared/data/flowers5")
+    p.add_argument("--weights", default="../shared/weights/efficientnet_lite0_imagenet")
+    p.add_argument("--backend", default="auto", choices=("auto", "tensorflow", "jax"))
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--steps-per-epoch", type=int, default=20)
+    p.add_argument("--model", default="efficientnet_b0", help="the throughput rows' model")
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--steps", type=int, default=30, help="timed training steps")
+    p.add_argument("--json", default="")
+    p.add_argument("--tiny", action="store_true")
+    p.add_argument("--_child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.tiny:
+        args.model, args.size, args.batch, args.steps = "small_cnn", 32, 8, 3
+        args.epochs, args.steps_per_epoch = 1, 2
+    return args
+
+
+def corolla(args_list, env, cwd) -> dict:
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "corolla", *map(str, args_list)], env=env,
+                         cwd=cwd, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - start
+    if out.returncode:
+        raise SystemExit(f"corolla {' '.join(map(str, args_list))} failed:\n"
+                         f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return {"seconds": round(seconds, 1), "stdout": out.stdout}
+
+
+def photos(folder: Path, size: int, n: int = 4) -> Path:
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)).save(
+            folder / f"photo{i}.jpg")
+    return folder
+
+
+def cache_files(cache_root: Path) -> int:
+    folder = cache_root / "jax-compile"
+    return sum(1 for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+
+
+def user_path(args, work: Path, env: dict) -> dict:
+    """Section 1 and 2: the commands, timed."""
+    cache_root = Path(env["COROLLA_CACHE_DIR"])
+    runtime = ["--backend", args.backend]
+    short = ["--epochs", args.epochs, "--steps-per-epoch", args.steps_per_epoch]
+    if args.tiny:
+        from corolla.commands import demo
+        from corolla.data import synthetic
+
+        data = synthetic.write(work / "petals", demo.TINY.data)
+        train = ["--data", data, "--model", "small_cnn", "--input-size", 32, "--batch-size", 8]
+    else:
+        data = Path(args.data).resolve()
+        train = ["--data", data, "--recipe", "auto", "--weights", Path(args.weights).resolve()]
+    run = work / "runs" / "path"
+    rows = {}
+    rows["train"] = corolla(["train", *train, *short, *runtime, "--runs-dir", work / "runs",
+                             "--name", "path"], env, work)
+    auto = [line for line in rows["train"]["stdout"].splitlines()
+            if line.startswith("recipe auto on")]
+    rows["evaluate"] = corolla(["evaluate", run, *runtime], env, work)
+    files_first = cache_files(cache_root)
+    rows["evaluate again"] = corolla(["evaluate", run, *runtime], env, work)
+    rows["predict photos"] = corolla(["predict", run, photos(work / "photos", 64), *runtime,
+                                      "--out", work / "photos.csv"], env, work)
+    rows["export onnx"] = corolla(["export", run, "--format", "onnx"], env, work)
+    for row in rows.values():
+        row.pop("stdout")
+    return {"commands": rows, "recipe_auto": auto[0] if auto else "",
+            "cache_files": {"after first evaluate": files_first,
+                            "after second evaluate": cache_files(cache_root)}}
+
+
+def corolla_throughput(args) -> dict:
+    """Corolla's train step on one in-memory batch (a child process: its own backend)."""
+    import numpy as np
+
+    from corolla import models, runtime
+
+    plan = runtime.detect(backend=args.backend)
+    import keras
+
+    with plan.scope():
+        model = models.create_model(args.model, 5, args.size)
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
+                      jit_compile=plan.jit_compile)
+    x = np.random.default_rng(0).uniform(0, 255, (args.batch, args.size, args.size, 3))
+    x, y = x.astype("float32"), np.arange(args.batch) % 5
+    start = time.perf_counter()
+    model.train_on_batch(x, y)
+    first = time.perf_counter() - start
+    model.train_on_batch(x, y)
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        loss = model.train_on_batch(x, y)
+    float(np.asarray(loss))
+    seconds = time.perf_counter() - start
+    return {"name": f"Corolla ({keras.backend.backend()}, {plan.precision})",
+            "images_per_second": round(args.batch * args.steps / seconds, 1),
+            "first_step_seconds": round(first, 1), "precision": plan.precision,
+            "device": plan.hardware.device_name or plan.accelerator}
+
+
+def timm_throughput(args, precision: str) -> list[dict]:
+    """timm's efficientnet_b0 on PyTorch at the same batch and precision, eager and compiled;
+    nothing when torch or timm is missing."""
+    try:
+        import timm
+        import torch
+    except ImportError:
+        return []
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = {"mixed_bfloat16": torch.bfloat16, "mixed_float16": torch.float16}.get(precision)
+    rows = []
+    for compiled in (False, True):
+        model = timm.create_model(args.model if args.model.startswith("efficientnet") else
+                                  "efficientnet_b0", num_classes=5).to(device)
+        model = model.to(memory_format=torch.channels_last)
+        optimizer = torch.optim.Adam(model.parameters())
+        step_model = torch.compile(model) if compiled else model
+        x = torch.rand(args.batch, 3, args.size, args.size, device=device)
+        x = x.to(memory_format=torch.channels_last)
+        y = torch.arange(args.batch, device=device) % 5
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(device, dtype=dtype, enabled=dtype is not None):
+                loss = torch.nn.functional.cross_entropy(step_model(x), y)
+            loss.backward()
+            optimizer.step()
+
+        start = time.perf_counter()
+        step()
+        first = time.perf_counter() - start
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        rows.append({"name": f"PyTorch + timm {'torch.compile' if compiled else 'eager'}",
+                     "images_per_second": round(args.batch * args.steps / seconds, 1),
+                     "first_step_seconds": round(first, 1)})
+    return rows
+
+
+def child(args) -> None:
+    row = corolla_throughput(args)
+    print("ROWS " + json.dumps([row, *timm_throughput(args, row["precision"])]), flush=True)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args._child:
+        child(args)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        env = {**os.environ, "COROLLA_CACHE_DIR": str(work / "cache")}
+        report = {"args": {k: v for k, v in vars(args).items() if k != "_child"}}
+        report.update(user_path(args, work, env))
+        out = subprocess.run([sys.executable, __file__, "--_child", "1", "--backend",
+                              args.backend, "--model", args.model, "--size", str(args.size),
+                              "--batch", str(args.batch), "--steps", str(args.steps)],
+                             env=env, capture_output=True, text=True, timeout=1800)
+        if out.returncode:
+            raise SystemExit(f"throughput child failed:\n{out.stderr[-3000:]}")
+        line = [s for s in out.stdout.splitlines() if s.startswith("ROWS ")][-1]
+        report["throughput"] = json.loads(line[len("ROWS "):])
+    print_table(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    print("USER_PATH " + json.dumps(report), flush=True)
+    return 0
+
+
+def print_table(report: dict) -> None:
+    if report["recipe_auto"]:
+        print(report["recipe_auto"])
+    commands = report["commands"]
+    print(f"{'command':24s} {'seconds':>8s}")
+    for name, row in commands.items():
+        print(f"{name:24s} {row['seconds']:8.1f}")
+    first, again = commands["evaluate"]["seconds"], commands["evaluate again"]["seconds"]
+    files = report["cache_files"]
+    print(f"compile cache: evaluate {first:.1f} s, again in a new process {again:.1f} s "
+          f"(x{first / max(again, 0.1):.2f}); cache files {files['after first evaluate']} -> "
+          f"{files['after second evaluate']}")
+    rows = report["throughput"]
+    base = rows[0]["images_per_second"]
+    a = report["args"]
+    print(f"{a['model']} {a['size']} px, batch {a['batch']}, {rows[0]['precision']}, "
+          f"on {rows[0]['device']}:")
+    print(f"{'train step':34s} {'images/s':>10s} {'ratio':>6s} {'first step s':>13s}")
+    for row in rows:
+        print(f"{row['name']:34s} {row['images_per_second']:10.1f} "
+              f"{row['images_per_second'] / base:6.2f} {row['first_step_seconds']:13.1f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

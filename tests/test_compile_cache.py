@@ -1,0 +1,56 @@
+"""JAX's persistent compilation cache (issue 33): on by default under Corolla's cache folder,
+so a second process loads what the first compiled; `--compile-cache off` writes nothing."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from corolla.runtime import compile_cache
+
+
+def _train(tmp_path, data, cache_root, *args):
+    # JAX keeps only programs that took >= 1 s to compile (its default): these tiny ones are
+    # kept too, through JAX's own setting.
+    env = {**os.environ, "COROLLA_CACHE_DIR": str(cache_root),
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "corolla", "train", "--data", str(data), "--backend", "jax",
+         "--model", "small_cnn", "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "8",
+         "--runs-dir", str(tmp_path / "runs"), *args],
+        env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def _entries(folder) -> set[str]:
+    return {p.name for p in folder.rglob("*") if p.is_file()} if folder.exists() else set()
+
+
+@pytest.mark.slow
+@pytest.mark.large  # 41 s on a 2-core host: CI's large step
+def test_a_second_jax_process_loads_what_the_first_compiled(tmp_path, tiny_petals):
+    cache = tmp_path / "cache" / compile_cache.FOLDER
+    _train(tmp_path, tiny_petals, tmp_path / "cache")
+    first = _entries(cache)
+    assert any(name.endswith("-cache") for name in first), first  # compiled programs written
+    _train(tmp_path, tiny_petals, tmp_path / "cache")
+    assert _entries(cache) == first  # the same programs: loaded, none compiled again
+
+
+@pytest.mark.slow
+def test_compile_cache_off_writes_nothing(tmp_path, tiny_petals):
+    _train(tmp_path, tiny_petals, tmp_path / "cache", "--compile-cache", "off")
+    assert _entries(tmp_path / "cache" / compile_cache.FOLDER) == set()
+
+
+def test_the_compile_cache_setting_names_its_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
+    assert compile_cache.folder("auto") == tmp_path / "jax-compile"
+    assert compile_cache.folder("off") is None
+    assert compile_cache.folder(str(tmp_path / "x")) == tmp_path / "x"
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax"))
+    assert compile_cache.folder("auto") == tmp_path / "jax"  # JAX's own setting is kept
