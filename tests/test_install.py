@@ -92,17 +92,36 @@ def test_the_readmes_set_up_command_on_a_fresh_machine(tmp_path, source):
 CUDA_WHEELS = {"nvidia-cudnn-cu12", "nvidia-cublas-cu12", "nvidia-cuda-runtime-cu12"}
 
 
-def test_the_gpu_extra_resolves_cuda_wheels_and_one_tensorflow(tmp_path, source):
-    """`pip install ".[gpu]"` on a fresh machine, resolved only (`--dry-run --report`: no
-    multi-GB download): JAX's CUDA plugin and CUDA wheels come with it, and the one TensorFlow
-    distribution is tensorflow-cpu (JAX owns the GPU; TensorFlow reads the data)."""
+def _resolved(tmp_path, *requirements) -> dict[str, str]:
+    """name -> version that `pip install REQUIREMENTS` would install into a fresh venv,
+    resolved only (`--dry-run --report`: no multi-GB download)."""
+    tmp_path.mkdir(exist_ok=True)
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", venv)
     report = tmp_path / "report.json"
     _run(venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
-         "--dry-run", "--report", report, f"{source}[gpu]")
-    names = {item["metadata"]["name"].lower().replace("_", "-")
-             for item in json.loads(report.read_text())["install"]}
+         "--dry-run", "--report", report, *requirements)
+    return {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
+            for item in json.loads(report.read_text())["install"]}
+
+
+def test_the_gpu_extra_resolves_cuda_wheels_and_one_tensorflow(tmp_path, source):
+    """`pip install ".[gpu]"` on a fresh machine: JAX's CUDA plugin and CUDA wheels come with
+    it, and the one TensorFlow distribution is tensorflow-cpu (JAX owns the GPU; TensorFlow
+    reads the data)."""
+    names = set(_resolved(tmp_path, f"{source}[gpu]"))
     assert CUDA_WHEELS <= names, sorted(names)
     assert {"jax", "jaxlib", "jax-cuda12-plugin", "filelock"} <= names, sorted(names)
     assert sorted(names & TENSORFLOWS) == ["tensorflow-cpu"]
+
+
+def test_the_hub_extra_keeps_tensorflow_2_21(tmp_path, source):
+    """keras-hub 0.31 pins tensorflow-text<2.21, which takes TensorFlow 2.21 down to 2.20: the
+    hub extra admits no such release (asked for one, pip finds no resolution), and beside 2.21
+    it resolves a keras-hub that keeps it."""
+    found = _resolved(tmp_path / "a", "tensorflow==2.21.0", f"{source}[hub]")
+    assert found["tensorflow"] == "2.21.0", found
+    hub = tuple(int(p) for p in found["keras-hub"].split(".")[:2])
+    assert hub >= (0, 32) and found["tensorflow-text"].startswith("2.21"), found
+    with pytest.raises(AssertionError, match="ResolutionImpossible|conflict"):
+        _resolved(tmp_path / "b", "keras-hub==0.31.1", f"{source}[hub]")
