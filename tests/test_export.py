@@ -41,11 +41,13 @@ FLOAT32 = [("savedmodel", "none", "saved_model"), ("tflite", "none", "model.tfli
 @pytest.mark.parametrize("fmt, quantize, file", FLOAT32 + [
     ("tflite", "dynamic", "model.tflite"), ("tflite", "float16", "model.tflite")])
 def test_each_format_gives_the_models_probabilities_in_its_own_runtime(trained, tmp_path, fmt,
-                                                                       quantize, file):
+                                                                       quantize, file, capfd):
     run, model, images = trained
     out = tmp_path / "export"
     assert main(["export", str(run), "--format", fmt, "--quantize", quantize,
                  "--out", str(out)]) == 0
+    err = capfd.readouterr().err  # LiteRT's XNNPACK notice, Keras' tf2onnx NumPy warning
+    assert "XNNPACK" not in err and "FutureWarning" not in err, err
     got = exported.runner(fmt, out / file)(images)
     want = model.predict(images, verbose=0)
     assert got.shape == want.shape and got.dtype == np.float32

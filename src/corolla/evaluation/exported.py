@@ -63,16 +63,23 @@ def _interpreter(path: str):
     return Interpreter(model_path=path)
 
 
+# LiteRT's C++ notice when the interpreter first runs: not a fault, and not Corolla's to say.
+XNNPACK_NOTICE = rb"^INFO: Created TensorFlow Lite XNNPACK delegate for CPU\.$"
+
+
 def run_tflite(path):
+    from corolla.runtime import tflog
+
     interpreter = _interpreter(str(path))
     inp, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
 
     def run(images):
         images = np.asarray(images, np.float32)
-        interpreter.resize_tensor_input(inp["index"], images.shape)
-        interpreter.allocate_tensors()
-        interpreter.set_tensor(inp["index"], images)
-        interpreter.invoke()
+        with tflog.filtered_stderr(extra=(XNNPACK_NOTICE,)):
+            interpreter.resize_tensor_input(inp["index"], images.shape)
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(inp["index"], images)
+            interpreter.invoke()
         return interpreter.get_tensor(out["index"]).copy()
 
     return run

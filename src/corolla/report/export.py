@@ -33,7 +33,11 @@ def write_model(model, folder: Path, fmt: str, quantize: str = "none") -> Path:
     if fmt == "savedmodel":
         model.export(str(path), format="tf_saved_model", verbose=False)
     elif fmt == "onnx":
-        model.export(str(path), format="onnx", verbose=False)
+        import warnings
+
+        with warnings.catch_warnings():  # Keras' tf2onnx shim asks NumPy for `np.object`
+            warnings.filterwarnings("ignore", message=".*np.object", category=FutureWarning)
+            model.export(str(path), format="onnx", verbose=False)
     else:
         import tensorflow as tf
 
