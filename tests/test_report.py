@@ -1,6 +1,8 @@
 """The pictures and the terminal table: each picture is a valid, non-blank PNG of a plausible
 size; a 104-class matrix shows the most confused classes; the table lines up."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -82,3 +84,17 @@ def test_most_confident_mistakes_come_first(wrong, expected):
     probabilities = np.array([[0.9, 0.1], [0.3, 0.7], [0.8, 0.2], [0.05, 0.95]])
     evaluation = Evaluation({}, ["a", "b", "c", "d"], y_true, y_pred, probabilities)
     assert most_confident_mistakes(evaluation, 5).tolist() == expected
+
+
+def test_the_hardware_found_lists_what_was_found_not_empty_fields(tmp_path):
+    """The report's hardware table read `tpu None` on every machine without a TPU."""
+    from corolla.report import html
+
+    (tmp_path / "plan.json").write_text(json.dumps({"sessions": [{
+        "started": "2026-11-26 06:00:00", "plan": {"accelerator": "cpu", "hardware": {
+            "tpu": None, "tpu_cores": 0, "gpus": 0, "cpu_devices": 2, "jax_platform": "cpu",
+            "device_name": ""}}}]}))
+    section = html._plan(tmp_path)
+    found = section.split("Hardware found")[1]
+    assert '<td class="txt">cpu_devices</td><td class="txt">2</td>' in found
+    assert "None" not in found and "tpu" not in found and "device_name" not in found

@@ -349,7 +349,9 @@ def _plan(run_dir: Path) -> str:
     hardware = sessions[-1].get("plan", {}).get("hardware", {})
     if hardware:
         text += "<h3>Hardware found</h3>\n" + _table(
-            ["device", "found"], [[_e(k), _e(v)] for k, v in hardware.items()], numeric_from=99)
+            ["device", "found"], [[_e(k), _e(v)] for k, v in hardware.items()
+                                  if v not in (None, "", 0, [])],  # not "tpu None"
+            numeric_from=99)
     versions = sessions[-1].get("versions", {})
     if versions:
         text += "<h3>Versions</h3>\n" + _table(
