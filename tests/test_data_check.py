@@ -329,3 +329,16 @@ def test_copies_with_different_labels_come_first_everywhere(tmp_path, cache, cap
     assert "Copies with different labels: 1 group(s)" in section
     assert "near, labels differ" in section or "exact, labels differ" in section
     assert "rose/11.png" in section and "tulip/z.png" in section
+
+
+def test_label_review_titles_are_cut_to_their_column():
+    """Long ids (a folder's paths) and names ran into the next column's title."""
+    from corolla.report import label_review as review_files
+
+    long_id = "train/hard-leaved pocket orchid/IMG_20231012_123456.jpg"
+    cut = review_files._fit(long_id, review_files.TITLE_CHARS - 4, keep_end=True)
+    assert len(cut) == review_files.TITLE_CHARS - 4 and cut.endswith("123456.jpg")
+    assert cut.startswith("…")
+    name = review_files._fit("hard-leaved pocket orchid")
+    assert len(name) <= review_files.TITLE_CHARS - 12 and name.startswith("hard-leaved")
+    assert review_files._fit("daisy") == "daisy"

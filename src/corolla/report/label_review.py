@@ -66,6 +66,19 @@ def _images(layout, ids: set[str], skip_bad_records: bool) -> dict[str, np.ndarr
     return found
 
 
+# A title line's characters at fontsize 7 over a 2.3-inch column: longer ones ran into the
+# next column's title (a folder's ids are paths; the competition's names run to 26 characters).
+TITLE_CHARS = 32
+
+
+def _fit(text: str, width: int = TITLE_CHARS - 12, keep_end: bool = False) -> str:
+    """`text` cut to `width` characters with an ellipsis: its end kept for an id (the file's
+    name), its start for a class name."""
+    if len(text) <= width:
+        return text
+    return "…" + text[-(width - 1):] if keep_end else text[:width - 1] + "…"
+
+
 def _plot(doubts, images: dict, names: list[str], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
@@ -79,9 +92,10 @@ def _plot(doubts, images: dict, names: list[str], path: Path) -> Path:
         ax.axis("off")
     for k, (ax, d) in enumerate(zip(axes.flat, doubts)):
         ax.imshow(np.clip(images[d.id], 0, 255).astype(np.uint8))
-        ax.set_title(f"#{k + 1} {d.id}\ngiven: {names[d.given]} {d.p_given:.0%}\n"
-                     f"model: {names[d.suggested]} {d.p_suggested:.0%}", fontsize=7,
-                     color="firebrick")
+        ax.set_title(f"#{k + 1} {_fit(d.id, TITLE_CHARS - 4, keep_end=True)}\n"
+                     f"given: {_fit(names[d.given].strip())} {d.p_given:.0%}\n"
+                     f"model: {_fit(names[d.suggested].strip())} {d.p_suggested:.0%}",
+                     fontsize=7, color="firebrick")
     fig.suptitle("Labels to review: the given class, and the class the model is confident of "
                  "instead (most doubtful first)", fontsize=10)
     return _save(fig, path)
