@@ -140,9 +140,10 @@ def test_ensemble_folder_has_its_report_with_members_and_escaped_names(run, tmp_
 
 
 def test_report_of_a_run_without_evaluation_says_to_evaluate(run, tmp_path, capsys):
-    bare = tmp_path / "bare"
+    bare = tmp_path / "bare"  # trained (its model is there), never evaluated
     bare.mkdir()
     shutil.copy(run.path / "config.toml", bare)
+    shutil.copy(run.path / "model.keras", bare)
     assert main(["report", str(bare)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"run `corolla evaluate {bare}` first" in err

@@ -406,3 +406,26 @@ def test_evaluate_on_a_new_photo_folder_scores_every_photo_and_names_the_folder(
     # The report's data row names the user's folder, not its conversion in the cache.
     assert metrics["data"] == str(photos) and "cache" in metrics["data_converted"]
     assert f"<td>{photos}</td>" in (run / "eval-small2" / "report.html").read_text()
+
+
+def test_a_folder_that_merely_holds_photos_is_no_data_set(tmp_path):
+    """A home folder with a screenshot in it, and Pictures/ and Desktop/ beside each other, do
+    not make every output below them refused; a class folder (or a new class beside class
+    folders) does."""
+    from corolla.runs import outputs
+
+    home = tmp_path / "home"
+    _pictures(home, ["screenshot"])
+    _pictures(home / "Pictures")
+    _pictures(home / "Desktop")
+    (home / "work").mkdir()
+    run = tmp_path / "runs" / "s1"
+    for target in (home / "work" / "scores", home / "scores", tmp_path / "scores"):
+        outputs.refuse_foreign(target, run, images=True)  # no refusal
+    outputs.refuse_foreign(home / "Pictures" / "scores", run, images=True)
+    data = tmp_path / "flowers"  # class folders only: a data set
+    _pictures(data / "daisy")
+    _pictures(data / "tulip")
+    for target in (data / "daisy" / "scores", data / "scores", data / "daisy"):
+        with pytest.raises(UserError, match=f"is inside {data}.*, which holds a data set's"):
+            outputs.refuse_foreign(target, run, images=True)

@@ -17,7 +17,7 @@ from corolla.runs.paths import CONFIG, EVAL_PREFIX, METRICS, MODEL, SUBMISSION
 # Corolla writes into no such folder but the one of the run in use, and there only where the
 # command's own files go.
 RUN_MARKS = (CONFIG, METRICS, MODEL)
-LOOK = 2000  # entries of a folder looked at for images (a data set shows them early)
+LOOK = 500  # entries of a folder looked at for images (a data set shows them early)
 LAYOUT = re.compile(r"tfrecords-jpeg-\d+x\d+")  # a competition layout's size folder
 
 
@@ -105,45 +105,67 @@ def refuse_foreign(target: Path, run_dir: Path, inputs=(), data=(), images: bool
             raise UserError(f"{flag} {target} is inside the data {place}, which Corolla never "
                             f"writes into; choose a path outside it")
     if images:
-        own = bool(mark) and (resolved / mark).is_file()
-        data_set = _data_set_around(resolved, own)
+        data_set = _data_set_around(resolved, mark)
         if data_set is not None:
             raise UserError(f"{flag} {target} is inside {data_set}, which holds a data set's "
                             f"images: pictures written there would be read as photos next "
                             f"time; choose a folder outside it")
 
 
-def _data_set_around(path: Path, own: bool = False) -> Path | None:
-    """The folder at or above `path` that holds a data set: image files (a class folder, a
-    folder of photos) or a TFRecord layout; or `path`'s parent when it holds two or more
-    class folders (then `path` would become a class). None when there is none. `own`: `path`
-    is the command's own earlier output, whose pictures and place are known."""
-    for folder in (path, *path.parents)[own:]:
-        if _holds_images(folder) or LAYOUT.fullmatch(folder.name):
+def _data_set_around(path: Path, mark: str = "") -> Path | None:
+    """The data set that pictures written at `path` would join, or None: the nearest folder at
+    or above it that is a TFRecord layout (or holds one) or a class folder (see `_is_class`),
+    or `path`'s parent when it holds class folders (then `path` becomes a new class). A folder
+    of photos alone is no data set (a home folder with a screenshot in it; `explain photos
+    --out why`), nor is a folder far above class folders (a home folder holding Pictures/ and
+    Desktop/). Folders holding the file `mark` are the command's own earlier output."""
+    for folder in (path, *path.parents):
+        if LAYOUT.fullmatch(folder.name) or _holds(folder, layouts=True) or \
+                _is_class(folder, mark):
             return folder
-    if own:
-        return None
-    parent = path.parent
+    own = bool(mark) and (path / mark).is_file()
+    return path.parent if not own and _class_folders(path.parent, mark, path) >= 2 else None
+
+
+def _is_class(folder: Path, mark: str) -> bool:
+    """A folder of images that is one class of a data set: under a split folder, or beside
+    another class folder."""
+    return _holds(folder, mark=mark) and (folder.parent.name in ("train", "val", "test") or
+                                          _class_folders(folder.parent, mark) >= 2)
+
+
+def _class_folders(folder: Path, mark: str, but: Path | None = None) -> int:
+    """How many of `folder`'s first LOOK sub-folders (but `but`) hold images (2 at most are
+    counted); 0 when `folder` holds images itself, as a data set of class folders never does
+    (`train --data` refuses an image outside a class folder)."""
+    if _holds(folder, mark=mark):
+        return 0
+    found = 0
     try:
-        children = [c for c in parent.iterdir() if c.is_dir() and c != path]
-    except OSError:
-        return None
-    # Two class folders make a data set of classes; one folder of photos beside the output
-    # is only where the user keeps photos (`explain photos --out why`).
-    classes = sum(_holds_images(c, layouts=False) for c in children[:LOOK])
-    return parent if classes >= 2 else None
+        with os.scandir(folder) as entries:
+            for k, entry in enumerate(entries):
+                if k >= LOOK or found >= 2:
+                    break
+                if entry.is_dir() and not entry.name.startswith(".") and \
+                        Path(entry.path) != but and _holds(Path(entry.path), mark=mark):
+                    found += 1
+    except OSError:  # missing, not a folder, unreadable
+        return 0
+    return found
 
 
-def _holds_images(folder: Path, layouts: bool = True) -> bool:
-    """Whether `folder` holds image files (among its first LOOK entries) or, with `layouts`,
-    a TFRecord layout (tfrecords-jpeg-SxS/)."""
+def _holds(folder: Path, layouts: bool = False, mark: str = "") -> bool:
+    """Whether `folder` holds image files among its first LOOK entries (with `layouts`: a
+    TFRecord layout, tfrecords-jpeg-SxS/, instead). A folder holding `mark` holds none."""
+    if mark and (folder / mark).is_file():
+        return False
     try:
         with os.scandir(folder) as entries:
             for k, entry in enumerate(entries):
                 if k >= LOOK:
                     break
-                if is_image_file(Path(entry.path)) or (
-                        layouts and entry.is_dir() and LAYOUT.fullmatch(entry.name)):
+                if (entry.is_dir() and LAYOUT.fullmatch(entry.name)) if layouts else \
+                        is_image_file(Path(entry.path)):
                     return True
     except OSError:  # missing, not a folder, unreadable
         return False
