@@ -45,6 +45,11 @@ def train_config(config_file: str | None = None, flags: dict | None = None,
     named like an unfinished one that has the same settings continues it too (the same command
     after a kill); a config file's own run name, if taken, gets a fresh one."""
     flags, names = dict(flags or {}), dict(names or {})
+    if "train.epochs" in flags and "train.time_budget" in flags:
+        # Both fix the length of training: neither silently wins.
+        raise UserError(f"{names.get('train.epochs', '--epochs')} and "
+                        f"{names.get('train.time_budget', '--time')} both set how long to "
+                        f"train; give one (with the time, the epochs follow from it)")
     if resume:
         fixed = sorted(names.get(k, k) for k in flags if not k.startswith(SESSION))
         if fixed or config_file:
