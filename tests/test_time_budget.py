@@ -42,6 +42,17 @@ def test_epochs_and_time_together_are_refused_in_one_line():
                      names={"train.epochs": "epochs=", "train.time_budget": "time="})
 
 
+def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_anew(tmp_path):
+    from corolla.commands.train import train_config
+
+    saved = tmp_path / "config.toml"
+    config.save(config.load(overrides={"train.time_budget": "10m", "train.epochs": 14,
+                                       "train.time_plan": "14 epochs of ~38 s"}), saved)
+    assert train_config(str(saved))[0].train.time_plan == "14 epochs of ~38 s"
+    again, _ = train_config(str(saved), flags={"train.time_budget": "5m"})
+    assert again.train.time_budget == "5m" and again.train.time_plan == ""
+
+
 def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
     t = config.load(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
                                "train.warmup_epochs": 1, "train.sustain_epochs": 2,
