@@ -13,8 +13,9 @@ its learning rate already depends on the number of epochs (a cosine without warm
 from the first step), so a plan made after it would change an epoch already trained. The
 probe trains a few steps of every kind of epoch the plan holds (frozen or not, each image
 size; a kind's first step, which traces the step function, is timed apart: every phase pays it
-again), one validation pass and one backup; its own time, the model's build and the data's
-opening count against the budget as time already spent.
+again), one validation pass and one backup (at a smaller size a short budget may choose, the
+costs are estimated by the pixels to choose it, then measured there); its own time, the
+model's build and the data's opening count against the budget as time already spent.
 
 This module is the arithmetic (plain Python): `fit` measures and applies.
 """
@@ -38,8 +39,8 @@ SIZE_STEP = 16  # a short budget's input size steps down by this (`candidates`)
 @dataclass
 class Costs:
     """Measured seconds: per training step and for a phase's first step beyond that (its
-    tracing), by kind (frozen, size); per validation pass by size (`first[("val", size)]`: its
-    tracing, once a run); per backup."""
+    tracing), by kind (frozen, size); per validation pass (its first, tracing included: the
+    plan errs on the short side) by size; per backup."""
     step: dict = field(default_factory=dict)
     first: dict = field(default_factory=dict)
     val: dict = field(default_factory=dict)
@@ -66,29 +67,49 @@ def kinds(plan_phases, final: int) -> set:
     return {(p.frozen, p.size or final) for p in plan_phases}
 
 
-def seconds(plan_phases, costs: Costs, final: int, steps: int) -> float:
+def seconds(plan_phases, costs: Costs, final: int, steps: int, cached: int = 0) -> float:
     """The training time of phases: per phase its first step's tracing, per epoch its steps, a
-    validation pass at the final size and a backup; validation's tracing, and the final save
-    (about a backup). A frozen phase is counted as steps through the frozen model, though a
-    head trained on cached features costs less: the plan errs on the short side there."""
-    total = costs.backup + costs.first.get(("val", final), 0.0)  # + validation's tracing
+    validation pass at the final size and a backup; and the final save (about a backup).
+    `cached`: where frozen phases train the head on cached features (`fit._Trainer._fast`),
+    the passes over the training images caching takes (2 with flips): a frozen phase then
+    costs those passes through the frozen model and one over val, once, and its epochs only
+    their backups (the head's steps are negligible beside them)."""
+    total = costs.backup
     for p in plan_phases:
         kind = (p.frozen, p.size or final)
-        total += costs.first[kind] + (p.end - p.start) * (
-            steps * costs.step[kind] + costs.val[final] + costs.backup)
+        total += costs.first[kind]
+        if p.frozen and cached:
+            total += cached * steps * costs.step[kind] + costs.val[final] + \
+                (p.end - p.start) * costs.backup
+        else:
+            total += (p.end - p.start) * (steps * costs.step[kind] + costs.val[final] +
+                                          costs.backup)
     return total
 
 
+def scaled(costs: Costs, measured: int, size: int) -> Costs:
+    """`costs` with those missing at `size` px estimated from those at `measured` px, by the
+    pixels (what a convolution's work scales with): only to choose the size to measure."""
+    ratio = (size / measured) ** 2
+    out = Costs(dict(costs.step), dict(costs.first), dict(costs.val), costs.backup)
+    for frozen, at in list(costs.step):
+        if at == measured:
+            out.step.setdefault((frozen, size), costs.step[(frozen, at)] * ratio)
+            out.first.setdefault((frozen, size), costs.first[(frozen, at)])
+    out.val.setdefault(size, costs.val[measured] * ratio)
+    return out
+
+
 def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: float,
-                steps: int) -> tuple[int, float]:
+                steps: int, cached: int = 0) -> tuple[int, float]:
     """(the most epochs whose training fits in `left` seconds, their estimated seconds); (0,
     seconds of one epoch) when not even one does. `phases_of(train, size)`: the run's phases
-    (`fit.phases`) of a train config at a final size."""
+    (`fit.phases`) of a train config at a final size; `cached` as in `seconds`."""
     final = config.model.input_size
 
     def cost(epochs):
         train = config_lib.apply(config, shaped(config.train, epochs)).train
-        return seconds(phases_of(train, final), costs, final, steps)
+        return seconds(phases_of(train, final), costs, final, steps, cached)
 
     one = cost(1)
     if one > left:

@@ -467,15 +467,11 @@ class _Trainer:
             step = calls[len(calls) // 2] / per_call  # the median: a busy moment is not a rule
             costs.step[(frozen, size)] = step
             costs.first[(frozen, size)] = max(ends[0] - start - step * per_call, 0.0)
-        if final not in costs.val:  # twice: the first pass also traces (once per run)
-            passes = []
-            for _ in range(2):
-                start = time.monotonic()
-                predict_probabilities(model, val_split, final, plan,
-                                      self.ready.config.data.skip_bad_records)
-                passes.append(time.monotonic() - start)
-            costs.val[final] = passes[1]
-            costs.first[("val", final)] = max(passes[0] - passes[1], 0.0)
+        if final not in costs.val:
+            start = time.monotonic()
+            predict_probabilities(model, val_split, final, plan,
+                                  self.ready.config.data.skip_bad_records)
+            costs.val[final] = time.monotonic() - start
         if not costs.backup:
             with tempfile.TemporaryDirectory() as folder:
                 start = time.monotonic()
@@ -566,10 +562,10 @@ class _Trainer:
             if self.model.stop_training:
                 break
 
-    def _fast(self, phase: Phase) -> bool:
+    def _fast(self, phase: Phase, say: bool = True) -> bool:
         """Whether `phase` trains the head on cached features (training.features): frozen,
         an augmentation they reproduce, one process (a worker's share of the data would need
-        its own cache); says why not, once, when the backbone is frozen."""
+        its own cache); says why not (with `say`), once, when the backbone is frozen."""
         from corolla.training import features
 
         if not phase.frozen:
@@ -579,7 +575,7 @@ class _Trainer:
             f"the augmentation ({', '.join(augment)}) changes the images every epoch"
         if self.plan.multi_worker:
             why = "several processes share the data"
-        if why and not self.said_slow:
+        if why and say and not self.said_slow:
             self.log(f"frozen backbone: features computed every epoch ({why}; cached when the "
                      f"augmentation is {' or '.join(['none', *features.ALLOWED])})")
             self.said_slow = True
@@ -685,25 +681,35 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
     def phases_of(train, size):
         return phases(train, config.model.train_backbone, size)
 
-    def fitted(size):
+    # Frozen phases on cached features (`_Trainer._fast`): passes over the training images.
+    fast = (t.frozen_epochs or not config.model.train_backbone) and \
+        trainer._fast(Phase(0, 1, True), say=False)
+    cached = (2 if "flip" in config.data.augment else 1) if fast else 0
+
+    def fitted(size, measure=True):
         sized = config_lib.apply(config, {"model.input_size": size})
-        # Every kind any number of epochs may hold: each size of the ramp, frozen or not.
-        ramp = (size - t.start_size) // budget.SIZE_STEP + 2 if t.start_size else 1
-        every = dataclasses.replace(sized.train, epochs=max(t.epochs, ramp),
-                                    size_ramp_start=0.0, size_ramp_end=1.0)
-        trainer.measure(budget.kinds(phases_of(every, size), size), costs, size, val_split)
+        if measure:
+            # Every kind any number of epochs may hold: each size of the ramp, frozen or not.
+            ramp = (size - t.start_size) // budget.SIZE_STEP + 2 if t.start_size else 1
+            every = dataclasses.replace(sized.train, epochs=max(t.epochs, ramp),
+                                        size_ramp_start=0.0, size_ramp_end=1.0)
+            trainer.measure(budget.kinds(phases_of(every, size), size), costs, size, val_split)
+        known = costs if measure else budget.scaled(costs, sizes[0], size)
         left = budget.MARGIN * (total - (time.monotonic() - began))
-        return sized, *budget.most_epochs(sized, phases_of, costs, left, steps)
+        return (sized, *budget.most_epochs(sized, phases_of, known, left, steps, cached))
 
     # Several processes must agree on the plan: they all probe (the probe's steps are
     # collective), at the recipe's size alone, and take the chief's number of epochs.
     multi = trainer.plan.multi_worker
     sizes = [config.model.input_size] if multi else budget.candidates(config)
-    for size in sizes:
-        sized, epochs, estimate = fitted(size)
-        if epochs >= max(t.time_min_epochs, 1):
+    sized, epochs, estimate = fitted(sizes[0])
+    size = sizes[0]
+    # Fewer epochs than the recipe wants: the size where they fit, chosen on the costs
+    # estimated by the pixels, then measured there.
+    for size in sizes[1:] if epochs < t.time_min_epochs else ():
+        if fitted(size, measure=False)[1] >= t.time_min_epochs:
             break
-    if size != sizes[0]:  # the time went on probing: fitted again with what is left
+    if size != sizes[0]:
         sized, epochs, estimate = fitted(size)
     if multi:
         epochs = int(collective.chief_hex(trainer.plan, f"{epochs:x}"), 16)
