@@ -64,7 +64,14 @@ def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
     assert twice["train.lr_decay"] ** 16 == pytest.approx(0.8 ** 8)
     # At least one frozen and one trained epoch where both fit; one epoch trains.
     assert budget.shaped(t, 3)["train.frozen_epochs"] == 1
-    assert budget.shaped(t, 1)["train.frozen_epochs"] == 0
+    one = budget.shaped(config.apply(config.load(), {"train.learning_rate": 3e-3,
+                                                     "train.min_learning_rate": 3e-5,
+                                                     **{f"train.{k}": getattr(t, k) for k in
+                                                        ("epochs", "frozen_epochs")}}).train, 1)
+    # One epoch trains the backbone, at the thawed phase's rates (x finetune_lr_scale).
+    assert one["train.frozen_epochs"] == 0
+    assert one["train.learning_rate"] == pytest.approx(3e-4)
+    assert one["train.min_learning_rate"] == pytest.approx(3e-6)
 
 
 def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():

@@ -56,10 +56,16 @@ def shaped(train: config_lib.TrainConfig, epochs: int) -> dict:
     frozen = train.frozen_epochs and min(max(1, round(train.frozen_epochs * r)), epochs - 1)
     if train.frozen_epochs >= train.epochs:  # a recipe that never thaws stays frozen
         frozen = epochs
-    return {"train.epochs": epochs, "train.frozen_epochs": frozen,
-            "train.warmup_epochs": train.warmup_epochs * r,
-            "train.sustain_epochs": train.sustain_epochs * r,
-            "train.lr_decay": train.lr_decay ** (1 / r) if train.lr_decay else 0.0}
+    out = {"train.epochs": epochs, "train.frozen_epochs": frozen,
+           "train.warmup_epochs": train.warmup_epochs * r,
+           "train.sustain_epochs": train.sustain_epochs * r,
+           "train.lr_decay": train.lr_decay ** (1 / r) if train.lr_decay else 0.0}
+    if train.frozen_epochs and not frozen:  # one epoch, trained: at the thawed phase's rates
+        scale = train.finetune_lr_scale
+        out.update({"train.learning_rate": train.learning_rate * scale,
+                    "train.start_learning_rate": train.start_learning_rate * scale,
+                    "train.min_learning_rate": train.min_learning_rate * scale})
+    return out
 
 
 def kinds(plan_phases, final: int) -> set:

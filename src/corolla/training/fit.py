@@ -718,6 +718,11 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
         raise budget.too_short(t.time_budget, spent, estimate, t.recipe)
     note = "" if size == sizes[0] else \
         f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
+    log("time probe: " + ", ".join(
+        f"{'frozen' if frozen else 'trained'} {at} px {costs.step[(frozen, at)]:.3g} s a step"
+        f" (+{costs.first[(frozen, at)]:.0f} s tracing)" for frozen, at in sorted(costs.step))
+        + ", validation " + ", ".join(f"{v:.1f} s at {at} px" for at, v in costs.val.items())
+        + f", backup {costs.backup:.2f} s")
     line = budget.describe(t.time_budget, epochs, estimate, spent, note)
     log(line)
     return config_lib.apply(sized, {**budget.shaped(t, epochs),
