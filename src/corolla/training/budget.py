@@ -151,7 +151,8 @@ def too_short(budget: str, spent: float, one: float, recipe: str) -> UserError:
 def describe(budget: str, epochs: int, estimate: float, spent: float, note: str) -> str:
     """The one line that says the plan: `time 10m: 14 epochs of ~38 s (measured), ...`."""
     epoch = estimate / epochs
-    return (f"time {budget}: {epochs} epochs of ~{epoch:.{0 if epoch >= 10 else 1}f} s "
+    return (f"time {budget}: {epochs} epoch{'s' * (epochs != 1)} of "
+            f"~{epoch:.{0 if epoch >= 10 else 1}f} s "
             f"(measured by a "
             f"probe, validation and backups included){note}, ~{estimate / 60:.1f} min "
             f"planned after {spent:.0f} s of start-up and probe")
