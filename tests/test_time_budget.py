@@ -94,6 +94,21 @@ def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
     assert budget.most_epochs(cfg, phases_of, costs, 3.0, steps=10)[0] == 0
 
 
+def test_frozen_epochs_on_cached_features_cost_their_caching_once():
+    from corolla.training import fit
+
+    t = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2}).train
+    costs = budget.Costs(step={(True, 64): 0.2, (False, 64): 0.5},
+                         first={(True, 64): 3.0, (False, 64): 4.0}, val={64: 2.0}, backup=0.1)
+    plan_phases = fit.phases(t, True, 64)
+    trained = 4.0 + 2 * (10 * 0.5 + 2.0 + 0.1)
+    # Through the frozen model every epoch, or cached once (two passes: the mirror images).
+    assert budget.seconds(plan_phases, costs, 64, 10) == pytest.approx(
+        0.1 + 3.0 + 2 * (10 * 0.2 + 2.0 + 0.1) + trained)
+    assert budget.seconds(plan_phases, costs, 64, 10, cached=2) == pytest.approx(
+        0.1 + 3.0 + 2 * 10 * 0.2 + 2.0 + 2 * 0.1 + trained)
+
+
 def test_a_short_budget_may_train_smaller_down_to_the_recipes_least_size():
     cfg = config.load(overrides={"model.input_size": 192, "train.time_min_epochs": 8,
                                  "train.time_min_size": 160})
