@@ -169,7 +169,7 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     and returns it; None on a worker process that is not the chief. `config`: a TOML file, as
     --config; `resume`: an interrupted run to continue; `strict`: copies of images across
     splits (the data check before training) are an error; `keywords`: the command line's flags
-    by their Python names (data=, model=, epochs=, ...)."""
+    by their Python names (data=, model=, epochs=, time="10m" instead of epochs=, ...)."""
     from corolla.commands import train as train_command
 
     flags, names = from_keywords(keywords, "corolla.train()")

@@ -103,6 +103,9 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
                    default=None, help="train only the classifier head")
     defaults = config_lib.RunConfig()
     p.add_argument("--epochs", type=int, help=_recipe_default("train.epochs"))
+    p.add_argument("--time", metavar="DURATION", help="train for this long (90s, 10m, 1.5h): "
+                   "the recipe's schedule fitted to it, its epochs from a timed probe (not "
+                   "with --epochs)")
     p.add_argument("--lr", dest="learning_rate", type=float,
                    help="peak learning rate; " + _recipe_default("train.learning_rate"))
     p.add_argument("--steps-per-epoch", type=int, help="default, or 0: one pass over train")

@@ -16,6 +16,9 @@ Each fold is a whole run inside the parent's folder:
         predictions/test.npz  submission.csv  the folds' test probabilities averaged (checked)
         FINISHED                              last
 
+With a time budget (`--time`), the folds share it: each new fold gets what the folds before it
+left, over the folds left (`_time_share`), and fits its schedule to that.
+
 An interrupted k-fold run continues by running the same command again (or `corolla train
 --resume runs/NAME`): finished folds (FINISHED) are kept, an unfinished one resumes from its
 last completed epoch, the others start.
@@ -36,6 +39,7 @@ from corolla.data import check, pipeline
 from corolla.data import folds as folds_lib
 from corolla.data import datasets, survey
 from corolla.errors import Interrupted, UserError
+from corolla.files import read_history
 from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import pool as pool_lib
 from corolla.report import scored
@@ -117,7 +121,29 @@ def _fold_run(parent: Path, k: int, config: config_lib.RunConfig, log):
     return config_lib.apply(config, {
         "data.fold": k, "data.folds_file": str((parent / paths.FOLDS).resolve()),
         "output.runs_dir": str(parent), "output.name": paths.fold_name(k),
-        "output.run_id": ""}), None
+        "output.run_id": "", **_time_share(parent, k, config)}), None
+
+
+def _time_share(parent: Path, k: int, config: config_lib.RunConfig) -> dict:
+    """Fold k's part of the k-fold run's time budget: what the folds before it left of it
+    (their training seconds, history.csv's last `seconds`), over the folds left; {} without a
+    budget. Each fold plans its own epochs in its share (`training.budget`)."""
+    t = config.train
+    if not t.time_budget:
+        return {}
+    spent = 0.0
+    for fold in range(1, k):
+        history = parent / paths.fold_name(fold) / paths.HISTORY
+        rows = (read_history(history) if history.is_file() else []) or [{}]
+        seconds = float(rows[-1].get("seconds", 0.0))
+        spent += seconds if seconds == seconds else 0.0  # (NaN: a run from before the column)
+    share = (config_lib.duration_seconds(t.time_budget) - spent) / (t.folds - k + 1)
+    if share < 1:
+        raise UserError(f"the k-fold run's time budget ({t.time_budget}) is spent: folds 1-"
+                        f"{k - 1} trained for {spent:.0f} s; continue it with "
+                        f"`corolla train --resume {parent}` after raising train.time_budget "
+                        f"in {parent / paths.CONFIG}")
+    return {"train.time_budget": config_lib.format_duration(share)}
 
 
 def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,

@@ -45,6 +45,15 @@ def train_config(config_file: str | None = None, flags: dict | None = None,
     named like an unfinished one that has the same settings continues it too (the same command
     after a kill); a config file's own run name, if taken, gets a fresh one."""
     flags, names = dict(flags or {}), dict(names or {})
+    if "train.epochs" in flags and "train.time_budget" in flags:
+        # Both fix the length of training: neither silently wins.
+        raise UserError(f"{names.get('train.epochs', '--epochs')} and "
+                        f"{names.get('train.time_budget', '--time')} both set how long to "
+                        f"train; give one (with the time, the epochs follow from it)")
+    if "train.time_budget" in flags and not resume:
+        # A budget given is planned anew: a saved config's plan (`--config runs/X/config.toml`)
+        # was its own budget's.
+        flags["train.time_plan"] = ""
     if resume:
         fixed = sorted(names.get(k, k) for k in flags if not k.startswith(SESSION))
         if fixed or config_file:
@@ -79,6 +88,7 @@ def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, r
     """A run continued by re-running its command must get the settings it started with."""
     if flags.get("train.recipe") == "auto":  # picked by the hardware: the run has the one used
         flags = {k: v for k, v in flags.items() if k != "train.recipe"}
+    flags = {k: v for k, v in flags.items() if k != "train.time_plan"}  # (set above, not given)
     given = config_lib.apply(saved, {k: v for k, v in flags.items()
                                      if not k.startswith((*SESSION, "output."))})
     if "data.path" in flags and "://" not in flags["data.path"]:

@@ -9,9 +9,10 @@ TOML data, `recipes/*.toml`). `corolla.config` itself is the schema: `corolla.co
 from corolla.config.schema import (BACKENDS, JIT_COMPILES, LR_SCALINGS, OPTIMIZERS,
                                    PRECISIONS, SCHEDULES, STRATEGIES, DataConfig, ModelConfig,
                                    OutputConfig, RunConfig, RuntimeConfig, TrainConfig, apply,
-                                   flatten, load, read_toml, save)
+                                   duration_seconds, flatten, format_duration, load,
+                                   read_toml, save)
 
 __all__ = ["BACKENDS", "DataConfig", "JIT_COMPILES", "LR_SCALINGS", "ModelConfig", "OPTIMIZERS",
            "OutputConfig", "PRECISIONS", "RunConfig", "RuntimeConfig", "SCHEDULES", "STRATEGIES",
            "TrainConfig",
-           "apply", "flatten", "load", "read_toml", "save"]
+           "apply", "duration_seconds", "flatten", "format_duration", "load", "read_toml", "save"]

@@ -17,7 +17,7 @@ FLAG_KEYS = {
     "cache": "data.cache", "model": "model.name", "weights": "model.weights",
     "train_backbone": "model.train_backbone", "input_size": "model.input_size",
     "start_size": "train.start_size",
-    "epochs": "train.epochs",
+    "epochs": "train.epochs", "time": "train.time_budget",
     "batch_size": "train.batch_size", "global_batch_size": "train.global_batch_size",
     "learning_rate": "train.learning_rate", "steps_per_epoch": "train.steps_per_epoch",
     "seed": "train.seed", "deterministic": "train.deterministic",

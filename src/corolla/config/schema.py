@@ -122,6 +122,17 @@ class TrainConfig:
     # Loss weight per class (corolla.data.class_weights): "none", "balanced" (inverse class
     # frequency in the training split, as scikit-learn's) or a file of "class,weight" lines.
     class_weight: str = "none"
+    # Train for a time instead of a number of epochs (issue 34): "90s", "10m", "1.5h"; "" = off.
+    # The recipe's epochs are then the shape of the schedule (its warm-up, frozen epochs, size
+    # ramp and decay keep their share of the run), and the number of epochs follows from a
+    # timed probe of this machine (training.budget); what it decided is written into this
+    # config (epochs, frozen_epochs, warmup_epochs, model.input_size, ...) and `time_plan`.
+    time_budget: str = ""
+    time_plan: str = ""  # set by Corolla: the plan decided for time_budget ("" = none yet)
+    # With a time budget: the fewest epochs the recipe wants at model.input_size; where fewer
+    # fit, the input size steps down by 16 px (not below time_min_size) to fit more. 0 = off.
+    time_min_epochs: int = 0
+    time_min_size: int = 0
 
 
 @dataclass
@@ -228,6 +239,32 @@ def apply(config: RunConfig, updates: dict[str, Any],
 MAX_EPOCHS = 10_000  # more is a typo, not a plan
 MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, not a plan)
 
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def duration_seconds(text: str, label: str = "train.time_budget") -> float:
+    """Seconds of a duration as people write them: "90s", "10m", "1.5h" (a number and a unit);
+    anything else is a one-line UserError naming `label` and the accepted forms."""
+    value = str(text).strip().lower()
+    try:
+        seconds = float(value[:-1]) * _UNITS[value[-1:]]
+    except (KeyError, ValueError):
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise UserError(f"{label} must be a duration: a positive number and a unit, s, m or h "
+                        f"(90s, 10m, 1.5h), got {text!r}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest of "90s", "10m", "1.5h" that says `seconds` (rounded up to a second)."""
+    seconds = math.ceil(seconds)
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600}h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60}m"
+    return f"{seconds}s"
+
 
 def _check(config: RunConfig, labels: dict[str, str]) -> None:
     def fail(key, rule, value):
@@ -259,6 +296,8 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "train.start_size": (t.start_size, 0, MAX_SIZE),
               "train.size_ramp_start": (t.size_ramp_start, 0, 1),
               "train.size_ramp_end": (t.size_ramp_end, 0, 1),
+              "train.time_min_epochs": (t.time_min_epochs, 0, MAX_EPOCHS),
+              "train.time_min_size": (t.time_min_size, 0, None),
               "runtime.steps_per_execution": (config.runtime.steps_per_execution, 0, None)}
     for key, (value, low, high) in ranges.items():
         if isinstance(value, float) and not math.isfinite(value):
@@ -268,6 +307,8 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
         if high is not None and value > high:
             fail(key, f"be at most {high}", value)
     _check_folds(config, labels)
+    if t.time_budget:
+        duration_seconds(t.time_budget, labels.get("train.time_budget", "train.time_budget"))
     if t.class_weight not in ("none", "balanced") and not Path(t.class_weight).is_file():
         fail("train.class_weight", "be none, balanced or an existing file of class,weight "
              "lines", t.class_weight)

@@ -30,6 +30,7 @@ import csv
 import io
 import json
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,13 +156,22 @@ class Checkpoint(keras.callbacks.Callback):
 
     def __init__(self, backup_dir: Path, state: BackupState, history_path: Path | None = None,
                  swap=None, patience: int = 0, log=print, saved=None,
-                 chiefs_file: str | None = None):
+                 chiefs_file: str | None = None, began: float | None = None):
         super().__init__()
+        # Training seconds (history.csv's `seconds`, after each epoch): this session's since
+        # `began` (time.monotonic()) added to those of the sessions before it, so that a time
+        # budget counts what a killed run spent up to its last completed epoch.
+        self.began = time.monotonic() if began is None else began
+        self.before = state.history[-1].get("seconds", 0.0) if state.history else 0.0
         self.backup_dir, self.state, self.history_path = Path(backup_dir), state, history_path
         self.swap, self.patience, self.log, self.saved = swap, patience, log, saved
         self.chiefs_file = chiefs_file
         self.backup_dir.mkdir(parents=True, exist_ok=True)
         remove_partials(self.backup_dir)  # a weights file a killed run never put in place
+
+    def spent(self) -> float:
+        """Training seconds so far, the sessions before this one's included."""
+        return self.before + time.monotonic() - self.began
 
     def restore(self, model, for_all: bool = False) -> None:
         """Loads the backed-up model and optimizer state; call it inside the plan's scope
@@ -211,6 +221,7 @@ class Checkpoint(keras.callbacks.Callback):
             with ema_weights(self.swap):
                 save_model_weights(self.model if self.saved is None else self.saved,
                                    self.backup_dir / best)
+        row["seconds"] = round(self.spent(), 2)  # the backup's own time included
         self.state = BackupState(epoch + 1, name, self.state.history + [row], best_epoch,
                                  best_f1, best)
         write_text_atomic(self.backup_dir / STATE, json.dumps(self.state.__dict__, indent=1))

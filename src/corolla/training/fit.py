@@ -10,6 +10,7 @@ import dataclasses
 import math
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from corolla.errors import Interrupted, UserError
 from corolla.evaluation.inference import stop_check
 from corolla.runs import identity, paths, rundir
 from corolla.runtime import Plan, collective
+from corolla.training import budget
 from corolla.training import schedule as schedule_lib
 from corolla.training.settings import resolve
 
@@ -215,12 +217,19 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     config, from its last completed epoch). `callbacks` are added to Corolla's own.
 
     The run's model.keras is its best epoch by val macro F1; last.keras its last epoch."""
+    began = time.monotonic()  # a time budget counts from here (`budget`)
     log = log if plan.is_chief else (lambda *args: None)
     ready = _prepare(config, plan, log, resume)
     config, t = ready.config, ready.config.train
     size, num_classes = config.model.input_size, len(ready.layout.class_names)
     plan_phases = phases(t, config.model.train_backbone, size)
     progressive = any(p.size != size for p in plan_phases)
+    # A time budget not yet planned (a resumed run continues the plan its config holds): the
+    # model may train at other sizes than the recipe's (a ramp over other epochs, a smaller
+    # input size), so it is built to take any.
+    to_plan = bool(t.time_budget) and not t.time_plan
+    any_size = progressive or (to_plan and (bool(t.start_size) or
+                                            len(budget.candidates(config)) > 1))
     # Data and model come first: a failure there (a split smaller than one batch, weights that
     # will not load) leaves no empty run behind.
     val_split = check.check_split(ready.layout.split("val"), num_classes,
@@ -230,13 +239,19 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     def build():
         return models.create_model(config.model.name, num_classes, size, config.model.weights,
                                    config.model.train_backbone, dropout=config.model.dropout,
-                                   any_size=progressive)
+                                   any_size=any_size)
 
     with plan.scope():
         model = build()
-        # What the run saves: the model at its input size (the same layers and weights).
-        saved = models.at_size(model, size) if progressive else model
     trainer = _Trainer(ready, plan, model, log, callbacks, build)
+    if to_plan:
+        config = ready.config = _plan_time(trainer, val_split, began, log)
+        t, size = config.train, config.model.input_size
+        plan_phases = phases(t, config.model.train_backbone, size)
+        progressive = any(p.size != size for p in plan_phases)
+    with plan.scope():
+        # What the run saves: the model at its input size (the same layers and weights).
+        saved = models.at_size(model, size) if any_size else model
     resumed = next((p for p in plan_phases if p.end > ready.state.epochs_done), plan_phases[-1])
     # Built before the folder too: a pipeline that cannot be built leaves no run behind.
     trainer.first_data = trainer._data(ready.state.epochs_done, resumed.size)
@@ -244,12 +259,17 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     trainer.configure(next(p for p in plan_phases if p.end > max(ready.state.epochs_done - 1, 0)))
     run_dir, backup_dir = _open_folder(ready, plan, log, resume)
     model_path = run_dir / paths.MODEL if plan.is_chief else backup_dir.parent / paths.MODEL
-    checkpoint = trainer.callbacks(run_dir, backup_dir, saved, val_split, val_labels)
+    checkpoint = trainer.callbacks(run_dir, backup_dir, saved, val_split, val_labels, began)
     _log_training(config, plan, ready, plan_phases, progressive, log)
     try:
         trainer.fit_phases(plan_phases, progressive)
-        return _save(model, saved, checkpoint.state, model_path, backup_dir, run_dir,
-                     config.output.run_id, log)
+        result = _save(model, saved, checkpoint.state, model_path, backup_dir, run_dir,
+                       config.output.run_id, log)
+        if t.time_budget:
+            spent = checkpoint.spent()
+            log(f"time {t.time_budget}: trained in {spent / 60:.1f} min "
+                f"({spent / config_lib.duration_seconds(t.time_budget):.0%} of the budget)")
+        return result
     except KeyboardInterrupt:  # the message says how to continue the run
         raise Interrupted(run_dir) from None
 
@@ -321,6 +341,10 @@ def _open_folder(ready: _Prepared, plan: Plan, log, resume) -> tuple[Path | None
             write_history(ready.state.history, run_dir / paths.HISTORY)
         log(f"resuming {run_dir} after epoch {ready.state.epochs_done} of "
             f"{config.train.epochs}")
+        if config.train.time_plan:
+            spent = ready.state.history[-1].get("seconds", 0.0) if ready.state.history else 0
+            log(f"time {config.train.time_budget}: continuing its plan ({config.train.time_plan})"
+                f"; {spent / 60:.1f} min spent before (up to the last completed epoch)")
     return run_dir, backup_dir
 
 
@@ -370,9 +394,10 @@ class _Trainer:
                                              first_epoch=phase.start, scale=phase.lr_scale)
         compile_model(model, self.plan, schedule, self.ready.steps_per_execution, train=t)
 
-    def callbacks(self, run_dir, backup_dir, saved, val_split, val_labels) -> Checkpoint:
+    def callbacks(self, run_dir, backup_dir, saved, val_split, val_labels,
+                  began: float) -> Checkpoint:
         """Corolla's own callbacks, the backup restored into the model; returns the
-        checkpoint, whose state says what was trained."""
+        checkpoint, whose state says what was trained (and, from `began`, in how long)."""
         from corolla.training.callbacks import EpochTensorBoard, SwapEMA, ValMacroF1
         from corolla.training.checkpoint import Checkpoint
 
@@ -383,7 +408,7 @@ class _Trainer:
         checkpoint = Checkpoint(backup_dir, self.ready.state,
                                 run_dir / paths.HISTORY if plan.is_chief else None, swap=swap,
                                 patience=t.early_stopping_patience, log=self.log, saved=saved,
-                                chiefs_file=self.ready.chiefs_file)
+                                chiefs_file=self.ready.chiefs_file, began=began)
         self.restore(checkpoint)
         self.own_f1 = ValMacroF1(val_split, config.model.input_size, val_labels, plan, swap,
                                  config.data.skip_bad_records)
@@ -417,6 +442,46 @@ class _Trainer:
             collective.take_chiefs_values(plan, [*model.weights, *model.optimizer.variables],
                                           self._read_alone(checkpoint) if plan.is_chief else
                                           None)
+
+    def measure(self, kinds: set, costs: budget.Costs, final: int, val_split) -> None:
+        """Times what `costs` lacks (`budget`): budget.PROBE_STEPS training steps of each
+        kind (frozen, size) after its first, a validation pass at `final` px, a backup. The
+        model's variables are put back afterwards: the probe trains nothing."""
+        import tempfile
+
+        import keras
+
+        from corolla.evaluation.inference import predict_probabilities
+        from corolla.training.checkpoint import save_backup
+
+        model, plan = self.model, self.plan
+        kept = [keras.ops.convert_to_numpy(v) for v in model.variables]
+        per_call = self.ready.steps_per_execution
+        for frozen, size in sorted(kinds - costs.step.keys()):
+            self.configure(Phase(0, 1, frozen, size=size))
+            ends = []
+            timer = keras.callbacks.LambdaCallback(
+                on_train_batch_end=lambda batch, logs: ends.append(time.monotonic()))
+            start = time.monotonic()
+            model.fit(self._data(0, size), epochs=1, verbose=0, shuffle=False,
+                      steps_per_epoch=per_call * (1 + budget.PROBE_STEPS), callbacks=[timer])
+            calls = sorted(b - a for a, b in zip(ends, ends[1:]))
+            step = calls[len(calls) // 2] / per_call  # the median: a busy moment is not a rule
+            costs.step[(frozen, size)] = step
+            costs.first[(frozen, size)] = max(ends[0] - start - step * per_call, 0.0)
+        if final not in costs.val:
+            start = time.monotonic()
+            predict_probabilities(model, val_split, final, plan,
+                                  self.ready.config.data.skip_bad_records)
+            costs.val[final] = time.monotonic() - start
+        if not costs.backup:
+            with tempfile.TemporaryDirectory() as folder:
+                start = time.monotonic()
+                save_backup(model, Path(folder) / "probe.npz")
+                costs.backup = time.monotonic() - start
+        with plan.scope():
+            for variable, value in zip(model.variables, kept):
+                variable.assign(value)
 
     def _read_alone(self, checkpoint: Checkpoint) -> list:
         """The values of the model's and its optimizer's variables in this process's backup,
@@ -500,10 +565,10 @@ class _Trainer:
             if self.model.stop_training:
                 break
 
-    def _fast(self, phase: Phase) -> bool:
+    def _fast(self, phase: Phase, say: bool = True) -> bool:
         """Whether `phase` trains the head on cached features (training.features): frozen,
         an augmentation they reproduce, one process (a worker's share of the data would need
-        its own cache); says why not, once, when the backbone is frozen."""
+        its own cache); says why not (with `say`), once, when the backbone is frozen."""
         from corolla.training import features
 
         if not phase.frozen:
@@ -513,7 +578,7 @@ class _Trainer:
             f"the augmentation ({', '.join(augment)}) changes the images every epoch"
         if self.plan.multi_worker:
             why = "several processes share the data"
-        if why and not self.said_slow:
+        if why and say and not self.said_slow:
             self.log(f"frozen backbone: features computed every epoch ({why}; cached when the "
                      f"augmentation is {' or '.join(['none', *features.ALLOWED])})")
             self.said_slow = True
@@ -610,6 +675,67 @@ def _save(model, saved, final: BackupState, model_path: Path, backup_dir: Path, 
     shutil.rmtree(backup_dir, ignore_errors=True)
     history = {k: [row.get(k) for row in final.history] for row in final.history for k in row}
     return TrainResult(run_dir=run_dir, model=result, history=history)
+
+
+def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.RunConfig:
+    """The run's config fitted to its time budget (`budget`): measured by the probe, at the
+    largest input size that leaves the recipe train.time_min_epochs (else the smallest it
+    allows), with the plan's line in train.time_plan; a budget too short for one epoch is an
+    error naming the least that would do."""
+    config = trainer.ready.config
+    t, steps = config.train, trainer.ready.steps
+    total = config_lib.duration_seconds(t.time_budget)
+    costs = budget.Costs()
+
+    def phases_of(train, size):
+        return phases(train, config.model.train_backbone, size)
+
+    # Frozen phases on cached features (`_Trainer._fast`): passes over the training images.
+    fast = (t.frozen_epochs or not config.model.train_backbone) and \
+        trainer._fast(Phase(0, 1, True), say=False)
+    cached = (2 if "flip" in config.data.augment else 1) if fast else 0
+
+    def fitted(size, measure=True):
+        sized = config_lib.apply(config, {"model.input_size": size})
+        if measure:
+            # Every kind any number of epochs may hold: each size of the ramp, frozen or not.
+            ramp = (size - t.start_size) // budget.SIZE_STEP + 2 if t.start_size else 1
+            every = dataclasses.replace(sized.train, epochs=max(t.epochs, ramp),
+                                        size_ramp_start=0.0, size_ramp_end=1.0)
+            trainer.measure(budget.kinds(phases_of(every, size), size), costs, size, val_split)
+        known = costs if measure else budget.scaled(costs, sizes[0], size)
+        left = budget.MARGIN * (total - (time.monotonic() - began))
+        return (sized, *budget.most_epochs(sized, phases_of, known, left, steps, cached))
+
+    # Several processes must agree on the plan: they all probe (the probe's steps are
+    # collective), at the recipe's size alone, and take the chief's number of epochs.
+    multi = trainer.plan.multi_worker
+    sizes = [config.model.input_size] if multi else budget.candidates(config)
+    sized, epochs, estimate = fitted(sizes[0])
+    size = sizes[0]
+    # Fewer epochs than the recipe wants: the size where they fit, chosen on the costs
+    # estimated by the pixels, then measured there.
+    for size in sizes[1:] if epochs < t.time_min_epochs else ():
+        if fitted(size, measure=False)[1] >= t.time_min_epochs:
+            break
+    if size != sizes[0]:
+        sized, epochs, estimate = fitted(size)
+    if multi:
+        epochs = int(collective.chief_hex(trainer.plan, f"{epochs:x}"), 16)
+    spent = time.monotonic() - began
+    if not epochs:
+        raise budget.too_short(t.time_budget, spent, estimate, t.recipe)
+    note = "" if size == sizes[0] else \
+        f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
+    log("time probe: " + ", ".join(
+        f"{'frozen' if frozen else 'trained'} {at} px {costs.step[(frozen, at)]:.3g} s a step"
+        f" (+{costs.first[(frozen, at)]:.0f} s tracing)" for frozen, at in sorted(costs.step))
+        + ", validation " + ", ".join(f"{v:.1f} s at {at} px" for at, v in costs.val.items())
+        + f", backup {costs.backup:.2f} s")
+    line = budget.describe(t.time_budget, epochs, estimate, spent, note)
+    log(line)
+    return config_lib.apply(sized, {**budget.shaped(t, epochs),
+                                    "train.time_plan": line.partition(": ")[2]})
 
 
 def _log_training(config, plan: Plan, ready: _Prepared, plan_phases, progressive: bool,

@@ -1,0 +1,158 @@
+"""Training for a time budget (`train.time_budget`, `--time 10m`; issue 34): the recipe's
+schedule fitted to the time, its epochs from measured time.
+
+The recipe's epochs are the shape of the run, not its length: `shaped` scales the warm-up,
+the frozen-head epochs, the sustain and the per-epoch decay of the `ramp` schedule to another
+number of epochs (progressive resizing and the cosine are fractions of the run already), so
+the schedule still ends at its floor when the time ends.
+
+How long an epoch takes is measured by a short timed probe before the first epoch (`fit`),
+not by timing the first epoch itself: a recipe's first epoch is unlike its others
+(cpu-finetune's trains a head on cached features, cpu's runs at 96 px of a ramp to 176), and
+its learning rate already depends on the number of epochs (a cosine without warm-up decays
+from the first step), so a plan made after it would change an epoch already trained. The
+probe trains a few steps of every kind of epoch the plan holds (frozen or not, each image
+size; a kind's first step, which traces the step function, is timed apart: every phase pays it
+again), one validation pass and one backup (at a smaller size a short budget may choose, the
+costs are estimated by the pixels to choose it, then measured there); its own time, the
+model's build and the data's opening count against the budget as time already spent.
+
+This module is the arithmetic (plain Python): `fit` measures and applies.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from corolla import config as config_lib
+from corolla.config.schema import MAX_EPOCHS
+from corolla.errors import UserError
+
+PROBE_STEPS = 4  # timed steps per kind of epoch, after its first (the tracing)
+# The plan fills this share of the time left: what a busy host, a slower validation or the
+# final save may add stays inside the budget.
+MARGIN = 0.9
+SIZE_STEP = 16  # a short budget's input size steps down by this (`candidates`)
+
+
+@dataclass
+class Costs:
+    """Measured seconds: per training step and for a phase's first step beyond that (its
+    tracing), by kind (frozen, size); per validation pass (its first, tracing included: the
+    plan errs on the short side) by size; per backup."""
+    step: dict = field(default_factory=dict)
+    first: dict = field(default_factory=dict)
+    val: dict = field(default_factory=dict)
+    backup: float = 0.0
+
+
+def shaped(train: config_lib.TrainConfig, epochs: int) -> dict:
+    """The config updates that keep the recipe's schedule (`train`, with its own epochs) in
+    shape over `epochs`: the warm-up, sustain and frozen epochs keep their share of the run
+    (at least one frozen and one trained epoch where the recipe has both and `epochs` allows),
+    and the ramp's decay per epoch its decay over the run."""
+    r = epochs / train.epochs
+    frozen = train.frozen_epochs and min(max(1, round(train.frozen_epochs * r)), epochs - 1)
+    if train.frozen_epochs >= train.epochs:  # a recipe that never thaws stays frozen
+        frozen = epochs
+    out = {"train.epochs": epochs, "train.frozen_epochs": frozen,
+           "train.warmup_epochs": train.warmup_epochs * r,
+           "train.sustain_epochs": train.sustain_epochs * r,
+           "train.lr_decay": train.lr_decay ** (1 / r) if train.lr_decay else 0.0}
+    if train.frozen_epochs and not frozen:  # one epoch, trained: at the thawed phase's rates
+        scale = train.finetune_lr_scale
+        out.update({"train.learning_rate": train.learning_rate * scale,
+                    "train.start_learning_rate": train.start_learning_rate * scale,
+                    "train.min_learning_rate": train.min_learning_rate * scale})
+    return out
+
+
+def kinds(plan_phases, final: int) -> set:
+    """The kinds of epoch (frozen, size) in a list of phases (`fit.phases`)."""
+    return {(p.frozen, p.size or final) for p in plan_phases}
+
+
+def seconds(plan_phases, costs: Costs, final: int, steps: int, cached: int = 0) -> float:
+    """The training time of phases: per phase its first step's tracing, per epoch its steps, a
+    validation pass at the final size and a backup; and the final save (about a backup).
+    `cached`: where frozen phases train the head on cached features (`fit._Trainer._fast`),
+    the passes over the training images caching takes (2 with flips): a frozen phase then
+    costs those passes through the frozen model and one over val, once, and its epochs only
+    their backups (the head's steps are negligible beside them)."""
+    total = costs.backup
+    for p in plan_phases:
+        kind = (p.frozen, p.size or final)
+        total += costs.first[kind]
+        if p.frozen and cached:
+            total += cached * steps * costs.step[kind] + costs.val[final] + \
+                (p.end - p.start) * costs.backup
+        else:
+            total += (p.end - p.start) * (steps * costs.step[kind] + costs.val[final] +
+                                          costs.backup)
+    return total
+
+
+def scaled(costs: Costs, measured: int, size: int) -> Costs:
+    """`costs` with those missing at `size` px estimated from those at `measured` px, by the
+    pixels (what a convolution's work scales with): only to choose the size to measure."""
+    ratio = (size / measured) ** 2
+    out = Costs(dict(costs.step), dict(costs.first), dict(costs.val), costs.backup)
+    for frozen, at in list(costs.step):
+        if at == measured:
+            out.step.setdefault((frozen, size), costs.step[(frozen, at)] * ratio)
+            out.first.setdefault((frozen, size), costs.first[(frozen, at)])
+    out.val.setdefault(size, costs.val[measured] * ratio)
+    return out
+
+
+def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: float,
+                steps: int, cached: int = 0) -> tuple[int, float]:
+    """(the most epochs whose training fits in `left` seconds, their estimated seconds); (0,
+    seconds of one epoch) when not even one does. `phases_of(train, size)`: the run's phases
+    (`fit.phases`) of a train config at a final size; `cached` as in `seconds`."""
+    final = config.model.input_size
+
+    def cost(epochs):
+        train = config_lib.apply(config, shaped(config.train, epochs)).train
+        return seconds(phases_of(train, final), costs, final, steps, cached)
+
+    one = cost(1)
+    if one > left:
+        return 0, one
+    low, high = 1, 2
+    while high <= MAX_EPOCHS and cost(high) <= left:
+        low, high = high, high * 2
+    high = min(high, MAX_EPOCHS + 1)
+    while high - low > 1:  # cost(low) fits, cost(high) does not (or is past the maximum)
+        mid = (low + high) // 2
+        low, high = (mid, high) if cost(mid) <= left else (low, mid)
+    return low, cost(low)
+
+
+def candidates(config: config_lib.RunConfig) -> list[int]:
+    """The input sizes a budget may train at, largest first: model.input_size, then (with
+    train.time_min_epochs) down by SIZE_STEP to train.time_min_size."""
+    size, t = config.model.input_size, config.train
+    if not t.time_min_epochs or not t.time_min_size or t.time_min_size >= size:
+        return [size]
+    return list(range(size, t.time_min_size - 1, -SIZE_STEP))
+
+
+def too_short(budget: str, spent: float, one: float, recipe: str) -> UserError:
+    """The error of a budget that holds no epoch: the least that would (rounded up to 10 s)."""
+    least = math.ceil((spent + one / MARGIN) / 10) * 10
+    return UserError(
+        f"--time {budget} (train.time_budget) is too short for one epoch of recipe {recipe} "
+        f"here: {spent:.0f} s went on starting and measuring, and one epoch would take "
+        f"~{one:.0f} s more; give at least --time {config_lib.format_duration(least)}")
+
+
+def describe(budget: str, epochs: int, estimate: float, spent: float, note: str) -> str:
+    """The one line that says the plan: `time 10m: 14 epochs of ~38 s (measured), ...`."""
+    epoch = estimate / epochs
+    return (f"time {budget}: {epochs} epoch{'s' * (epochs != 1)} of "
+            f"~{epoch:.{0 if epoch >= 10 else 1}f} s "
+            f"(measured by a "
+            f"probe, validation and backups included){note}, ~{estimate / 60:.1f} min "
+            f"planned after {spent:.0f} s of start-up and probe")

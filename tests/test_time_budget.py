@@ -1,0 +1,204 @@
+"""Training for a time budget (`--time`, issue 34): durations read and refused, the recipe's
+schedule scaled to the epochs that fit, and tiny real runs that end within their budget at the
+schedule's floor, record their plan, continue it after a kill, refuse a budget below one epoch
+and share the budget among k-fold folds."""
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from corolla import config
+from corolla.errors import UserError
+from corolla.files import read_history
+from corolla.training import budget
+
+CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
+TINY = ["--batch-size", "8", "--steps-per-epoch", "2"]
+
+
+def test_durations_are_read_in_seconds_and_a_bad_one_is_one_line_naming_the_flag():
+    assert [config.duration_seconds(d) for d in ("90s", "10m", "1.5h", " 2M ")] == \
+        [90, 600, 5400, 120]
+    assert [config.format_duration(s) for s in (90, 600, 5400, 59.2)] == \
+        ["90s", "10m", "90m", "1m"]
+    for bad in ("10", "m", "-5m", "0s", "1.5d", "inf h", "ten minutes"):
+        with pytest.raises(UserError) as e:
+            config.load(overrides={"train.time_budget": bad},
+                        labels={"train.time_budget": "--time"})
+        assert str(e.value).startswith("--time must be a duration") and "90s, 10m, 1.5h" in \
+            str(e.value) and "\n" not in str(e.value)
+
+
+def test_epochs_and_time_together_are_refused_in_one_line():
+    from corolla.commands.train import train_config
+
+    with pytest.raises(UserError, match=r"^epochs= and time= both set how long to train"):
+        train_config(flags={"train.epochs": 3, "train.time_budget": "1m"},
+                     names={"train.epochs": "epochs=", "train.time_budget": "time="})
+
+
+def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_anew(tmp_path):
+    from corolla.commands.train import train_config
+
+    saved = tmp_path / "config.toml"
+    config.save(config.load(overrides={"train.time_budget": "10m", "train.epochs": 14,
+                                       "train.time_plan": "14 epochs of ~38 s"}), saved)
+    assert train_config(str(saved))[0].train.time_plan == "14 epochs of ~38 s"
+    again, _ = train_config(str(saved), flags={"train.time_budget": "5m"})
+    assert again.train.time_budget == "5m" and again.train.time_plan == ""
+
+
+def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
+    t = config.load(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
+                               "train.warmup_epochs": 1, "train.sustain_epochs": 2,
+                               "train.lr_decay": 0.8}).train
+    twice = budget.shaped(t, 22)
+    assert twice["train.frozen_epochs"] == 4 and twice["train.warmup_epochs"] == 2
+    assert twice["train.sustain_epochs"] == 4
+    # The ramp's decay over the run is the recipe's: 0.8 ** 8 over 8 epochs, over 16 now.
+    assert twice["train.lr_decay"] ** 16 == pytest.approx(0.8 ** 8)
+    # At least one frozen and one trained epoch where both fit; one epoch trains.
+    assert budget.shaped(t, 3)["train.frozen_epochs"] == 1
+    one = budget.shaped(config.apply(config.load(), {"train.learning_rate": 3e-3,
+                                                     "train.min_learning_rate": 3e-5,
+                                                     **{f"train.{k}": getattr(t, k) for k in
+                                                        ("epochs", "frozen_epochs")}}).train, 1)
+    # One epoch trains the backbone, at the thawed phase's rates (x finetune_lr_scale).
+    assert one["train.frozen_epochs"] == 0
+    assert one["train.learning_rate"] == pytest.approx(3e-4)
+    assert one["train.min_learning_rate"] == pytest.approx(3e-6)
+
+
+def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
+    from corolla.training import fit
+
+    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64,
+                                 "train.start_size": 32, "train.size_ramp_start": 0.5,
+                                 "train.size_ramp_end": 0.8})
+    costs = budget.Costs(step={(False, 32): 0.1, (False, 48): 0.2, (False, 64): 0.3},
+                         first={(False, 32): 1.0, (False, 48): 1.0, (False, 64): 1.0},
+                         val={64: 0.5}, backup=0.1)
+
+    def phases_of(train, size):
+        return fit.phases(train, True, size)
+
+    epochs, estimate = budget.most_epochs(cfg, phases_of, costs, 60.0, steps=10)
+    assert estimate <= 60.0
+    more = config.apply(cfg, budget.shaped(cfg.train, epochs + 1)).train
+    assert budget.seconds(phases_of(more, 64), costs, 64, 10) > 60.0
+    assert budget.most_epochs(cfg, phases_of, costs, 3.0, steps=10)[0] == 0
+
+
+def test_frozen_epochs_on_cached_features_cost_their_caching_once():
+    from corolla.training import fit
+
+    t = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2}).train
+    costs = budget.Costs(step={(True, 64): 0.2, (False, 64): 0.5},
+                         first={(True, 64): 3.0, (False, 64): 4.0}, val={64: 2.0}, backup=0.1)
+    plan_phases = fit.phases(t, True, 64)
+    trained = 4.0 + 2 * (10 * 0.5 + 2.0 + 0.1)
+    # Through the frozen model every epoch, or cached once (two passes: the mirror images).
+    assert budget.seconds(plan_phases, costs, 64, 10) == pytest.approx(
+        0.1 + 3.0 + 2 * (10 * 0.2 + 2.0 + 0.1) + trained)
+    assert budget.seconds(plan_phases, costs, 64, 10, cached=2) == pytest.approx(
+        0.1 + 3.0 + 2 * 10 * 0.2 + 2.0 + 2 * 0.1 + trained)
+
+
+def test_a_short_budget_may_train_smaller_down_to_the_recipes_least_size():
+    cfg = config.load(overrides={"model.input_size": 192, "train.time_min_epochs": 8,
+                                 "train.time_min_size": 160})
+    assert budget.candidates(cfg) == [192, 176, 160]
+    assert budget.candidates(config.apply(cfg, {"train.time_min_epochs": 0})) == [192]
+
+
+def _train(args, crash="none", timeout=120):
+    cmd = [sys.executable, str(CRASH), crash, "train", *map(str, args)]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+
+
+def _down(rate, train):
+    """How far above its floor a learning rate is, as a part of the way from peak to floor."""
+    low = train["min_learning_rate"]
+    return (rate - low) / (train["learning_rate"] - low)
+
+
+def _config(run):
+    return tomllib.loads((run / "config.toml").read_text())["train"]
+
+
+def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(tiny_petals, tmp_path,
+                                                                       capsys):
+    from corolla.cli import main
+
+    assert main(["train", "--data", str(tiny_petals), *TINY, "--time", "15s", "--runs-dir",
+                 str(tmp_path), "--name", "t"]) == 0
+    run = tmp_path / "t"
+    rows, train = read_history(run / "history.csv"), _config(run)
+    # The plan is in the run: its epochs, the recipe's shape scaled, the line the log said.
+    line = next(out for out in capsys.readouterr().out.splitlines() if out.startswith("time 15s:"))
+    assert f"time 15s: {train['epochs']} epochs of ~" in line and "measured" in line
+    assert train["time_budget"] == "15s" and train["time_plan"] == line.partition(": ")[2]
+    assert len(rows) == train["epochs"] >= 2
+    # Within the budget (the plan fills 90% of what start-up and probe left), and using it.
+    assert 0.4 * 15 < rows[-1]["seconds"] <= 15
+    assert [r["seconds"] for r in rows] == sorted(r["seconds"] for r in rows)
+    # The cosine ends at its floor in the last epoch (its last update is one step before the
+    # end: within 1% of the way down), not cut off on the way down.
+    assert _down(rows[-1]["learning_rate"], train) < 0.01 < _down(rows[0]["learning_rate"], train)
+
+
+def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(tiny_petals,
+                                                                         tmp_path):
+    from corolla.cli import main
+
+    args = ["--data", tiny_petals, *TINY, "--time", "12s", "--runs-dir", tmp_path, "--name",
+            "k"]
+    killed = _train(args, crash="epoch_end:1")
+    assert killed.returncode == 3 and "CRASH after epoch 1" in killed.stdout, killed.stderr[-2000:]
+    run = tmp_path / "k"
+    planned = _config(run)
+    before = read_history(run / "history.csv")
+    assert planned["time_plan"] and len(before) == 2
+
+    assert main(["train", *map(str, args)]) == 0  # the same command: continued, not planned anew
+    after, train = read_history(run / "history.csv"), _config(run)
+    assert train == planned
+    assert [r["epoch"] for r in after] == list(range(1, planned["epochs"] + 1))
+    # The first session's seconds count: the second's continue from them.
+    assert after[1]["seconds"] == before[1]["seconds"] < after[2]["seconds"]
+    assert _down(after[-1]["learning_rate"], train) < 0.01
+
+
+def test_a_budget_below_one_epoch_is_one_line_naming_the_least(tiny_petals, tmp_path, capsys):
+    from corolla.cli import main
+
+    assert main(["train", "--data", str(tiny_petals), *TINY, "--time", "1s", "--runs-dir",
+                 str(tmp_path), "--name", "s"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("corolla: error: --time 1s (train.time_budget) is too short for one "
+                          "epoch") and "give at least --time" in err and "\n" not in err
+    least = err.rsplit("--time ", 1)[1]
+    assert config.duration_seconds(least) > 1
+    assert not (tmp_path / "s").exists()  # nothing trained, nothing left behind
+
+
+def test_k_fold_folds_share_the_budget(tiny_petals, tmp_path):
+    from corolla.cli import main
+
+    assert main(["train", "--data", str(tiny_petals), *TINY, "--folds", "2", "--time", "16s",
+                 "--runs-dir", str(tmp_path), "--name", "k2"]) == 0
+    parent = tmp_path / "k2"
+    assert _config(parent)["time_budget"] == "16s"
+    first, second = (_config(parent / f"fold-{k}") for k in (1, 2))
+    spent = read_history(parent / "fold-1" / "history.csv")[-1]["seconds"]
+    assert first["time_budget"] == "8s"  # half, for the first of two
+    assert config.duration_seconds(second["time_budget"]) == pytest.approx(16 - spent, abs=1)
+    total = sum(read_history(parent / f"fold-{k}" / "history.csv")[-1]["seconds"]
+                for k in (1, 2))
+    assert total <= 16
