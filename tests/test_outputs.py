@@ -422,6 +422,10 @@ def test_a_folder_that_merely_holds_photos_is_no_data_set(tmp_path):
     run = tmp_path / "runs" / "s1"
     for target in (home / "work" / "scores", home / "scores", tmp_path / "scores"):
         outputs.refuse_foreign(target, run, images=True)  # no refusal
+    for name in ("eval-a", "eval-b"):  # evaluations side by side: their pictures are no class
+        _pictures(tmp_path / "results" / name)
+        (tmp_path / "results" / name / "metrics.json").write_text("{}")
+    outputs.refuse_foreign(tmp_path / "results" / "eval-c", run, images=True)
     outputs.refuse_foreign(home / "Pictures" / "scores", run, images=True)
     data = tmp_path / "flowers"  # class folders only: a data set
     _pictures(data / "daisy")

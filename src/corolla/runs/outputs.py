@@ -156,8 +156,9 @@ def _class_folders(folder: Path, mark: str, but: Path | None = None) -> int:
 
 def _holds(folder: Path, layouts: bool = False, mark: str = "") -> bool:
     """Whether `folder` holds image files among its first LOOK entries (with `layouts`: a
-    TFRecord layout, tfrecords-jpeg-SxS/, instead). A folder holding `mark` holds none."""
-    if mark and (folder / mark).is_file():
+    TFRecord layout, tfrecords-jpeg-SxS/, instead). A folder holding `mark`, or a run's or
+    evaluation's record (RUN_MARKS), holds pictures Corolla wrote, not photos: none."""
+    if any((folder / m).is_file() for m in (mark, *RUN_MARKS) if m):
         return False
     try:
         with os.scandir(folder) as entries:
