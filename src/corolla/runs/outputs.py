@@ -84,10 +84,10 @@ def refuse_foreign(target: Path, run_dir: Path, inputs=(), data=(), images: bool
     """Refuses an output place outside the run in use (`run_dir`) that belongs to something
     else, with or without --force: a place inside another run's folder (its record would mix
     two runs), one of the command's `inputs`, a place inside the `data` a run reads, and with
-    `images` (the output holds pictures) a place where a data set's images are: a folder of
-    images, a TFRecord layout, or a new folder beside two or more class folders (the next
-    `train --data` would read the pictures as photos of a class). A `target` folder holding
-    the file `mark` is the command's own earlier output: its pictures are no data set."""
+    `images` (the output holds pictures) a place inside a data set (`_data_set_around`: a
+    class folder, a TFRecord layout, or a new folder beside two or more class folders, which
+    the next `train --data` would read as a class). A `target` folder holding the file `mark`
+    is the command's own earlier output: its pictures are no data set."""
     resolved = Path(target).resolve()
     for folder in (resolved, *resolved.parents):
         if any((folder / mark).is_file() for mark in RUN_MARKS):
@@ -101,7 +101,7 @@ def refuse_foreign(target: Path, run_dir: Path, inputs=(), data=(), images: bool
                             f"of the inputs ({path}); choose a path outside them")
     for place in data:
         place = Path(place).resolve()
-        if _inside(resolved, place) or (place.is_file() and resolved == place):
+        if _inside(resolved, place):  # (a CSV's own file included: it is `place` itself)
             raise UserError(f"{flag} {target} is inside the data {place}, which Corolla never "
                             f"writes into; choose a path outside it")
     if images:
