@@ -11,7 +11,7 @@ from corolla.errors import UserError, check_stop
 from corolla.evaluation.inference import load_model
 from corolla.files import check_folder, make_folder
 from corolla.runs import paths, rundir
-from corolla.runs.outputs import refuse_foreign
+from corolla.runs.outputs import inside, refuse_foreign
 
 
 def explain(run, images, flags: dict | None = None, names: dict | None = None,
@@ -70,7 +70,7 @@ def explain_folder(run_dir: Path, out, inputs) -> Path:
     default = run_dir / paths.EXPLAIN
     folder = Path(out) if out is not None else default
     resolved, run = folder.resolve(), run_dir.resolve()
-    if resolved == run or run in resolved.parents:
+    if inside(resolved, run):
         if resolved != default.resolve():
             raise UserError(f"--out {out} is inside the run folder {run_dir}, where explain "
                             f"writes only into {default}; choose that or a folder outside the "

@@ -47,7 +47,7 @@ def output_dir(run_dir: Path, config, layout, out=None) -> Path:
     else:
         target, run = Path(out), run_dir.resolve()
         resolved = target.resolve()
-        if _inside(resolved, run):
+        if inside(resolved, run):
             if resolved != default.resolve() and not (
                     resolved.parent == run and resolved.name.startswith(EVAL_PREFIX)):
                 raise UserError(f"--out {out} is inside the run folder {run_dir}, where "
@@ -65,7 +65,7 @@ def output_dir(run_dir: Path, config, layout, out=None) -> Path:
     return target
 
 
-def _inside(path: Path, folder: Path) -> bool:
+def inside(path: Path, folder: Path) -> bool:
     """Whether the resolved `path` is the resolved `folder` or under it."""
     return path == folder or folder in path.parents
 
@@ -96,12 +96,12 @@ def refuse_foreign(target: Path, run_dir: Path, inputs=(), data=(), images: bool
                             f"for {run_dir}, even with --force; choose a path outside it")
     for path in inputs:
         path = Path(path).resolve()
-        if resolved == path or (images and path.is_dir() and _inside(resolved, path)):
+        if resolved == path or (images and path.is_dir() and inside(resolved, path)):
             raise UserError(f"{flag} {target} is {'one' if resolved == path else 'inside one'} "
                             f"of the inputs ({path}); choose a path outside them")
     for place in data:
         place = Path(place).resolve()
-        if _inside(resolved, place):  # (a CSV's own file included: it is `place` itself)
+        if inside(resolved, place):  # (a CSV's own file included: it is `place` itself)
             raise UserError(f"{flag} {target} is inside the data {place}, which Corolla never "
                             f"writes into; choose a path outside it")
     if images:
@@ -186,7 +186,7 @@ def output_path(run_dir: Path, out: str | Path | None = None, force: bool = Fals
         return default
     out, run = Path(out), run_dir.resolve()
     resolved = out.resolve()
-    if resolved == run or run in resolved.parents:
+    if inside(resolved, run):
         raise UserError(f"--out {out} is inside the run folder {run_dir}, where predict writes "
                         f"only {default} (the default), never over the run's own files, even "
                         f"with --force; choose a path outside the run")
