@@ -3,7 +3,7 @@
     python benchmarks/user_path.py [--data ../shared/data/flowers5]
         [--weights ../shared/weights/efficientnet_lite0_imagenet] [--backend auto]
         [--epochs 1] [--steps-per-epoch 20] [--size 224] [--batch 256] [--steps 30]
-        [--json FILE] [--tiny]
+        [--json FILE] [--part all|path|throughput] [--tiny]
 
 1. The commands as a user types them, each in a fresh process: `corolla train --data D
    --recipe auto --weights W` (shortened by --epochs and --steps-per-epoch), `evaluate`,
@@ -15,8 +15,11 @@
    it timm's `efficientnet_b0` on PyTorch, eager and with `torch.compile`, at the same batch and
    precision, when torch and timm are importable.
 
-Everything runs under a fresh COROLLA_CACHE_DIR, so the first process compiles cold. One table
-at the end with each row's ratio to Corolla's, then `USER_PATH {json}`.
+Everything runs under a fresh COROLLA_CACHE_DIR, so the first process compiles cold. Each
+command's seconds are printed as it ends and --json is rewritten after each, so a run cut short
+keeps what it measured. One table at the end with each row's ratio to Corolla's, the device,
+the versions and the date, then `USER_PATH {json}`. `--part path` or `--part throughput` runs
+one half (a device lent in calls of limited length runs them as two calls).
 
 `--tiny` is the CPU smoke test (tests/test_user_path.py): synthetic 32 px petals, small_cnn at
 32 px, one epoch of 2 steps, throughput at batch 8 over 3 steps.
@@ -25,6 +28,8 @@ at the end with each row's ratio to Corolla's, then `USER_PATH {json}`.
 from __future__ import annotations
 
 import argparse
+import datetime
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -46,8 +51,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--steps", type=int, default=30, help="timed training steps")
     p.add_argument("--json", default="")
+    p.add_argument("--part", default="all", choices=("all", "path", "throughput"))
     p.add_argument("--tiny", action="store_true")
-    p.add_argument("--_child", help=argparse.SUPPRESS)
+    p.add_argument("--_child", choices=("corolla", "timm"), help=argparse.SUPPRESS)
+    p.add_argument("--precision", default="", help=argparse.SUPPRESS)  # timm's, from Corolla's
     args = p.parse_args(argv)
     if args.tiny:
         args.model, args.size, args.batch, args.steps = "small_cnn", 32, 8, 3
@@ -63,7 +70,8 @@ def corolla(args_list, env, cwd) -> dict:
     if out.returncode:
         raise SystemExit(f"corolla {' '.join(map(str, args_list))} failed:\n"
                          f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
-    return {"seconds": round(seconds, 1), "stdout": out.stdout}
+    print(f"corolla {args_list[0]}: {seconds:.1f} s", flush=True)
+    return {"seconds": round(seconds, 1), "stdout": out.stdout + out.stderr}
 
 
 def photos(folder: Path, size: int, n: int = 4) -> Path:
@@ -83,8 +91,8 @@ def cache_files(cache_root: Path) -> int:
     return sum(1 for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
 
 
-def user_path(args, work: Path, env: dict) -> dict:
-    """Section 1 and 2: the commands, timed."""
+def user_path(args, work: Path, env: dict, report: dict, save) -> None:
+    """Section 1 and 2: the commands, timed, each added to `report` (and saved) as it ends."""
     cache_root = Path(env["COROLLA_CACHE_DIR"])
     runtime = ["--backend", args.backend]
     short = ["--epochs", args.epochs, "--steps-per-epoch", args.steps_per_epoch]
@@ -98,22 +106,29 @@ def user_path(args, work: Path, env: dict) -> dict:
         data = Path(args.data).resolve()
         train = ["--data", data, "--recipe", "auto", "--weights", Path(args.weights).resolve()]
     run = work / "runs" / "path"
-    rows = {}
-    rows["train"] = corolla(["train", *train, *short, *runtime, "--runs-dir", work / "runs",
-                             "--name", "path"], env, work)
-    auto = [line for line in rows["train"]["stdout"].splitlines()
-            if line.startswith("recipe auto on")]
-    rows["evaluate"] = corolla(["evaluate", run, *runtime], env, work)
+    rows = report["commands"] = {}
+
+    def step(name, command):
+        rows[name] = corolla(command, env, work)
+        save()
+        return rows[name].pop("stdout")
+
+    said = step("train", ["train", *train, *short, *runtime, "--runs-dir", work / "runs",
+                          "--name", "path"])
+    report["recipe_auto"] = next((line for line in said.splitlines()
+                                  if line.startswith("recipe auto on")), "")
+    metrics = run / "metrics.json"
+    if metrics.exists():
+        report["train_metrics"] = {k: v for k, v in json.loads(metrics.read_text()).items()
+                                   if k in ("macro_f1", "accuracy")}
+    step("evaluate", ["evaluate", run, *runtime])
     files_first = cache_files(cache_root)
-    rows["evaluate again"] = corolla(["evaluate", run, *runtime], env, work)
-    rows["predict photos"] = corolla(["predict", run, photos(work / "photos", 64), *runtime,
-                                      "--out", work / "photos.csv"], env, work)
-    rows["export onnx"] = corolla(["export", run, "--format", "onnx"], env, work)
-    for row in rows.values():
-        row.pop("stdout")
-    return {"commands": rows, "recipe_auto": auto[0] if auto else "",
-            "cache_files": {"after first evaluate": files_first,
-                            "after second evaluate": cache_files(cache_root)}}
+    step("evaluate again", ["evaluate", run, *runtime])
+    report["cache_files"] = {"after first evaluate": files_first,
+                             "after second evaluate": cache_files(cache_root)}
+    step("predict photos", ["predict", run, photos(work / "photos", 64), *runtime,
+                            "--out", work / "photos.csv"])
+    step("export onnx", ["export", run, "--format", "onnx"])
 
 
 def corolla_throughput(args) -> dict:
@@ -193,8 +208,36 @@ def timm_throughput(args, precision: str) -> list[dict]:
 
 
 def child(args) -> None:
-    row = corolla_throughput(args)
-    print("ROWS " + json.dumps([row, *timm_throughput(args, row["precision"])]), flush=True)
+    """One throughput child: Corolla's row, or (`--_child timm`) timm's at a given precision,
+    each in its own process so that neither framework holds the other's GPU memory."""
+    rows = (timm_throughput(args, args.precision) if args._child == "timm"
+            else [corolla_throughput(args)])
+    print("ROWS " + json.dumps(rows), flush=True)
+
+
+def throughput_child(args, env, which: str, precision: str = "") -> list[dict]:
+    out = subprocess.run([sys.executable, __file__, "--_child", which, "--precision", precision,
+                          "--backend", args.backend, "--model", args.model, "--size",
+                          str(args.size), "--batch", str(args.batch), "--steps", str(args.steps)],
+                         env=env, capture_output=True, text=True, timeout=1800)
+    if out.returncode:
+        raise SystemExit(f"throughput child ({which}) failed:\n{out.stderr[-3000:]}")
+    line = [s for s in out.stdout.splitlines() if s.startswith("ROWS ")][-1]
+    rows = json.loads(line[len("ROWS "):])
+    for row in rows:
+        print(f"{row['name']}: {row['images_per_second']} images/s", flush=True)
+    return rows
+
+
+def versions() -> dict:
+    found = {}
+    for name in ("corolla", "keras", "jax", "jaxlib", "tensorflow", "tensorflow-cpu", "keras-hub",
+                 "torch", "timm"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return found
 
 
 def main(argv=None) -> int:
@@ -202,47 +245,54 @@ def main(argv=None) -> int:
     if args._child:
         child(args)
         return 0
+    report = {"args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
+              "date": datetime.date.today().isoformat(), "versions": versions()}
+
+    def save():
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1))
+
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         env = {**os.environ, "COROLLA_CACHE_DIR": str(work / "cache")}
-        report = {"args": {k: v for k, v in vars(args).items() if k != "_child"}}
-        report.update(user_path(args, work, env))
-        out = subprocess.run([sys.executable, __file__, "--_child", "1", "--backend",
-                              args.backend, "--model", args.model, "--size", str(args.size),
-                              "--batch", str(args.batch), "--steps", str(args.steps)],
-                             env=env, capture_output=True, text=True, timeout=1800)
-        if out.returncode:
-            raise SystemExit(f"throughput child failed:\n{out.stderr[-3000:]}")
-        line = [s for s in out.stdout.splitlines() if s.startswith("ROWS ")][-1]
-        report["throughput"] = json.loads(line[len("ROWS "):])
+        if args.part in ("all", "path"):
+            user_path(args, work, env, report, save)
+        if args.part in ("all", "throughput"):
+            rows = report["throughput"] = throughput_child(args, env, "corolla")
+            save()
+            rows += throughput_child(args, env, "timm", rows[0]["precision"])
+            save()
     print_table(report)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
     print("USER_PATH " + json.dumps(report), flush=True)
     return 0
 
 
 def print_table(report: dict) -> None:
-    if report["recipe_auto"]:
+    """The figures of one report, or of a path report and a throughput report merged."""
+    print(f"{report['date']}; " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()))
+    if report.get("recipe_auto"):
         print(report["recipe_auto"])
-    commands = report["commands"]
-    print(f"{'command':24s} {'seconds':>8s}")
-    for name, row in commands.items():
-        print(f"{name:24s} {row['seconds']:8.1f}")
-    first, again = commands["evaluate"]["seconds"], commands["evaluate again"]["seconds"]
-    files = report["cache_files"]
-    print(f"compile cache: evaluate {first:.1f} s, again in a new process {again:.1f} s "
-          f"(x{first / max(again, 0.1):.2f}); cache files {files['after first evaluate']} -> "
-          f"{files['after second evaluate']}")
-    rows = report["throughput"]
-    base = rows[0]["images_per_second"]
-    a = report["args"]
-    print(f"{a['model']} {a['size']} px, batch {a['batch']}, {rows[0]['precision']}, "
-          f"on {rows[0]['device']}:")
-    print(f"{'train step':34s} {'images/s':>10s} {'ratio':>6s} {'first step s':>13s}")
-    for row in rows:
-        print(f"{row['name']:34s} {row['images_per_second']:10.1f} "
-              f"{row['images_per_second'] / base:6.2f} {row['first_step_seconds']:13.1f}")
+    commands = report.get("commands", {})
+    if commands:
+        print(f"{'command':24s} {'seconds':>8s}")
+        for name, row in commands.items():
+            print(f"{name:24s} {row['seconds']:8.1f}")
+    if "evaluate again" in commands and "cache_files" in report:
+        first, again = commands["evaluate"]["seconds"], commands["evaluate again"]["seconds"]
+        files = report["cache_files"]
+        print(f"compile cache: evaluate {first:.1f} s, again in a new process {again:.1f} s "
+              f"(x{first / max(again, 0.1):.2f}); cache files "
+              f"{files['after first evaluate']} -> {files['after second evaluate']}")
+    rows = report.get("throughput")
+    if rows:
+        base = rows[0]["images_per_second"]
+        a = report["args"]
+        print(f"{a['model']} {a['size']} px, batch {a['batch']}, {rows[0]['precision']}, "
+              f"on {rows[0]['device']}:")
+        print(f"{'train step':34s} {'images/s':>10s} {'ratio':>6s} {'first step s':>13s}")
+        for row in rows:
+            print(f"{row['name']:34s} {row['images_per_second']:10.1f} "
+                  f"{row['images_per_second'] / base:6.2f} {row['first_step_seconds']:13.1f}")
 
 
 if __name__ == "__main__":
