@@ -11,11 +11,9 @@ from corolla.runtime import compile_cache
 
 
 def _train(tmp_path, data, cache_root, *args):
-    # JAX keeps only programs that took >= 1 s to compile (its default): these tiny ones are
-    # kept too, through JAX's own setting.
-    env = {**os.environ, "COROLLA_CACHE_DIR": str(cache_root),
-           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    env = {**os.environ, "COROLLA_CACHE_DIR": str(cache_root)}
+    for name in ("JAX_COMPILATION_CACHE_DIR", compile_cache.MIN_COMPILE_ENV):
+        env.pop(name, None)  # Corolla's own settings
     result = subprocess.run(
         [sys.executable, "-m", "corolla", "train", "--data", str(data), "--backend", "jax",
          "--model", "small_cnn", "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "8",

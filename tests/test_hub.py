@@ -60,6 +60,10 @@ def test_preset_preprocessing_and_weights_are_the_presets(preset):
     backbone = model.get_layer(source.name)
     for a, b in zip(backbone.weights, source.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # The preset's folder named again as --weights means the same weights, not an error.
+    assert models.check_weights(spec, str(folder)) == "imagenet"
+    with pytest.raises(UserError, match="goes to --model efficientnet_lite0 --weights FOLDER"):
+        models.check_weights(spec, str(folder.parent))
 
 
 @pytest.mark.parametrize("name, message", [

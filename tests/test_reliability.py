@@ -683,3 +683,28 @@ def test_a_run_without_a_model_says_whether_it_is_being_trained_or_was_stopped(t
             assert "--resume" not in line
     finally:
         os.close(lock)
+
+
+def test_zero_steps_and_image_size_are_said_to_mean_the_default(capsys):
+    """`--steps-per-epoch 0` and `--image-size 0` silently meant "the default" (0 stays valid in
+    configs, as a written-out default): `corolla train --help` says so."""
+    assert main(["train", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+
+    def help_of(flag):
+        return text.split(f"{flag} {flag[2:].upper().replace('-', '_')} ", 1)[1][:200]
+
+    assert help_of("--steps-per-epoch").startswith("default, or 0: one pass over train")
+    assert "default, or 0: the one nearest the input size" in help_of("--image-size")
+
+
+def test_derived_learning_rates_are_saved_as_the_decimals_they_are(tiny_petals, tmp_path):
+    """config.toml said `start_learning_rate = 0.00030000000000000003` (a peak of 0.003 over
+    10 in binary floating point). Rounded where it is derived, so a resume reads back what an
+    uninterrupted run uses."""
+    assert main(["train", "--data", str(tiny_petals), "--model", "small_cnn", "--epochs", "1",
+                 "--steps-per-epoch", "1", "--batch-size", "8", "--lr", "0.003",
+                 "--runs-dir", str(tmp_path), "--name", "r"]) == 0
+    saved = (tmp_path / "r" / "config.toml").read_text()
+    assert "\nstart_learning_rate = 0.0003\n" in saved, saved
+    assert "\nmin_learning_rate = 3e-05\n" in saved, saved

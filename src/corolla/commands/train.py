@@ -227,7 +227,8 @@ def accelerator_auto(config_file: str | None, flags: dict, plan) -> tuple[dict, 
         why += (f"; batch {batch} a replica ({memory}, {spec.name} at {input_size} px, "
                 f"{plan.precision})")
         if recipe.get("train.scale_lr") == "replicas" and "train.learning_rate" not in asked:
-            rate = recipe["train.learning_rate"] * batch / recipe["train.batch_size"]
+            rate = config_lib.rate(recipe["train.learning_rate"] * batch
+                                   / recipe["train.batch_size"])
             decided["train.learning_rate"] = rate
             why += f", peak learning rate {rate:g} x replicas"
     return decided, why

@@ -10,9 +10,10 @@ from corolla.config.schema import (BACKENDS, JIT_COMPILES, LR_SCALINGS, OPTIMIZE
                                    PRECISIONS, SCHEDULES, STRATEGIES, DataConfig, ModelConfig,
                                    OutputConfig, RunConfig, RuntimeConfig, TrainConfig, apply,
                                    duration_seconds, flatten, format_duration, load,
-                                   read_toml, save)
+                                   rate, read_toml, save)
 
 __all__ = ["BACKENDS", "DataConfig", "JIT_COMPILES", "LR_SCALINGS", "ModelConfig", "OPTIMIZERS",
            "OutputConfig", "PRECISIONS", "RunConfig", "RuntimeConfig", "SCHEDULES", "STRATEGIES",
            "TrainConfig",
-           "apply", "duration_seconds", "flatten", "format_duration", "load", "read_toml", "save"]
+           "apply", "duration_seconds", "flatten", "format_duration", "load", "rate", "read_toml",
+           "save"]

@@ -256,6 +256,14 @@ def duration_seconds(text: str, label: str = "train.time_budget") -> float:
     return seconds
 
 
+def rate(value: float) -> float:
+    """A learning rate derived by arithmetic (a peak over 10, times a scale), as the decimal a
+    person would write: 0.003 / 10 is 0.00030000000000000003 in binary floating point, which
+    config.toml and the log would show. Rounded when it is derived, not when it is saved, so a
+    resumed run reads back exactly the value an uninterrupted one trains with."""
+    return float(f"{value:.12g}")
+
+
 def format_duration(seconds: float) -> str:
     """The shortest of "90s", "10m", "1.5h" that says `seconds` (rounded up to a second)."""
     seconds = math.ceil(seconds)

@@ -33,10 +33,13 @@ def check_weights(spec: ModelSpec, weights: str) -> str | None:
     if spec.name in hub.NAMED and Path(weights).is_dir():  # a local copy of its preset
         return weights
     if Path(weights).is_dir():
+        if (spec.name.startswith(HUB_PREFIX) and spec.imagenet
+                and Path(weights).resolve() == Path(spec.name[len(HUB_PREFIX):]).resolve()):
+            return "imagenet"  # `--model hub:FOLDER --weights FOLDER`: the preset's own weights
         raise UserError(f"--weights {weights} is a folder; {spec.name} takes a weights file "
-                        f"(Keras' 'notop' .h5, or a .weights.h5 saved from its backbone); "
-                        f"keras-hub preset folders go to --model efficientnet_lite0 or "
-                        f"--model hub:FOLDER")
+                        f"(Keras' 'notop' .h5, or a .weights.h5 saved from its backbone); a "
+                        f"keras-hub preset folder goes to --model efficientnet_lite0 --weights "
+                        f"FOLDER, or to --model hub:FOLDER (its own weights come with it)")
     if not Path(weights).is_file():
         folder = " or keras-hub preset folder" if spec.name in hub.NAMED else ""
         raise UserError(f"weights file{folder} {weights!r} does not exist; pass --weights none, "

@@ -18,10 +18,15 @@ from corolla.errors import UserError
 CACHE_ENV = "COROLLA_CACHE_DIR"
 FOLDER = "jax-compile"  # under the cache root
 # Least recently used programs are evicted past this (JAX's own default is no limit), where the
-# `filelock` package is installed (JAX needs it to evict; the gpu extra brings it). A program is
-# kept only if it took at least 1 s to compile (JAX's default), so the many small ones of eager
-# code are not written.
+# `filelock` package is installed (JAX needs it to evict; the gpu extra brings it).
 MAX_BYTES = 4 << 30
+# Every program is kept, not only those that took 1 s or more to compile (JAX's default): the
+# eager ones of loading a model and of Grad-CAM are each quick but many (458 for an
+# EfficientNet-Lite0 `evaluate`; 4.5 MB in all), and on an H200 they were most of the 63 s a
+# second `evaluate` took with JAX's default. JAX's own JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS
+# wins when set.
+MIN_COMPILE_SECONDS = 0.0
+MIN_COMPILE_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 
 
 def cache_root() -> Path:
@@ -59,6 +64,8 @@ def use(setting: str) -> Path | None:
                         f"pass --compile-cache with a writable folder, or off") from None
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", str(path))
+    if MIN_COMPILE_ENV not in os.environ:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     if importlib.util.find_spec("filelock") is not None:  # else JAX refuses a bound
         jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
     return path

@@ -62,9 +62,9 @@ def shaped(train: config_lib.TrainConfig, epochs: int) -> dict:
            "train.lr_decay": train.lr_decay ** (1 / r) if train.lr_decay else 0.0}
     if train.frozen_epochs and not frozen:  # one epoch, trained: at the thawed phase's rates
         scale = train.finetune_lr_scale
-        out.update({"train.learning_rate": train.learning_rate * scale,
-                    "train.start_learning_rate": train.start_learning_rate * scale,
-                    "train.min_learning_rate": train.min_learning_rate * scale})
+        out.update({"train.learning_rate": config_lib.rate(train.learning_rate * scale),
+                    "train.start_learning_rate": config_lib.rate(train.start_learning_rate * scale),
+                    "train.min_learning_rate": config_lib.rate(train.min_learning_rate * scale)})
     return out
 
 

@@ -81,7 +81,7 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
         raise UserError(f"the train split has {train_split.count} examples, fewer than one "
                         f"global batch ({plan.global_batch}); use a smaller --batch-size")
     t = config.train
-    peak = t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1)
+    peak = config_lib.rate(t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1))
     return config_lib.apply(config, {
         "data.path": path, "data.image_size": layout.image_size,
         "model.input_size": input_size(config, spec, layout),
@@ -90,8 +90,8 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
         # Scaled once, here: the saved config holds the peak that ran (scale_lr "none"), so a
         # rerun or a resume on other hardware keeps it, as it keeps the global batch.
         "train.learning_rate": peak, "train.scale_lr": "none",
-        "train.start_learning_rate": t.start_learning_rate or peak / 10,
-        "train.min_learning_rate": t.min_learning_rate or peak / 100,
+        "train.start_learning_rate": t.start_learning_rate or config_lib.rate(peak / 10),
+        "train.min_learning_rate": t.min_learning_rate or config_lib.rate(peak / 100),
         "train.global_batch_size": plan.global_batch, "train.steps_per_epoch": steps,
         "output.run_id": config.output.run_id if resume else uuid.uuid4().hex[:12],
     }), layout
