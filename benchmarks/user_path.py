@@ -122,7 +122,7 @@ def user_path(args, work: Path, env: dict, report: dict, save) -> None:
     metrics = run / "metrics.json"
     if metrics.exists():
         report["train_metrics"] = {k: v for k, v in json.loads(metrics.read_text()).items()
-                                   if k in ("macro_f1", "accuracy")}
+                                   if k in ("f1_macro", "accuracy")}
     step("evaluate", ["evaluate", run, *runtime])
     files_first = cache_files(cache_root)
     step("evaluate again", ["evaluate", run, *runtime])
@@ -284,6 +284,9 @@ def print_table(report: dict) -> None:
         print(f"{'command':24s} {'seconds':>8s}")
         for name, row in commands.items():
             print(f"{name:24s} {row['seconds']:8.1f}")
+    if report.get("train_metrics"):
+        print("the trained run's val: " + ", ".join(
+            f"{k} {v:.4f}" for k, v in report["train_metrics"].items()))
     if "evaluate again" in commands and "cache_files" in report:
         first, again = commands["evaluate"]["seconds"], commands["evaluate again"]["seconds"]
         files = report["cache_files"]
