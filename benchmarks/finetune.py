@@ -7,6 +7,8 @@ fine-tuning recipes on real ImageNet weights, against a linear probe of the same
     python benchmarks/finetune.py scratch  [--only 0,2]
     python benchmarks/finetune.py tune     [--only 0,2]
     python benchmarks/finetune.py pseudo   [--teacher RUN] [--threshold 0.6]
+    python benchmarks/finetune.py budget   [--times 3m,6m,10m] [--recipe cpu-finetune]
+        [--seeds 42,7] [--weights none] [--busy]
         [--data ../shared/data/flowers5] [--weights ../shared/weights/efficientnet_lite0_imagenet]
         [--runs-dir /tmp/corolla-finetune] [--extra "--backend jax"] [--tiny]
 
@@ -28,6 +30,10 @@ fine-tuning recipes on real ImageNet weights, against a linear probe of the same
   else `cpu` trained here) labels the test images it predicts with a top probability of at
   least `--threshold` (its saved predictions/test.npz), and `cpu` trains again on the
   enlarged split with the teacher's steps per epoch (the same compute; the same val split).
+- budget (issue 34): `corolla train --recipe R --weights W --time T` for each T and seed:
+  the plan's line, the minutes of training the run reports (within the budget?) and val
+  macro F1 per T. `--weights none`: from scratch. `--busy`: beside a busy loop (one more
+  process that spins a core for the whole run), the loaded host the plan must also fit.
 - tune: candidate re-tunings of `cpu-finetune`, as flag sets over it (their CPU minutes
   estimated beside them). Their val macro F1 per epoch can be had on a GPU (`--extra
   "--backend jax"` on a machine whose JAX sees one) in a fraction of the CPU's time; the
@@ -162,7 +168,7 @@ def train(flags: list[str], args, name: str, on_epoch=None) -> dict:
                 last = now
                 if on_epoch is not None:
                     on_epoch(line)
-            if line.startswith(("recipe", "training", "frozen", "epoch", "Epoch", "val:",
+            if line.startswith(("recipe", "training", "frozen", "epoch", "Epoch", "val:", "time",
                                 "model.keras", "progressive")) or "val_f1_macro" in line:
                 print(f"  [{now / 60:5.1f} min] {line.rstrip()}", flush=True)
     total = time.monotonic() - began
@@ -181,7 +187,33 @@ def train(flags: list[str], args, name: str, on_epoch=None) -> dict:
           f"{training / 60:.1f} min of training (feature caching included), "
           f"{total / 60:.1f} min for the whole command")
     return {"name": name, "rows": rows, "best": float(best["val_f1_macro"]),
-            "training_min": training / 60, "total_min": total / 60}
+            "training_min": training / 60, "total_min": total / 60, "log": log}
+
+
+def budget(args) -> list[dict]:
+    """`budget`: one timed run per (seed, T), with a busy loop beside them all (`--busy`)."""
+    if "--epochs" in args.extra:  # --tiny's: the budget decides the epochs
+        at = args.extra.index("--epochs")
+        del args.extra[at:at + 2]
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
+    results = []
+    try:
+        for seed in args.seeds.split(","):
+            for limit in args.times.split(","):
+                name = f"{args.recipe}-{limit}-seed{seed}" + "-busy" * args.busy
+                r = train(["--recipe", args.recipe, "--time", limit, "--seed", seed,
+                           *(["--weights", str(args.weights)] if args.recipe != "cpu" else [])],
+                          args, name)
+                r["plan"] = next((line for line in r["log"] if line.startswith(
+                    f"time {limit}: ") and "planned" in line), "?").strip()
+                r["spent"] = next((line for line in r["log"] if line.startswith(
+                    f"time {limit}: trained in")), "?").strip()
+                print(f"  {r['plan']}\n  {r['spent']}")
+                results.append(r)
+    finally:
+        if busy is not None:
+            busy.kill()
+    return results
 
 
 def probe(args) -> None:
@@ -294,18 +326,21 @@ def tiny(args, epochs: int = 2) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=("probe", "recipes", "figures", "scratch", "tune",
-                                     "pseudo"))
+                                     "pseudo", "budget"))
     runner_arguments(p)
     p.add_argument("--weights", type=Path, default=WEIGHTS)
     p.add_argument("--size", type=int, default=224, help="probe: the input size")
     p.add_argument("--train-images", type=int, default=1000, help="probe: how many")
     p.add_argument("--input-size", type=int, default=128, help="recipes: the input size")
     p.add_argument("--steps", type=int, default=30, help="recipes: steps per epoch")
-    p.add_argument("--seeds", default="42,7", help="figures: cpu-finetune's seeds")
+    p.add_argument("--seeds", default="42,7", help="figures, budget: the seeds")
     p.add_argument("--teacher", type=Path, help="pseudo: a run whose test predictions label")
     p.add_argument("--threshold", type=float, default=0.6,
                    help="pseudo: the least top probability of a test image kept")
     p.add_argument("--only", default="", help="recipes/scratch/tune: which, by index, e.g. 0,2")
+    p.add_argument("--times", default="3m,6m,10m", help="budget: the budgets, --time's form")
+    p.add_argument("--recipe", default="cpu-finetune", help="budget: the recipe")
+    p.add_argument("--busy", action="store_true", help="budget: beside a busy loop")
     args = parse(p, argv)
     if args.tiny:
         args.size, args.input_size, args.train_images = 32, 32, 64
@@ -328,6 +363,8 @@ def main(argv=None) -> int:
             results.append(train(["--recipe", "cpu-finetune", *weights, "--seed", seed],
                                  args, f"cpu-finetune-seed{seed}"))
         results.append(train(["--recipe", "cpu"], args, "cpu"))
+    elif args.what == "budget":
+        results = budget(args)
     elif args.what == "pseudo":
         teacher = args.teacher
         if teacher is None:
@@ -354,7 +391,7 @@ def main(argv=None) -> int:
     print("\nsummary (val macro F1 best; minutes of training / of the whole command):")
     for r in results:
         print(f"  {r['name']:55s} {r['best']:.4f}  {r['training_min']:5.1f} / "
-              f"{r['total_min']:5.1f} min")
+              f"{r['total_min']:5.1f} min" + (f"; {r['spent']}" if "spent" in r else ""))
     return 0
 
 

@@ -94,19 +94,35 @@ def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
     assert budget.most_epochs(cfg, phases_of, costs, 3.0, steps=10)[0] == 0
 
 
-def test_frozen_epochs_on_cached_features_cost_their_caching_once():
+def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
     from corolla.training import fit
 
     t = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2}).train
     costs = budget.Costs(step={(True, 64): 0.2, (False, 64): 0.5},
-                         first={(True, 64): 3.0, (False, 64): 4.0}, val={64: 2.0}, backup=0.1)
+                         first={(True, 64): 3.0, (False, 64): 4.0}, val={64: 2.0}, backup=0.1,
+                         cache={64: 0.3}, cache_first={64: 5.0})
     plan_phases = fit.phases(t, True, 64)
     trained = 4.0 + 2 * (10 * 0.5 + 2.0 + 0.1)
-    # Through the frozen model every epoch, or cached once (two passes: the mirror images).
+    # Through the frozen model every epoch: its steps, its tracing, validation and backups.
     assert budget.seconds(plan_phases, costs, 64, 10) == pytest.approx(
         0.1 + 3.0 + 2 * (10 * 0.2 + 2.0 + 0.1) + trained)
-    assert budget.seconds(plan_phases, costs, 64, 10, cached=2) == pytest.approx(
-        0.1 + 3.0 + 2 * 10 * 0.2 + 2.0 + 2 * 0.1 + trained)
+    # Cached once, timed as the caching pass itself: 2 views x 7 batches of the training
+    # images and 3 of val at 0.3 s a batch, then only the frozen epochs' backups. The probe
+    # traced the pass the run makes, so its tracing is not paid again...
+    caching = budget.Caching(views=2, train=7, val=3)
+    assert budget.seconds(plan_phases, costs, 64, 10, caching) == pytest.approx(
+        0.1 + (2 * 7 + 3) * 0.3 + 2 * 0.1 + trained)
+    # ...except where the frozen phase runs at another size than the final one (val's pass).
+    ramp = fit.phases(config.load(overrides={
+        "train.epochs": 4, "train.frozen_epochs": 2, "model.input_size": 64,
+        "train.start_size": 32, "train.size_ramp_start": 0.0, "train.size_ramp_end": 0.5}).train,
+        True, 64)
+    frozen = [p for p in ramp if p.frozen][:1]  # its first phase: one epoch at 32 px
+    assert [(p.start, p.end, p.size) for p in frozen] == [(0, 1, 32)]
+    small = budget.scaled(costs, 64, 32)
+    assert small.cache[32] == pytest.approx(0.3 / 4)
+    assert budget.seconds(frozen, small, 64, 10, caching) == pytest.approx(
+        0.1 + 2 * 7 * 0.3 / 4 + 3 * 0.3 + 5.0 + 0.1)
 
 
 def test_a_short_budget_may_train_smaller_down_to_the_recipes_least_size():
@@ -214,3 +230,21 @@ def test_k_fold_folds_share_the_budget(tiny_petals, tmp_path):
     total = sum(read_history(parent / f"fold-{k}" / "history.csv")[-1]["seconds"]
                 for k in (1, 2))
     assert total <= 16
+
+
+def test_a_timed_run_with_a_frozen_phase_on_cached_features_times_the_caching_itself(
+        tiny_petals, tmp_path, capsys):
+    from corolla.cli import main
+
+    assert main(["train", "--data", str(tiny_petals), *TINY, "--frozen-epochs", "1",
+                 "--augment", "flip", "--time", "20s", "--runs-dir", str(tmp_path), "--name",
+                 "f"]) == 0
+    out = capsys.readouterr().out
+    probe = next(line for line in out.splitlines() if line.startswith("time probe: "))
+    # The caching pass is what the probe timed for the frozen phase, not a frozen train step.
+    assert "frozen features cached at 32 px" in probe and "frozen 32 px" not in probe
+    assert "trained 32 px" in probe
+    train = _config(tmp_path / "f")
+    assert train["frozen_epochs"] >= 1 and train["epochs"] > train["frozen_epochs"]
+    assert "features of" in out and "cached in" in out  # the frozen phase did take that path
+    assert read_history(tmp_path / "f" / "history.csv")[-1]["seconds"] <= 20

@@ -13,7 +13,10 @@ its learning rate already depends on the number of epochs (a cosine without warm
 from the first step), so a plan made after it would change an epoch already trained. The
 probe trains a few steps of every kind of epoch the plan holds (frozen or not, each image
 size; a kind's first step, which traces the step function, is timed apart: every phase pays it
-again), one validation pass and one backup (at a smaller size a short budget may choose, the
+again; a frozen phase whose features are cached, a few batches of the caching pass itself, a
+`predict` slower per image than the frozen training step it was once estimated from: 12.8 ms
+against 9.3 on a 2-core CPU, ~40 s of a 3-minute budget), one validation pass and one backup
+(at a smaller size a short budget may choose, the
 costs are estimated by the pixels to choose it, then measured there); its own time, the
 model's build and the data's opening count against the budget as time already spent.
 
@@ -40,11 +43,25 @@ SIZE_STEP = 16  # a short budget's input size steps down by this (`candidates`)
 class Costs:
     """Measured seconds: per training step and for a phase's first step beyond that (its
     tracing), by kind (frozen, size); per validation pass (its first, tracing included: the
-    plan errs on the short side) by size; per backup."""
+    plan errs on the short side) by size; per backup; per batch of the frozen features'
+    caching pass (`Caching`) by size, and its tracing beyond that."""
     step: dict = field(default_factory=dict)
     first: dict = field(default_factory=dict)
     val: dict = field(default_factory=dict)
     backup: float = 0.0
+    cache: dict = field(default_factory=dict)
+    cache_first: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Caching:
+    """How a run's frozen phases train on cached features (`fit._Trainer._fit_head`): a pass
+    over the training images per view (2 with flips, `train` batches each) at the phase's size
+    and one over the val images (`val` batches) at the final size, once; then a head epoch costs
+    its backup (its steps and its validation on features are negligible beside it)."""
+    views: int
+    train: int
+    val: int
 
 
 def shaped(train: config_lib.TrainConfig, epochs: int) -> dict:
@@ -73,23 +90,25 @@ def kinds(plan_phases, final: int) -> set:
     return {(p.frozen, p.size or final) for p in plan_phases}
 
 
-def seconds(plan_phases, costs: Costs, final: int, steps: int, cached: int = 0) -> float:
+def seconds(plan_phases, costs: Costs, final: int, steps: int,
+            caching: Caching | None = None) -> float:
     """The training time of phases: per phase its first step's tracing, per epoch its steps, a
     validation pass at the final size and a backup; and the final save (about a backup).
-    `cached`: where frozen phases train the head on cached features (`fit._Trainer._fast`),
-    the passes over the training images caching takes (2 with flips): a frozen phase then
-    costs those passes through the frozen model and one over val, once, and its epochs only
-    their backups (the head's steps are negligible beside them)."""
+    With `caching` (frozen phases on cached features), a frozen phase costs its caching passes
+    instead, and its epochs their backups. The probe has traced the caching at its size (the
+    run predicts with the same model); the val pass at another final size traces again."""
     total = costs.backup
     for p in plan_phases:
         kind = (p.frozen, p.size or final)
-        total += costs.first[kind]
-        if p.frozen and cached:
-            total += cached * steps * costs.step[kind] + costs.val[final] + \
-                (p.end - p.start) * costs.backup
-        else:
-            total += (p.end - p.start) * (steps * costs.step[kind] + costs.val[final] +
-                                          costs.backup)
+        if p.frozen and caching:
+            size = p.size or final
+            at_final = costs.cache.get(final, costs.cache[size] * (final / size) ** 2)
+            total += caching.views * caching.train * costs.cache[size] + \
+                caching.val * at_final + (p.end - p.start) * costs.backup + \
+                (costs.cache_first[size] if size != final else 0.0)
+            continue
+        total += costs.first[kind] + (p.end - p.start) * (
+            steps * costs.step[kind] + costs.val[final] + costs.backup)
     return total
 
 
@@ -97,25 +116,29 @@ def scaled(costs: Costs, measured: int, size: int) -> Costs:
     """`costs` with those missing at `size` px estimated from those at `measured` px, by the
     pixels (what a convolution's work scales with): only to choose the size to measure."""
     ratio = (size / measured) ** 2
-    out = Costs(dict(costs.step), dict(costs.first), dict(costs.val), costs.backup)
+    out = Costs(dict(costs.step), dict(costs.first), dict(costs.val), costs.backup,
+                dict(costs.cache), dict(costs.cache_first))
     for frozen, at in list(costs.step):
         if at == measured:
             out.step.setdefault((frozen, size), costs.step[(frozen, at)] * ratio)
             out.first.setdefault((frozen, size), costs.first[(frozen, at)])
+    if measured in costs.cache:
+        out.cache.setdefault(size, costs.cache[measured] * ratio)
+        out.cache_first.setdefault(size, costs.cache_first[measured])
     out.val.setdefault(size, costs.val[measured] * ratio)
     return out
 
 
 def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: float,
-                steps: int, cached: int = 0) -> tuple[int, float]:
+                steps: int, caching: Caching | None = None) -> tuple[int, float]:
     """(the most epochs whose training fits in `left` seconds, their estimated seconds); (0,
     seconds of one epoch) when not even one does. `phases_of(train, size)`: the run's phases
-    (`fit.phases`) of a train config at a final size; `cached` as in `seconds`."""
+    (`fit.phases`) of a train config at a final size; `caching` as in `seconds`."""
     final = config.model.input_size
 
     def cost(epochs):
         train = config_lib.apply(config, shaped(config.train, epochs)).train
-        return seconds(phases_of(train, final), costs, final, steps, cached)
+        return seconds(phases_of(train, final), costs, final, steps, caching)
 
     one = cost(1)
     if one > left:

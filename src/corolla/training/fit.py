@@ -366,6 +366,7 @@ class _Trainer:
         self.own: list = []
         # The frozen-feature path's: (train features, labels, val features) at cached_size px.
         self.head, self.cached, self.cached_size, self.said_slow = None, None, None, False
+        self.halves = None  # (features, head) of the model: `_halves`
         self.said_no_cache = False
         self.first_data = None  # the stream the run starts (or resumes) with: see `run`
         self.class_weights = _class_weights(ready.config, ready.layout)
@@ -443,9 +444,11 @@ class _Trainer:
                                           self._read_alone(checkpoint) if plan.is_chief else
                                           None)
 
-    def measure(self, kinds: set, costs: budget.Costs, final: int, val_split) -> None:
+    def measure(self, kinds: set, costs: budget.Costs, final: int, val_split,
+                cached: bool) -> None:
         """Times what `costs` lacks (`budget`): budget.PROBE_STEPS training steps of each
-        kind (frozen, size) after its first, a validation pass at `final` px, a backup. The
+        kind (frozen, size) after its first (with `cached`, a frozen kind's caching pass
+        instead: as many batches of it), a validation pass at `final` px, a backup. The
         model's variables are put back afterwards: the probe trains nothing."""
         import tempfile
 
@@ -457,7 +460,13 @@ class _Trainer:
         model, plan = self.model, self.plan
         kept = [keras.ops.convert_to_numpy(v) for v in model.variables]
         per_call = self.ready.steps_per_execution
-        for frozen, size in sorted(kinds - costs.step.keys()):
+        for frozen, size in sorted(kinds):
+            if frozen and cached:
+                if size not in costs.cache:
+                    self._time_caching(size, costs)
+                continue
+            if (frozen, size) in costs.step:
+                continue
             self.configure(Phase(0, 1, frozen, size=size))
             ends = []
             timer = keras.callbacks.LambdaCallback(
@@ -465,10 +474,9 @@ class _Trainer:
             start = time.monotonic()
             model.fit(self._data(0, size), epochs=1, verbose=0, shuffle=False,
                       steps_per_epoch=per_call * (1 + budget.PROBE_STEPS), callbacks=[timer])
-            calls = sorted(b - a for a, b in zip(ends, ends[1:]))
-            step = calls[len(calls) // 2] / per_call  # the median: a busy moment is not a rule
-            costs.step[(frozen, size)] = step
-            costs.first[(frozen, size)] = max(ends[0] - start - step * per_call, 0.0)
+            step, first = _median_and_first(ends, start)
+            costs.step[(frozen, size)] = step / per_call
+            costs.first[(frozen, size)] = first
         if final not in costs.val:
             start = time.monotonic()
             predict_probabilities(model, val_split, final, plan,
@@ -482,6 +490,32 @@ class _Trainer:
         with plan.scope():
             for variable, value in zip(model.variables, kept):
                 variable.assign(value)
+
+    def _time_caching(self, size: int, costs: budget.Costs) -> None:
+        """Times 1 + budget.PROBE_STEPS batches of the frozen features' caching pass over the
+        training images at `size` px (the run's own extractor: the run pays no tracing again)."""
+        import keras
+
+        config = self.ready.config
+        ds = pipeline.eval_dataset(self.ready.layout.split("train"), size,
+                                   self.plan.inference_batch,
+                                   skip_bad_records=config.data.skip_bad_records)
+        ends = []
+        timer = keras.callbacks.LambdaCallback(
+            on_predict_batch_end=lambda batch, logs: ends.append(time.monotonic()))
+        start = time.monotonic()
+        self._halves()[0].predict(ds.repeat(), steps=1 + budget.PROBE_STEPS, verbose=0,
+                                  callbacks=[timer])
+        costs.cache[size], costs.cache_first[size] = _median_and_first(ends, start)
+
+    def _halves(self):
+        """(frozen features, head) of the model (`features.split_model`), made once."""
+        from corolla.training import features
+
+        if self.halves is None:
+            with self.plan.scope():
+                self.halves = features.split_model(self.model)
+        return self.halves
 
     def _read_alone(self, checkpoint: Checkpoint) -> list:
         """The values of the model's and its optimizer's variables in this process's backup,
@@ -597,8 +631,7 @@ class _Trainer:
         flips = "flip" in config.data.augment
         if self.cached_size != phase.size:
             began = time.monotonic()
-            with plan.scope():
-                extractor, self.head = features.split_model(self.model)
+            extractor, self.head = self._halves()
             train_split, val_split = layout.split("train"), self.own_f1.split
             batch = plan.inference_batch
             self.cached = (features.extract(extractor, train_split, phase.size, batch, flips,
@@ -630,6 +663,14 @@ class _Trainer:
                           shuffle=False, verbose=verbose)
         finally:
             self.own_f1.cached = None
+
+
+def _median_and_first(ends: list, start: float) -> tuple[float, float]:
+    """(the median seconds between consecutive `ends`, the first's beyond that since `start`):
+    a call's time and its first call's tracing. The median: a busy moment is not a rule."""
+    calls = sorted(b - a for a, b in zip(ends, ends[1:]))
+    median = calls[len(calls) // 2]
+    return median, max(ends[0] - start - median, 0.0)
 
 
 def keras_accuracy():
@@ -693,7 +734,10 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
     # Frozen phases on cached features (`_Trainer._fast`): passes over the training images.
     fast = (t.frozen_epochs or not config.model.train_backbone) and \
         trainer._fast(Phase(0, 1, True), say=False)
-    cached = (2 if "flip" in config.data.augment else 1) if fast else 0
+    batch = trainer.plan.inference_batch
+    caching = budget.Caching(2 if "flip" in config.data.augment else 1,
+                             -(-trainer.ready.layout.split("train").count // batch),
+                             -(-val_split.count // batch)) if fast else None
 
     def fitted(size, measure=True):
         sized = config_lib.apply(config, {"model.input_size": size})
@@ -702,10 +746,11 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
             ramp = (size - t.start_size) // budget.SIZE_STEP + 2 if t.start_size else 1
             every = dataclasses.replace(sized.train, epochs=max(t.epochs, ramp),
                                         size_ramp_start=0.0, size_ramp_end=1.0)
-            trainer.measure(budget.kinds(phases_of(every, size), size), costs, size, val_split)
+            trainer.measure(budget.kinds(phases_of(every, size), size), costs, size, val_split,
+                            cached=bool(caching))
         known = costs if measure else budget.scaled(costs, sizes[0], size)
         left = budget.MARGIN * (total - (time.monotonic() - began))
-        return (sized, *budget.most_epochs(sized, phases_of, known, left, steps, cached))
+        return (sized, *budget.most_epochs(sized, phases_of, known, left, steps, caching))
 
     # Several processes must agree on the plan: they all probe (the probe's steps are
     # collective), at the recipe's size alone, and take the chief's number of epochs.
@@ -728,8 +773,10 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
     note = "" if size == sizes[0] else \
         f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
     log("time probe: " + ", ".join(
-        f"{'frozen' if frozen else 'trained'} {at} px {costs.step[(frozen, at)]:.3g} s a step"
-        f" (+{costs.first[(frozen, at)]:.0f} s tracing)" for frozen, at in sorted(costs.step))
+        [f"frozen features cached at {at} px {costs.cache[at]:.3g} s a batch of {batch}"
+         f" (+{costs.cache_first[at]:.0f} s tracing)" for at in sorted(costs.cache)] +
+        [f"{'frozen' if frozen else 'trained'} {at} px {costs.step[(frozen, at)]:.3g} s a step"
+         f" (+{costs.first[(frozen, at)]:.0f} s tracing)" for frozen, at in sorted(costs.step)])
         + ", validation " + ", ".join(f"{v:.1f} s at {at} px" for at, v in costs.val.items())
         + f", backup {costs.backup:.2f} s")
     line = budget.describe(t.time_budget, epochs, estimate, spent, note)
