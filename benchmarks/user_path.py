@@ -9,7 +9,10 @@
    --recipe auto --weights W` (shortened by --epochs and --steps-per-epoch), `evaluate`,
    `predict` on a few photos, `export --format onnx`; seconds each.
 2. The compile cache at work: `evaluate` again in a new process (JAX loads the programs the
-   first one compiled): its seconds beside the first, and the cache's files.
+   first one compiled): its seconds beside the first, and with the JAX backend, for each of the
+   two, the XLA programs it needed and how many the cache gave it (JAX's own monitoring
+   events, counted by tests/helpers/cache_events.py; the cache's files say nothing of hits: on
+   a GPU most of them are autotuning results).
 3. Training throughput of EfficientNet-B0 at --size and --batch from one in-memory batch, at the
    plan's precision: Corolla (`model.fit` on uint8 images, as `corolla train` runs it, on the
    chosen backend with the plan's XLA setting), and beside it timm's `efficientnet_b0` on
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import importlib.util
 import json
 import os
 import statistics
@@ -39,6 +43,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from accelerator_check import NUM_CLASSES, in_memory  # this folder's: a script's sys.path
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -64,16 +70,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def corolla(args_list, env, cwd) -> dict:
+EVENTS = Path(__file__).resolve().parents[1] / "tests" / "helpers" / "cache_events.py"
+
+
+def corolla(args_list, env, cwd, counted: bool = False) -> dict:
+    """`corolla ARGS` in a new process, timed; `counted`: through EVENTS, with the XLA programs
+    it needed and the compile cache's hits among them (`cache_events`)."""
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "corolla", *map(str, args_list)], env=env,
+    runner = [str(EVENTS)] if counted else ["-m", "corolla"]
+    out = subprocess.run([sys.executable, *runner, *map(str, args_list)], env=env,
                          cwd=cwd, capture_output=True, text=True, timeout=1800)
     seconds = time.perf_counter() - start
     if out.returncode:
         raise SystemExit(f"corolla {' '.join(map(str, args_list))} failed:\n"
                          f"{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
     print(f"corolla {args_list[0]}: {seconds:.1f} s", flush=True)
-    return {"seconds": round(seconds, 1), "stdout": out.stdout + out.stderr}
+    row = {"seconds": round(seconds, 1), "stdout": out.stdout + out.stderr}
+    if counted:
+        line = [s for s in out.stdout.splitlines() if s.startswith("CACHE_EVENTS ")][-1]
+        row["cache_events"] = json.loads(line[len("CACHE_EVENTS "):])
+    return row
 
 
 def photos(folder: Path, size: int, n: int = 4) -> Path:
@@ -88,14 +104,8 @@ def photos(folder: Path, size: int, n: int = 4) -> Path:
     return folder
 
 
-def cache_files(cache_root: Path) -> int:
-    folder = cache_root / "jax-compile"
-    return sum(1 for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
-
-
 def user_path(args, work: Path, env: dict, report: dict, save) -> None:
     """Section 1 and 2: the commands, timed, each added to `report` (and saved) as it ends."""
-    cache_root = Path(env["COROLLA_CACHE_DIR"])
     runtime = ["--backend", args.backend]
     short = ["--epochs", args.epochs, "--steps-per-epoch", args.steps_per_epoch]
     if args.tiny:
@@ -110,8 +120,8 @@ def user_path(args, work: Path, env: dict, report: dict, save) -> None:
     run = work / "runs" / "path"
     rows = report["commands"] = {}
 
-    def step(name, command):
-        rows[name] = corolla(command, env, work)
+    def step(name, command, counted=False):
+        rows[name] = corolla(command, env, work, counted)
         save()
         return rows[name].pop("stdout")
 
@@ -123,11 +133,10 @@ def user_path(args, work: Path, env: dict, report: dict, save) -> None:
     if metrics.exists():
         report["train_metrics"] = {k: v for k, v in json.loads(metrics.read_text()).items()
                                    if k in ("f1_macro", "accuracy")}
-    step("evaluate", ["evaluate", run, *runtime])
-    files_first = cache_files(cache_root)
-    step("evaluate again", ["evaluate", run, *runtime])
-    report["cache_files"] = {"after first evaluate": files_first,
-                             "after second evaluate": cache_files(cache_root)}
+    # JAX's events count nothing where "auto" picks TensorFlow: no programs, nothing shown.
+    counted = args.backend != "tensorflow" and importlib.util.find_spec("jax") is not None
+    step("evaluate", ["evaluate", run, *runtime], counted)
+    step("evaluate again", ["evaluate", run, *runtime], counted)
     step("predict photos", ["predict", run, photos(work / "photos", 64), *runtime,
                             "--out", work / "photos.csv"])
     step("export onnx", ["export", run, "--format", "onnx"])
@@ -136,24 +145,19 @@ def user_path(args, work: Path, env: dict, report: dict, save) -> None:
 def corolla_throughput(args) -> dict:
     """Corolla's training step as `corolla train` runs it: `model.fit` on uint8 images (what
     its pipeline yields; the model casts and rescales them on the device), here one in-memory
-    batch repeated; the median of 3 fits of --steps steps. Not `train_on_batch` on float32
-    arrays: that copies 4x the bytes to the device and waits for every step (on an H200, 4,220
-    images/s where `fit` ran 8,026-8,171)."""
-    import numpy as np
-    import tensorflow as tf
-
+    batch repeated (accelerator_check's); the median of 3 fits of --steps steps. Not
+    `train_on_batch` on float32 arrays: that copies 4x the bytes to the device and waits for
+    every step (on an H200, 4,220 images/s where `fit` ran 8,026-8,171)."""
     from corolla import models, runtime
 
     plan = runtime.detect(backend=args.backend)
     import keras
 
     with plan.scope():
-        model = models.create_model(args.model, 5, args.size)
-        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
+        model = models.create_model(args.model, NUM_CLASSES, args.size)
+        model.compile(optimizer="adam", loss="categorical_crossentropy",
                       jit_compile=plan.jit_compile)
-    images = np.random.default_rng(0).integers(0, 256, (args.batch, args.size, args.size, 3),
-                                               dtype=np.uint8)
-    data = tf.data.Dataset.from_tensors((images, np.arange(args.batch) % 5)).repeat()
+    data = in_memory(args.size, args.batch, seed=0)
     start = time.perf_counter()
     model.fit(data, epochs=1, steps_per_epoch=1, verbose=0)
     first = time.perf_counter() - start
@@ -181,13 +185,13 @@ def timm_throughput(args, precision: str) -> list[dict]:
     rows = []
     for compiled in (False, True):
         model = timm.create_model(args.model if args.model.startswith("efficientnet") else
-                                  "efficientnet_b0", num_classes=5).to(device)
+                                  "efficientnet_b0", num_classes=NUM_CLASSES).to(device)
         model = model.to(memory_format=torch.channels_last)
         optimizer = torch.optim.Adam(model.parameters())
         step_model = torch.compile(model) if compiled else model
         x = torch.rand(args.batch, 3, args.size, args.size, device=device)
         x = x.to(memory_format=torch.channels_last)
-        y = torch.arange(args.batch, device=device) % 5
+        y = torch.arange(args.batch, device=device) % NUM_CLASSES
 
         def step():
             optimizer.zero_grad(set_to_none=True)
@@ -287,12 +291,15 @@ def print_table(report: dict) -> None:
     if report.get("train_metrics"):
         print("the trained run's val: " + ", ".join(
             f"{k} {v:.4f}" for k, v in report["train_metrics"].items()))
-    if "evaluate again" in commands and "cache_files" in report:
-        first, again = commands["evaluate"]["seconds"], commands["evaluate again"]["seconds"]
-        files = report["cache_files"]
-        print(f"compile cache: evaluate {first:.1f} s, again in a new process {again:.1f} s "
-              f"(x{first / max(again, 0.1):.2f}); cache files "
-              f"{files['after first evaluate']} -> {files['after second evaluate']}")
+    if "evaluate again" in commands:
+        first, again = commands["evaluate"], commands["evaluate again"]
+        events = ", ".join(f"{label} {row['cache_events']['hits']} of "
+                           f"{row['cache_events']['programs']} programs from the cache"
+                           for label, row in (("first", first), ("again", again))
+                           if row.get("cache_events", {}).get("programs"))
+        print(f"compile cache: evaluate {first['seconds']:.1f} s, again in a new process "
+              f"{again['seconds']:.1f} s (x{first['seconds'] / max(again['seconds'], 0.1):.2f})"
+              + (f"; {events}" if events else ""))
     rows = report.get("throughput")
     if rows:
         base = rows[0]["images_per_second"]

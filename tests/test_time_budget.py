@@ -94,6 +94,28 @@ def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
     assert budget.most_epochs(cfg, phases_of, costs, 3.0, steps=10)[0] == 0
 
 
+def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
+    from corolla.training import fit
+
+    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
+    costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0}, val={64: 0.5},
+                         backup=0.1)
+
+    def phases_of(train, size):
+        return fit.phases(train, True, size)
+
+    # An epoch of 10 steps costs 1.6 s (steps, validation, backup), once 1.1 s (tracing, the
+    # final save): 3 whole epochs take 5.9 s of 6; 4 epochs of 6 steps take 3.5 + 4 x 6 x 0.1.
+    assert budget.most_epochs(cfg, phases_of, costs, 6.0, 10) == (3, pytest.approx(5.9))
+    assert budget.fill(cfg, phases_of, costs, 6.0, 10) == (4, 6, pytest.approx(5.9))
+    # Whole executions of 4 steps: 4 steps would be fewer than half an epoch; whole epochs.
+    assert budget.fill(cfg, phases_of, costs, 6.0, 10, unit=4) == (3, 10, pytest.approx(5.9))
+    # 1 whole epoch in 3 s; 2 of 3 steps would fit, fewer than half: 1 epoch of 10 steps.
+    assert budget.fill(cfg, phases_of, costs, 3.0, 10) == (1, 10, pytest.approx(2.7))
+    # Not even one whole epoch: none, whatever a shorter one would do.
+    assert budget.fill(cfg, phases_of, costs, 2.0, 10)[0] == 0
+
+
 def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
     from corolla.training import fit
 
@@ -144,12 +166,14 @@ def _down(rate, train):
     return (rate - low) / (train["learning_rate"] - low)
 
 
-def _last_step_left(train, steps_per_epoch=2):
+def _last_step_left(train):
     """The most a cosine can have left of its way down after its last step, as a part of the
     way (`_down`): sin^2(pi / 2D) over D decay steps, the run's steps less its warm-up. How
-    many epochs a budget plans is measured, so the bound follows them (12 steps leave 2%)."""
+    many epochs (and steps each) a budget plans is measured, so the bound follows them (12
+    steps leave 2%)."""
     import math
 
+    steps_per_epoch = train["steps_per_epoch"]
     warmup = math.ceil(train["warmup_epochs"] * steps_per_epoch)
     decay = train["epochs"] * steps_per_epoch - warmup
     return math.sin(math.pi / (2 * max(decay, 1))) ** 2 + 1e-6

@@ -20,6 +20,10 @@ against 9.3 on a 2-core CPU, ~40 s of a 3-minute budget), one validation pass an
 costs are estimated by the pixels to choose it, then measured there); its own time, the
 model's build and the data's opening count against the budget as time already spent.
 
+Epochs come whole, so the most that fit can leave most of an epoch unused (at 3 minutes on a
+2-core CPU, cpu-finetune's one trained epoch used 56% of the budget): where one epoch more fits
+at SHORTEST of its steps or more, the plan takes it with fewer steps each (`fill`).
+
 This module is the arithmetic (plain Python): `fit` measures and applies.
 """
 
@@ -37,6 +41,11 @@ PROBE_STEPS = 4  # timed steps per kind of epoch, after its first (the tracing)
 # final save may add stays inside the budget.
 MARGIN = 0.9
 SIZE_STEP = 16  # a short budget's input size steps down by this (`candidates`)
+# One epoch more, each shorter, where the whole epochs that fit leave time unused (`shortened`),
+# if an epoch keeps at least this share of its steps: at 3 minutes on a 2-core CPU, whole epochs
+# of cpu-finetune fit 1 trained one in 56% of the budget; shortened, its frozen head and a
+# trained epoch fit.
+SHORTEST = 0.5
 
 
 @dataclass
@@ -151,6 +160,37 @@ def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: flo
         mid = (low + high) // 2
         low, high = (mid, high) if cost(mid) <= left else (low, mid)
     return low, cost(low)
+
+
+def shortened(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
+              epochs: int, caching: Caching | None = None, unit: int = 1) -> int:
+    """The most steps per epoch (a multiple of `unit`, fewer than `steps`, at least SHORTEST
+    of them) at which `epochs` + 1 epochs fit in `left` seconds, else 0: the time whole epochs
+    leave is a part of an epoch, and an epoch more (shorter ones) uses it. The arguments as in
+    `most_epochs`; `unit`: what an epoch's steps are a multiple of (`fit._epoch_steps`)."""
+    if epochs < 1 or epochs + 1 > MAX_EPOCHS:
+        return 0
+    final = config.model.input_size
+    train = config_lib.apply(config, shaped(config.train, epochs + 1)).train
+    fixed = seconds(phases_of(train, final), costs, final, 0, caching)  # linear in the steps
+    per_step = seconds(phases_of(train, final), costs, final, 1, caching) - fixed
+    fits = int((left - fixed) // per_step) if per_step > 0 else 0
+    fits = min(fits, steps - 1) // unit * unit
+    return fits if fits >= math.ceil(SHORTEST * steps) else 0
+
+
+def fill(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
+         caching: Caching | None = None, unit: int = 1) -> tuple[int, int, float]:
+    """(epochs, steps per epoch, their estimated seconds): the most whole epochs of `steps`
+    that fit in `left` seconds, or one more of fewer steps where that fits (`shortened`); (0,
+    `steps`, one epoch's seconds) where not even one does. Arguments as in `shortened`."""
+    epochs, estimate = most_epochs(config, phases_of, costs, left, steps, caching)
+    short = shortened(config, phases_of, costs, left, steps, epochs, caching, unit)
+    if not short:
+        return epochs, steps, estimate
+    final = config.model.input_size
+    train = config_lib.apply(config, shaped(config.train, epochs + 1)).train
+    return epochs + 1, short, seconds(phases_of(train, final), costs, final, short, caching)
 
 
 def candidates(config: config_lib.RunConfig) -> list[int]:

@@ -247,6 +247,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     if to_plan:
         config = ready.config = _plan_time(trainer, val_split, began, log)
         t, size = config.train, config.model.input_size
+        ready.steps = t.steps_per_epoch  # whole executions: as `_epoch_steps` would make them
         plan_phases = phases(t, config.model.train_backbone, size)
         progressive = any(p.size != size for p in plan_phases)
     with plan.scope():
@@ -721,8 +722,9 @@ def _save(model, saved, final: BackupState, model_path: Path, backup_dir: Path, 
 def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.RunConfig:
     """The run's config fitted to its time budget (`budget`): measured by the probe, at the
     largest input size that leaves the recipe train.time_min_epochs (else the smallest it
-    allows), with the plan's line in train.time_plan; a budget too short for one epoch is an
-    error naming the least that would do."""
+    allows), its epochs and steps per epoch (`budget.fill`), with the plan's line in
+    train.time_plan; a budget too short for one epoch is an error naming the least that would
+    do."""
     config = trainer.ready.config
     t, steps = config.train, trainer.ready.steps
     total = config_lib.duration_seconds(t.time_budget)
@@ -734,6 +736,8 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
     # Frozen phases on cached features (`_Trainer._fast`): passes over the training images.
     fast = (t.frozen_epochs or not config.model.train_backbone) and \
         trainer._fast(Phase(0, 1, True), say=False)
+    # A shortened epoch's steps stay whole executions and accumulations (`_epoch_steps`).
+    unit = math.lcm(trainer.ready.steps_per_execution, t.accumulation_steps)
     batch = trainer.plan.inference_batch
     caching = budget.Caching(2 if "flip" in config.data.augment else 1,
                              -(-trainer.ready.layout.split("train").count // batch),
@@ -750,13 +754,13 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
                             cached=bool(caching))
         known = costs if measure else budget.scaled(costs, sizes[0], size)
         left = budget.MARGIN * (total - (time.monotonic() - began))
-        return (sized, *budget.most_epochs(sized, phases_of, known, left, steps, caching))
+        return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, unit))
 
     # Several processes must agree on the plan: they all probe (the probe's steps are
-    # collective), at the recipe's size alone, and take the chief's number of epochs.
+    # collective), at the recipe's size alone, and take the chief's epochs and steps.
     multi = trainer.plan.multi_worker
     sizes = [config.model.input_size] if multi else budget.candidates(config)
-    sized, epochs, estimate = fitted(sizes[0])
+    sized, epochs, epoch_steps, estimate = fitted(sizes[0])
     size = sizes[0]
     # Fewer epochs than the recipe wants: the size where they fit, chosen on the costs
     # estimated by the pixels, then measured there.
@@ -764,14 +768,18 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
         if fitted(size, measure=False)[1] >= t.time_min_epochs:
             break
     if size != sizes[0]:
-        sized, epochs, estimate = fitted(size)
+        sized, epochs, epoch_steps, estimate = fitted(size)
     if multi:
-        epochs = int(collective.chief_hex(trainer.plan, f"{epochs:x}"), 16)
+        epochs, epoch_steps = (int(collective.chief_hex(trainer.plan, f"{n:x}"), 16)
+                               for n in (epochs, epoch_steps))
     spent = time.monotonic() - began
     if not epochs:
         raise budget.too_short(t.time_budget, spent, estimate, t.recipe)
     note = "" if size == sizes[0] else \
         f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
+    if epoch_steps != steps:
+        note += f", {epoch_steps} steps each (of {steps}: one epoch more in the time whole " \
+            f"ones left)"
     log("time probe: " + ", ".join(
         [f"frozen features cached at {at} px {costs.cache[at]:.3g} s a batch of {batch}"
          f" (+{costs.cache_first[at]:.0f} s tracing)" for at in sorted(costs.cache)] +
@@ -782,6 +790,7 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
     line = budget.describe(t.time_budget, epochs, estimate, spent, note)
     log(line)
     return config_lib.apply(sized, {**budget.shaped(t, epochs),
+                                    "train.steps_per_epoch": epoch_steps,
                                     "train.time_plan": line.partition(": ")[2]})
 
 
