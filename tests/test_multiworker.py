@@ -231,3 +231,30 @@ def test_the_other_jax_processes_wait_for_the_chief_to_evaluate(tiny_petals, tmp
                                              "--epochs", 1, "--global-batch-size", 16,
                                              "--runs-dir", tmp_path / "runs"])
     assert "done:" in outputs[0]
+
+
+@pytest.mark.large  # about a minute: CI runs it after the README's suite
+def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
+    """`--time` in a two-worker job: both probe (the probe's steps are collective) and both
+    train the chief's plan, its epochs and steps per epoch; a worker on its own numbers would
+    fail or hang in a collective. They end within the budget with identical weights, and only
+    the chief says the plan."""
+    runs = tmp_path / "runs"
+    outs = _run_workers("tensorflow", tmp_path, ["-m", "corolla.cli", "train", "--data",
+                                                 tiny_petals, "--global-batch-size", 16,
+                                                 "--time", "60s", "--runs-dir", runs,
+                                                 "--name", "t"])
+    run = runs / "t"
+    saved = tomllib.loads((run / "config.toml").read_text())
+    train = saved["train"]
+    [line] = [s for s in outs[0].splitlines() if s.startswith("time 60s: ") and "planned" in s]
+    assert line.partition(": ")[2] == train["time_plan"]
+    assert not any(s.startswith("time 60s") for s in outs[1].splitlines())
+    with (run / "history.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == train["epochs"] >= 2 and float(rows[-1]["seconds"]) <= 60
+    scratch = tmp_path / "tmp1" / f"corolla-{saved['output']['run_id']}" / "worker-1"
+    chief, worker = _weights(run / "model.keras"), _weights(scratch / "model.keras")
+    assert len(chief) == len(worker) > 0
+    for a, b in zip(chief, worker):
+        np.testing.assert_array_equal(a, b)

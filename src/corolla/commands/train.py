@@ -53,7 +53,7 @@ def train_config(config_file: str | None = None, flags: dict | None = None,
     if "train.time_budget" in flags and not resume:
         # A budget given is planned anew: a saved config's plan (`--config runs/X/config.toml`)
         # was its own budget's.
-        flags["train.time_plan"] = ""
+        flags["train.time_plan"], flags["train.time_steps"] = "", 0
     if resume:
         fixed = sorted(names.get(k, k) for k in flags if not k.startswith(SESSION))
         if fixed or config_file:
@@ -88,7 +88,8 @@ def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, r
     """A run continued by re-running its command must get the settings it started with."""
     if flags.get("train.recipe") == "auto":  # picked by the hardware: the run has the one used
         flags = {k: v for k, v in flags.items() if k != "train.recipe"}
-    flags = {k: v for k, v in flags.items() if k != "train.time_plan"}  # (set above, not given)
+    flags = {k: v for k, v in flags.items()  # (set above, not given)
+             if k not in ("train.time_plan", "train.time_steps")}
     given = config_lib.apply(saved, {k: v for k, v in flags.items()
                                      if not k.startswith((*SESSION, "output."))})
     if "data.path" in flags and "://" not in flags["data.path"]:

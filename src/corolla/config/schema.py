@@ -126,9 +126,13 @@ class TrainConfig:
     # The recipe's epochs are then the shape of the schedule (its warm-up, frozen epochs, size
     # ramp and decay keep their share of the run), and the number of epochs follows from a
     # timed probe of this machine (training.budget); what it decided is written into this
-    # config (epochs, frozen_epochs, warmup_epochs, model.input_size, ...) and `time_plan`.
+    # config (epochs, frozen_epochs, warmup_epochs, model.input_size, ...), `time_plan` and
+    # `time_steps`.
     time_budget: str = ""
     time_plan: str = ""  # set by Corolla: the plan decided for time_budget ("" = none yet)
+    # Set by Corolla: the plan's steps per epoch where it shortened them to fit one epoch more
+    # (training.budget.fill); 0 = steps_per_epoch, which stays what was asked.
+    time_steps: int = 0
     # With a time budget: the fewest epochs the recipe wants at model.input_size; where fewer
     # fit, the input size steps down by 16 px (not below time_min_size) to fit more. 0 = off.
     time_min_epochs: int = 0
@@ -284,6 +288,7 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "data.shuffle_buffer": (config.data.shuffle_buffer, 1, None),
               "train.global_batch_size": (t.global_batch_size, 0, None),
               "train.steps_per_epoch": (t.steps_per_epoch, 0, None),
+              "train.time_steps": (t.time_steps, 0, None),
               "train.learning_rate": (t.learning_rate, 0, None),
               "train.warmup_epochs": (t.warmup_epochs, 0, None), "train.seed": (t.seed, 0, None),
               "data.image_size": (config.data.image_size, 0, MAX_SIZE),

@@ -247,7 +247,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     if to_plan:
         config = ready.config = _plan_time(trainer, val_split, began, log)
         t, size = config.train, config.model.input_size
-        ready.steps = t.steps_per_epoch  # whole executions: as `_epoch_steps` would make them
+        ready.steps = t.time_steps or ready.steps  # whole executions (`_epoch_steps`)
         plan_phases = phases(t, config.model.train_backbone, size)
         progressive = any(p.size != size for p in plan_phases)
     with plan.scope():
@@ -306,7 +306,8 @@ def _prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None)
 def _epoch_steps(t: config_lib.TrainConfig, plan: Plan, log) -> tuple[int, int]:
     """(steps per epoch, steps per execution): whole executions, and with gradient
     accumulation whole accumulations, so that every epoch ends on an optimizer update."""
-    steps, steps_per_execution = plan.fit_steps(t.steps_per_epoch)
+    asked = t.time_steps or t.steps_per_epoch  # a time plan's shortened epochs, once planned
+    steps, steps_per_execution = plan.fit_steps(asked)
     if t.accumulation_steps > 1:
         unit = math.lcm(steps_per_execution, t.accumulation_steps)
         if steps < unit:
@@ -314,8 +315,8 @@ def _epoch_steps(t: config_lib.TrainConfig, plan: Plan, log) -> tuple[int, int]:
                             f"{t.accumulation_steps} batches; lower train.accumulation_steps "
                             f"or raise --steps-per-epoch")
         steps -= steps % unit
-    if steps != t.steps_per_epoch:
-        log(f"{t.steps_per_epoch} steps per epoch rounded to {steps}, a multiple of the "
+    if steps != asked:
+        log(f"{asked} steps per epoch rounded to {steps}, a multiple of the "
             f"{steps_per_execution} steps the accelerator runs per call"
             + (f" and of the {t.accumulation_steps} accumulated batches per update"
                if t.accumulation_steps > 1 else ""))
@@ -493,8 +494,8 @@ class _Trainer:
                 variable.assign(value)
 
     def _time_caching(self, size: int, costs: budget.Costs) -> None:
-        """Times 1 + budget.PROBE_STEPS batches of the frozen features' caching pass over the
-        training images at `size` px (the run's own extractor: the run pays no tracing again)."""
+        """Times batches of the frozen features' caching pass over the training images at
+        `size` px (the run's own extractor: the run pays no tracing again)."""
         import keras
 
         config = self.ready.config
@@ -505,9 +506,13 @@ class _Trainer:
         timer = keras.callbacks.LambdaCallback(
             on_predict_batch_end=lambda batch, logs: ends.append(time.monotonic()))
         start = time.monotonic()
-        self._halves()[0].predict(ds.repeat(), steps=1 + budget.PROBE_STEPS, verbose=0,
+        # Twice the batches, the first half's not counted: while the first one traces, the
+        # input pipeline decodes the next ones ahead, and a batch it need not wait for is
+        # cheaper than one of the pass, where decoding and the model share the CPU.
+        self._halves()[0].predict(ds.repeat(), steps=1 + 2 * budget.PROBE_STEPS, verbose=0,
                                   callbacks=[timer])
-        costs.cache[size], costs.cache_first[size] = _median_and_first(ends, start)
+        costs.cache[size], costs.cache_first[size] = _median_and_first(
+            ends, start, settle=budget.PROBE_STEPS)
 
     def _halves(self):
         """(frozen features, head) of the model (`features.split_model`), made once."""
@@ -666,10 +671,11 @@ class _Trainer:
             self.own_f1.cached = None
 
 
-def _median_and_first(ends: list, start: float) -> tuple[float, float]:
-    """(the median seconds between consecutive `ends`, the first's beyond that since `start`):
-    a call's time and its first call's tracing. The median: a busy moment is not a rule."""
-    calls = sorted(b - a for a, b in zip(ends, ends[1:]))
+def _median_and_first(ends: list, start: float, settle: int = 0) -> tuple[float, float]:
+    """(the median seconds between consecutive `ends` after the first `settle`, the first's
+    beyond that since `start`): a call's time and its first call's tracing. The median: a busy
+    moment is not a rule."""
+    calls = sorted(b - a for a, b in list(zip(ends, ends[1:]))[settle:])
     median = calls[len(calls) // 2]
     return median, max(ends[0] - start - median, 0.0)
 
@@ -790,7 +796,7 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
     line = budget.describe(t.time_budget, epochs, estimate, spent, note)
     log(line)
     return config_lib.apply(sized, {**budget.shaped(t, epochs),
-                                    "train.steps_per_epoch": epoch_steps,
+                                    "train.time_steps": epoch_steps * (epoch_steps != steps),
                                     "train.time_plan": line.partition(": ")[2]})
 
 
