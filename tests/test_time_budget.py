@@ -152,10 +152,11 @@ def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
     # Cached once, timed as the caching pass itself: 2 views x 7 batches of the training
     # images and 3 of val at 0.3 s a batch, then only the frozen epochs' backups. The probe
     # traced the pass the run makes, so its tracing is not paid again...
-    caching = budget.Caching(views=2, train=7, val=3)
+    caching = budget.Caching(flips=True, train=7, val=3)
     assert budget.seconds(plan_phases, costs, 64, 10, caching) == pytest.approx(
         0.1 + (2 * 7 + 3) * 0.3 + 2 * 0.1 + trained)
     # ...except where the frozen phase runs at another size than the final one (val's pass).
+    # A frozen phase of one epoch draws one view per image: the mirror images are not cached.
     ramp = fit.phases(config.load(overrides={
         "train.epochs": 4, "train.frozen_epochs": 2, "model.input_size": 64,
         "train.start_size": 32, "train.size_ramp_start": 0.0, "train.size_ramp_end": 0.5}).train,
@@ -165,7 +166,9 @@ def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
     small = budget.scaled(costs, 64, 32)
     assert small.cache[32] == pytest.approx(0.3 / 4)
     assert budget.seconds(frozen, small, 64, 10, caching) == pytest.approx(
-        0.1 + 2 * 7 * 0.3 / 4 + 3 * 0.3 + 5.0 + 0.1)
+        0.1 + 1 * 7 * 0.3 / 4 + 3 * 0.3 + 5.0 + 0.1)
+    assert [budget.cached_views(flips, n) for flips, n in
+            ((True, 1), (True, 2), (False, 2))] == [1, 2, 1]
 
 
 def test_a_short_budget_may_train_smaller_down_to_the_recipes_least_size():
@@ -295,5 +298,7 @@ def test_a_timed_run_with_a_frozen_phase_on_cached_features_times_the_caching_it
     assert "trained 32 px" in probe
     train = _config(tmp_path / "f")
     assert train["frozen_epochs"] >= 1 and train["epochs"] > train["frozen_epochs"]
-    assert "features of" in out and "cached in" in out  # the frozen phase did take that path
+    # The frozen phase did take that path; of one epoch, it cached no mirror images.
+    assert "features of" in out and "cached in" in out
+    assert ("mirror images" in out) == (train["frozen_epochs"] > 1)
     assert read_history(tmp_path / "f" / "history.csv")[-1]["seconds"] <= 20

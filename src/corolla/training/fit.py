@@ -626,7 +626,8 @@ class _Trainer:
 
     def _fit_head(self, phase: Phase, first: int, verbose) -> None:
         """Trains the head alone on the backbone's cached features for epochs [first,
-        phase.end): computed once per size, with their mirror images' when flips augment."""
+        phase.end): computed once per size, with their mirror images' where flips augment a
+        phase of more than one epoch (`budget.cached_views`)."""
         import time
 
         from corolla.training import features
@@ -634,7 +635,7 @@ class _Trainer:
 
         config, plan, t = self.ready.config, self.plan, self.ready.config.train
         layout = self.ready.layout
-        flips = "flip" in config.data.augment
+        flips = budget.cached_views("flip" in config.data.augment, phase.end - phase.start) > 1
         if self.cached_size != phase.size:
             began = time.monotonic()
             extractor, self.head = self._halves()
@@ -745,7 +746,7 @@ def _plan_time(trainer: _Trainer, val_split, began: float, log) -> config_lib.Ru
     # A shortened epoch's steps stay whole executions and accumulations (`_epoch_steps`).
     unit = math.lcm(trainer.ready.steps_per_execution, t.accumulation_steps)
     batch = trainer.plan.inference_batch
-    caching = budget.Caching(2 if "flip" in config.data.augment else 1,
+    caching = budget.Caching("flip" in config.data.augment,
                              -(-trainer.ready.layout.split("train").count // batch),
                              -(-val_split.count // batch)) if fast else None
 
