@@ -220,7 +220,7 @@ def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(tiny_peta
     assert f"time 15s: {train['epochs']} epochs of ~" in line and "measured" in line
     assert train["time_budget"] == "15s" and train["time_plan"] == line.partition(": ")[2]
     assert len(rows) == train["epochs"] >= 2
-    # Within the budget (the plan fills 90% of what start-up and probe left), and using it.
+    # Within the budget (the plan fills 85% of what start-up and probe left), and using it.
     assert 0.4 * 15 < rows[-1]["seconds"] <= 15
     assert [r["seconds"] for r in rows] == sorted(r["seconds"] for r in rows)
     # The cosine ends at its floor in the last epoch (its last update is one step before the
