@@ -195,7 +195,9 @@ def budget(args) -> list[dict]:
     if "--epochs" in args.extra:  # --tiny's: the budget decides the epochs
         at = args.extra.index("--epochs")
         del args.extra[at:at + 2]
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
+    # The loop ends with this process, however it ends (its parent changes when it dies).
+    spin = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass"
+    busy = subprocess.Popen([sys.executable, "-c", spin]) if args.busy else None
     results = []
     try:
         for seed in args.seeds.split(","):
