@@ -36,9 +36,7 @@ from corolla import config as config_lib
 from corolla.config.schema import MAX_EPOCHS
 from corolla.errors import UserError
 
-# Timed steps per kind of epoch, after its first (the tracing) and as many more (the input
-# pipeline's read-ahead, see `fit._Trainer.measure`).
-PROBE_STEPS = 4
+PROBE_STEPS = 4  # timed steps per kind of epoch, after its first (the tracing)
 # The plan fills this share of the time left: what a busy host, each phase's retracing of
 # validation or the final save may add stays inside the budget. With 0.9, runs on a shared
 # 2-core host ended at 98-100% of 3, 6 and 10 minutes: their epochs ran 7-11% longer than

@@ -449,9 +449,9 @@ class _Trainer:
     def measure(self, kinds: set, costs: budget.Costs, final: int, val_split,
                 cached: bool) -> None:
         """Times what `costs` lacks (`budget`): budget.PROBE_STEPS training steps of each
-        kind (frozen, size) after its first and as many more (with `cached`, a frozen kind's
-        caching pass instead: as many batches of it), a validation pass at `final` px, a
-        backup. The model's variables are put back afterwards: the probe trains nothing."""
+        kind (frozen, size) after its first (with `cached`, a frozen kind's caching pass
+        instead: twice as many batches of it), a validation pass at `final` px, a backup. The
+        model's variables are put back afterwards: the probe trains nothing."""
         import tempfile
 
         import keras
@@ -474,13 +474,12 @@ class _Trainer:
             timer = keras.callbacks.LambdaCallback(
                 on_train_batch_end=lambda batch, logs: ends.append(time.monotonic()))
             start = time.monotonic()
-            # As for the caching pass (`_time_caching`): the steps after the input pipeline's
-            # read-ahead count, where decoding and the step share the CPU (0.40 s a step
-            # probed without, 0.47 trained, on a 2-core CPU).
+            # Not past the input pipeline's read-ahead, as for the caching pass: a training
+            # stream's next steps still wait for tf.data's tuning of its decoding (0.51 s a
+            # step there, 0.39 in the epochs after, on a 2-core CPU); these err short by less.
             model.fit(self._data(0, size), epochs=1, verbose=0, shuffle=False,
-                      steps_per_epoch=per_call * (1 + 2 * budget.PROBE_STEPS),
-                      callbacks=[timer])
-            step, first = _median_and_first(ends, start, settle=budget.PROBE_STEPS)
+                      steps_per_epoch=per_call * (1 + budget.PROBE_STEPS), callbacks=[timer])
+            step, first = _median_and_first(ends, start)
             costs.step[(frozen, size)] = step / per_call
             costs.first[(frozen, size)] = first
         if final not in costs.val:
