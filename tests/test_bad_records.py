@@ -131,7 +131,7 @@ def test_damage_met_in_the_stream_itself_is_one_line(tmp_path, capsys, monkeypat
         for _ in reading(layout.open_layout(args.data).split("val")):
             pass
 
-    monkeypatch.setitem(cli.COMMANDS, "train", evaluate_unchecked)
+    monkeypatch.setattr(cli.COMMANDS["train"], "main", evaluate_unchecked)
     _one_line(capsys, _train(tmp_path / "data", tmp_path), says.format(paths["val", 0]),
               "--skip-bad-records")
 

@@ -32,13 +32,12 @@ def demo_run(tmp_path_factory):
 @pytest.fixture
 def no_model_loading(monkeypatch):
     """Fails the test if a model is loaded: refusals must come before that work."""
-    from corolla.commands import evaluate, predict
+    from corolla.evaluation import inference
 
     def load_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the refusal")
 
-    monkeypatch.setattr(predict, "load_model", load_model)
-    monkeypatch.setattr(evaluate, "load_model", load_model)
+    monkeypatch.setattr(inference, "load_model", load_model)  # evaluate's and predict's
 
 
 def _snapshot(run):
@@ -293,9 +292,9 @@ def test_outputs_never_land_in_a_data_set_or_an_input(demo_run, tmp_path, capsys
                                                       no_model_loading, monkeypatch):
     """PNGs written into a class folder (or as a new class beside them) would be trained on
     as photos; the run's own data, and the inputs of a command, are never written."""
-    from corolla.commands import explain
+    from corolla.evaluation import inference
 
-    monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    monkeypatch.setattr(inference, "load_model", lambda *a, **k: pytest.fail("model loaded"))
     data, run = demo_run
     photos = tmp_path / "small_copy"
     daisy = _pictures(photos / "daisy")
@@ -320,9 +319,9 @@ def test_explain_never_writes_over_the_runs_own_files(demo_run, tmp_path, capsys
                                                       no_model_loading, monkeypatch):
     """`explain RUN x.jpg --out RUN --force` replaced RUN/confusion_matrix.png, and its
     refusal without --force advised --force."""
-    from corolla.commands import explain
+    from corolla.evaluation import inference
 
-    monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    monkeypatch.setattr(inference, "load_model", lambda *a, **k: pytest.fail("model loaded"))
     _, run = demo_run
     photo = _pictures(tmp_path / "photos", ["confusion_matrix"]) / "confusion_matrix.png"
     before = _snapshot(run)

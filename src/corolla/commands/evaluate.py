@@ -6,16 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla.data import check
-from corolla.data.folds import WholeLayout
+from corolla.commands import arguments
 from corolla.errors import UserError
-from corolla.evaluation import bias as bias_lib
-from corolla.evaluation import evaluate as evaluate_lib
-from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import predictions
 from corolla.evaluation import tta as tta_lib
-from corolla.evaluation.inference import load_model, open_run
-from corolla.report import plots, scored
 from corolla.runs import paths, rundir
 from corolla.runs.kfold import is_parent, refuse_parent
 from corolla.runs.outputs import output_dir
@@ -80,6 +74,7 @@ def rundir_metrics(run_dir: Path) -> dict:
 def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
     """Fits the per-class offsets for macro F1 on the run's saved `split` predictions
     (`evaluation.bias`), writes RUN/bias.json, and says the held-out figures."""
+    from corolla.evaluation import bias as bias_lib
     from corolla.files import write_json
 
     held = predictions.load(predictions.path_in(run_dir, split))
@@ -105,6 +100,13 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
     """`corolla evaluate`: loads the run's model (unless given), scores it on val (`tta`: the
     mean of that many views of each image, see `corolla.evaluation.tta`), writes files into the
     run directory (see `runs.outputs.output_dir`) and returns the metrics."""
+    from corolla.data import check
+    from corolla.data.folds import WholeLayout
+    from corolla.evaluation import evaluate as evaluate_lib
+    from corolla.evaluation import metrics as metrics_lib
+    from corolla.evaluation.inference import load_model, open_run
+    from corolla.report import plots, scored
+
     tta = tta_lib.check(tta)
     run_dir, config, layout = open_run(run_dir, data_path, log)
     out_dir = output_dir(run_dir, config, layout, out)
@@ -143,3 +145,24 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
         for line in check.skipped_summary([layout.split("val")]):
             log(line)
     return m
+
+
+HELP = "score a run on val: metrics.json and plots"
+
+
+def add_arguments(p) -> None:
+    arguments.scored_run(p)
+    p.add_argument("--out", help="folder for metrics.json and the plots (default: the run "
+                   "folder; RUN/eval-<data folder>/ for --data elsewhere)")
+    p.add_argument("--fit-bias", action="store_true", help="then fit one offset per class to "
+                   "the log-probabilities that maximises macro F1 on val (a k-fold run: on its "
+                   "out-of-fold predictions) into RUN/bias.json, and report the held-out gain")
+    arguments.tta(p)
+    arguments.runtime(p)
+    arguments.batch(p, " for inference")
+
+
+def main(args) -> int:
+    evaluate(args.run, *arguments.settings(args), data=args.data, out=args.out, tta=args.tta,
+             fit_bias=args.fit_bias)
+    return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from corolla import config as config_lib
+from corolla.commands import arguments
 
 
 def recipes(log=print) -> None:
@@ -73,3 +74,24 @@ def hardware(flags: dict | None = None, names: dict | None = None, as_json: bool
     if info["backend"] == "jax":
         log(f"compile cache {info['compile_cache'] or 'off'} (JAX's compiled programs)")
     return info
+
+
+HELP = "hardware, backend, strategy, replicas, global batch"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--models", action="store_true", help="list the registered models")
+    p.add_argument("--recipes", action="store_true", help="list the shipped training recipes")
+    arguments.runtime(p)
+    arguments.batch(p)
+
+
+def main(args) -> int:
+    if args.recipes:
+        recipes()
+    elif args.models:
+        models()
+    else:
+        hardware(*arguments.settings(args), as_json=args.json)
+    return 0

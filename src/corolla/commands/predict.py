@@ -10,16 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from corolla import config as config_lib
+from corolla.commands import arguments
 from corolla.commands.evaluate import inference_plan
-from corolla.data import check
 from corolla.errors import UserError, check_stop
-from corolla.evaluation import bias as bias_lib
-from corolla.evaluation import predict as predict_lib
 from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation import tta as tta_lib
-from corolla.evaluation.inference import load_model, open_run
 from corolla.files import make_folder
-from corolla.report import scored, submission
+from corolla.report import submission
 from corolla.runs import paths, rundir
 from corolla.runs.kfold import is_parent
 from corolla.runs.outputs import output_dir, output_path
@@ -65,6 +62,8 @@ def _check_bias(bias: str) -> None:
 def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
     """A k-fold run's submission from its averaged test predictions, decided with its
     offsets (fitted on its out-of-fold predictions)."""
+    from corolla.evaluation import bias as bias_lib
+
     test = predictions_lib.load(predictions_lib.path_in(parent, "test"))
     path = output_path(parent, out, force)
     labels = bias_lib.decide(test.probabilities, bias_lib.load(parent, test.class_names))
@@ -85,6 +84,12 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
     many views of each image (see `corolla.evaluation.tta`), recorded in the saved
     predictions. `bias` "fitted": the submission's classes are decided with the run's fitted
     offsets (`corolla.evaluation.bias`); the saved probabilities stay the model's own."""
+    from corolla.data import check
+    from corolla.evaluation import bias as bias_lib
+    from corolla.evaluation import predict as predict_lib
+    from corolla.evaluation.inference import load_model, open_run
+    from corolla.report import scored
+
     tta = tta_lib.check(tta)
     _check_bias(bias)
     run_dir, config, layout = open_run(run_dir, data_path, log)
@@ -139,7 +144,8 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     import keras
 
     from corolla.data import photos as photos_lib
-    from corolla.evaluation.inference import predict_images
+    from corolla.evaluation import bias as bias_lib
+    from corolla.evaluation.inference import load_model, predict_images
     from corolla.report import photos as photo_report
 
     tta = tta_lib.check(tta)
@@ -226,3 +232,53 @@ def input_size_of(model, config) -> int:
     shape = model.input_shape
     return (shape[1] if isinstance(shape, tuple) else None) or config.model.input_size or \
         config.data.image_size
+
+
+HELP = "write a run's submission.csv for the test split"
+
+
+def add_arguments(p) -> None:
+    arguments.scored_run(p)
+    _photo_flags(p)
+    p.add_argument("--out", help="submission file (default: RUN/submission.csv); with PATHs, "
+                   "the CSV of their predictions (default for more than 20 photos or --json: "
+                   "./RUN_NAME-predictions.csv); never a file of the run")
+    p.add_argument("--force", action="store_true", help="let --out replace an existing file")
+    p.add_argument("--bias", choices=BIAS_CHOICES, default="none",
+                   help="fitted: decide with the per-class offsets of `corolla evaluate RUN "
+                        "--fit-bias` (for macro F1); default none (argmax)")
+    arguments.tta(p)
+    arguments.runtime(p)
+    arguments.batch(p, " for inference")
+
+
+def _photo_flags(p) -> None:
+    p.add_argument("photos", nargs="*", metavar="PATH", help="predict on these photos instead "
+                   "of the test split: image files, folders (searched recursively) or CSVs of "
+                   "paths; any size, format and mode")
+    g = p.add_argument_group("photos (with PATH)")
+    g.add_argument("--top-k", type=int, default=5, metavar="K",
+                   help="classes listed per photo, likeliest first (default 5)")
+    g.add_argument("--json", action="store_true", help="also write the predictions as JSON "
+                   "(beside the CSV, with the skipped files)")
+    g.add_argument("--strict", action="store_true", help="stop at the first file that does "
+                   "not decode (default: skip it, and list it at the end)")
+
+
+def main(args) -> int:
+    if args.photos:
+        if args.data:
+            raise UserError("--data names a data set's test split; with photo PATHs, leave it "
+                            "out")
+        predict_photos(args.run, args.photos, *arguments.settings(args), top=args.top_k,
+                       out=args.out, as_json=args.json, strict=args.strict, force=args.force,
+                       tta=args.tta, bias=args.bias)
+        return 0
+    photo_only = [flag for flag, given in (("--json", args.json), ("--strict", args.strict),
+                                           ("--top-k", args.top_k != 5)) if given]
+    if photo_only:
+        raise UserError(f"{photo_only[0]} is for predictions on photos: pass their PATHs after "
+                        f"the run (corolla predict RUN photos/)")
+    predict(args.run, *arguments.settings(args), data=args.data, out=args.out, force=args.force,
+            tta=args.tta, bias=args.bias)
+    return 0

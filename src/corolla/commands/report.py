@@ -10,3 +10,17 @@ def report(folder) -> Path:
     from corolla.report import html as html_report
 
     return html_report.write(folder)
+
+
+HELP = ("write RUN/report.html: metrics, per-class table, every picture, config, plan and "
+        "timings in one file that opens offline")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run", help="a run folder after `corolla evaluate`, an eval-* folder or an "
+                   "ensemble folder")
+
+
+def main(args) -> int:
+    print(f"wrote {report(args.run)}")
+    return 0
