@@ -11,13 +11,13 @@ ordinary path.
 
 The head is the full model's own layers (dropout, the classifier) on a features input: it
 trains the full model's weights with the full model's optimizer, so the run's backups, its
-best model and its validation see the full model as on the slow path.
+best model and its validation see the full model as on the slow path. `FrozenPath` trains a
+run's frozen phases so.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import keras
 import numpy as np
@@ -27,10 +27,8 @@ from corolla.evaluation.inference import stop_check
 from corolla.training import budget
 from corolla.training.callbacks import RunProgress
 from corolla.training.compiling import compile_head
-
-if TYPE_CHECKING:
-    from corolla.training.phases import Phase
-    from corolla.training.preparing import Prepared
+from corolla.training.phases import Phase
+from corolla.training.preparing import Prepared
 
 ALLOWED = ("flip",)  # augmentations the cached features can reproduce
 HEAD_LAYERS = ("head_dropout", "probabilities")  # models.create_model's, after its "pool"

@@ -10,15 +10,12 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from corolla.data import pipeline
 from corolla.evaluation.inference import predict_probabilities
 from corolla.training import budget
 from corolla.training.phases import Phase
-
-if TYPE_CHECKING:
-    from corolla.training.trainer import Trainer
+from corolla.training.trainer import Trainer
 
 
 def measure(trainer: Trainer, kinds: set, costs: budget.Costs, final: int, val_split,
@@ -69,14 +66,14 @@ def _time_caching(trainer: Trainer, size: int, costs: budget.Costs) -> None:
     ready = trainer.ready
     ds = pipeline.eval_dataset(ready.layout.split("train"), size, trainer.plan.inference_batch,
                                skip_bad_records=ready.config.data.skip_bad_records)
-    extractor = trainer.frozen.halves()[0]
     # Twice the batches, the first half's not counted: while the first one traces, the input
     # pipeline decodes the next ones ahead, and a batch it need not wait for is cheaper than
-    # one of the pass, where decoding and the model share the CPU.
+    # one of the pass, where decoding and the model share the CPU. (The extractor's making,
+    # the first time, counts with the tracing.)
     costs.cache[size], costs.cache_first[size] = timed_batches(
         "on_predict_batch_end",
-        lambda timer: extractor.predict(ds.repeat(), steps=1 + 2 * budget.PROBE_STEPS,
-                                        verbose=0, callbacks=[timer]),
+        lambda timer: trainer.frozen.halves()[0].predict(
+            ds.repeat(), steps=1 + 2 * budget.PROBE_STEPS, verbose=0, callbacks=[timer]),
         settle=budget.PROBE_STEPS)
 
 

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING
 
 from corolla import config as config_lib
 from corolla.runtime import collective
 from corolla.training import budget, probe
 from corolla.training.phases import Phase, phases
 from corolla.training.preparing import Prepared
-
-if TYPE_CHECKING:
-    from corolla.training.trainer import Trainer
+from corolla.training.trainer import Trainer
 
 
 def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
@@ -24,36 +21,10 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     short for one epoch is an error naming the least that would do. `began`: when the run
     started (the budget counts from there)."""
     ready = trainer.ready
-    config = ready.config
-    t, steps = config.train, ready.steps
-    total = config_lib.duration_seconds(t.time_budget)
+    config, steps = ready.config, ready.steps
+    t = config.train
     costs = budget.Costs()
-
-    def phases_of(train, size):
-        return phases(train, config.model.train_backbone, size)
-
-    # Frozen phases on cached features (`features.FrozenPath`): passes over the training images.
-    fast = (t.frozen_epochs or not config.model.train_backbone) and \
-        trainer.frozen.usable(Phase(0, 1, True), say=False)
-    batch = trainer.plan.inference_batch
-    caching = budget.Caching("flip" in config.data.augment,
-                             -(-ready.layout.split("train").count // batch),
-                             -(-val_split.count // batch)) if fast else None
-
-    def fitted(size, measure=True):
-        sized = config_lib.apply(config, {"model.input_size": size})
-        if measure:
-            # Every kind any number of epochs may hold: each size of the ramp, frozen or not.
-            ramp = (size - t.start_size) // budget.SIZE_STEP + 2 if t.start_size else 1
-            every = dataclasses.replace(sized.train, epochs=max(t.epochs, ramp),
-                                        size_ramp_start=0.0, size_ramp_end=1.0)
-            probe.measure(trainer, budget.kinds(phases_of(every, size), size), costs, size,
-                          val_split, cached=bool(caching))
-        known = costs if measure else budget.scaled(costs, sizes[0], size)
-        left = budget.MARGIN * (total - (time.monotonic() - began))
-        # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
-        return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit))
-
+    fitted = _fitting(trainer, val_split, began, costs)
     # Several processes must agree on the plan: they all probe (the probe's steps are
     # collective), at the recipe's size alone, and take the chief's epochs and steps.
     multi = trainer.plan.multi_worker
@@ -63,7 +34,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     # Fewer epochs than the recipe wants: the size where they fit, chosen on the costs
     # estimated by the pixels, then measured there.
     for size in sizes[1:] if epochs < t.time_min_epochs else ():
-        if fitted(size, measure=False)[1] >= t.time_min_epochs:
+        if fitted(size, scaled_from=sizes[0])[1] >= t.time_min_epochs:
             break
     if size != sizes[0]:
         sized, epochs, epoch_steps, estimate = fitted(size)
@@ -78,7 +49,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     if epoch_steps != steps:
         note += f", {epoch_steps} steps each (of {steps}: one epoch more in the time whole " \
             f"ones left)"
-    log(_probe_line(costs, batch))
+    log(_probe_line(costs, trainer.plan.inference_batch))
     line = budget.describe(t.time_budget, epochs, estimate, spent, note)
     log(line)
     # train.time_steps: only a shortened epoch's (a resumed run reads it: `epoch_steps`).
@@ -86,6 +57,43 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
                                        "train.time_steps": epoch_steps * (epoch_steps != steps),
                                        "train.time_plan": line.partition(": ")[2]})
     return ready.planned(planned, epoch_steps)
+
+
+def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs):
+    """`fitted(size)`: (the run's config at `size` px, and `budget.fill`'s epochs, steps per
+    epoch and estimated seconds in the time left), on costs the probe adds to `costs` at that
+    size, or, `scaled_from` another size measured, estimated from those (`budget.scaled`)."""
+    ready = trainer.ready
+    config, steps = ready.config, ready.steps
+    t = config.train
+    total = config_lib.duration_seconds(t.time_budget)
+
+    def phases_of(train, size):
+        return phases(train, config.model.train_backbone, size)
+
+    # Frozen phases on cached features (`features.FrozenPath`): passes over the training images.
+    fast = (t.frozen_epochs or not config.model.train_backbone) and \
+        trainer.frozen.usable(Phase(0, 1, True), say=False)
+    batch = trainer.plan.inference_batch
+    caching = budget.Caching("flip" in config.data.augment,
+                             -(-ready.layout.split("train").count // batch),
+                             -(-val_split.count // batch)) if fast else None
+
+    def fitted(size: int, scaled_from: int | None = None):
+        sized = config_lib.apply(config, {"model.input_size": size})
+        if scaled_from is None:
+            # Every kind any number of epochs may hold: each size of the ramp, frozen or not.
+            ramp = (size - t.start_size) // budget.SIZE_STEP + 2 if t.start_size else 1
+            every = dataclasses.replace(sized.train, epochs=max(t.epochs, ramp),
+                                        size_ramp_start=0.0, size_ramp_end=1.0)
+            probe.measure(trainer, budget.kinds(phases_of(every, size), size), costs, size,
+                          val_split, cached=bool(caching))
+        known = costs if scaled_from is None else budget.scaled(costs, scaled_from, size)
+        left = budget.MARGIN * (total - (time.monotonic() - began))
+        # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
+        return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit))
+
+    return fitted
 
 
 def _probe_line(costs: budget.Costs, batch: int) -> str:

@@ -47,7 +47,8 @@ class Trainer:
         self.backbone = backbone_of(self.model) if config.model.train_backbone and \
             (t.frozen_epochs or self.frozen_bn or t.unfreeze_fraction < 1) else None
         self.current: Phase | None = None
-        self.own: list = []
+        self.own: list = []  # Corolla's callbacks, with their checkpoint and val F1: `callbacks`
+        self.checkpoint, self.val_f1 = None, None
         self.first_data = None  # the stream the run starts (or resumes) with: `start`
         self.stream = TrainingStream(config, ready.layout, plan, log)
         self.frozen = FrozenPath(self.model, plan, config.data.augment, log)
