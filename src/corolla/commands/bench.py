@@ -86,7 +86,7 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
 
     from corolla import models
     from corolla.data import pipeline
-    from corolla.training import fit, settings
+    from corolla.training import compiling, settings
 
     config, layout = settings.resolve(config, plan)
     size, t = config.model.input_size, config.train
@@ -100,7 +100,7 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
     with plan.scope():
         model = models.create_model(config.model.name, classes, size, config.model.weights,
                                     config.model.train_backbone)
-        fit.compile_model(model, plan, t.learning_rate, 1, train=t)
+        compiling.compile_model(model, plan, t.learning_rate, 1, train=t)
     log(f"{config.model.name} at {size}x{size}, global batch {plan.global_batch} on "
         f"{plan.strategy_name}; augmentation: {', '.join(config.data.augment) or 'none'}; "
         f"{rounds} epochs of {steps} steps after one to warm up, medians")

@@ -89,15 +89,20 @@ class Plan:
         return self.num_processes, self.process_id
 
     @property
+    def process_batch(self) -> int:
+        """This process's share of every global batch: the examples it reads and decodes per
+        training step (`input_shard`)."""
+        return self.global_batch // self.num_processes
+
+    @property
     def input_batch(self) -> int:
         """The batch of this process's training stream. TensorFlow: the global batch, which
         tf.distribute cuts into per-replica parts (a worker's stream thus feeds it for as many
-        steps as there are workers). JAX: this process's part of the global batch, which Keras
-        joins with the other processes' parts into one global array (`_jax_distribution` turns
-        Keras' own sharding off: it would have every process decode the whole global batch
-        and keep its part)."""
-        return self.global_batch if self.backend == "tensorflow" else \
-            self.global_batch // self.num_processes
+        steps as there are workers). JAX: this process's part of the global batch
+        (`process_batch`), which Keras joins with the other processes' parts into one global
+        array (`_jax_distribution` turns Keras' own sharding off: it would have every process
+        decode the whole global batch and keep its part)."""
+        return self.global_batch if self.backend == "tensorflow" else self.process_batch
 
     @property
     def static_shapes(self) -> bool:
