@@ -26,7 +26,6 @@ last completed epoch, the others start.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from corolla.data import check, pipeline
 from corolla.data import folds as folds_lib
 from corolla.data import datasets, survey
 from corolla.errors import Interrupted, UserError
-from corolla.files import read_history
+from corolla.files import absolute, read_history
 from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import pool as pool_lib
 from corolla.report import scored
@@ -54,9 +53,7 @@ def _resolve(config: config_lib.RunConfig, resume: bool, log):
     `datasets.open_recorded`), and the data's layout."""
     spec = models.get(config.model.name)
     models.check_weights(spec, config.model.weights)
-    path = config.data.path
-    if path and "://" not in path:
-        path = os.path.abspath(path)
+    path = config.data.path and absolute(config.data.path)
     if resume:  # the data the folds were assigned on, whatever happened to the source since
         layout = datasets.open_recorded(config.data, settings.data_size(config, spec), log=log)
     else:

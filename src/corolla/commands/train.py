@@ -15,6 +15,7 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla.config import recipe as recipe_lib
 from corolla.errors import UserError
+from corolla.files import absolute
 from corolla.runs import kfold as kfold_rule
 from corolla.runs import paths, rundir
 
@@ -92,8 +93,8 @@ def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, r
              if k not in ("train.time_plan", "train.time_steps")}
     given = config_lib.apply(saved, {k: v for k, v in flags.items()
                                      if not k.startswith((*SESSION, "output."))})
-    if "data.path" in flags and "://" not in flags["data.path"]:
-        given = config_lib.apply(given, {"data.path": os.path.abspath(flags["data.path"])})
+    if "data.path" in flags:
+        given = config_lib.apply(given, {"data.path": absolute(flags["data.path"])})
     if "train.recipe" in flags:  # a recipe file by any spelling of its path
         given = config_lib.apply(given, {"train.recipe": recipe_lib.canonical(
             flags["train.recipe"])})
