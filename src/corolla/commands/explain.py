@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corolla.commands.evaluate import inference_plan
 from corolla.commands.predict import input_size_of
 from corolla.errors import UserError, check_stop
-from corolla.evaluation.inference import load_model
+from corolla.evaluation.inference import load_model, open_run
 from corolla.files import check_folder, make_folder
 from corolla.runs import paths, rundir
 from corolla.runs.outputs import inside, refuse_foreign
@@ -24,8 +23,8 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     from corolla.report import photos as photo_report
     from corolla.report import plots
 
-    plan = inference_plan(run, flags, names)
-    run_dir, config = rundir.load(run)
+    opened = open_run(run, flags, names, with_data=False)
+    run_dir, config, plan = opened.folder, opened.config, opened.plan
     files = photos_lib.list_photos(images)
     if not files:
         raise UserError("no images given; pass image files, folders of them, or a CSV of paths")
