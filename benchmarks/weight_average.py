@@ -58,8 +58,9 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
     from corolla.training.phases import batchnorm_layers
 
     plan = runtime.detect_for(config_lib.RunConfig())
-    run_dir, _, layout = inference.open_run(run, log=lambda *a: None)
-    model = inference.load_model(run_dir, plan, len(layout.class_names))
+    opened = inference.open_run(run, plan=plan, log=lambda *a: None)
+    layout = opened.layout
+    model = inference.load_model(opened.folder, plan, len(layout.class_names))
     size = inference.input_size(model, layout)
     val, train = layout.split("val"), layout.split("train")
     labels = np.asarray(pipeline.metadata(val)["labels"])

@@ -26,7 +26,7 @@ def trained(tiny_kfold):
 
     plan = runtime.detect()
     run = tiny_kfold / "fold-1"
-    _, _, data = inference.open_run(run)
+    data = inference.open_run(run, plan=plan).layout
     images = np.concatenate([
         np.stack([e["image"].numpy() for e in pipeline.read(data.split(s), data.image_size,
                                                               ordered=True)])

@@ -4,30 +4,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from corolla import config as config_lib
 from corolla.commands import arguments
 from corolla.errors import UserError
 from corolla.evaluation import predictions
 from corolla.evaluation import tta as tta_lib
 from corolla.runs import paths, rundir
-from corolla.runs.kfold import is_parent, refuse_parent
+from corolla.runs.kfold import is_parent
 from corolla.runs.outputs import output_dir
-from corolla.runtime import Plan
 
-
-def inference_plan(run, flags: dict | None = None, names: dict | None = None) -> Plan:
-    """The plan to evaluate or predict with a trained run on this machine: the run's config
-    with this machine's strategy and its own batch, unless runtime or batch settings say
-    otherwise (other settings are the run's own and are ignored)."""
-    from corolla import runtime
-
-    refuse_parent(run)  # a k-fold parent holds fold runs, not a model
-    _, run_cfg = rundir.load(run)
-    flags = {k: v for k, v in (flags or {}).items() if k.startswith(("runtime.", "train."))}
-    cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", "train.global_batch_size": 0,
-                                     **flags}, names or {})
-    return runtime.detect_for(cfg)  # first: it picks the Keras backend
+if TYPE_CHECKING:  # the module loads Keras: commands import it where they run
+    from corolla.evaluation.inference import OpenedRun
 
 
 def evaluate(run, flags: dict | None = None, names: dict | None = None,
@@ -37,18 +25,20 @@ def evaluate(run, flags: dict | None = None, names: dict | None = None,
     report.html); returns the metrics. `tta`: test-time augmentation views (1: none).
     `fit_bias`: then fits per-class offsets for macro F1 on the val predictions (a k-fold
     run: on its out-of-fold ones, without evaluating again) into RUN/bias.json."""
-    tta_lib.check(tta)  # before the run is opened and a backend picked
+    tta = tta_lib.check(tta)  # before the run is opened and a backend picked
     if fit_bias and (data or out):
         raise UserError("--fit-bias fits the offsets on the run's own val split; leave out "
                         "--data and --out")
-    config_path = Path(run) / paths.CONFIG
-    if fit_bias and config_path.is_file() and is_parent(config_lib.load(config_path)):
-        fit_offsets(Path(run), paths.OOF, log)
-        return rundir_metrics(Path(run))
-    plan = inference_plan(run, flags, names)
-    metrics = evaluate_run(run, plan, data_path=data, out=out, log=log, tta=tta)
+    run_dir, config = rundir.read(run)
+    if fit_bias and is_parent(config):
+        fit_offsets(run_dir, paths.OOF, log)
+        return rundir_metrics(run_dir)
+    from corolla.evaluation.inference import open_run
+
+    opened = open_run(run, flags, names, data_path=data, config=config, log=log)
+    metrics = evaluate_run(opened, log=log, out=out, tta=tta)
     if fit_bias:
-        fit_offsets(Path(run), "val", log)
+        fit_offsets(run_dir, "val", log)
     return metrics
 
 
@@ -95,20 +85,20 @@ def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
     return record
 
 
-def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print,
-                 out: str | Path | None = None, report_skipped: bool = True, tta: int = 1):
-    """`corolla evaluate`: loads the run's model (unless given), scores it on val (`tta`: the
-    mean of that many views of each image, see `corolla.evaluation.tta`), writes files into the
-    run directory (see `runs.outputs.output_dir`) and returns the metrics."""
+def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | None = None,
+                 report_skipped: bool = True, tta: int = 1):
+    """`corolla evaluate` of an opened run on its data: loads the run's model (unless given),
+    scores it on val (`tta`, as `evaluate` checked it: the mean of that many views of each
+    image, see `corolla.evaluation.tta`), writes files into the run directory (see
+    `runs.outputs.output_dir`) and returns the metrics."""
     from corolla.data import check
     from corolla.data.folds import WholeLayout
     from corolla.evaluation import evaluate as evaluate_lib
     from corolla.evaluation import metrics as metrics_lib
-    from corolla.evaluation.inference import load_model, open_run
+    from corolla.evaluation.inference import load_model
     from corolla.report import plots, scored
 
-    tta = tta_lib.check(tta)
-    run_dir, config, layout = open_run(run_dir, data_path, log)
+    run_dir, config, layout, plan = opened.folder, opened.config, opened.layout, opened.plan
     out_dir = output_dir(run_dir, config, layout, out)
     into_run = out_dir.resolve() == run_dir.resolve()
     if not into_run:

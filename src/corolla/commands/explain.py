@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla.commands import arguments
-from corolla.commands.evaluate import inference_plan
 from corolla.commands.predict import input_size_of
 from corolla.errors import UserError, check_stop
 from corolla.files import check_folder, make_folder
@@ -21,12 +20,12 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     files written. A file that does not decode is skipped and listed."""
     from corolla.data import photos as photos_lib
     from corolla.evaluation import gradcam
-    from corolla.evaluation.inference import load_model
+    from corolla.evaluation.inference import load_model, open_run
     from corolla.report import photos as photo_report
     from corolla.report import plots
 
-    plan = inference_plan(run, flags, names)
-    run_dir, config = rundir.load(run)
+    opened = open_run(run, flags, names, with_data=False)
+    run_dir, config, plan = opened.folder, opened.config, opened.plan
     files = photos_lib.list_photos(images)
     if not files:
         raise UserError("no images given; pass image files, folders of them, or a CSV of paths")

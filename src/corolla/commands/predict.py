@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from corolla import config as config_lib
 from corolla.commands import arguments
-from corolla.commands.evaluate import inference_plan
 from corolla.errors import UserError, check_stop
 from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation import tta as tta_lib
@@ -20,7 +19,9 @@ from corolla.report import submission
 from corolla.runs import paths, rundir
 from corolla.runs.kfold import is_parent
 from corolla.runs.outputs import output_dir, output_path
-from corolla.runtime import Plan
+
+if TYPE_CHECKING:  # the module loads Keras: commands import it where they run
+    from corolla.evaluation.inference import OpenedRun
 
 BIAS_CHOICES = ("none", "fitted")  # --bias: argmax, or the offsets of evaluate --fit-bias
 
@@ -31,18 +32,24 @@ def predict(run, flags: dict | None = None, names: dict | None = None,
     """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
     test-time augmentation views (1: none). `bias`: "fitted" decides with the offsets of
     `corolla evaluate RUN --fit-bias` (a k-fold run: on its averaged test predictions)."""
-    tta_lib.check(tta)
+    tta = tta_lib.check(tta)
     _check_bias(bias)
     if _is_stdout(out):  # the run's checked submission.csv, then its text on stdout
-        path = predict(run, flags, names, data, None, force, tta, bias, log=_to_stderr)
+        path = _predict(run, flags, names, data, None, force, tta, bias, _to_stderr)
         sys.stdout.write(path.read_text())
         return path
-    config_path = Path(run) / paths.CONFIG
-    if bias == "fitted" and config_path.is_file() and is_parent(config_lib.load(config_path)):
-        return _parent_with_offsets(Path(run), out, force, log)
-    plan = inference_plan(run, flags, names)
-    return predict_run(run, plan, data_path=data, out=out, force=force, log=log, tta=tta,
-                       bias=bias)
+    return _predict(run, flags, names, data, out, force, tta, bias, log)
+
+
+def _predict(run, flags, names, data, out, force: bool, tta: int, bias: str, log) -> Path:
+    """`predict` with its arguments checked."""
+    run_dir, config = rundir.read(run)
+    if bias == "fitted" and is_parent(config):
+        return _parent_with_offsets(run_dir, out, force, log)
+    from corolla.evaluation.inference import open_run
+
+    opened = open_run(run, flags, names, data_path=data, config=config, log=log)
+    return predict_run(opened, out=out, force=force, log=log, tta=tta, bias=bias)
 
 
 def _is_stdout(out) -> bool:
@@ -73,11 +80,12 @@ def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
     return path
 
 
-def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
-                out: str | Path | None = None, log=print, force: bool = False,
-                report_skipped: bool = True, tta: int = 1, bias: str = "none") -> Path:
-    """`corolla predict`: writes submission.csv (into the run directory unless `out` is given;
-    see `runs.outputs.output_path` for what `out` and `force` may replace), checked against the
+def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, log=print,
+                force: bool = False, report_skipped: bool = True, tta: int = 1,
+                bias: str = "none") -> Path:
+    """`corolla predict` of an opened run on its data (`tta` and `bias` as `predict` checked
+    them): writes submission.csv (into the run directory unless `out` is given; see
+    `runs.outputs.output_path` for what `out` and `force` may replace), checked against the
     test ids. The test predictions are saved where evaluate saves val's (the run, or
     RUN/eval-<data>/ for other data; see `runs.outputs.output_dir`), whatever `out` is: they are
     the run's record of its model on that data, which ensembles read. `tta`: the mean of that
@@ -87,12 +95,10 @@ def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
     from corolla.data import check
     from corolla.evaluation import bias as bias_lib
     from corolla.evaluation import predict as predict_lib
-    from corolla.evaluation.inference import load_model, open_run
+    from corolla.evaluation.inference import load_model
     from corolla.report import scored
 
-    tta = tta_lib.check(tta)
-    _check_bias(bias)
-    run_dir, config, layout = open_run(run_dir, data_path, log)
+    run_dir, config, layout, plan = opened.folder, opened.config, opened.layout, opened.plan
     offsets = bias_lib.load(run_dir, layout.class_names) if bias == "fitted" else None
     if layout.source and not layout.has_split("test"):  # an image folder or CSV, converted
         raise UserError(f"the data {layout.source} has no test split to predict: put unlabelled "
@@ -145,15 +151,15 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
 
     from corolla.data import photos as photos_lib
     from corolla.evaluation import bias as bias_lib
-    from corolla.evaluation.inference import load_model, predict_images
+    from corolla.evaluation.inference import load_model, open_run, predict_images
     from corolla.report import photos as photo_report
 
     tta = tta_lib.check(tta)
     _check_bias(bias)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"--top-k must be a number of classes, 1 or more, got {top!r}")
-    plan = inference_plan(run, flags, names)
-    run_dir, config = rundir.load(run)
+    opened = open_run(run, flags, names, with_data=False)
+    run_dir, config, plan = opened.folder, opened.config, opened.plan
     class_names = rundir.class_names(run_dir)
     offsets = bias_lib.load(run_dir, class_names) if bias == "fitted" else None
     files = photos_lib.list_photos(photos)

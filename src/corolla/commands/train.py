@@ -17,6 +17,7 @@ from corolla import config as config_lib
 from corolla.commands import arguments
 from corolla.config import recipe as recipe_lib
 from corolla.errors import UserError
+from corolla.files import absolute
 from corolla.runs import kfold as kfold_rule
 from corolla.runs import paths, rundir
 
@@ -39,7 +40,7 @@ def _continued(run: Path, run_cfg: config_lib.RunConfig, flags: dict, names: dic
     return cfg
 
 
-def train_config(config_file: str | None = None, flags: dict | None = None,
+def train_config(config_file: str | config_lib.ConfigFile | None = None, flags: dict | None = None,
                  names: dict | None = None, resume: str | Path | None = None,
                  log=print) -> tuple[config_lib.RunConfig, Path | None]:
     """(the config of the run to train, the unfinished run folder it continues or None).
@@ -94,8 +95,8 @@ def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, r
              if k not in ("train.time_plan", "train.time_steps")}
     given = config_lib.apply(saved, {k: v for k, v in flags.items()
                                      if not k.startswith((*SESSION, "output."))})
-    if "data.path" in flags and "://" not in flags["data.path"]:
-        given = config_lib.apply(given, {"data.path": os.path.abspath(flags["data.path"])})
+    if "data.path" in flags:
+        given = config_lib.apply(given, {"data.path": absolute(flags["data.path"])})
     if "train.recipe" in flags:  # a recipe file by any spelling of its path
         given = config_lib.apply(given, {"train.recipe": recipe_lib.canonical(
             flags["train.recipe"])})
@@ -113,11 +114,13 @@ def _get(cfg: config_lib.RunConfig, key: str):
     return getattr(getattr(cfg, section), name)
 
 
-def for_plan(config_file: str | None, flags: dict, names: dict | None, plan, log=print):
+def for_plan(config_file: str | config_lib.ConfigFile | None, flags: dict, names: dict | None,
+             plan, log=print):
     """(config, plan, recipe) of a new run: `recipe.compose` for the accelerator of `plan`
     (detected from the config without its recipe: the hardware decides "auto"; on a CPU, also
     whether pre-trained weights can be had; on a GPU or TPU, `accelerator_auto`), and the plan
     with the batch the recipe sets."""
+    config_file = config_lib.config_file(config_file)  # one parse for every step below
     auto = config_lib.load(config_file, flags, names).train.recipe == "auto"
     if auto and plan.accelerator == "cpu":
         name, why = cpu_auto(config_file, flags)
@@ -132,7 +135,7 @@ def for_plan(config_file: str | None, flags: dict, names: dict | None, plan, log
             recipe)
 
 
-def cpu_auto(config_file: str | None, flags: dict) -> tuple[str, str]:
+def cpu_auto(config_file: str | config_lib.ConfigFile | None, flags: dict) -> tuple[str, str]:
     """(the recipe "auto" stands for on a CPU, why): cpu-finetune when the weights of its model
     (or of the --model asked) can be had now (`models.weights_available`: a local copy, a
     cache, or a download decided in seconds), else the from-scratch cpu recipe."""
@@ -148,15 +151,15 @@ def cpu_auto(config_file: str | None, flags: dict) -> tuple[str, str]:
     return recipe_lib.AUTO["cpu"], f"no pre-trained weights to fine-tune, {why}; from scratch"
 
 
-def _asked(config_file: str | None, flags: dict) -> dict:
+def _asked(config_file: str | config_lib.ConfigFile | None, flags: dict) -> dict:
     """The config keys the user set: the --config file's, then the flags."""
-    asked = config_lib.flatten(config_lib.read_toml(config_file, "config file")) \
-        if config_file else {}
+    asked = config_lib.config_file(config_file).values if config_file else {}
     asked.update(flags)
     return asked
 
 
-def accelerator_auto(config_file: str | None, flags: dict, plan) -> tuple[dict, str]:
+def accelerator_auto(config_file: str | config_lib.ConfigFile | None, flags: dict,
+                     plan) -> tuple[dict, str]:
     """(config values, why) of "recipe auto" on a GPU or TPU, decided before training from the
     data, the weights and the card. The values hold no key the user set, except train.recipe
     (auto, decided) and a preset folder's translation (below).
@@ -246,6 +249,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     (None, None) on a worker that is not the chief."""
     from corolla import runtime
 
+    config_file = config_lib.config_file(config_file)  # parsed at its first use, and only then
     cfg, resume = train_config(config_file, flags, names, resume, log)
     if not cfg.data.path:
         given = (names or {}).get("data.path", "--data")

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 
 from corolla.errors import UserError
+from corolla.files import is_remote
 from corolla.models import preprocessing
 from corolla.models.registry import HUB_PREFIX, ModelSpec, register
 
@@ -33,7 +34,7 @@ def _keras_hub(what: str = "--model hub:PRESET"):
 
 
 def _is_local(preset: str) -> bool:
-    if "://" in preset:  # kaggle://, hf://, modelscope:// handles
+    if is_remote(preset):  # kaggle://, hf://, modelscope:// handles
         return False
     return os.path.isdir(preset) or preset.startswith((".", "~")) or os.sep in preset
 
