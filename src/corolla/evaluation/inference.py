@@ -42,7 +42,8 @@ def open_run(run, flags: dict | None = None, names: dict | None = None, *,
     has, training's), then, `with_data`, its data (`open_data`; `log` hears how it is read).
     `config`: the run's config when the caller has read it already (`rundir.read`)."""
     folder, config = rundir.load(run, config)
-    plan = plan or inference_plan(config, flags, names)  # first: it picks the Keras backend
+    if plan is None:
+        plan = inference_plan(config, flags, names)  # first: it picks the Keras backend
     layout = open_data(folder, config, data_path, log) if with_data else None
     return OpenedRun(folder, config, plan, layout)
 
