@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import signal
 import sys
+import threading
 
 from corolla import __version__
 from corolla.commands import (arguments, bench, check_data, check_submission, convert, demo,
                               ensemble, evaluate, explain, export, info, predict, report, submit,
                               train)
+from corolla.commands.errors import as_user_errors
 from corolla.errors import UserError, clear_stop, request_stop
+from corolla.runtime import tflog
 
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).
 # Each declares HELP, add_arguments(parser) and main(args) -> exit status.
@@ -48,9 +53,6 @@ def _stop_on_signals():
     message says how to continue it. Yields the list the received signal is put in; the
     previous handlers and signal mask come back after the block (`main` may run inside a
     larger program)."""
-    import signal
-    import threading
-
     received, previous = [], {}
 
     def stop(signum, frame):
@@ -90,9 +92,6 @@ def _stop_on_signals():
 
 
 def main(argv: list[str] | None = None) -> int:
-    from corolla.commands.errors import as_user_errors
-    from corolla.runtime import tflog
-
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # --help, --version, or a flag error (already printed)
@@ -123,9 +122,6 @@ def main(argv: list[str] | None = None) -> int:
 def _pipe_closed() -> int:
     """A closed pipe ends quietly, as `head` expects: standard output goes to /dev/null, so
     that Python's flush at exit finds nothing to fail on, and the status is SIGPIPE's."""
-    import os
-    import signal
-
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -8,6 +8,7 @@ path is remote (gs://...) or this machine's, made absolute."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import json
 import os
@@ -119,7 +120,7 @@ def hold_lock(path: str | Path) -> int:
     """An open file (made if missing) locked (flock) by this process; BlockingIOError when
     another holds it. The kernel drops the lock with its process, however that ends, so a
     killed writer leaves a lock anyone can take (`lock_is_free`)."""
-    import fcntl
+    import fcntl  # POSIX only: importing corolla.files must work where it is missing
 
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -151,8 +152,6 @@ def read_json(path: str | Path, fix: str):
 def read_history(path: str | Path) -> list[dict]:
     """history.csv's rows (one per epoch) with every value a number; a damaged file is one line
     naming it."""
-    import csv
-
     try:
         with Path(path).open(newline="") as f:
             rows = list(csv.DictReader(f))

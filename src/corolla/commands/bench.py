@@ -12,6 +12,8 @@ from __future__ import annotations
 import statistics
 import time
 
+from corolla import config as config_lib
+from corolla import models, runtime
 from corolla.commands import arguments
 from corolla.config import policies
 
@@ -84,7 +86,6 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
     import keras
     import tensorflow as tf
 
-    from corolla import models
     from corolla.data import pipeline
     from corolla.training import compiling, settings
 
@@ -140,9 +141,6 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
 
 def train_command(flags: dict, names: dict, steps: int = 20, log=print) -> dict:
     """`corolla bench train`: `train` with the plan these runtime and batch settings get."""
-    from corolla import config as config_lib
-    from corolla import runtime
-
     cfg = config_lib.load(overrides=flags, labels=names)
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     return train(cfg, plan, steps=steps, log=log)

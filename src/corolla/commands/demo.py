@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corolla import config as config_lib
+from corolla import runtime
 from corolla.commands import arguments
+from corolla.data import synthetic
 from corolla.data.synthetic import PetalsSpec
 
 
@@ -43,14 +45,11 @@ def run(cache_dir: str | Path, runs_dir: str = "runs", tiny: bool = False, name:
         overrides: dict | None = None, plan=None, log=print):
     """Returns (run directory, val metrics). `overrides` are dotted config keys (e.g. the
     runtime flags); `plan` defaults to detecting the hardware."""
-    from corolla import runtime
-
     settings = TINY if tiny else FULL
     # The plan first: it picks the Keras backend, before anything imports TensorFlow.
     plan = plan or runtime.detect_for(demo_config(Path(cache_dir), settings, runs_dir, name,
                                                   overrides))
     from corolla.commands.run import train_evaluate_predict
-    from corolla.data import synthetic
 
     data_dir = synthetic.ensure(cache_dir, settings.data, log=log)
     config = demo_config(data_dir, settings, runs_dir, name, overrides)

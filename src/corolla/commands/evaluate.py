@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from corolla.commands import arguments
 from corolla.errors import UserError
-from corolla.evaluation import predictions
+from corolla.evaluation import gradcam, predictions
 from corolla.evaluation import tta as tta_lib
+from corolla.files import read_json, write_json
 from corolla.runs import paths, rundir
 from corolla.runs.kfold import is_parent
 from corolla.runs.outputs import output_dir
@@ -45,8 +46,6 @@ def evaluate(run, flags: dict | None = None, names: dict | None = None,
 def _explainer(model, log):
     """Grad-CAM for the report (explanations.png), or None where the model has no spatial
     feature map to explain."""
-    from corolla.evaluation import gradcam
-
     try:
         return gradcam.explainer(model)
     except UserError as e:
@@ -55,8 +54,6 @@ def _explainer(model, log):
 
 
 def rundir_metrics(run_dir: Path) -> dict:
-    from corolla.files import read_json
-
     return read_json(run_dir / paths.METRICS, f"write it again with `corolla train --resume "
                                               f"{run_dir}`")
 
@@ -65,7 +62,6 @@ def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
     """Fits the per-class offsets for macro F1 on the run's saved `split` predictions
     (`evaluation.bias`), writes RUN/bias.json, and says the held-out figures."""
     from corolla.evaluation import bias as bias_lib
-    from corolla.files import write_json
 
     held = predictions.load(predictions.path_in(run_dir, split))
     if not held.labelled:

@@ -7,8 +7,11 @@ from pathlib import Path
 
 from corolla.commands import arguments
 from corolla.commands.predict import input_size_of
+from corolla.data import photos as photos_lib
 from corolla.errors import UserError, check_stop
+from corolla.evaluation import gradcam
 from corolla.files import check_folder, make_folder
+from corolla.report import photos as photo_report
 from corolla.runs import paths, rundir
 from corolla.runs.outputs import inside, refuse_foreign
 
@@ -18,10 +21,7 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     """Writes OUT/<image name>.png for each photo named by `images` (files, folders, CSVs of
     paths, as `corolla predict RUN PATH...` takes them; default OUT: RUN/explain/); returns the
     files written. A file that does not decode is skipped and listed."""
-    from corolla.data import photos as photos_lib
-    from corolla.evaluation import gradcam
     from corolla.evaluation.inference import load_model, open_run
-    from corolla.report import photos as photo_report
     from corolla.report import plots
 
     opened = open_run(run, flags, names, with_data=False)

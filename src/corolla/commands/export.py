@@ -15,11 +15,16 @@ import shutil
 import subprocess
 import sys
 import uuid
+from importlib import metadata
 from pathlib import Path
 
+import numpy as np
+
+from corolla import runtime
 from corolla.errors import UserError
 from corolla.evaluation import exported
 from corolla.files import check_folder, make_folder
+from corolla.report import export as writer
 from corolla.runs import paths, rundir
 
 CHECK_IMAGES = 64  # val images the export is compared on: enough to see a wrong conversion
@@ -86,13 +91,9 @@ def _in_subprocess(run_dir, fmt, out, quantize, check_images, log) -> Path:
 
 def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, check_images: int,
                  log) -> Path:
-    from importlib import metadata
-
     import keras
 
-    from corolla import runtime
     from corolla.evaluation.inference import load_model
-    from corolla.report import export as writer
 
     plan = runtime.detect(backend="tensorflow", strategy="default", precision="float32")
     class_names = rundir.class_names(run_dir)
@@ -155,8 +156,6 @@ def _check(model, fmt, path, run_dir, config, size, quantize, count, log) -> dic
 def _val_images(run_dir: Path, config, size: int, count: int):
     """float32 [n <= count, size, size, 3] from the val split of the run (`run_dir`, its
     `config`), or None."""
-    import numpy as np
-
     from corolla.data import pipeline
     from corolla.evaluation.inference import open_data
 

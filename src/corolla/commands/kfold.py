@@ -26,6 +26,7 @@ last completed epoch, the others start.
 
 from __future__ import annotations
 
+import gc
 import shutil
 from pathlib import Path
 
@@ -34,13 +35,12 @@ import numpy as np
 from corolla import config as config_lib
 from corolla import models
 from corolla.commands.run import train_evaluate_predict
-from corolla.data import check, pipeline
+from corolla.data import check, datasets, pipeline, survey
 from corolla.data import folds as folds_lib
-from corolla.data import datasets, survey
 from corolla.errors import Interrupted, UserError
-from corolla.files import absolute, read_history
 from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import pool as pool_lib
+from corolla.files import absolute, read_history
 from corolla.report import scored
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
@@ -194,8 +194,6 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
 def _free_memory() -> None:
     """The next fold builds a new model: the last one's can go now. (Not keras' clear_session:
     it would also reset the plan's dtype policy and JAX distribution, global Keras settings.)"""
-    import gc
-
     gc.collect()
 
 

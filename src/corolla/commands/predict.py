@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from corolla.commands import arguments
+from corolla.data import photos as photos_lib
 from corolla.errors import UserError, check_stop
 from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation import tta as tta_lib
 from corolla.files import make_folder
+from corolla.report import photos as photo_report
 from corolla.report import submission
 from corolla.runs import paths, rundir
 from corolla.runs.kfold import is_parent
@@ -149,10 +151,8 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     rows (path and top classes of each photo)."""
     import keras
 
-    from corolla.data import photos as photos_lib
     from corolla.evaluation import bias as bias_lib
     from corolla.evaluation.inference import load_model, open_run, predict_images
-    from corolla.report import photos as photo_report
 
     tta = tta_lib.check(tta)
     _check_bias(bias)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from corolla.report import kaggle
+
 
 def submit(run, competition: str, message: str) -> None:
-    from corolla.report import kaggle
-
     kaggle.submit_run(run, competition, message)
 
 

@@ -14,12 +14,18 @@ import os
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla.commands import arguments
+from corolla import models, runtime
+from corolla.commands import arguments, check_data
 from corolla.config import recipe as recipe_lib
+from corolla.data import sources
 from corolla.errors import UserError
 from corolla.files import absolute
+from corolla.models import hub
+from corolla.models.registry import HUB_PREFIX
+from corolla.report import html as html_report
 from corolla.runs import kfold as kfold_rule
 from corolla.runs import paths, rundir
+from corolla.runtime.decide import UNKNOWN_ACTIVATIONS, choose_batch
 
 
 # What a continued run may change: where and how it runs, and whether it skips damaged records
@@ -139,8 +145,6 @@ def cpu_auto(config_file: str | config_lib.ConfigFile | None, flags: dict) -> tu
     """(the recipe "auto" stands for on a CPU, why): cpu-finetune when the weights of its model
     (or of the --model asked) can be had now (`models.weights_available`: a local copy, a
     cache, or a download decided in seconds), else the from-scratch cpu recipe."""
-    from corolla import models
-
     asked = _asked(config_file, flags)
     finetune = recipe_lib.load(recipe_lib.CPU_FINETUNE).values
     model = asked.get("model.name", finetune["model.name"])
@@ -174,12 +178,7 @@ def accelerator_auto(config_file: str | config_lib.ConfigFile | None, flags: dic
       model's activations at its input size; the peak learning rate follows it when the
       recipe's scale_lr is "replicas" (a rate per 16 images a replica).
     """
-    from corolla import models
     from corolla.data import layout as layout_lib
-    from corolla.data import sources
-    from corolla.models import hub
-    from corolla.models.registry import HUB_PREFIX
-    from corolla.runtime.decide import UNKNOWN_ACTIVATIONS, choose_batch
 
     asked = _asked(config_file, flags)
     name = recipe_lib.AUTO[plan.accelerator]
@@ -247,8 +246,6 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     across splits are a warning, an error with `strict`), trains, evaluates on val and writes
     submission.csv. Returns (run folder, val metrics; a k-fold run's: its out-of-fold scores);
     (None, None) on a worker that is not the chief."""
-    from corolla import runtime
-
     config_file = config_lib.config_file(config_file)  # parsed at its first use, and only then
     cfg, resume = train_config(config_file, flags, names, resume, log)
     if not cfg.data.path:
@@ -261,7 +258,6 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
         cfg, plan, recipe = for_plan(config_file, flags, names, plan, log)
         cfg = config_lib.apply(cfg, {"output.name": name})
         log(f"recipe {recipe.name}: {recipe.description}")
-    from corolla.commands import check_data
     from corolla.data import datasets
 
     checked = check_data.for_training(cfg.data.path, datasets.features_of(cfg.data), strict,
@@ -275,7 +271,6 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
 
         run_dir, metrics = run.train_evaluate_predict(cfg, plan, log=log, resume=resume)
     if run_dir is not None and checked is not None:  # the chief: the run keeps its check
-        from corolla.report import html as html_report
 
         check_data.save_with_run(run_dir, checked)
         html_report.write(run_dir)

@@ -18,6 +18,7 @@ import tomli_w
 
 from corolla.config import policies
 from corolla.errors import UserError
+from corolla.files import write_text_atomic
 
 BACKENDS = ("auto", "tensorflow", "jax")
 STRATEGIES = ("auto", "tpu", "mirrored", "multiworker", "one_device", "data_parallel", "default")
@@ -423,6 +424,4 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
 
 
 def save(config: RunConfig, path: str | Path) -> None:
-    from corolla.files import write_text_atomic
-
     write_text_atomic(path, tomli_w.dumps(config.to_dict()))

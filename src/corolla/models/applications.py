@@ -8,8 +8,11 @@ building anything, and tests/test_models.py checks every row against the built b
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
+
+import numpy as np
 
 from corolla.models import preprocessing
 from corolla.models.registry import ModelSpec, register
@@ -151,10 +154,7 @@ def _imagenet_stem(backbone):
     The copy has fresh layers (`clone_model`'s default): reusing the originals would leave their
     first node in the discarded graph, and `layer.output` (feature extraction) would point
     there."""
-    import math
-
     import keras
-    import numpy as np
 
     norms = [layer for layer in backbone.layers if isinstance(layer, keras.layers.Normalization)]
     if len(norms) != 1:

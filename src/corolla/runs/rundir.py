@@ -4,7 +4,9 @@ here (their files' names: `corolla.runs.paths`)."""
 from __future__ import annotations
 
 import json
+import os
 import platform
+import socket
 import time
 from importlib import metadata
 from pathlib import Path
@@ -183,9 +185,6 @@ _held: dict[Path, int] = {}  # run folder -> the open lock file this process hol
 def claim(run_dir: Path, log=print) -> None:
     """Makes this process the run's one writer until `release` (or its exit: the kernel drops
     an flock with its process, so a killed run leaves no lock that blocks the next one)."""
-    import os
-    import socket
-
     run_dir = Path(run_dir).resolve()
     if run_dir in _held:
         return
@@ -206,8 +205,6 @@ def claim(run_dir: Path, log=print) -> None:
 
 
 def release(run_dir: Path) -> None:
-    import os
-
     fd = _held.pop(Path(run_dir).resolve(), None)
     if fd is not None:
         os.ftruncate(fd, 0)  # an empty lock file: nobody held it when it was left

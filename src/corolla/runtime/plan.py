@@ -18,6 +18,7 @@ from corolla.runtime import compile_cache as compile_cache_lib
 from corolla.runtime import hardware
 from corolla.runtime.decide import Decision, decide
 from corolla.runtime.hardware import Cluster, Hardware
+from corolla.runtime.multiworker import apply_keras_multiworker_fixes
 
 STRATEGY_NAMES = {"tpu": "TPUStrategy", "mirrored": "MirroredStrategy",
                   "multiworker": "MultiWorkerMirroredStrategy", "one_device": "OneDeviceStrategy",
@@ -284,8 +285,6 @@ def _tf_strategy(decision: Decision, hw: Hardware):
     if name == "tpu":
         return tf.distribute.TPUStrategy(hw.tpu_resolver)
     if name == "multiworker":
-        from corolla.runtime.multiworker import apply_keras_multiworker_fixes
-
         apply_keras_multiworker_fixes()
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "mirrored":
