@@ -1,20 +1,19 @@
-"""Shared test helpers: tiny data sets, the shared real data, subprocess runners."""
+"""The fixtures every folder of tests shares: tiny data sets, the shared real data, tiny
+trained runs. Modules of helpers are in helpers/ (`from helpers import ...`)."""
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers.processes import SHARED
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""  # tests describe CPU behaviour, whatever the machine
 
-REPO = Path(__file__).resolve().parents[1]
-FLOWERS5 = REPO.parent / "shared" / "data" / "flowers5"
+FLOWERS5 = SHARED / "data" / "flowers5"
 
 
 @pytest.fixture(scope="session")
@@ -33,23 +32,6 @@ def tiny_petals(tmp_path_factory) -> Path:
     from corolla.commands import demo
 
     return synthetic.write(tmp_path_factory.mktemp("petals"), demo.TINY.data)
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def run_python(code: str, env: dict | None = None, timeout: int = 300, cwd=None):
-    """Runs `code` in a fresh interpreter (own TensorFlow runtime, own Keras backend)."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-c", code], env=full_env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="session")

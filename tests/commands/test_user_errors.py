@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from conftest import REPO
 from corolla.cli import main
+from helpers.images import class_folders
+from helpers.processes import REPO, SCRIPTS
 
 
 def _one_line(capsys, code, *needles):
@@ -335,27 +336,13 @@ def test_3_a_written_classes_file_reads_back_as_the_same_names():
         format_classes_file(["a", "b", "a"])
 
 
-def _photos(root, n=6, size=8, noise=False):
-    import numpy as np
-    from PIL import Image
-
-    rng = np.random.default_rng(0)
-    for name in ("daisy", "tulip"):
-        (root / name).mkdir(parents=True, exist_ok=True)
-        for k in range(n):
-            pixels = rng.integers(0, 256, (size, size, 3), dtype=np.uint8) if noise else \
-                np.full((size, size, 3), 30 * k, np.uint8)
-            Image.fromarray(pixels).save(root / name / f"{k}.png")
-    return root
-
-
 def test_6_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, monkeypatch):
     """Two conversions into one OUT: the one that renames second is told OUT exists (one line),
     and the cache's loser reads the winner's conversion."""
     from corolla.data import convert, sources
     from corolla.errors import UserError
 
-    source = sources.scan(_photos(tmp_path / "src"))
+    source = sources.scan(class_folders(tmp_path / "src"))
     settings = convert.Settings(image_sizes=(8,), val_fraction=0.5)
     other = tmp_path / "other"
     convert.convert(source, other, settings, log=lambda *a: None)
@@ -401,7 +388,7 @@ def test_7_read_only_or_wrong_kind_outputs_are_one_line(trained, mounted, tmp_pa
     monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
     run = shutil.copytree(trained, disk / "t", ignore=shutil.ignore_patterns("*.keras", "*.png",
                                                                             "logs", "*.html"))
-    src = _photos(tmp_path / "src")
+    src = class_folders(tmp_path / "src")
     read_only()
     _one_line(capsys, main(["report", str(run)]), f"could not write {run / 'report.html'}",
               "Read-only file system")
@@ -417,7 +404,7 @@ def test_7_read_only_or_wrong_kind_outputs_are_one_line(trained, mounted, tmp_pa
 
 def test_8_a_full_disk_during_convert_is_one_line(mounted, tmp_path, capsys):
     disk, _ = mounted
-    src = _photos(tmp_path / "src", n=20, size=96, noise=True)  # ~1 MB of JPEG, on 96 kB
+    src = class_folders(tmp_path / "src", n=20, size=96, noise=True)  # ~1 MB of JPEG, on 96 kB
     _one_line(capsys, main(["convert", str(src), str(disk / "out"), "--image-size", "96"]),
               "cannot write the conversion into", "free space")
     assert not list(disk.iterdir())  # nothing half-written is left
@@ -463,9 +450,9 @@ def test_an_input_size_out_of_range_names_input_size_before_a_conversion(tmp_pat
                                                                            monkeypatch):
     """`--input-size 1` and `100000` on an image folder: the errors named --image-size (the
     conversion's flag, which the user never gave), after the photos were surveyed."""
-    from test_sources import _make_photos
+    from helpers.images import make_photos
 
-    photos = _make_photos(tmp_path / "photos", per_class=4) and tmp_path / "photos"
+    photos = make_photos(tmp_path / "photos", per_class=4) and tmp_path / "photos"
     monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
     for size, needle in (("1", "the input size (--input-size) is 1"),
                          ("100000", "--input-size must be at most 4096, got 100000")):
@@ -480,7 +467,7 @@ def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, 
     run take it (and keep it for evaluate and predict); other settings are still refused."""
     from corolla import config
 
-    crash = REPO / "tests" / "helpers" / "crash_train.py"
+    crash = SCRIPTS / "crash_train.py"
     command = ["train", "--data", str(tiny_petals), "--epochs", "2", "--batch-size", "16",
                "--runs-dir", str(tmp_path), "--name", "r"]
     for how in (["train", "--resume", str(tmp_path / "r")], command):
@@ -517,7 +504,7 @@ def test_17_records_with_other_feature_names_name_the_features_found(tmp_path, c
 
 
 def test_23_messages_name_the_right_thing(tmp_path, capsys, tiny_petals):
-    src = _photos(tmp_path / "src")
+    src = class_folders(tmp_path / "src")
     _one_line(capsys, main(["train", "--data", str(tiny_petals), "--augment", "bogus,flip"]),
               "--augment: unknown augmentation 'bogus'")
     (tmp_path / "labels.csv").write_text(f"path,label\n{src / 'daisy'},daisy\n")
@@ -531,7 +518,7 @@ def test_23_messages_name_the_right_thing(tmp_path, capsys, tiny_petals):
 def test_23_predict_of_a_folder_run_without_test_split_says_how_to_add_one(tmp_path, capsys,
                                                                           monkeypatch):
     monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
-    src = _photos(tmp_path / "src")
+    src = class_folders(tmp_path / "src")
     assert main(["train", "--data", str(src), "--image-size", "8", "--batch-size", "2",
                  "--epochs", "1", "--steps-per-epoch", "1", "--runs-dir", str(tmp_path / "runs"),
                  "--name", "r"]) == 0
@@ -543,7 +530,7 @@ def test_23_predict_of_a_folder_run_without_test_split_says_how_to_add_one(tmp_p
 def test_12_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, monkeypatch):
     from corolla.data import convert, sources
 
-    source = sources.scan(_photos(tmp_path / "src"))
+    source = sources.scan(class_folders(tmp_path / "src"))
     real = convert.assign_splits
 
     def then_deleted(*args):  # the listing is done: the user deletes a photo meanwhile
@@ -560,7 +547,7 @@ def test_12_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, m
 def test_13_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys):
     from corolla.data import sources
 
-    src = _photos(tmp_path / "src")
+    src = class_folders(tmp_path / "src")
     (src / "toploop").symlink_to(src)
     (src / "daisy" / "inner").symlink_to(src)  # not followed by the listing either
     source = sources.scan(src)
@@ -584,7 +571,7 @@ def test_19_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"20000x10000 is 200 megapixels, over the limit of "
                                          r"100 \(--max-megapixels\)"):
         convert._open_rgb(str(big), 16, max_megapixels=100)
-    src = _photos(tmp_path / "src")
+    src = class_folders(tmp_path / "src")
     big.rename(src / "daisy" / "big.png")
     assert main(["convert", str(src), str(tmp_path / "out"), "--image-size", "16",
                  "--max-megapixels", "100"]) == 0
@@ -605,7 +592,7 @@ def test_18_a_killed_conversions_folder_is_removed_a_live_ones_kept(tmp_path, ca
         str(live / convert.WRITER)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert main(["convert", str(_photos(tmp_path / "src")), str(tmp_path / "out"),
+        assert main(["convert", str(class_folders(tmp_path / "src")), str(tmp_path / "out"),
                      "--image-size", "8"]) == 0
     finally:
         holder.kill()
@@ -619,10 +606,10 @@ def test_a_cache_or_runs_folder_that_cannot_be_made_is_one_line(tiny_petals, tmp
                                                                 monkeypatch, capsys):
     """HOME that cannot be created, and --runs-dir under /proc: raw FileNotFoundError
     tracebacks (`mkdir` with parents)."""
-    from test_sources import _make_photos
+    from helpers.images import make_photos
 
     photos = tmp_path / "photos"
-    _make_photos(photos, per_class=4)
+    make_photos(photos, per_class=4)
     monkeypatch.delenv("COROLLA_CACHE_DIR", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", "/proc/self/nonexistent")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, run_python
+from helpers.processes import REPO, SCRIPTS, run_python
 
 from corolla import config
 from corolla.cli import main
@@ -97,7 +97,7 @@ def test_balanced_raises_the_rare_classs_recall(rare, tmp_path):
     assert balanced > none + 0.2, (none, balanced)
 
 
-HELPER = REPO / "tests" / "helpers" / "replicas.py"
+HELPER = SCRIPTS / "replicas.py"
 
 
 @pytest.mark.large

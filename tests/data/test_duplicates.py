@@ -14,62 +14,7 @@ from PIL import Image, ImageEnhance
 from corolla.cli import main
 from corolla.data import convert, datasets, duplicates, sources, survey
 from corolla.evaluation import label_review, predictions
-
-SIZE = 48
-
-
-def _photo(rng) -> Image.Image:
-    """A photo-like image: detail at every scale, the coarser the stronger (as in photos,
-    whose perceptual hashes these are meant for)."""
-    out = np.zeros((SIZE, SIZE, 3), np.float32)
-    for cells, amplitude in ((3, 1.0), (6, 0.6), (12, 0.35), (24, 0.2)):
-        noise = rng.uniform(-1, 1, (cells, cells, 3)).astype(np.float32)
-        out += amplitude * np.stack([np.asarray(Image.fromarray(noise[..., c], "F").resize(
-            (SIZE, SIZE), Image.BICUBIC)) for c in range(3)], -1)
-    return Image.fromarray(np.clip(128 + 60 * out, 0, 255).astype(np.uint8))
-
-
-def _jpeg(image: Image.Image, path: Path, quality: int) -> None:
-    image.save(path.with_suffix(".jpg"), quality=quality)
-
-
-# The planted changes: what a photo saved twice goes through.
-def _resized(image):
-    return image.resize((int(SIZE * 0.8), int(SIZE * 0.8)), Image.BICUBIC)
-
-
-def _brighter(image):
-    return ImageEnhance.Brightness(image).enhance(1.25)
-
-
-def _planted_folder(root: Path) -> dict:
-    """train/{a,b}/ (10 photos each), val/{a,b}/ (4 each), test/ (6 loose), with copies of
-    train photos planted in val and test, and one exact copy under another name inside train.
-    Returns {"across": [{ids}], "within": [{ids}]}: the groups a check must find."""
-    rng = np.random.default_rng(7)
-    photos = {}
-    for split, n in (("train", 10), ("val", 4)):
-        for cls in "ab":
-            (root / split / cls).mkdir(parents=True)
-            for k in range(n):
-                photos[f"{split}/{cls}/{k}"] = image = _photo(rng)
-                image.save(root / split / cls / f"{k}.png")
-    (root / "test").mkdir()
-    for k in range(6):
-        _photo(rng).save(root / "test" / f"t{k}.png")
-    _resized(photos["train/a/0"]).save(root / "val" / "a" / "resized.png")
-    _jpeg(photos["train/b/1"], root / "val" / "b" / "recompressed", 60)
-    _brighter(photos["train/a/2"]).save(root / "test" / "brighter.png")
-    _jpeg(_brighter(_resized(photos["train/b/3"])), root / "test" / "all_three", 60)
-    photos["train/a/4"].save(root / "test" / "same_pixels.bmp")  # exact: another format, name
-    photos["train/b/5"].save(root / "train" / "b" / "5 (copy).png")
-    return {"across": [{"train/a/0.png", "val/a/resized.png"},
-                       {"train/b/1.png", "val/b/recompressed.jpg"},
-                       {"train/a/2.png", "test/brighter.png"},
-                       {"train/b/3.png", "test/all_three.jpg"},
-                       {"train/a/4.png", "test/same_pixels.bmp"}],
-            "within": [{"train/b/5.png", "train/b/5 (copy).png"}]}
-
+from helpers.images import copies_folder, photo, planted_folder
 
 @pytest.fixture()
 def cache(tmp_path, monkeypatch) -> Path:
@@ -82,7 +27,7 @@ def _id_sets(result: survey.Survey, groups) -> list[set]:
 
 
 def test_planted_copies_across_splits_are_found_and_distinct_images_are_not(tmp_path):
-    planted = _planted_folder(tmp_path / "photos")
+    planted = planted_folder(tmp_path / "photos")
     result = survey.survey(str(tmp_path / "photos"), log=lambda *a: None)
     assert len(result.entries) == 20 + 8 + 6 + 5 + 1
     found = _id_sets(result, result.groups)
@@ -118,7 +63,7 @@ def test_the_search_is_multi_index_and_finds_every_pair_within_the_threshold():
 
 
 def test_check_data_prints_a_table_writes_json_and_strict_fails(tmp_path, cache, capsys):
-    _planted_folder(tmp_path / "photos")
+    planted_folder(tmp_path / "photos")
     out = tmp_path / "check.json"
     assert main(["check-data", "--data", str(tmp_path / "photos"), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -137,25 +82,9 @@ def test_check_data_prints_a_table_writes_json_and_strict_fails(tmp_path, cache,
     assert len(captured.err.strip().splitlines()) == 1 and "--strict" in captured.err
 
 
-def _copies_folder(root: Path) -> int:
-    """a/ and b/, each with 12 distinct photos and 4 groups of copies (the photo, resized,
-    and re-compressed). Returns the number of groups planted."""
-    rng = np.random.default_rng(3)
-    for cls in "ab":
-        (root / cls).mkdir(parents=True)
-        for k in range(12):
-            _photo(rng).save(root / cls / f"{k}.png")
-        for k in range(4):
-            image = _photo(rng)
-            image.save(root / cls / f"g{k}.png")
-            _resized(image).save(root / cls / f"g{k}-small.png")
-            _jpeg(image, root / cls / f"g{k}-q60", 60)
-    return 8
-
-
 def test_a_folder_converted_with_its_own_split_has_no_copies_across_splits(tmp_path, cache,
                                                                           capsys):
-    planted = _copies_folder(tmp_path / "photos")
+    planted = copies_folder(tmp_path / "photos")
     source = sources.scan(tmp_path / "photos")
     settings = convert.Settings(image_sizes=(32,), val_fraction=0.3, test_fraction=0.2)
     # A plain stratified split would leak: this seed puts copies on both sides ...
@@ -177,7 +106,7 @@ def test_a_folder_converted_with_its_own_split_has_no_copies_across_splits(tmp_p
 
 def test_dedupe_keeps_one_of_each_exact_copy_and_records_it(tmp_path, cache):
     root = tmp_path / "photos"
-    _copies_folder(root)
+    copies_folder(root)
     shutil.copy(root / "a" / "0.png", root / "a" / "0 again.png")
     shutil.copy(root / "b" / "1.png", root / "b" / "1 again.png")
     assert main(["convert", str(root), str(tmp_path / "out"), "--image-size", "32",
@@ -192,7 +121,7 @@ def test_dedupe_keeps_one_of_each_exact_copy_and_records_it(tmp_path, cache):
 def test_a_split_that_does_not_decode_lists_its_files_where_the_error_points(tmp_path,
                                                                            capsys):
     root = tmp_path / "photos"
-    _copies_folder(root / "train")
+    copies_folder(root / "train")
     (root / "val" / "a").mkdir(parents=True)
     for k in range(4):
         (root / "val" / "a" / f"{k}.jpg").write_text("not an image")
@@ -206,7 +135,7 @@ def test_a_split_that_does_not_decode_lists_its_files_where_the_error_points(tmp
 
 def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_path, cache,
                                                                          capsys):
-    _planted_folder(tmp_path / "photos")
+    planted_folder(tmp_path / "photos")
     common = ["train", "--data", str(tmp_path / "photos"), "--image-size", "16", "--epochs",
               "1", "--steps-per-epoch", "1", "--batch-size", "4", "--model", "small_cnn",
               "--runs-dir", str(tmp_path / "runs")]
@@ -288,7 +217,7 @@ def test_a_folder_too_small_to_split_advises_what_train_and_check_data_take(tmp_
     rng = np.random.default_rng(0)
     for cls in "ab":
         (tmp_path / "photos" / cls).mkdir(parents=True)
-        _photo(rng).save(tmp_path / "photos" / cls / "0.png")
+        photo(rng).save(tmp_path / "photos" / cls / "0.png")
     assert main(["check-data", "--data", str(tmp_path / "photos")]) == 0
     out = capsys.readouterr().out
     note = next(line for line in out.splitlines() if "not split" in line)
@@ -303,7 +232,7 @@ def test_copies_with_different_labels_come_first_everywhere(tmp_path, cache, cap
     for cls in ("rose", "tulip"):
         (tmp_path / "photos" / cls).mkdir(parents=True)
         for k in range(12):
-            _photo(rng).save(tmp_path / "photos" / cls / f"{k}.png")
+            photo(rng).save(tmp_path / "photos" / cls / f"{k}.png")
     for k in range(3):  # same-label copies: harmless within a split, listed after
         shutil.copy(tmp_path / "photos" / "rose" / f"{k}.png",
                     tmp_path / "photos" / "rose" / f"{k} again.png")

@@ -14,51 +14,7 @@ import tensorflow as tf
 from corolla.cli import main
 from corolla.data import convert, datasets, layout, pipeline, records, sources
 from corolla.errors import UserError
-
-CLASSES = ("aster", "bluebell", "crocus")
-
-
-def _smooth(rng, height: int, width: int) -> np.ndarray:
-    """A photo-like image (smooth gradients, so JPEG keeps it within a few levels)."""
-    y, x = np.mgrid[0:height, 0:width] / max(height, width)
-    a, b, c = rng.uniform(0, 1, 3)
-    image = np.stack([a * 255 * x, b * 255 * y, 255 * c * (1 - x * y)], -1)
-    return image.clip(0, 255).astype(np.uint8)
-
-
-def _make_photos(root: Path, per_class: int = 7, seed: int = 0) -> dict[str, str]:
-    """CLASS/*.{jpg,png} in every mode a folder of photos holds: RGB JPEG, greyscale, PNG with
-    alpha, palette PNG, CMYK JPEG, EXIF-rotated JPEG, mixed sizes. Returns {id: class}."""
-    from PIL import Image
-
-    rng = np.random.default_rng(seed)
-    made = {}
-    for cls in CLASSES:
-        (root / cls).mkdir(parents=True)
-        for k in range(per_class):
-            image = Image.fromarray(_smooth(rng, 20 + 3 * k, 28 - k))
-            name = f"{cls}/{k:02d}"
-            kind = k % 6
-            if kind == 0:
-                path, kwargs = f"{name}.jpg", {"quality": 95}
-            elif kind == 1:
-                image, path, kwargs = image.convert("L"), f"{name}.jpeg", {}
-            elif kind == 2:
-                image, path, kwargs = image.convert("RGBA"), f"{name}.png", {}
-            elif kind == 3:
-                image = image.convert("P", palette=Image.Palette.ADAPTIVE)
-                path, kwargs = f"{name}.PNG", {}
-            elif kind == 4:
-                image, path, kwargs = image.convert("CMYK"), f"{name}.jpg", {"quality": 95}
-            else:
-                exif = image.getexif()
-                exif[0x0112] = 6  # stored sideways: viewers rotate it 90 degrees
-                path, kwargs = f"{name}.jpg", {"quality": 95, "exif": exif.tobytes()}
-            image.save(root / path, **kwargs)
-            made[path] = cls
-    (root / "notes.txt").write_text("not an image: ignored\n")
-    return made
-
+from helpers.images import PHOTO_CLASSES as CLASSES, make_photos, smooth
 
 def _snapshot(root: Path) -> dict:
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
@@ -77,7 +33,7 @@ def _read_all(data: layout.Layout, split: str):
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     root = tmp_path_factory.mktemp("photos") / "flowers"
-    return root, _make_photos(root)
+    return root, make_photos(root)
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +159,7 @@ def test_records_with_other_feature_names_are_read_through_a_mapping(tmp_path):
         (size_dir / split).mkdir(parents=True)
         with tf.io.TFRecordWriter(str(size_dir / split / f"00-8x8-{n}.tfrec")) as writer:
             for k in range(n):
-                jpeg = tf.io.encode_jpeg(_smooth(rng, 8, 8)).numpy()
+                jpeg = tf.io.encode_jpeg(smooth(rng, 8, 8)).numpy()
                 writer.write(tf.train.Example(features=tf.train.Features(feature={
                     "image_raw": tf.train.Feature(bytes_list=tf.train.BytesList(value=[jpeg])),
                     "target": tf.train.Feature(int64_list=tf.train.Int64List(value=[k % 3])),
@@ -244,7 +200,7 @@ def test_shard_count():
 
 def test_unreadable_images_are_skipped_and_listed_or_with_strict_an_error(tmp_path, capsys):
     root = tmp_path / "photos"
-    _make_photos(root, per_class=4)
+    make_photos(root, per_class=4)
     (root / "aster" / "corrupt.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
     good = (root / "bluebell" / "00.jpg").read_bytes()
     (root / "bluebell" / "truncated.jpg").write_bytes(good[: len(good) // 2])
@@ -472,7 +428,7 @@ def test_a_script_without_the_main_guard_converts_in_its_own_process_and_finishe
     import subprocess
     import sys
 
-    _make_photos(tmp_path / "photos", per_class=24)  # 72 images: enough for worker processes
+    make_photos(tmp_path / "photos", per_class=24)  # 72 images: enough for worker processes
     script = tmp_path / "nb.py"
     script.write_text(_SCRIPT.format(src=str(tmp_path / "photos"), out=str(tmp_path / "recs")))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers.processes import REPO
 
 SCRIPT = REPO / "benchmarks" / "accelerator_check.py"
 SECTIONS = ("detection", "versions", "compiles", "train", "checkpoint", "predict", "determinism")

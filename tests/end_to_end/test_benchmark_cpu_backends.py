@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers.processes import REPO
 
 SCRIPT = REPO / "benchmarks" / "cpu_backends.py"
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers.processes import REPO
 
 SCRIPT = REPO / "benchmarks" / "user_path.py"
 

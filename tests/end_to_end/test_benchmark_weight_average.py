@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers.processes import REPO
 
 SCRIPT = REPO / "benchmarks" / "weight_average.py"
 ROW = re.compile(r"^  (.+?) +([01]\.\d{4})  ([01]\.\d{4})$", re.MULTILINE)

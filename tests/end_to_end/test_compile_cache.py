@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers.processes import SCRIPTS
 from corolla.runtime import compile_cache
 
-EVENTS = REPO / "tests" / "helpers" / "cache_events.py"
+EVENTS = SCRIPTS / "cache_events.py"
 
 
 def _train(tmp_path, data, cache_root, *args):

@@ -10,7 +10,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import REPO, run_python
+from helpers.processes import REPO, run_python
 
 from corolla.cli import main
 from corolla.data.classes import parse_classes_file

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers.processes import REPO, SCRIPTS
 
-CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
+CRASH = SCRIPTS / "crash_train.py"
 FULL = ("No space left on device); free space or fix the folder's permissions, then run the "
         "command again")
 

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers.processes import REPO
 from corolla.errors import NO_TENSORFLOW
 
 pytestmark = pytest.mark.install

@@ -189,10 +189,10 @@ def test_copies_of_an_image_share_a_fold_and_without_copies_the_folds_are_the_pl
 @pytest.mark.slow
 def test_a_kfold_run_keeps_each_group_of_copies_in_one_fold_and_records_it(tmp_path,
                                                                           monkeypatch, capsys):
-    from test_data_check import _copies_folder
+    from helpers.images import copies_folder
 
     monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
-    planted = _copies_folder(tmp_path / "photos")
+    planted = copies_folder(tmp_path / "photos")
     assert main(["train", "--data", str(tmp_path / "photos"), "--folds", "2", "--epochs", "1",
                  "--steps-per-epoch", "1", "--batch-size", "4", "--input-size", "16",
                  "--runs-dir", str(tmp_path / "runs"), "--name", "kf"]) == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, free_ports
+from helpers.processes import REPO, SCRIPTS, free_ports
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 300
@@ -66,7 +66,7 @@ def _run_workers(backend, tmp_path, args, expect=0, cluster_env=_cluster_env):
     return outputs
 
 
-CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
+CRASH = SCRIPTS / "crash_train.py"
 
 
 # JAX's pair (~100 s on a slow 2-core host) runs in CI's large step: the README's suite
@@ -200,7 +200,7 @@ def test_jax_processes_joined_without_keras_distribution_have_one_chief(tiny_pet
     assert [p.name for p in runs.iterdir()] == ["pod"]
 
 
-COUNT = Path(__file__).parent / "helpers" / "count_decodes.py"
+COUNT = SCRIPTS / "count_decodes.py"
 
 
 @pytest.mark.large  # about a minute each: CI runs them after the README's suite
@@ -219,7 +219,7 @@ def test_each_jax_process_decodes_only_its_share_of_the_global_batch(tiny_petals
         assert total >= 2 * 4 * 8, out[-1500:]
 
 
-SLOW_CHIEF = Path(__file__).parent / "helpers" / "slow_chief.py"
+SLOW_CHIEF = SCRIPTS / "slow_chief.py"
 
 
 @pytest.mark.large  # about a minute each: CI runs them after the README's suite

@@ -12,10 +12,10 @@ import shutil
 import numpy as np
 import pytest
 from PIL import Image
-from test_known_answer import CLASS_NAMES, EXPECTED_METRICS, SIZE, data, run  # noqa: F401
 
 from corolla.cli import main
 from corolla.data import photos
+from helpers.known_answer import CLASS_NAMES, EXPECTED_METRICS, SIZE, data, run  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers.processes import REPO, SCRIPTS
 from corolla.runtime import Hardware, plan
 from corolla.runtime.decide import choose_batch, choose_precision
 
@@ -17,7 +17,7 @@ H100 = {"gpus": 1, "gpu_compute_capability": [9, 0], "device_name": "NVIDIA H100
 # A compute capability 7.5 card whose float16 gives NaN losses, with little memory.
 T1000 = {"gpus": 1, "gpu_compute_capability": [7, 5], "device_name": "Quadro T1000",
          "device_memory": 16 << 20}
-HELPER = REPO / "tests" / "helpers" / "described_train.py"
+HELPER = SCRIPTS / "described_train.py"
 
 
 @pytest.mark.parametrize("memory, size, activations, precision, expected", [

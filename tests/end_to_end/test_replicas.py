@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, run_python
+from helpers.processes import REPO, SCRIPTS, run_python
 
-HELPER = Path(__file__).parent / "helpers" / "replicas.py"
+HELPER = SCRIPTS / "replicas.py"
 pytestmark = pytest.mark.slow
 
 

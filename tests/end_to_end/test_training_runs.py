@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO
+from helpers.processes import REPO, SCRIPTS
 from corolla import config
 
-CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
+CRASH = SCRIPTS / "crash_train.py"
 
 
 def test_schedule_matches_its_formula_at_chosen_steps():

@@ -10,10 +10,10 @@ import json
 import shutil
 
 import numpy as np
-from test_known_answer import TEST_LABELS, data, run  # noqa: F401
 
 from corolla.cli import main
 from corolla.evaluation import bias, metrics
+from helpers.known_answer import TEST_LABELS, data, run  # noqa: F401
 
 
 def _under_predicted(n: int, seed: int, classes: int = 5):

@@ -10,7 +10,6 @@ import shutil
 
 import numpy as np
 import pytest
-from test_known_answer import CLASS_NAMES, RULE, SIZE, TEST_LABELS, data, run  # noqa: F401
 
 from corolla.cli import main
 from corolla.data import layout, pipeline
@@ -18,6 +17,7 @@ from corolla.errors import UserError
 from corolla.evaluation import predictions
 from corolla.report import scored
 from corolla.report import submission
+from helpers.known_answer import CLASS_NAMES, RULE, SIZE, TEST_LABELS, data, run  # noqa: F401
 
 
 def _partials(folder):

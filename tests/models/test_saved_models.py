@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from helpers.processes import FIXTURES
 
 
 def test_the_fixture_names_the_registered_objects_by_their_old_paths():

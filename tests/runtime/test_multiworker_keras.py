@@ -22,11 +22,10 @@ import time
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "helpers", "mwms_worker.py")
-MODULE = os.path.join(
-    os.path.dirname(HERE), "src", "corolla", "runtime", "multiworker.py"
-)
+from helpers.processes import REPO, SCRIPTS
+
+WORKER = str(SCRIPTS / "mwms_worker.py")
+MODULE = str(REPO / "src" / "corolla" / "runtime" / "multiworker.py")
 TIMEOUT_S = 240
 
 pytestmark = pytest.mark.skipif(

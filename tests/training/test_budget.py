@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from helpers.processes import REPO, SCRIPTS
 from corolla import config
 from corolla.errors import UserError
 from corolla.files import read_history
 from corolla.training import budget
 
-CRASH = Path(__file__).parent / "helpers" / "crash_train.py"
+CRASH = SCRIPTS / "crash_train.py"
 TINY = ["--batch-size", "8", "--steps-per-epoch", "2"]
 
 

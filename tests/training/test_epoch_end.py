@@ -75,7 +75,7 @@ def test_the_epochs_learning_rate_costs_no_compile_an_epoch_on_jax():
     """history.csv's learning_rate comes from the schedule at the epoch's last step. On JAX,
     calling the schedule eagerly compiled its warm-up's `cond` again at every epoch's end (37 ms
     of XLA on a CPU): it is compiled once per schedule, and gives the schedule's own values."""
-    from conftest import REPO, run_python
+    from helpers.processes import REPO, run_python
 
     code = """
 import logging, keras

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import run_python
+from helpers.processes import run_python
 
 from corolla.data import datasets, pipeline
 

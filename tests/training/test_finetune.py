@@ -6,7 +6,7 @@ trained on cached frozen features equal to the slow path."""
 
 import numpy as np
 import pytest
-from conftest import REPO
+from helpers.processes import REPO
 
 from corolla import config
 from corolla.errors import UserError
