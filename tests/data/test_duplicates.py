@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image, ImageEnhance
 
 from corolla.cli import main
 from corolla.data import convert, datasets, duplicates, sources, survey

@@ -5,7 +5,6 @@ the layout move (tests/fixtures/make_old_layout_model.py says how)."""
 
 import shutil
 import zipfile
-from pathlib import Path
 
 import numpy as np
 
