@@ -10,6 +10,7 @@ import pytest
 
 from helpers.processes import SHARED
 
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""  # tests describe CPU behaviour, whatever the machine
 
@@ -24,6 +25,15 @@ def flowers5() -> Path:
     return FLOWERS5
 
 
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """Corolla's cache folder for this test alone (COROLLA_CACHE_DIR: conversions, checks)."""
+    from corolla.data import datasets
+
+    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
 @pytest.fixture(scope="session")
 def tiny_petals(tmp_path_factory) -> Path:
     """32 px synthetic petals in the competition layout: 4 classes, 64/32/20 images."""
@@ -32,6 +42,25 @@ def tiny_petals(tmp_path_factory) -> Path:
     from corolla.commands import demo
 
     return synthetic.write(tmp_path_factory.mktemp("petals"), demo.TINY.data)
+
+
+@pytest.fixture(scope="session")
+def photos(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """(a folder of 3 classes of 7 photos in every mode people have them, {file: class}):
+    helpers.images.make_photos. Tests that change the folder work on a copy."""
+    from helpers.images import make_photos
+
+    root = tmp_path_factory.mktemp("photos") / "flowers"
+    return root, make_photos(root)
+
+
+@pytest.fixture(scope="session")
+def rare_class(tmp_path_factory) -> Path:
+    """16 px solid-colour records whose class is their red band, one class 10x rarer
+    (helpers.records: 150/150/15 train, 40 of each class in val)."""
+    from helpers import records
+
+    return records.write_rare_class(tmp_path_factory.mktemp("rare"))
 
 
 @pytest.fixture(scope="session")

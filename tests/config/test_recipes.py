@@ -1,6 +1,6 @@
 """Recipes are data: shipped TOML files, checked by the config's rules, layered as
-defaults < recipe < --config file < flags, "auto" picked by accelerator, recorded in the run.
-And the schedules they name, against their formulas."""
+defaults < recipe < --config file < flags, "auto" picked by accelerator, recorded in the run
+(the schedules they name: training/test_schedule.py)."""
 
 import dataclasses
 import tomllib
@@ -86,7 +86,8 @@ def test_auto_picks_by_the_plans_accelerator(accelerator, expected, monkeypatch)
     from corolla.runtime import Plan
 
     # Offline on a CPU (so its auto is cpu); on GPUs and TPUs the weights can be had (else
-    # they too would train the from-scratch cpu recipe: tests/test_recipe_auto_accelerator.py).
+    # they too would train the from-scratch cpu recipe:
+    # tests/end_to_end/test_recipe_auto_on_accelerators.py).
     monkeypatch.setattr(hub, "reachable", lambda *a, **k: accelerator != "cpu")
     monkeypatch.setattr(hub, "cached", lambda named: False)
 
@@ -151,57 +152,6 @@ def test_the_saved_config_reproduces_the_run_without_its_recipe_file(tiny_petals
     rerun, _ = resolve(again, _fake_plan(1))
     assert dataclasses.replace(rerun, output=resolved.output) == resolved
     assert tomllib.loads(saved.read_text())["train"]["recipe"] == str(mine.resolve())
-
-
-STEPS = 3  # per epoch, in the schedule tests
-
-
-def _at_epochs(schedule, epochs):
-    import keras
-
-    return {e: [float(keras.ops.convert_to_numpy(schedule(e * STEPS + i))) for i in (0, STEPS - 1)]
-            for e in epochs}
-
-
-def test_ramp_schedule_matches_the_tutorial_formula_with_the_notebook_constants():
-    from corolla.training import ramp_schedule, ramp_value
-
-    start, peak, low = 1e-5, 5e-5 * 8, 1e-5  # peak x 8 replicas
-    schedule = ramp_schedule(start, peak, low, 5, 0, 0.8, STEPS)
-    expected = {0: start, 4: start + (peak - start) * 4 / 5, 5: peak,
-                6: (peak - low) * 0.8 + low, 10: (peak - low) * 0.8 ** 5 + low}
-    for epoch, values in _at_epochs(schedule, expected).items():
-        assert values == pytest.approx([expected[epoch]] * 2, rel=1e-5), epoch  # per epoch
-        assert expected[epoch] == pytest.approx(ramp_value(epoch, start, peak, low, 5, 0, 0.8))
-
-
-def test_xception_ramp_sustains_then_decays():
-    from corolla.training import ramp_schedule
-
-    start, peak, low = 1e-5, 1e-4 * 8, 1e-5
-    schedule = ramp_schedule(start, peak, low, 3, 3, 0.5, STEPS)
-    expected = {0: start, 2: start + (peak - start) * 2 / 3, 3: peak, 5: peak, 6: peak,
-                7: (peak - low) * 0.5 + low, 9: (peak - low) * 0.125 + low}
-    for epoch, values in _at_epochs(schedule, expected).items():
-        assert values == pytest.approx([expected[epoch]] * 2, rel=1e-5), epoch
-
-
-def test_schedules_count_optimizer_updates_and_continue_into_a_second_phase():
-    import keras
-
-    from corolla.training.schedule import for_training
-
-    t = config.apply(config.RunConfig(), {
-        "train.schedule": "ramp", "train.start_learning_rate": 1e-5,
-        "train.learning_rate": 4e-4, "train.min_learning_rate": 1e-5,
-        "train.warmup_epochs": 5, "train.lr_decay": 0.8}).train
-    plain = for_training(t, STEPS)
-    # 2 batches per update: micro-step 2k is update k; phase two starts at epoch 6, x 0.1.
-    second = for_training(t, STEPS, accumulation=2, first_epoch=6, scale=0.1)
-    value = lambda s, step: float(keras.ops.convert_to_numpy(s(step)))  # noqa: E731
-    for update in (0, 2, 5):
-        assert value(second, 2 * update) == pytest.approx(0.1 * value(plain, 6 * STEPS + update))
-        assert value(second, 2 * update + 1) == value(second, 2 * update)
 
 
 def test_info_lists_every_recipe_with_its_sizes(capsys):

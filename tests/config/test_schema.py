@@ -53,3 +53,11 @@ def test_bad_files_are_user_errors(tmp_path):
     (tmp_path / "flat.toml").write_text("epochs = 3\n")
     with pytest.raises(UserError, match="must be a \\[table\\]"):
         config.load(tmp_path / "flat.toml")
+
+
+def test_11_a_utf8_config_with_a_bom_is_read(tmp_path):
+    from corolla import config
+
+    path = tmp_path / "c.toml"
+    path.write_bytes("[train]\nepochs = 2\n".encode("utf-8-sig"))
+    assert config.load(path).train.epochs == 2

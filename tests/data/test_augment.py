@@ -1,18 +1,16 @@
 """Augmentation by name: every augmentation on a batch, eagerly and inside Dataset.map (shape,
 dtype, range, seeded determinism, mixed labels summing to 1), policies and old configs, val never
-augmented; `corolla bench data` / `bench train` print their lines."""
-
-import re
+augmented."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from corolla import config
-from corolla.cli import main
 from corolla.config import policies
 from corolla.data import augment, layout, pipeline
 from corolla.errors import UserError
+
 
 B, S, C = 8, 32, 4
 
@@ -173,33 +171,6 @@ def test_training_batches_are_augmented_deterministically_and_val_never(tiny_pet
     x = next(iter(pipeline.eval_dataset(lay.split("val"), S, B)))
     expected = next(iter(pipeline.read(lay.split("val"), S, ordered=True).batch(B)))
     np.testing.assert_array_equal(x, tf.cast(expected["image"], tf.float32))
-
-
-def test_bench_data_prints_the_ratio(tiny_petals, capsys):
-    assert main(["bench", "data", "--data", str(tiny_petals), "--batch-size", "8",
-                 "--batches", "2"]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"^parse\+decode +\d+ images/s", out, re.M)
-    assert re.search(r"^training pipeline +\d+ images/s", out, re.M)
-    ratio = float(re.search(r"^ratio=(\d+\.\d\d)$", out, re.M).group(1))
-    assert ratio > 0
-
-
-def test_bench_train_prints_a_verdict(tiny_petals, capsys):
-    assert main(["bench", "train", "--data", str(tiny_petals), "--steps", "2",
-                 "--batch-size", "8", "--augment", "flip,mixup"]) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"^real pipeline +\d+\.\d\d steps/s", out, re.M)
-    assert re.search(r"^one cached batch +\d+\.\d\d steps/s", out, re.M)
-    assert re.search(r"^verdict: (input-bound: the model could take \d+\.\d\dx|not input-bound)",
-                     out, re.M)
-
-
-def test_an_unknown_augment_flag_is_one_line(tiny_petals, capsys):
-    assert main(["bench", "data", "--data", str(tiny_petals), "--augment", "zoom"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("corolla: error: --augment: unknown augmentation 'zoom'")
-    assert err.count("\n") == 1
 
 
 def test_batches_of_several_image_sizes_in_one_process():

@@ -1,24 +1,17 @@
-"""Knowing the data before training (issue 23): duplicates within and across splits, splits
-that cannot leak, and labels that look wrong. Tiny images, tens of files."""
+"""Knowing the data before training: duplicates within and across splits (the search, `corolla
+check-data`), and conversions whose splits cannot leak. Tiny images, tens of files."""
 
 from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from corolla.cli import main
-from corolla.data import convert, datasets, duplicates, sources, survey
-from corolla.evaluation import label_review, predictions
+from corolla.data import convert, duplicates, sources, survey
 from helpers.images import copies_folder, photo, planted_folder
-
-@pytest.fixture()
-def cache(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
-    return tmp_path / "cache"
 
 
 def _id_sets(result: survey.Survey, groups) -> list[set]:
@@ -132,83 +125,6 @@ def test_a_split_that_does_not_decode_lists_its_files_where_the_error_points(tmp
     assert all(f"warning: val/a/{k}.jpg: " in captured.out for k in range(4))
 
 
-def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_path, cache,
-                                                                         capsys):
-    planted_folder(tmp_path / "photos")
-    common = ["train", "--data", str(tmp_path / "photos"), "--image-size", "16", "--epochs",
-              "1", "--steps-per-epoch", "1", "--batch-size", "4", "--model", "small_cnn",
-              "--runs-dir", str(tmp_path / "runs")]
-    assert main([*common, "--name", "strict", "--strict"]) == 2
-    error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and "5 group(s) of duplicates span the splits" in error[0]
-    assert not (tmp_path / "runs" / "strict").exists()
-    assert main([*common, "--name", "warned"]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines()
-             if line.startswith("data check:")]
-    assert lines == [f"data check: 5 group(s) of duplicates across splits (2 val, 3 test "
-                     f"image(s) with a copy in another split: scores on them are too good); "
-                     f"list them: corolla check-data --data {tmp_path / 'photos'}"]
-    run = tmp_path / "runs" / "warned"
-    assert json.loads((run / "data_check.json").read_text())["duplicates"]["across_groups"] == 5
-    report = (run / "report.html").read_text()
-    assert "<h2>Data check</h2>" in report and "test/same_pixels.bmp" in report
-    assert len(list((cache / "checks").iterdir())) == 1  # checked once, for both commands
-
-
-def _noisy_predictions(n: int = 1000, classes: int = 5, flip: float = 0.05, seed: int = 0):
-    """A model's probabilities for images whose true class it mostly knows, with `flip` of
-    the labels changed to another class. Returns (predictions, indices flipped)."""
-    rng = np.random.default_rng(seed)
-    truth = rng.integers(0, classes, n)
-    logits = rng.normal(0, 1.2, (n, classes))
-    logits[np.arange(n), truth] += 4.0
-    probabilities = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
-    flipped = rng.choice(n, int(flip * n), replace=False)
-    labels = truth.copy()
-    labels[flipped] = (truth[flipped] + rng.integers(1, classes, len(flipped))) % classes
-    return predictions.make([f"img{i:04d}" for i in range(n)], labels, probabilities,
-                            [f"c{k}" for k in range(classes)]), set(flipped.tolist()), truth
-
-
-def test_label_review_ranks_most_flipped_labels_first():
-    scored, flipped, truth = _noisy_predictions()
-    doubts = label_review.review(scored)
-    top = [d.index for d in doubts[:len(flipped)]]
-    assert len(set(top) & flipped) >= 0.9 * len(flipped)  # precision at 50
-    assert {d.index for d in doubts[:20]} <= flipped  # the first ones are all flipped
-    assert all(d.suggested == truth[d.index] for d in doubts[:20])  # and the right class said
-    margins = [d.margin for d in doubts]
-    assert margins == sorted(margins, reverse=True)
-
-
-def test_label_review_files_and_report_section(tiny_petals, tmp_path):
-    """The CSV and the thumbnails of the doubted images, from a run's val predictions."""
-    from corolla.data import layout as layout_lib
-    from corolla.data import pipeline
-    from corolla.report import html as html_report
-    from corolla.report import label_review as review_files
-
-    data = layout_lib.open_layout(str(tiny_petals))
-    examples = [(e["id"].numpy().decode(), int(e["label"].numpy())) for e in
-                pipeline.read(data.split("val"), data.image_size, ordered=True)]
-    ids, labels = zip(*examples)
-    c = len(data.class_names)
-    probabilities = np.full((len(ids), c), 0.02)
-    probabilities[np.arange(len(ids)), labels] = 0.9
-    wrong = [3, 11]  # the model is sure of another class than the label
-    for i in wrong:
-        probabilities[i] = 0.02
-        probabilities[i, (labels[i] + 1) % c] = 0.95
-    scored = predictions.make(ids, labels, probabilities, data.class_names)
-    written = review_files.write(tmp_path, scored, data)
-    rows = (tmp_path / "label_review.csv").read_text().splitlines()
-    assert rows[0] == "rank,id,given,suggested,p_given,p_suggested"
-    assert [r.split(",")[1] for r in rows[1:]] == [ids[3], ids[11]]
-    assert written["label_review_picture"].is_file()
-    section = html_report._label_review(tmp_path)
-    assert "<h2>Labels to review</h2>" in section and ids[11] in section
-
-
 def test_a_folder_too_small_to_split_advises_what_train_and_check_data_take(tmp_path, cache,
                                                                             capsys):
     """One image per class: the advice named --val-fraction / --test-fraction, flags only
@@ -257,16 +173,3 @@ def test_copies_with_different_labels_come_first_everywhere(tmp_path, cache, cap
     assert "Copies with different labels: 1 group(s)" in section
     assert "near, labels differ" in section or "exact, labels differ" in section
     assert "rose/11.png" in section and "tulip/z.png" in section
-
-
-def test_label_review_titles_are_cut_to_their_column():
-    """Long ids (a folder's paths) and names ran into the next column's title."""
-    from corolla.report import label_review as review_files
-
-    long_id = "train/hard-leaved pocket orchid/IMG_20231012_123456.jpg"
-    cut = review_files._fit(long_id, review_files.TITLE_CHARS - 4, keep_end=True)
-    assert len(cut) == review_files.TITLE_CHARS - 4 and cut.endswith("123456.jpg")
-    assert cut.startswith("…")
-    name = review_files._fit("hard-leaved pocket orchid")
-    assert len(name) <= review_files.TITLE_CHARS - 12 and name.startswith("hard-leaved")
-    assert review_files._fit("daisy") == "daisy"

@@ -212,24 +212,3 @@ def test_png_records_are_scaled_too():
         out = records.decode_image(tf.io.encode_png(image), size, stored_size=32).numpy()
         expected = tf.image.resize(image, [size, size], antialias=True).numpy()
         assert out.shape == (size, size, 3) and np.abs(out - expected).max() <= 0.5
-
-
-def test_a_cache_over_its_share_of_memory_is_left_out_with_a_line(tiny_petals, tmp_path,
-                                                                   monkeypatch, capsys):
-    """The `cpu` recipe caches decoded images (a few thousand photos); a user's 100,000 would
-    fill the host: over CACHE_SHARE of its memory the run decodes every epoch and says so."""
-    from corolla.cli import main
-
-    fits, need, budget = pipeline.cache_fits(3712, 224)
-    assert fits and abs(need - 0.5588) < 1e-4 and budget > 1  # the competition's val, 224 px
-    monkeypatch.setattr(pipeline, "CACHE_SHARE", 1e-9)
-    assert not pipeline.cache_fits(64, 32)[0]
-    # Two sizes (progressive resizing), two streams: the line is said once, at the first.
-    assert main(["train", "--data", str(tiny_petals), "--cache", "--epochs", "4",
-                 "--input-size", "32", "--start-size", "16", "--steps-per-epoch", "2",
-                 "--batch-size", "8", "--runs-dir", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "at 16 px" in out and "at 32 px" in out
-    assert "data.cache: the training images decoded at 16 px would take 0.0 GB, over 0% of " \
-        "this host's memory" in out and "decoded every epoch instead" in out
-    assert out.count("data.cache:") == 1

@@ -10,11 +10,11 @@ import shutil
 
 import numpy as np
 import pytest
-from helpers.processes import REPO, run_python
 
 from corolla.cli import main
 from corolla.data.classes import parse_classes_file
 from corolla.evaluation import exported
+from helpers.processes import REPO, run_python
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
-"""A disk that fills while a run trains (issue 19): the command ends with its one-line error
-and exit 2 (not h5py's "Exception ignored" traceback and a crash at exit, as when the
-half-written HDF5 backup was left open), and once there is space the same command finishes
-the run."""
+"""A disk that fills while a run trains: the command ends with its one-line error and exit 2
+(not h5py's "Exception ignored" traceback and a crash at exit, as when the half-written HDF5
+backup was left open), and once there is space the same command finishes the run. Also
+read-only and full disks under the other commands' outputs."""
 
 import json
 import os
@@ -11,7 +11,11 @@ import sys
 
 import pytest
 
+from corolla.cli import main
+from helpers.cli import one_line
+from helpers.images import class_folders
 from helpers.processes import REPO, SCRIPTS
+
 
 CRASH = SCRIPTS / "crash_train.py"
 FULL = ("No space left on device); free space or fix the folder's permissions, then run the "
@@ -148,3 +152,58 @@ def test_the_backup_is_refused_unwritten_where_the_disk_has_not_room_for_it(tmp_
                                         r"left on device\); free space"):
         callback.on_epoch_end(0, {"loss": 1.0})
     assert list((tmp_path / "backup").iterdir()) == []
+
+
+@pytest.fixture
+def mounted(tmp_path):
+    """A small tmpfs at tmp_path/disk (root and mount(8) needed, as in CI), and a function to
+    make it read-only."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(disk)],
+                            capture_output=True, text=True)
+    if result.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.strip()}")
+
+    def read_only():
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+
+    yield disk, read_only
+    subprocess.run(["umount", str(disk)], check=False)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_petals, tmp_path_factory):
+    """A finished tiny run; tests that change it work on a copy."""
+    runs = tmp_path_factory.mktemp("runs")
+    assert main(["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "2",
+                 "--batch-size", "8", "--runs-dir", str(runs), "--name", "t"]) == 0
+    return runs / "t"
+
+
+def test_7_read_only_or_wrong_kind_outputs_are_one_line(trained, mounted, tmp_path, capsys,
+                                                        monkeypatch):
+    disk, read_only = mounted
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
+    run = shutil.copytree(trained, disk / "t", ignore=shutil.ignore_patterns("*.keras", "*.png",
+                                                                            "logs", "*.html"))
+    src = class_folders(tmp_path / "src")
+    read_only()
+    one_line(capsys, main(["report", str(run)]), f"could not write {run / 'report.html'}",
+              "Read-only file system")
+    train = ["train", "--data", str(src), "--image-size", "8", "--batch-size", "2"]
+    one_line(capsys, main([*train, "--runs-dir", str(disk / "runs")]),
+              "cannot create a run directory", "Read-only file system")
+    one_line(capsys, main(["convert", str(src), str(disk / "out")]),
+              "cannot write the conversion into", "Read-only file system")
+    (tmp_path / "file").write_text("")
+    one_line(capsys, main([*train, "--runs-dir", str(tmp_path / "file")]),
+              "is a file, not a folder")
+
+
+def test_8_a_full_disk_during_convert_is_one_line(mounted, tmp_path, capsys):
+    disk, _ = mounted
+    src = class_folders(tmp_path / "src", n=20, size=96, noise=True)  # ~1 MB of JPEG, on 96 kB
+    one_line(capsys, main(["convert", str(src), str(disk / "out"), "--image-size", "96"]),
+              "cannot write the conversion into", "free space")
+    assert not list(disk.iterdir())  # nothing half-written is left

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from helpers.processes import REPO
 from corolla.errors import NO_TENSORFLOW
+from helpers.processes import REPO
 
 pytestmark = pytest.mark.install
 

@@ -2,7 +2,6 @@
 overwritten by accident, a refusal comes before the model is loaded, every file is replaced
 whole or not at all, and a folder that cannot be written ends in one line with exit 2."""
 
-import errno
 import json
 import os
 import shutil
@@ -10,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from corolla import files
-from corolla.report import plots, submission
+from corolla.report import submission
 from corolla.cli import main
-from corolla.errors import UserError
+from helpers.cli import one_line_error
+from helpers.images import pictures
+
 
 RUN_FILES = ("config.toml", "model.keras", "history.csv", "plan.json", "classes.txt",
              "metrics.json", "confusion_matrix.png", "training_curves.png",
@@ -45,17 +45,6 @@ def _snapshot(run):
     return {name: (run / name).read_bytes() for name in RUN_FILES}
 
 
-def _one_line_error(capsys, argv, *needles):
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, err
-    lines = [line for line in err.splitlines() if line.startswith("corolla")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
 def _partials(folder):
     return sorted(p.name for p in folder.rglob("*.partial*"))
 
@@ -64,7 +53,7 @@ def test_predict_replaces_an_existing_out_file_only_with_force(demo_run, tmp_pat
     _, run = demo_run
     out = tmp_path / "mine.csv"
     out.write_text("my own notes\n")
-    _one_line_error(capsys, ["predict", str(run), "--out", str(out)],
+    one_line_error(capsys, ["predict", str(run), "--out", str(out)],
                     f"--out {out} already exists", "pass --force to overwrite it")
     assert out.read_text() == "my own notes\n"
 
@@ -79,12 +68,12 @@ def test_predict_never_writes_over_the_runs_own_files(demo_run, capsys, no_model
     for target in (run / "config.toml", run / "model.keras", run / "backup" / "state.json",
                    run / "notes.csv", run):
         for force in ([], ["--force"]):
-            _one_line_error(capsys, ["predict", str(run), "--out", str(target)] + force,
+            one_line_error(capsys, ["predict", str(run), "--out", str(target)] + force,
                             f"--out {target} is inside the run folder {run}",
                             "never over the run's own files, even with --force")
     # The same file by another spelling of its path.
     sneaky = run.parent / ".." / run.parent.name / run.name / "model.keras"
-    _one_line_error(capsys, ["predict", str(run), "--out", str(sneaky), "--force"],
+    one_line_error(capsys, ["predict", str(run), "--out", str(sneaky), "--force"],
                     "is inside the run folder")
     assert _snapshot(run) == before
 
@@ -100,9 +89,9 @@ def test_predict_into_a_missing_folder_fails_before_the_model_is_loaded(
         demo_run, tmp_path, capsys, no_model_loading):
     _, run = demo_run
     out = tmp_path / "not-made-yet" / "sub.csv"
-    _one_line_error(capsys, ["predict", str(run), "--out", str(out)],
+    one_line_error(capsys, ["predict", str(run), "--out", str(out)],
                     f"folder {out.parent} does not exist", "create it first")
-    _one_line_error(capsys, ["predict", str(run), "--out", str(tmp_path)],
+    one_line_error(capsys, ["predict", str(run), "--out", str(tmp_path)],
                     f"--out {tmp_path} is a folder", "pass a file name")
     assert not out.parent.exists()
 
@@ -139,16 +128,16 @@ def test_evaluate_out_never_writes_over_the_runs_own_files(demo_run, tmp_path, c
     shutil.copytree(data, other)
     before = _snapshot(run)
     for target in (run, run / "backup", run / "logs" / "x"):
-        _one_line_error(capsys, ["evaluate", str(run), "--data", str(other), "--out",
+        one_line_error(capsys, ["evaluate", str(run), "--data", str(other), "--out",
                                  str(target)],
                         f"--out {target} is inside the run folder {run}",
                         f"writes only into {run / 'eval-elsewhere'} or another eval-* folder")
-    _one_line_error(capsys, ["evaluate", str(run), "--out", str(run / "config.toml")],
+    one_line_error(capsys, ["evaluate", str(run), "--out", str(run / "config.toml")],
                     "is inside the run folder")
-    _one_line_error(capsys, ["evaluate", str(run), "--out", str(tmp_path / "a" / "b")],
+    one_line_error(capsys, ["evaluate", str(run), "--out", str(tmp_path / "a" / "b")],
                     f"folder {tmp_path / 'a'} does not exist")
     (tmp_path / "file").write_text("x")
-    _one_line_error(capsys, ["evaluate", str(run), "--out", str(tmp_path / "file")],
+    one_line_error(capsys, ["evaluate", str(run), "--out", str(tmp_path / "file")],
                     "is a file; evaluate writes a folder")
     assert _snapshot(run) == before and not (run / "eval-elsewhere").exists()
 
@@ -170,7 +159,7 @@ def test_a_model_with_a_lambda_layer_is_refused_in_one_line(demo_run, tmp_path, 
             other / "model.keras")
     for command in (["evaluate", str(other)],
                     ["predict", str(other), "--out", str(tmp_path / "s.csv")]):
-        line = _one_line_error(capsys, command)
+        line = one_line_error(capsys, command)
         assert line == (f"corolla: error: {other / 'model.keras'} contains a Lambda layer; "
                         f"Corolla loads models only in Keras' safe mode: rebuild the model "
                         f"with registered layers instead")
@@ -186,71 +175,17 @@ def test_an_unwritable_folder_is_one_line(demo_run, tmp_path, capsys, no_model_l
         if os.access(locked, os.W_OK):
             pytest.skip("this user (root) writes into a folder of mode 0500 anyway; "
                         "test_a_refused_write_is_one_line covers the writers")
-        _one_line_error(capsys, ["predict", str(run), "--out", str(locked / "s.csv")],
+        one_line_error(capsys, ["predict", str(run), "--out", str(locked / "s.csv")],
                         f"cannot write into {locked} (permission denied)", "--out")
-        _one_line_error(capsys, ["evaluate", str(run), "--out", str(locked / "scores")],
+        one_line_error(capsys, ["evaluate", str(run), "--out", str(locked / "scores")],
                         f"cannot write into {locked} (permission denied)", "--out")
         assert list(locked.iterdir()) == []
     finally:
         locked.chmod(0o700)
 
 
-def test_a_refused_write_is_one_line(tmp_path, monkeypatch):
-    """What the writers do when the system refuses the file (a read-only disk stops root too):
-    one line naming the file, and neither the file nor a temporary one left."""
-    import numpy as np
-
-    def read_only(src, dst):
-        raise OSError(errno.EROFS, "Read-only file system", str(src), str(dst))
-
-    monkeypatch.setattr(os, "replace", read_only)
-    for name, write in (
-            ("s.csv", lambda path: submission.write(["a"], [1], path)),
-            ("m.json", lambda path: files.write_json({"a": 1}, path)),
-            ("cm.png", lambda path: plots.plot_confusion_matrix(np.eye(2), ["a", "b"], path))):
-        with pytest.raises(UserError) as refused:
-            write(tmp_path / name)
-        assert str(refused.value).startswith(
-            f"could not write {tmp_path / name} (Read-only file system); "), str(refused.value)
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_picture_that_fails_half_way_leaves_the_old_one(tmp_path, monkeypatch):
-    import matplotlib.figure
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    path = plots.plot_confusion_matrix(np.eye(2), ["a", "b"], tmp_path / "cm.png")
-    old = path.read_bytes()
-    assert old.startswith(b"\x89PNG")
-
-    def half_then_fail(self, fname, **kwargs):
-        assert kwargs["format"] == "png"
-        with open(fname, "wb") as f:
-            f.write(b"\x89PNG half a picture")
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", half_then_fail)
-    with pytest.raises(UserError, match=r"could not write .*cm\.png \(No space left on device\)"):
-        plots.plot_confusion_matrix(np.zeros((2, 2)), ["a", "b"], path)
-    assert path.read_bytes() == old
-    assert [p.name for p in tmp_path.iterdir()] == ["cm.png"]  # no temporary file left
-    assert plt.get_fignums() == []  # and no figure left open
-
-
 # Outputs that belong nowhere but where they are asked for: never in another run's record, an
 # input or a data set, with or without --force.
-
-def _pictures(folder, names=("a", "b")):
-    """A class folder of tiny PNG photos."""
-    import numpy as np
-    from PIL import Image
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for k, name in enumerate(names):
-        Image.fromarray(np.full((8, 8, 3), 40 * k, np.uint8)).save(folder / f"{name}.png")
-    return folder
-
 
 def _tree(folder):
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*"))
@@ -269,11 +204,11 @@ def test_outputs_never_land_in_another_runs_folder(demo_run, tmp_path, capsys,
     (ensemble / "metrics.json").write_text("{}")
     before, before_ensemble = _tree(other), _tree(ensemble)
     for target in (other, other / "predictions", other / "eval-x", ensemble):
-        _one_line_error(capsys, ["evaluate", str(run), "--out", str(target)],
+        one_line_error(capsys, ["evaluate", str(run), "--out", str(target)],
                         f"--out {target} is inside", "the folder of another run",
                         "never writes into")
     for target in (other / "model.keras", other / "new.csv", ensemble / "s.csv"):
-        _one_line_error(capsys, ["predict", str(run), "--out", str(target), "--force"],
+        one_line_error(capsys, ["predict", str(run), "--out", str(target), "--force"],
                         f"--out {target} is inside", "even with --force")
     assert _tree(other) == before and _tree(ensemble) == before_ensemble
 
@@ -283,7 +218,7 @@ def test_evaluate_out_is_a_new_or_empty_folder(demo_run, tmp_path, capsys, no_mo
     kept = tmp_path / "notes"
     kept.mkdir()
     (kept / "mine.txt").write_text("my notes")
-    _one_line_error(capsys, ["evaluate", str(run), "--out", str(kept)],
+    one_line_error(capsys, ["evaluate", str(run), "--out", str(kept)],
                     f"--out {kept} is a folder that holds files already",
                     "writes a new folder (or an empty one)")
     assert _tree(kept) == {Path("mine.txt"): b"my notes"}
@@ -298,20 +233,20 @@ def test_outputs_never_land_in_a_data_set_or_an_input(demo_run, tmp_path, capsys
     monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
     data, run = demo_run
     photos = tmp_path / "small_copy"
-    daisy = _pictures(photos / "daisy")
-    _pictures(photos / "tulip")
+    daisy = pictures(photos / "daisy")
+    pictures(photos / "tulip")
     before = _tree(photos)
     for target in (daisy, daisy / "scores", photos / "scores"):
-        _one_line_error(capsys, ["evaluate", str(run), "--out", str(target)],
+        one_line_error(capsys, ["evaluate", str(run), "--out", str(target)],
                         f"--out {target} is inside", "holds a data set's images")
-        _one_line_error(capsys, ["explain", str(run), str(daisy / "a.png"), "--out",
+        one_line_error(capsys, ["explain", str(run), str(daisy / "a.png"), "--out",
                                  str(target), "--force"], f"--out {target} is inside")
-    _one_line_error(capsys, ["evaluate", str(run), "--out", str(data / "scores")],
+    one_line_error(capsys, ["evaluate", str(run), "--out", str(data / "scores")],
                     f"--out {data / 'scores'} is inside the data")
-    listing = _pictures(tmp_path / "mine") / "list.csv"
+    listing = pictures(tmp_path / "mine") / "list.csv"
     listing.write_text("path\n" + "\n".join(str(p) for p in daisy.iterdir()) + "\n")
     for out in (listing, daisy / "a.png"):
-        _one_line_error(capsys, ["predict", str(run), str(listing), "--out", str(out),
+        one_line_error(capsys, ["predict", str(run), str(listing), "--out", str(out),
                                  "--force"], f"--out {out} is one of the inputs")
     assert _tree(photos) == before and not (data / "scores").exists()
 
@@ -324,10 +259,10 @@ def test_explain_never_writes_over_the_runs_own_files(demo_run, tmp_path, capsys
 
     monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
     _, run = demo_run
-    photo = _pictures(tmp_path / "photos", ["confusion_matrix"]) / "confusion_matrix.png"
+    photo = pictures(tmp_path / "photos", ["confusion_matrix"]) / "confusion_matrix.png"
     before = _snapshot(run)
     for target in (run, run / "predictions"):
-        line = _one_line_error(capsys, ["explain", str(run), str(photo), "--out", str(target),
+        line = one_line_error(capsys, ["explain", str(run), str(photo), "--out", str(target),
                                         "--force"],
                                f"--out {target} is inside the run folder {run}",
                                f"writes only into {run / 'explain'}")
@@ -341,12 +276,12 @@ def test_a_run_without_its_class_list_is_refused_in_one_line(demo_run, tmp_path,
     copy = tmp_path / "nocls"
     shutil.copytree(run, copy)
     (copy / "classes.txt").unlink()
-    photo = _pictures(tmp_path / "photos") / "a.png"
+    photo = pictures(tmp_path / "photos") / "a.png"
     for command in (["evaluate", str(copy)], ["predict", str(copy), str(photo)],
                     ["predict", str(copy), "--out", str(tmp_path / "s.csv")],
                     ["explain", str(copy), str(photo)],
                     ["export", str(copy), "--format", "savedmodel"]):
-        _one_line_error(capsys, command, f"{copy / 'classes.txt'} is missing",
+        one_line_error(capsys, command, f"{copy / 'classes.txt'} is missing",
                         "names the classes of the run's model")
     assert not (tmp_path / "s.csv").exists()
     assert (copy / "metrics.json").read_bytes() == (run / "metrics.json").read_bytes()
@@ -374,7 +309,7 @@ def test_a_model_that_is_not_the_runs_own_is_refused(demo_run, tmp_path, capsys)
                         ["predict", str(copy), "--out", str(tmp_path / "s.csv")],
                         ["export", str(copy), "--format", "savedmodel", "--out",
                          str(tmp_path / "export")]):
-            _one_line_error(capsys, command, needle, "not this run's model"
+            one_line_error(capsys, command, needle, "not this run's model"
                             if key == "model.input_size" else "put this run's own model back")
         assert (copy / "metrics.json").read_bytes() == metrics
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "export").exists()
@@ -406,30 +341,3 @@ def test_evaluate_on_a_new_photo_folder_scores_every_photo_and_names_the_folder(
     # The report's data row names the user's folder, not its conversion in the cache.
     assert metrics["data"] == str(photos) and "cache" in metrics["data_converted"]
     assert f"<td>{photos}</td>" in (run / "eval-small2" / "report.html").read_text()
-
-
-def test_a_folder_that_merely_holds_photos_is_no_data_set(tmp_path):
-    """A home folder with a screenshot in it, and Pictures/ and Desktop/ beside each other, do
-    not make every output below them refused; a class folder (or a new class beside class
-    folders) does."""
-    from corolla.runs import outputs
-
-    home = tmp_path / "home"
-    _pictures(home, ["screenshot"])
-    _pictures(home / "Pictures")
-    _pictures(home / "Desktop")
-    (home / "work").mkdir()
-    run = tmp_path / "runs" / "s1"
-    for target in (home / "work" / "scores", home / "scores", tmp_path / "scores"):
-        outputs.refuse_foreign(target, run, images=True)  # no refusal
-    for name in ("eval-a", "eval-b"):  # evaluations side by side: their pictures are no class
-        _pictures(tmp_path / "results" / name)
-        (tmp_path / "results" / name / "metrics.json").write_text("{}")
-    outputs.refuse_foreign(tmp_path / "results" / "eval-c", run, images=True)
-    outputs.refuse_foreign(home / "Pictures" / "scores", run, images=True)
-    data = tmp_path / "flowers"  # class folders only: a data set
-    _pictures(data / "daisy")
-    _pictures(data / "tulip")
-    for target in (data / "daisy" / "scores", data / "scores", data / "daisy"):
-        with pytest.raises(UserError, match=f"is inside {data}.*, which holds a data set's"):
-            outputs.refuse_foreign(target, run, images=True)

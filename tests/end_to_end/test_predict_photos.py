@@ -1,6 +1,6 @@
 """`corolla predict RUN PATH...`: anyone's photos (any size, format and mode; folders, CSVs)
-through the known-answer run of tests/test_known_answer.py, whose model reads the red channel:
-each photo's class is known in advance, and named, not numbered."""
+through the known-answer run of test_known_answer.py, whose model reads the red channel: each
+photo's class is known in advance, and named, not numbered."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from PIL import Image
 
 from corolla.cli import main
 from corolla.data import photos
-from helpers.known_answer import CLASS_NAMES, EXPECTED_METRICS, SIZE, data, run  # noqa: F401
+from helpers.known_answer import CLASS_NAMES, EXPECTED_METRICS, SIZE, data, run  # noqa: F401 (data, run: the fixtures)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
-"""Training: the schedule, resuming (after a crash, with the same schedule and the same data
-as an uninterrupted run), --deterministic, and what a run records about itself."""
+"""`corolla train` end to end: what a run records about itself; resuming (after a crash, with
+the same schedule and the same data as an uninterrupted run; after Ctrl-C; a folder killed
+before its config); the data checked once; the decoded-image cache over its share of memory."""
 
 import csv
 import json
@@ -12,50 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from corolla.cli import main
+from corolla.data import pipeline
+from helpers.cli import one_line_error
+from helpers.images import planted_folder
 from helpers.processes import REPO, SCRIPTS
-from corolla import config
+
 
 CRASH = SCRIPTS / "crash_train.py"
-
-
-def test_schedule_matches_its_formula_at_chosen_steps():
-    from corolla.training import learning_rate_schedule
-
-    peak, total, warmup = 1e-3, 100, 10
-    schedule = learning_rate_schedule(peak, total, warmup)
-    expected = {
-        0: peak / 10,  # the ramp starts at a tenth of the peak
-        5: peak / 10 + (peak - peak / 10) * 5 / 10,  # linear ramp
-        10: peak,
-        55: peak * (0.99 * 0.5 * (1 + np.cos(np.pi * 45 / 90)) + 0.01),  # half way down
-        100: peak * 0.01,  # cosine ends at 1% of the peak
-    }
-    for step, lr in expected.items():
-        assert float(schedule(step)) == pytest.approx(lr, rel=1e-5), step
-
-
-def test_progressive_resizing_ramps_in_steps_of_16_and_ends_at_the_input_size():
-    from corolla.training import fit, schedule
-
-    def sizes(final, epochs, **train):
-        t = config.load(overrides={"train.epochs": epochs, **{f"train.{k}": v
-                                                                for k, v in train.items()}}).train
-        return [schedule.size_at(t, final, e) for e in range(epochs)]
-
-    # FFCV's ramp by fractions: 96 until half way (epoch 14), linear to 128 by 80% (22.4),
-    # rounded down to multiples of 16.
-    assert sizes(128, 28, start_size=96) == [96] * 19 + [112] * 4 + [128] * 5
-    assert sizes(128, 5, start_size=0) == sizes(128, 5, start_size=160) == [128] * 5
-    # The last epoch is at the input size even when the ramp ends with the training.
-    assert sizes(48, 4, start_size=16, size_ramp_start=0, size_ramp_end=1) == [16, 16, 32, 48]
-    assert sizes(200, 3, start_size=64, size_ramp_start=0.9, size_ramp_end=0.9) == [64, 64, 200]
-    # Phases split where the size changes, and where two-phase fine-tuning unfreezes.
-    t = config.load(overrides={"train.epochs": 6, "train.start_size": 16,
-                               "train.frozen_epochs": 2, "train.size_ramp_start": 0.4,
-                               "train.size_ramp_end": 0.6}).train
-    assert [(p.start, p.end, p.frozen, p.size) for p in fit.phases(t, True, 32)] == [
-        (0, 2, True, 16), (2, 4, False, 16), (4, 6, False, 32)]
-    assert [(p.start, p.end, p.size) for p in fit.phases(t, True, 0)] == [(0, 2, 0), (2, 6, 0)]
 
 
 def _train(args, crash="none", env=None, timeout=300):
@@ -138,3 +103,153 @@ def test_a_run_records_what_ran(tmp_path, tiny_petals):
     again = tomllib.loads((tmp_path / "r-2" / "config.toml").read_text())
     assert again["output"]["name"] == "r-2"
     assert again["output"]["run_id"] != config["output"]["run_id"]
+
+
+def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, tmp_path, capsys):
+    import keras
+
+    from corolla import config, runtime, training
+
+    class Stop(Exception):
+        pass
+
+    class StopAfterFirstEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 0:
+                raise Stop  # as if the machine went away after one epoch
+
+    cfg = config.load(overrides={"data.path": str(tiny_petals), "train.epochs": 2,
+                                 "train.batch_size": 8, "output.runs_dir": str(tmp_path),
+                                 "output.name": "r"})
+    with pytest.raises(Stop):
+        training.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
+                  callbacks=[StopAfterFirstEpoch()])
+    run = tmp_path / "r"
+    assert (run / "backup").is_dir() and not (run / "model.keras").exists()
+    one_line_error(capsys, ["evaluate", str(run)], "did not finish", f"--resume {run}")
+    one_line_error(capsys, ["train", "--resume", str(run), "--epochs", "5"],
+                    "drop --epochs")
+    one_line_error(capsys, ["train", "--resume", str(run), "--batch-size", "4"],
+                    "drop --batch-size", "its own config and global batch")
+
+    assert main(["train", "--resume", str(run)]) == 0
+    with (run / "history.csv").open() as f:
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2"]
+    assert (run / "model.keras").is_file() and (run / "metrics.json").is_file()
+    assert not (run / "backup").exists()
+    one_line_error(capsys, ["train", "--resume", str(run)], "already finished")
+
+
+def test_ctrl_c_says_how_to_continue(tiny_petals, tmp_path, capsys, monkeypatch):
+    from corolla.training import checkpoint
+
+    saved = checkpoint.Checkpoint.on_epoch_end
+
+    def interrupt(self, epoch, logs=None):
+        saved(self, epoch, logs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint.Checkpoint, "on_epoch_end", interrupt)
+    code = main(["train", "--data", str(tiny_petals), "--epochs", "2", "--batch-size", "8",
+                 "--runs-dir", str(tmp_path), "--name", "r"])
+    assert code == 130
+    assert capsys.readouterr().err.strip().endswith(
+        f"interrupted; continue with: corolla train --resume {tmp_path / 'r'}")
+
+
+@pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
+def test_a_model_trained_at_a_smaller_input_size_evaluates_at_it(tiny_petals, tmp_path):
+    """--input-size 16 on 32 px data: the model is built at 16, the saved config says so, and
+    evaluate and predict scale the data to it; a larger --input-size keeps the data's size."""
+    import keras
+
+    runs = tmp_path / "runs"
+    base = ["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "2",
+            "--batch-size", "8", "--runs-dir", str(runs)]
+    assert main([*base, "--input-size", "16", "--name", "small"]) == 0
+    run = runs / "small"
+    config = tomllib.loads((run / "config.toml").read_text())
+    assert config["model"]["input_size"] == 16 and config["data"]["image_size"] == 32
+    model = keras.saving.load_model(run / "model.keras", compile=False)
+    assert model.input_shape == (None, 16, 16, 3)
+    assert main(["evaluate", str(run)]) == 0
+    assert json.loads((run / "metrics.json").read_text())["split"] == "val"
+    assert main(["predict", str(run), "--out", str(tmp_path / "sub.csv")]) == 0
+    assert len((tmp_path / "sub.csv").read_text().splitlines()) == 1 + 20
+    assert main([*base, "--input-size", "64", "--name", "large"]) == 0
+    config = tomllib.loads((runs / "large" / "config.toml").read_text())
+    assert config["model"]["input_size"] == 32  # at most the data's size
+
+
+def test_a_cache_over_its_share_of_memory_is_left_out_with_a_line(tiny_petals, tmp_path,
+                                                                   monkeypatch, capsys):
+    """The `cpu` recipe caches decoded images (a few thousand photos); a user's 100,000 would
+    fill the host: over CACHE_SHARE of its memory the run decodes every epoch and says so."""
+    from corolla.cli import main
+
+    fits, need, budget = pipeline.cache_fits(3712, 224)
+    assert fits and abs(need - 0.5588) < 1e-4 and budget > 1  # the competition's val, 224 px
+    monkeypatch.setattr(pipeline, "CACHE_SHARE", 1e-9)
+    assert not pipeline.cache_fits(64, 32)[0]
+    # Two sizes (progressive resizing), two streams: the line is said once, at the first.
+    assert main(["train", "--data", str(tiny_petals), "--cache", "--epochs", "4",
+                 "--input-size", "32", "--start-size", "16", "--steps-per-epoch", "2",
+                 "--batch-size", "8", "--runs-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "at 16 px" in out and "at 32 px" in out
+    assert "data.cache: the training images decoded at 16 px would take 0.0 GB, over 0% of " \
+        "this host's memory" in out and "decoded every epoch instead" in out
+    assert out.count("data.cache:") == 1
+
+
+def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_path, cache,
+                                                                         capsys):
+    planted_folder(tmp_path / "photos")
+    common = ["train", "--data", str(tmp_path / "photos"), "--image-size", "16", "--epochs",
+              "1", "--steps-per-epoch", "1", "--batch-size", "4", "--model", "small_cnn",
+              "--runs-dir", str(tmp_path / "runs")]
+    assert main([*common, "--name", "strict", "--strict"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "5 group(s) of duplicates span the splits" in error[0]
+    assert not (tmp_path / "runs" / "strict").exists()
+    assert main([*common, "--name", "warned"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("data check:")]
+    assert lines == [f"data check: 5 group(s) of duplicates across splits (2 val, 3 test "
+                     f"image(s) with a copy in another split: scores on them are too good); "
+                     f"list them: corolla check-data --data {tmp_path / 'photos'}"]
+    run = tmp_path / "runs" / "warned"
+    assert json.loads((run / "data_check.json").read_text())["duplicates"]["across_groups"] == 5
+    report = (run / "report.html").read_text()
+    assert "<h2>Data check</h2>" in report and "test/same_pixels.bmp" in report
+    assert len(list((cache / "checks").iterdir())) == 1  # checked once, for both commands
+
+
+@pytest.mark.slow
+def test_4_a_run_folder_killed_before_its_config_is_taken_over(tiny_petals, tmp_path):
+    """kill -9 between the folder's mkdir and its config.toml: the same command starts the run
+    in it, instead of 'already exists'. A folder holding anything else is still refused."""
+    base = ["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "1",
+            "--batch-size", "8", "--runs-dir", str(tmp_path)]
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / ".lock").write_text("process 1 on elsewhere")  # held by nobody
+    for name in ("empty", "locked"):
+        assert main([*base, "--name", name]) == 0
+        assert (tmp_path / name / "FINISHED").is_file()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("someone's")
+    assert main([*base, "--name", "mine"]) == 2
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "someone's"
+
+
+def test_derived_learning_rates_are_saved_as_the_decimals_they_are(tiny_petals, tmp_path):
+    """config.toml said `start_learning_rate = 0.00030000000000000003` (a peak of 0.003 over
+    10 in binary floating point). Rounded where it is derived, so a resume reads back what an
+    uninterrupted run uses."""
+    assert main(["train", "--data", str(tiny_petals), "--model", "small_cnn", "--epochs", "1",
+                 "--steps-per-epoch", "1", "--batch-size", "8", "--lr", "0.003",
+                 "--runs-dir", str(tmp_path), "--name", "r"]) == 0
+    saved = (tmp_path / "r" / "config.toml").read_text()
+    assert "\nstart_learning_rate = 0.0003\n" in saved, saved
+    assert "\nmin_learning_rate = 3e-05\n" in saved, saved

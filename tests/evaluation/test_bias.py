@@ -1,19 +1,13 @@
 """Decisions for macro F1 and their uncertainty: per-class offsets fitted on held-out
 predictions raise macro F1 on other images where a class is under-predicted; every macro F1
 gets a bootstrap interval over images, [1, 1] for a perfect classifier, wider on fewer
-images."""
+images (on runs: end_to_end/test_fitted_bias.py)."""
 
 from __future__ import annotations
 
-import csv
-import json
-import shutil
-
 import numpy as np
 
-from corolla.cli import main
 from corolla.evaluation import bias, metrics
-from helpers.known_answer import TEST_LABELS, data, run  # noqa: F401
 
 
 def _under_predicted(n: int, seed: int, classes: int = 5):
@@ -63,42 +57,3 @@ def test_the_interval_holds_the_figure_and_widens_as_the_split_shrinks():
         widths.append(high - low)
     assert widths[0] < widths[1] < widths[2]
     assert metrics.macro_f1_interval(y, predicted) == metrics.macro_f1_interval(y, predicted)
-
-
-def test_evaluate_fit_bias_then_predict_with_the_offsets(data, run, tmp_path, capsys):
-    _, truth = data
-    copy = tmp_path / "run"
-    shutil.copytree(run, copy)
-    assert main(["predict", str(copy), "--bias", "fitted"]) == 2
-    assert "--fit-bias" in capsys.readouterr().err
-    assert main(["evaluate", str(copy), "--fit-bias"]) == 0
-    out = capsys.readouterr().out
-    assert "95% CI" in out and "held-out macro F1" in out
-    m = json.loads((copy / "metrics.json").read_text())
-    low, high = m["f1_macro_ci95"]
-    assert low <= m["f1_macro"] <= high
-    saved = json.loads((copy / "bias.json").read_text())
-    assert set(saved["offsets"]) == {"band zero", "band one", "band two", "hippeastrum "}
-    assert saved["fitted_on"] == "val" and saved["images"] == 12
-    assert main(["predict", str(copy), "--bias", "fitted"]) == 0
-    with (copy / "submission.csv").open() as f:
-        rows = {r["id"]: int(r["label"]) for r in csv.DictReader(f)}
-    assert rows == truth["test"]  # classes 0-2, which the rule gets right, stay right
-    assert len(rows) == len(TEST_LABELS)
-    assert "95% bootstrap interval" in (copy / "report.html").read_text()
-
-
-def test_a_kfold_run_fits_on_its_out_of_fold_predictions(tiny_kfold, tmp_path, capsys):
-    copy = tmp_path / "k2"
-    shutil.copytree(tiny_kfold, copy)
-    assert main(["evaluate", str(copy), "--fit-bias"]) == 0
-    saved = json.loads((copy / "bias.json").read_text())
-    oof = np.load(copy / "predictions" / "oof.npz")
-    assert saved["fitted_on"] == "oof" and saved["images"] == len(oof["ids"])
-    out = tmp_path / "sub.csv"
-    assert main(["predict", str(copy), "--bias", "fitted", "--out", str(out)]) == 0
-    test = np.load(copy / "predictions" / "test.npz")
-    offsets = np.array([saved["offsets"][n] for n in test["class_names"]])
-    with out.open() as f:
-        rows = {r["id"]: int(r["label"]) for r in csv.DictReader(f)}
-    assert rows == dict(zip(test["ids"], bias.decide(test["probabilities"], offsets).tolist()))

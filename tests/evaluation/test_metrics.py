@@ -1,8 +1,10 @@
+"""The one macro F1 (the competition's: over the union of true and predicted labels, as
+scikit-learn's default) and the confusion matrix."""
+
 import numpy as np
 import pytest
 
 from corolla.evaluation import metrics
-from corolla.report import submission
 
 
 def test_macro_scores_are_the_competitions_union_of_true_and_predicted_labels():
@@ -41,17 +43,3 @@ def test_confusion_matrix_is_row_normalised():
     matrix, labels = metrics.confusion([0, 0, 1, 1], [0, 1, 1, 1])
     assert labels == [0, 1]
     np.testing.assert_allclose(matrix, [[0.5, 0.5], [0.0, 1.0]])
-
-
-def test_submission_has_header_and_one_row_per_id(tmp_path):
-    path = submission.write(["a1", "b2", "c3"], np.array([3, 0, 103]), tmp_path / "s.csv")
-    assert path.read_text().splitlines() == ["id,label", "a1,3", "b2,0", "c3,103"]
-    assert submission.read(path) == {"a1": 3, "b2": 0, "c3": 103}
-
-
-def test_submission_refuses_duplicate_ids_and_mismatched_lengths(tmp_path):
-    with pytest.raises(ValueError, match="1 duplicate ids"):
-        submission.write(["a", "a"], [1, 2], tmp_path / "s.csv")
-    with pytest.raises(ValueError, match="2 ids but 1 labels"):
-        submission.write(["a", "b"], [1], tmp_path / "s.csv")
-    assert not (tmp_path / "s.csv").exists()

@@ -1,20 +1,16 @@
-"""Test-time augmentation: the views (`corolla.evaluation.tta`) and `corolla predict --tta N`,
-whose probabilities must be the mean of the single views' (computed here independently, the
-whole split in one batch), on one device and on two replicas with a padded last batch."""
+"""Test-time augmentation: the views (`corolla.evaluation.tta`): exact for views 0 and 1, small
+and deterministic for the others, independent of the batch; the number of views checked; saved
+predictions record their views (`predict --tta N` on a run: end_to_end/test_tta_predictions.py)."""
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
-from helpers.processes import REPO, run_python
 
 from corolla.cli import main
 from corolla.errors import UserError
 from corolla.evaluation import predictions, tta
 from corolla.report import scored
-from corolla.report import submission
 
 
 def _images(n: int = 5, size: int = 24, seed: int = 0) -> np.ndarray:
@@ -86,82 +82,3 @@ def test_saved_predictions_record_their_views_and_old_files_read_as_one(tmp_path
     np.savez(old, ids=np.array(["a", "b"]), labels=np.array([-1, -1]),
              probabilities=np.eye(2, dtype=np.float32), class_names=np.array(["x", "y"]))
     assert predictions.load(old).tta == 1
-
-
-# End to end, on a fold of the shared tiny k-fold run (a small trained model).
-
-@pytest.fixture(scope="module")
-def expected(tiny_kfold):
-    """(model's run, test ids, the 3-view mean computed independently: every view of the whole
-    test split as one batch, through the model)."""
-    from corolla import runtime
-
-    plan = runtime.detect()
-    from corolla.evaluation import inference
-    from corolla.data import pipeline
-
-    run = tiny_kfold / "fold-1"
-    _, _, data = inference.open_run(run)
-    split = data.split("test")
-    ids = pipeline.metadata(split)["ids"]
-    images = np.stack([e["image"].numpy() for e in pipeline.read(split, data.image_size,
-                                                                   ordered=True)])
-    images = images.astype(np.float32)
-    model = inference.load_model(run, plan, len(data.class_names))
-    views = [model.predict(tta.transform(images, v, tta.parameters(v, len(images))),
-                           verbose=0) for v in range(3)]
-    return run, ids, np.mean(views, axis=0), views[0]
-
-
-def _check(run, out, ids, mean):
-    saved = predictions.load(run / "predictions" / "test.npz")
-    assert saved.tta == 3 and list(saved.ids) == ids
-    np.testing.assert_allclose(saved.probabilities, mean, rtol=1e-5, atol=1e-6)
-    assert submission.check(out, ids, 4) == []
-    assert list(submission.read(out).values()) == mean.argmax(axis=1).tolist()
-
-
-@pytest.mark.slow
-def test_predict_tta_writes_the_mean_of_the_views(expected, tmp_path, capsys):
-    source, ids, mean, plain = expected
-    run = shutil.copytree(source, tmp_path / "run")
-    out = tmp_path / "sub.csv"
-    # Global batch 3: 20 test images, a padded last batch.
-    assert main(["predict", str(run), "--tta", "3", "--batch-size", "3", "--out", str(out)]) == 0
-    _check(run, out, ids, mean)
-    assert not np.allclose(mean, plain)  # the views changed something
-    printed = capsys.readouterr().out
-    assert "view 3 of 3: zoomed, shifted, rotated" in printed and "mean of 3 views" in printed
-
-
-@pytest.mark.slow
-def test_evaluate_tta_says_so_in_its_metrics(expected, tmp_path):
-    import json
-
-    run = shutil.copytree(expected[0], tmp_path / "run")
-    assert main(["evaluate", str(run), "--tta", "2"]) == 0
-    assert json.loads((run / "metrics.json").read_text())["tta"] == 2
-    assert predictions.load(run / "predictions" / "val.npz").tta == 2
-
-
-@pytest.mark.slow
-def test_predict_tta_on_two_replicas_gives_the_same_mean(expected, tmp_path):
-    """MirroredStrategy over 2 CPU devices, global batch 6: 20 images, a padded last batch."""
-    source, ids, mean, _ = expected
-    run = shutil.copytree(source, tmp_path / "run")
-    out = tmp_path / "sub.csv"
-    code = (
-        "import tensorflow as tf\n"
-        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
-        "tf.config.set_logical_device_configuration(cpu, "
-        "[tf.config.LogicalDeviceConfiguration()] * 2)\n"
-        "from corolla import runtime\n"
-        "plan = runtime.detect(strategy='mirrored', batch_size=3)\n"
-        "print('PLAN', plan.replicas, plan.inference_batch, flush=True)\n"
-        "from corolla.cli import main\n"
-        f"raise SystemExit(main(['predict', {str(run)!r}, '--tta', '3', '--batch-size', '3', "
-        f"'--strategy', 'mirrored', '--out', {str(out)!r}]))\n")
-    done = run_python(code, env={"KERAS_BACKEND": "tensorflow"}, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "PLAN 2 6" in done.stdout, done.stdout
-    _check(run, out, ids, mean)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageEnhance
 
+
 PHOTO_CLASSES = ("aster", "bluebell", "crocus")
 
 
@@ -134,3 +135,11 @@ def class_folders(root: Path, n: int = 6, size: int = 8, noise: bool = False) ->
                 np.full((size, size, 3), 30 * k, np.uint8)
             Image.fromarray(pixels).save(root / name / f"{k}.png")
     return root
+
+
+def pictures(folder: Path, names=("a", "b")) -> Path:
+    """A class folder of tiny PNG photos, one per name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for k, name in enumerate(names):
+        Image.fromarray(np.full((8, 8, 3), 40 * k, np.uint8)).save(folder / f"{name}.png")
+    return folder

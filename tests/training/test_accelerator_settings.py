@@ -85,7 +85,7 @@ def _whole_and_resumed(tmp, overrides):
 # per update, the ramp schedule (two-phase fine-tuning, whose second phase starts a fresh
 # optimizer, loss scale included, is under `large` below); deterministic,
 # so that a resumed run can be compared bit for bit (which keeps XLA off on TensorFlow: see
-# test_runtime_decide.test_deterministic_tensorflow_keeps_xla_off).
+# runtime/test_decide.py's test_deterministic_tensorflow_keeps_xla_off).
 GPU_LIKE = {"runtime.precision": "mixed_float16", "runtime.steps_per_execution": 2,
             "train.ema": True, "train.ema_momentum": 0.5, "train.accumulation_steps": 2,
             "train.schedule": "ramp", "train.epochs": 2, "train.deterministic": True}

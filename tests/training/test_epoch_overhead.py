@@ -3,15 +3,15 @@ benchmarks/overhead.py): validation batches cross to the device as uint8, the EM
 validation stays on the device on JAX, a val split that fits in memory is decoded once, the
 best epoch keeps weights alone (see test_training_options for the run it becomes), and Keras'
 JAX trainer gets no steps per execution it would only loop over in Python
-(test_runtime_decide)."""
+(runtime/test_decide.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers.processes import run_python
 
 from corolla.data import datasets, pipeline
+from helpers.processes import run_python
 
 
 def test_validation_batches_are_uint8_and_predict_as_float32_would(tiny_petals):

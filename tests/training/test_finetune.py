@@ -6,10 +6,10 @@ trained on cached frozen features equal to the slow path."""
 
 import numpy as np
 import pytest
-from helpers.processes import REPO
 
 from corolla import config
 from corolla.errors import UserError
+from helpers.processes import REPO
 
 LITE0 = REPO.parent / "shared" / "weights" / "efficientnet_lite0_imagenet"
 

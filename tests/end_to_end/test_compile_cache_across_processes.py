@@ -1,4 +1,4 @@
-"""JAX's persistent compilation cache (issue 33): on by default under Corolla's cache folder,
+"""JAX's persistent compilation cache: on by default under Corolla's cache folder,
 so a second process loads what the first compiled; `--compile-cache off` writes nothing."""
 
 import json
@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from helpers.processes import SCRIPTS
 from corolla.runtime import compile_cache
+from helpers.processes import SCRIPTS
+
 
 EVENTS = SCRIPTS / "cache_events.py"
 
@@ -50,13 +51,3 @@ def test_a_second_jax_process_loads_what_the_first_compiled(tmp_path, tiny_petal
 def test_compile_cache_off_writes_nothing(tmp_path, tiny_petals):
     _train(tmp_path, tiny_petals, tmp_path / "cache", "--compile-cache", "off")
     assert _entries(tmp_path / "cache" / compile_cache.FOLDER) == set()
-
-
-def test_the_compile_cache_setting_names_its_folder(tmp_path, monkeypatch):
-    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
-    assert compile_cache.folder("auto") == tmp_path / "jax-compile"
-    assert compile_cache.folder("off") is None
-    assert compile_cache.folder(str(tmp_path / "x")) == tmp_path / "x"
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "jax"))
-    assert compile_cache.folder("auto") == tmp_path / "jax"  # JAX's own setting is kept

@@ -1,0 +1,84 @@
+"""Runs with something damaged or missing: a damaged model or record is one line naming the way
+out; the advised --skip-bad-records continues a run; a folder run without a test split says how to
+add one."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from corolla.cli import main
+from helpers.cli import one_line
+from helpers.images import class_folders
+from helpers.processes import REPO, SCRIPTS
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_petals, tmp_path_factory):
+    """A finished tiny run; tests that change it work on a copy."""
+    runs = tmp_path_factory.mktemp("runs")
+    assert main(["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "2",
+                 "--batch-size", "8", "--runs-dir", str(runs), "--name", "t"]) == 0
+    return runs / "t"
+
+
+@pytest.mark.slow
+def test_9_a_damaged_model_is_one_line_naming_the_way_out(trained, tmp_path, capsys):
+    run = shutil.copytree(trained, tmp_path / "t")
+    capsys.readouterr()
+    data = (run / "model.keras").read_bytes()
+    (run / "model.keras").write_bytes(data[: len(data) // 2])  # a copy cut short
+    one_line(capsys, main(["evaluate", str(run)]), f"{run / 'model.keras'} is damaged",
+              f"copy {run / 'last.keras'}")
+
+
+@pytest.mark.slow
+def test_21_damaged_records_of_a_run_are_one_line_naming_the_file(trained, tmp_path, capsys):
+    from corolla.errors import UserError
+    from corolla.runs import rundir
+
+    run = shutil.copytree(trained, tmp_path / "t")
+    capsys.readouterr()
+    (run / "metrics.json").write_text('{"f1_macro": 0.5,')  # cut short
+    one_line(capsys, main(["report", str(run)]), f"{run / 'metrics.json'} is damaged",
+              f"corolla evaluate {run}")
+    (run / "history.csv").write_text("epoch,loss\n0,0.5\n1,not a number\n")
+    one_line(capsys, main(["evaluate", str(run)]), f"{run / 'history.csv'} is damaged")
+    (run / "plan.json").write_text("{")  # what a resumed session adds to
+    with pytest.raises(UserError, match=r"plan.json is damaged .* move it away"):
+        rundir.record_session(run, plan=None)
+
+
+@pytest.mark.large  # 33s: CI's large step (the README's suite keeps to 20 min)
+def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, capsys):
+    """A damaged record met mid-training advises --skip-bad-records: both ways of continuing the
+    run take it (and keep it for evaluate and predict); other settings are still refused."""
+    from corolla import config
+
+    crash = SCRIPTS / "crash_train.py"
+    command = ["train", "--data", str(tiny_petals), "--epochs", "2", "--batch-size", "16",
+               "--runs-dir", str(tmp_path), "--name", "r"]
+    for how in (["train", "--resume", str(tmp_path / "r")], command):
+        shutil.rmtree(tmp_path / "r", ignore_errors=True)
+        died = subprocess.run([sys.executable, str(crash), "mid_epoch:0", *command], cwd=REPO,
+                              capture_output=True, text=True, timeout=300)
+        assert died.returncode == 3, died.stderr[-2000:]
+        assert main([*how, "--epochs", "3"]) == 2
+        assert "--epochs" in capsys.readouterr().err
+        assert main([*how, "--skip-bad-records"]) == 0
+        assert config.load(tmp_path / "r" / "config.toml").data.skip_bad_records
+        assert (tmp_path / "r" / "FINISHED").is_file()
+
+
+@pytest.mark.slow
+def test_23_predict_of_a_folder_run_without_test_split_says_how_to_add_one(tmp_path, capsys,
+                                                                          monkeypatch):
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
+    src = class_folders(tmp_path / "src")
+    assert main(["train", "--data", str(src), "--image-size", "8", "--batch-size", "2",
+                 "--epochs", "1", "--steps-per-epoch", "1", "--runs-dir", str(tmp_path / "runs"),
+                 "--name", "r"]) == 0
+    capsys.readouterr()
+    one_line(capsys, main(["predict", str(tmp_path / "runs" / "r")]),
+              f"the data {src} has no test split", "test/ folder")

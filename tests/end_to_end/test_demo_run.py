@@ -1,0 +1,88 @@
+"""The tiny demo end to end (`corolla demo --tiny`): a complete run, its submission, and
+evaluate and predict on it, which leave the run's record alone."""
+
+import csv
+import json
+import tomllib
+
+import pytest
+
+from corolla.report import submission
+from corolla.cli import main
+from corolla.data import layout, pipeline
+from helpers.cli import one_line_error
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    assert main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
+                 str(root / "runs"), "--name", "tiny"]) == 0
+    return root, root / "runs" / "tiny"
+
+
+def test_demo_writes_a_complete_run(demo_run):
+    root, run = demo_run
+    for name in ("config.toml", "model.keras", "history.csv", "metrics.json", "submission.csv",
+                 "confusion_matrix.png", "training_curves.png", "sample_predictions.png"):
+        assert (run / name).is_file() and (run / name).stat().st_size > 0, name
+    config = tomllib.loads((run / "config.toml").read_text())
+    assert config["model"]["name"] == "small_cnn" and config["data"]["image_size"] == 32
+    assert config["train"]["learning_rate"] > 0  # resolved, not the "0 = default" placeholder
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["split"] == "val" and metrics["num_examples"] == 32
+    assert metrics["num_classes_present"] == 4  # the values: test_known_answer.py
+    with (run / "history.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1 and {"loss", "val_loss", "accuracy", "val_accuracy"} <= set(rows[0])
+
+
+def test_submission_has_each_test_id_exactly_once(demo_run):
+    root, run = demo_run
+    data = layout.open_layout(str(next((root / "cache").iterdir())))
+    test_ids = pipeline.metadata(data.split("test"))["ids"]
+    lines = (run / "submission.csv").read_text().splitlines()
+    assert lines[0] == "id,label" and len(lines) == 1 + len(test_ids) == 21
+    rows = submission.read(run / "submission.csv")
+    assert list(rows) == test_ids  # in the test split's order; the labels: test_known_answer
+
+
+def test_evaluate_and_predict_leave_the_model_config_and_history_alone(demo_run, tmp_path):
+    _, run = demo_run
+    kept = ("model.keras", "config.toml", "history.csv", "plan.json", "classes.txt")
+    before = {name: (run / name).read_bytes() for name in kept}
+    assert main(["evaluate", str(run)]) == 0
+    assert main(["predict", str(run), "--out", str(tmp_path / "sub.csv")]) == 0
+    assert {name: (run / name).read_bytes() for name in kept} == before
+
+
+def test_an_existing_run_is_never_overwritten(demo_run, capsys):
+    root, run = demo_run
+    stamp = (run / "model.keras").stat().st_mtime_ns
+    code = main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
+                 str(root / "runs"), "--name", "tiny"])
+    assert code == 2 and "already exists" in capsys.readouterr().err
+    assert (run / "model.keras").stat().st_mtime_ns == stamp
+
+
+def test_a_tensorflow_run_on_the_jax_backend_is_a_clear_error(demo_run):
+    import subprocess
+    import sys
+
+    _, run = demo_run
+    result = subprocess.run([sys.executable, "-m", "corolla", "evaluate", str(run), "--backend",
+                             "jax"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert "corolla: error:" in result.stderr and "use --backend tensorflow" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_evaluating_on_data_with_other_classes_is_refused(demo_run, tmp_path, capsys):
+    import shutil
+
+    root, run = demo_run
+    other = tmp_path / "other"
+    shutil.copytree(next((root / "cache").iterdir()), other)
+    (other / "classes.txt").write_text("a\nb\nc\nd\n")
+    one_line_error(capsys, ["evaluate", str(run), "--data", str(other)],
+                    "names other classes, not the 4 this run was trained on")
