@@ -4,7 +4,6 @@ recomputed, each without and with flip TTA (issue 21's figures of the plateau)."
 
 from __future__ import annotations
 
-import csv
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import sys
 import pytest
 
 from helpers.processes import REPO
+from helpers.runs import history
 
 SCRIPT = REPO / "benchmarks" / "weight_average.py"
 ROW = re.compile(r"^  (.+?) +([01]\.\d{4})  ([01]\.\d{4})$", re.MULTILINE)
@@ -34,11 +34,10 @@ def test_tiny_run_scores_every_variant(tmp_path):
                       for bn in ("as saved", "recomputed"))], out.stdout
     # Known answers: the run's own val macro F1 of its best and of its last epoch (history.csv)
     # are what this script measures of model.keras and of the last backup's weights.
-    with (tmp_path / "average" / "history.csv").open() as f:
-        history = [float(r["val_f1_macro"]) for r in csv.DictReader(f)]
+    f1 = [float(r["val_f1_macro"]) for r in history(tmp_path / "average")]
     figures = {r[0]: float(r[1]) for r in ROW.findall(out.stdout)}
-    assert figures["best epoch (model.keras)"] == pytest.approx(max(history), abs=1e-4)
-    assert figures["last epoch, BatchNorm as saved"] == pytest.approx(history[-1], abs=1e-4)
+    assert figures["best epoch (model.keras)"] == pytest.approx(max(f1), abs=1e-4)
+    assert figures["last epoch, BatchNorm as saved"] == pytest.approx(f1[-1], abs=1e-4)
 
 
 FINETUNE = REPO / "benchmarks" / "finetune.py"

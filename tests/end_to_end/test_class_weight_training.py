@@ -9,26 +9,25 @@ from pathlib import Path
 import pytest
 
 from corolla import config
-from corolla.cli import main
 from helpers.processes import REPO, SCRIPTS, run_python
 
 
-def _rare_recall(rare_class, runs, name, weight) -> float:
-    assert main(["train", "--data", str(rare_class), "--model", "small_cnn", "--epochs", "2",
-                 "--batch-size", "16", "--lr", "0.003", "--no-augment", "--seed", "1",
-                 "--class-weight", weight, "--runs-dir", str(runs), "--name", name]) == 0
-    saved = config.load(runs / name / "config.toml")
+def _rare_recall(train_tiny, rare_class, runs, name, weight) -> float:
+    run = train_tiny(runs, "--model", "small_cnn", "--epochs", "2", "--batch-size", "16", "--lr",
+                     "0.003", "--no-augment", "--seed", "1", "--class-weight", weight,
+                     data=rare_class, name=name, tiny=())
+    saved = config.load(run / "config.toml")
     assert saved.train.class_weight == weight  # recorded with the run
-    per_class = json.loads((runs / name / "metrics.json").read_text())["per_class"]
+    per_class = json.loads((run / "metrics.json").read_text())["per_class"]
     return next(c["recall"] for c in per_class if c["name"] == "rare")
 
 
 @pytest.mark.slow
 @pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
-def test_balanced_raises_the_rare_classs_recall(rare_class, tmp_path):
+def test_balanced_raises_the_rare_classs_recall(rare_class, tmp_path, train_tiny):
     """Measured: recall of the rare class 0.0 unweighted, 0.75 balanced (2 epochs, seed 1)."""
-    none = _rare_recall(rare_class, tmp_path, "none", "none")
-    balanced = _rare_recall(rare_class, tmp_path, "balanced", "balanced")
+    none = _rare_recall(train_tiny, rare_class, tmp_path, "none", "none")
+    balanced = _rare_recall(train_tiny, rare_class, tmp_path, "balanced", "balanced")
     assert balanced > none + 0.2, (none, balanced)
 
 

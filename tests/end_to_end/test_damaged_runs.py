@@ -3,29 +3,18 @@ out; the advised --skip-bad-records continues a run; a folder run without a test
 add one."""
 
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from corolla.cli import main
 from helpers.cli import one_line
 from helpers.images import class_folders
-from helpers.processes import REPO, SCRIPTS
-
-
-@pytest.fixture(scope="module")
-def trained(tiny_petals, tmp_path_factory):
-    """A finished tiny run; tests that change it work on a copy."""
-    runs = tmp_path_factory.mktemp("runs")
-    assert main(["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "2",
-                 "--batch-size", "8", "--runs-dir", str(runs), "--name", "t"]) == 0
-    return runs / "t"
+from helpers.processes import crash_train
 
 
 @pytest.mark.slow
-def test_9_a_damaged_model_is_one_line_naming_the_way_out(trained, tmp_path, capsys):
-    run = shutil.copytree(trained, tmp_path / "t")
+def test_9_a_damaged_model_is_one_line_naming_the_way_out(tiny_run_copy, capsys):
+    run = tiny_run_copy
     capsys.readouterr()
     data = (run / "model.keras").read_bytes()
     (run / "model.keras").write_bytes(data[: len(data) // 2])  # a copy cut short
@@ -34,11 +23,11 @@ def test_9_a_damaged_model_is_one_line_naming_the_way_out(trained, tmp_path, cap
 
 
 @pytest.mark.slow
-def test_21_damaged_records_of_a_run_are_one_line_naming_the_file(trained, tmp_path, capsys):
+def test_21_damaged_records_of_a_run_are_one_line_naming_the_file(tiny_run_copy, capsys):
     from corolla.errors import UserError
     from corolla.runs import rundir
 
-    run = shutil.copytree(trained, tmp_path / "t")
+    run = tiny_run_copy
     capsys.readouterr()
     (run / "metrics.json").write_text('{"f1_macro": 0.5,')  # cut short
     one_line(capsys, main(["report", str(run)]), f"{run / 'metrics.json'} is damaged",
@@ -56,13 +45,11 @@ def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, 
     run take it (and keep it for evaluate and predict); other settings are still refused."""
     from corolla import config
 
-    crash = SCRIPTS / "crash_train.py"
     command = ["train", "--data", str(tiny_petals), "--epochs", "2", "--batch-size", "16",
                "--runs-dir", str(tmp_path), "--name", "r"]
     for how in (["train", "--resume", str(tmp_path / "r")], command):
         shutil.rmtree(tmp_path / "r", ignore_errors=True)
-        died = subprocess.run([sys.executable, str(crash), "mid_epoch:0", *command], cwd=REPO,
-                              capture_output=True, text=True, timeout=300)
+        died = crash_train("mid_epoch:0", *command)
         assert died.returncode == 3, died.stderr[-2000:]
         assert main([*how, "--epochs", "3"]) == 2
         assert "--epochs" in capsys.readouterr().err
@@ -73,12 +60,10 @@ def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, 
 
 @pytest.mark.slow
 def test_23_predict_of_a_folder_run_without_test_split_says_how_to_add_one(tmp_path, capsys,
-                                                                          monkeypatch):
-    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
+                                                                          cache, train_tiny):
     src = class_folders(tmp_path / "src")
-    assert main(["train", "--data", str(src), "--image-size", "8", "--batch-size", "2",
-                 "--epochs", "1", "--steps-per-epoch", "1", "--runs-dir", str(tmp_path / "runs"),
-                 "--name", "r"]) == 0
+    run = train_tiny(tmp_path / "runs", "--image-size", "8", "--batch-size", "2",
+                     "--steps-per-epoch", "1", data=src)
     capsys.readouterr()
-    one_line(capsys, main(["predict", str(tmp_path / "runs" / "r")]),
+    one_line(capsys, main(["predict", str(run)]),
               f"the data {src} has no test split", "test/ folder")

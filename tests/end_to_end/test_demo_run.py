@@ -1,28 +1,21 @@
-"""The tiny demo end to end (`corolla demo --tiny`): a complete run, its submission, and
-evaluate and predict on it, which leave the run's record alone."""
+"""The tiny demo end to end (`corolla demo --tiny`: the session's `tiny_run`): a complete run,
+its submission, and evaluate and predict on it, which leave the run's record alone."""
 
-import csv
 import json
+import shutil
+import subprocess
+import sys
 import tomllib
 
-import pytest
-
-from corolla.report import submission
 from corolla.cli import main
 from corolla.data import layout, pipeline
+from corolla.report import submission
 from helpers.cli import one_line_error
+from helpers.runs import data_of, history
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("demo")
-    assert main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
-                 str(root / "runs"), "--name", "tiny"]) == 0
-    return root, root / "runs" / "tiny"
-
-
-def test_demo_writes_a_complete_run(demo_run):
-    root, run = demo_run
+def test_demo_writes_a_complete_run(tiny_run):
+    run = tiny_run
     for name in ("config.toml", "model.keras", "history.csv", "metrics.json", "submission.csv",
                  "confusion_matrix.png", "training_curves.png", "sample_predictions.png"):
         assert (run / name).is_file() and (run / name).stat().st_size > 0, name
@@ -32,14 +25,13 @@ def test_demo_writes_a_complete_run(demo_run):
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["split"] == "val" and metrics["num_examples"] == 32
     assert metrics["num_classes_present"] == 4  # the values: test_known_answer.py
-    with (run / "history.csv").open() as f:
-        rows = list(csv.DictReader(f))
+    rows = history(run)
     assert len(rows) == 1 and {"loss", "val_loss", "accuracy", "val_accuracy"} <= set(rows[0])
 
 
-def test_submission_has_each_test_id_exactly_once(demo_run):
-    root, run = demo_run
-    data = layout.open_layout(str(next((root / "cache").iterdir())))
+def test_submission_has_each_test_id_exactly_once(tiny_run):
+    run = tiny_run
+    data = layout.open_layout(str(data_of(run)))
     test_ids = pipeline.metadata(data.split("test"))["ids"]
     lines = (run / "submission.csv").read_text().splitlines()
     assert lines[0] == "id,label" and len(lines) == 1 + len(test_ids) == 21
@@ -47,8 +39,9 @@ def test_submission_has_each_test_id_exactly_once(demo_run):
     assert list(rows) == test_ids  # in the test split's order; the labels: test_known_answer
 
 
-def test_evaluate_and_predict_leave_the_model_config_and_history_alone(demo_run, tmp_path):
-    _, run = demo_run
+def test_evaluate_and_predict_leave_the_model_config_and_history_alone(tiny_run_copy,
+                                                                        tmp_path):
+    run = tiny_run_copy
     kept = ("model.keras", "config.toml", "history.csv", "plan.json", "classes.txt")
     before = {name: (run / name).read_bytes() for name in kept}
     assert main(["evaluate", str(run)]) == 0
@@ -56,8 +49,9 @@ def test_evaluate_and_predict_leave_the_model_config_and_history_alone(demo_run,
     assert {name: (run / name).read_bytes() for name in kept} == before
 
 
-def test_an_existing_run_is_never_overwritten(demo_run, capsys):
-    root, run = demo_run
+def test_an_existing_run_is_never_overwritten(tiny_run, capsys):
+    run = tiny_run
+    root = run.parent.parent  # the demo's own command: <root>/cache, <root>/runs/tiny
     stamp = (run / "model.keras").stat().st_mtime_ns
     code = main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
                  str(root / "runs"), "--name", "tiny"])
@@ -65,11 +59,8 @@ def test_an_existing_run_is_never_overwritten(demo_run, capsys):
     assert (run / "model.keras").stat().st_mtime_ns == stamp
 
 
-def test_a_tensorflow_run_on_the_jax_backend_is_a_clear_error(demo_run):
-    import subprocess
-    import sys
-
-    _, run = demo_run
+def test_a_tensorflow_run_on_the_jax_backend_is_a_clear_error(tiny_run):
+    run = tiny_run
     result = subprocess.run([sys.executable, "-m", "corolla", "evaluate", str(run), "--backend",
                              "jax"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
@@ -77,12 +68,10 @@ def test_a_tensorflow_run_on_the_jax_backend_is_a_clear_error(demo_run):
     assert "Traceback" not in result.stderr
 
 
-def test_evaluating_on_data_with_other_classes_is_refused(demo_run, tmp_path, capsys):
-    import shutil
-
-    root, run = demo_run
+def test_evaluating_on_data_with_other_classes_is_refused(tiny_run, tmp_path, capsys):
+    run = tiny_run
     other = tmp_path / "other"
-    shutil.copytree(next((root / "cache").iterdir()), other)
+    shutil.copytree(data_of(run), other)
     (other / "classes.txt").write_text("a\nb\nc\nd\n")
     one_line_error(capsys, ["evaluate", str(run), "--data", str(other)],
                     "names other classes, not the 4 this run was trained on")

@@ -18,14 +18,14 @@ from helpers.processes import REPO, run_python
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_kfold):
+def trained(tiny_run):
     """(run, its model.keras, images float32 [N, S, S, 3]: the run's test and val images)."""
     from corolla import runtime
     from corolla.data import pipeline
     from corolla.evaluation import inference
 
     plan = runtime.detect()
-    run = tiny_kfold / "fold-1"
+    run = tiny_run
     _, _, data = inference.open_run(run)
     images = np.concatenate([
         np.stack([e["image"].numpy() for e in pipeline.read(data.split(s), data.image_size,

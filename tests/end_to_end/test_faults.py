@@ -2,8 +2,6 @@
 command) always continues from the last completed step and ends in a complete, correct run.
 Also: one writer per run, and a loss that turns NaN stops the run with its last good backup."""
 
-import csv
-import json
 import os
 import socket
 import subprocess
@@ -11,28 +9,8 @@ import sys
 
 import pytest
 
-from helpers.processes import REPO, SCRIPTS
-
-CRASH = SCRIPTS / "crash_train.py"
-
-
-def _corolla(point, *args, signal=""):
-    cmd = [sys.executable, str(CRASH), point, *map(str, args)]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
-                               "CRASH_SIGNAL": signal})
-
-
-def _epochs(run):
-    if not (run / "history.csv").is_file():
-        return []
-    with (run / "history.csv").open() as f:
-        return [row["epoch"] for row in csv.DictReader(f)]
-
-
-def _state(run):
-    path = run / "backup" / "state.json"
-    return json.loads(path.read_text())["epochs_done"] if path.is_file() else None
+from helpers.processes import crash_train
+from helpers.runs import backup_epochs, epochs
 
 
 @pytest.mark.slow
@@ -61,7 +39,7 @@ def test_a_run_killed_at_every_point_is_finished_by_re_running_it(tiny_petals, t
         ("predict", command, None, ["1", "2"]),
     ]
     for point, how, in_backup, in_history in steps:
-        result = _corolla(point, *how, signal="" if stop == "kill" else stop)
+        result = crash_train(point, *how, env={"CRASH_SIGNAL": "" if stop == "kill" else stop})
         assert "CRASH" in result.stdout, (point, result.stderr[-2000:])
         if stop == "kill":
             assert result.returncode == 3, (point, result.stderr[-2000:])
@@ -72,21 +50,21 @@ def test_a_run_killed_at_every_point_is_finished_by_re_running_it(tiny_petals, t
                 (point, result.stderr[-2000:])
             assert "Traceback" not in result.stderr, (point, result.stderr[-2000:])
         assert not (run / "FINISHED").exists(), point
-        assert _state(run) == in_backup, point
-        assert _epochs(run) == in_history, point
+        assert backup_epochs(run) == in_backup, point
+        assert epochs(run) == in_history, point
         assert (run / "model.keras").is_file() == (point in ("evaluate", "predict")), point
     assert (run / "metrics.json").is_file() and not (run / "submission.csv").exists()
 
-    result = _corolla("none", *resume)
+    result = crash_train("none", *resume)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "evaluating and predicting" in result.stdout
     assert (run / "FINISHED").is_file() and not (run / "backup").exists()
-    assert _epochs(run) == ["1", "2"]
+    assert epochs(run) == ["1", "2"]
     assert len((run / "submission.csv").read_text().splitlines()) == 1 + 20
     assert not [p.name for p in run.rglob("*.partial*")]  # no half-written file left behind
 
     for how in (resume, command):  # a finished run is never trained again
-        again = _corolla("none", *how)
+        again = crash_train("none", *how)
         assert again.returncode == 2 and "already" in again.stderr, again.stderr[-2000:]
 
 
@@ -117,7 +95,7 @@ def test_one_writer_per_run(tiny_petals, tmp_path, capsys):
                "--runs-dir", str(tmp_path), "--name", "r"]
     # A run left by a process that died: its lock file names it, but nobody holds it.
     run = tmp_path / "r"
-    crashed = _corolla("mid_epoch:0", *command)
+    crashed = crash_train("mid_epoch:0", *command)
     assert crashed.returncode == 3
     assert (run / ".lock").read_text().startswith("process ")
     # Another process holds the run: a second writer is refused in one line.
@@ -141,9 +119,8 @@ def test_one_writer_per_run(tiny_petals, tmp_path, capsys):
     assert rundir.status(run) == rundir.FINISHED_STATUS
 
 
-def test_a_loss_that_becomes_nan_stops_the_run_keeping_its_backup(tiny_petals, tmp_path,
+def test_a_loss_that_becomes_nan_stops_the_run_keeping_its_backup(train_tiny, tmp_path,
                                                                   capsys, monkeypatch):
-    from corolla.cli import main
     from corolla.training import checkpoint
 
     saved = checkpoint.Checkpoint.on_epoch_end
@@ -152,13 +129,12 @@ def test_a_loss_that_becomes_nan_stops_the_run_keeping_its_backup(tiny_petals, t
         saved(self, epoch, {**logs, "loss": float("nan")} if epoch == 1 else logs)
 
     monkeypatch.setattr(checkpoint.Checkpoint, "on_epoch_end", nan_in_epoch_1)
-    code = main(["train", "--data", str(tiny_petals), "--epochs", "3", "--batch-size", "16",
-                 "--runs-dir", str(tmp_path), "--name", "r"])
+    run = train_tiny(tmp_path, "--epochs", "3", code=2)
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1, err
+    assert len(err) == 1, err
     assert "the training loss became nan in epoch 2" in err[0]
     assert "the backup of epoch 1 is kept" in err[0] and "lower --lr" in err[0]
-    assert _state(tmp_path / "r") == 1 and _epochs(tmp_path / "r") == ["1"]
+    assert backup_epochs(run) == 1 and epochs(run) == ["1"]
 
 
 def test_a_write_that_fails_keeps_the_old_file_and_says_why(tmp_path, monkeypatch):

@@ -172,20 +172,11 @@ def mounted(tmp_path):
     subprocess.run(["umount", str(disk)], check=False)
 
 
-@pytest.fixture(scope="module")
-def trained(tiny_petals, tmp_path_factory):
-    """A finished tiny run; tests that change it work on a copy."""
-    runs = tmp_path_factory.mktemp("runs")
-    assert main(["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "2",
-                 "--batch-size", "8", "--runs-dir", str(runs), "--name", "t"]) == 0
-    return runs / "t"
-
-
-def test_7_read_only_or_wrong_kind_outputs_are_one_line(trained, mounted, tmp_path, capsys,
+def test_7_read_only_or_wrong_kind_outputs_are_one_line(tiny_run, mounted, tmp_path, capsys,
                                                         monkeypatch):
     disk, read_only = mounted
     monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
-    run = shutil.copytree(trained, disk / "t", ignore=shutil.ignore_patterns("*.keras", "*.png",
+    run = shutil.copytree(tiny_run, disk / "t", ignore=shutil.ignore_patterns("*.keras", "*.png",
                                                                             "logs", "*.html"))
     src = class_folders(tmp_path / "src")
     read_only()

@@ -15,6 +15,7 @@ from corolla.cli import main
 from corolla.data import folds, layout, pipeline
 from corolla.evaluation import predictions
 from corolla.report import submission
+from helpers.images import copies_folder
 
 
 def test_folds_flag_out_of_range_is_one_line(tiny_petals, tmp_path, capsys):
@@ -77,7 +78,8 @@ def test_a_kfold_run_has_no_model_to_evaluate_one_line(tiny_kfold, capsys):
 
 @pytest.mark.slow
 def test_an_interrupted_kfold_run_completes_only_the_unfinished_fold(tiny_kfold, tiny_petals,
-                                                                     tmp_path, capsys):
+                                                                     tmp_path, capsys,
+                                                                     train_tiny):
     """Killed after fold 1 (simulated: fold 2 and the parent's outputs removed): the same
     command keeps fold 1 as it was and trains fold 2 alone."""
     runs = tmp_path / "runs"
@@ -89,9 +91,7 @@ def test_an_interrupted_kfold_run_completes_only_the_unfinished_fold(tiny_kfold,
     model = (parent / "fold-1" / "model.keras").read_bytes()
     capsys.readouterr()
 
-    assert main(["train", "--data", str(tiny_petals), "--folds", "2", "--epochs", "1",
-                 "--steps-per-epoch", "2", "--batch-size", "8", "--runs-dir", str(runs),
-                 "--name", "k2"]) == 0
+    train_tiny(runs, "--folds", "2", name="k2")  # tiny_kfold's own command
     out = capsys.readouterr().out
     assert "fold 1 of 2 finished before: kept" in out and "fold 2 of 2: training" in out
     assert "fold 1 of 2: training" not in out and out.count("training small_cnn") == 1
@@ -100,24 +100,19 @@ def test_an_interrupted_kfold_run_completes_only_the_unfinished_fold(tiny_kfold,
     oof = predictions.load(parent / "predictions" / "oof.npz")
     assert sorted(oof.ids) == sorted(_truth(tiny_petals)[0])
     # Once finished, the same command does not train it again.
-    assert main(["train", "--data", str(tiny_petals), "--folds", "2", "--epochs", "1",
-                 "--steps-per-epoch", "2", "--batch-size", "8", "--runs-dir", str(runs),
-                 "--name", "k2"]) == 2
+    train_tiny(runs, "--folds", "2", name="k2", code=2)
     assert "already exists" in capsys.readouterr().err
 
 
 @pytest.mark.slow
-def test_a_kfold_run_keeps_each_group_of_copies_in_one_fold_and_records_it(tmp_path,
-                                                                          monkeypatch, capsys):
-    from helpers.images import copies_folder
-
-    monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
+def test_a_kfold_run_keeps_each_group_of_copies_in_one_fold_and_records_it(tmp_path, cache,
+                                                                          capsys, train_tiny):
     planted = copies_folder(tmp_path / "photos")
-    assert main(["train", "--data", str(tmp_path / "photos"), "--folds", "2", "--epochs", "1",
-                 "--steps-per-epoch", "1", "--batch-size", "4", "--input-size", "16",
-                 "--runs-dir", str(tmp_path / "runs"), "--name", "kf"]) == 0
+    parent = train_tiny(tmp_path / "runs", "--folds", "2", "--steps-per-epoch", "1",
+                        "--batch-size", "4", "--input-size", "16", data=tmp_path / "photos",
+                        name="kf")
     assert "copies kept in their originals' folds" in capsys.readouterr().out
-    assignment = folds.Assignment.read(tmp_path / "runs" / "kf" / "folds.csv")
+    assignment = folds.Assignment.read(parent / "folds.csv")
     by_group: dict = {}
     for group, fold in zip(assignment.groups, assignment.folds):
         by_group.setdefault(group, set()).add(fold)

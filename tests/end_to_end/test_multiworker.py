@@ -3,7 +3,6 @@ TF_CONFIG (MultiWorkerMirroredStrategy) and JAX processes from KERAS_DISTRIBUTIO
 (keras.distribution.initialize). Both must finish with identical weights, and only the chief
 may write the run directory."""
 
-import csv
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 from helpers.processes import REPO, SCRIPTS, free_ports
+from helpers.runs import epochs, history, saved_weights_in_a_fresh_process
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 300
@@ -27,18 +27,6 @@ def _cluster_env(backend: str, index: int, ports: list[int]) -> dict:
                                          "task": {"type": "worker", "index": index}})}
     return {"KERAS_DISTRIBUTION_JOB_ADDRESSES": ",".join(addresses),
             "KERAS_DISTRIBUTION_NUM_PROCESSES": "2", "KERAS_DISTRIBUTION_PROCESS_ID": str(index)}
-
-
-def _weights(path):
-    code = ("import sys, numpy as np, corolla.runtime as r; r.detect(); import keras; "
-            "import corolla.models.layers; m = keras.saving.load_model(sys.argv[1], "
-            "compile=False); np.savez(sys.argv[2], *m.get_weights())")
-    out = path.with_suffix(".npz")
-    subprocess.run([sys.executable, "-c", code, str(path), str(out)], check=True,
-                   capture_output=True, timeout=TIMEOUT, env={**os.environ,
-                                                              "TF_CPP_MIN_LOG_LEVEL": "3"})
-    with np.load(out) as f:
-        return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
 
 
 def _run_workers(backend, tmp_path, args, expect=0, cluster_env=_cluster_env):
@@ -99,9 +87,9 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
     assert [p.name for p in runs.iterdir()] == [run.name]
     assert {"config.toml", "model.keras", "history.csv", "metrics.json", "submission.csv",
             "FINISHED"} <= {p.name for p in run.iterdir()}
-    with (run / "history.csv").open() as f:
-        assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2"]
-    chief, worker = _weights(run / "model.keras"), _weights(scratch / "model.keras")
+    assert epochs(run) == ["1", "2"]
+    chief = saved_weights_in_a_fresh_process(run / "model.keras")
+    worker = saved_weights_in_a_fresh_process(scratch / "model.keras")
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)
@@ -129,10 +117,10 @@ def test_a_worker_that_lost_its_scratch_folder_continues_from_the_chiefs_backup(
     assert all("FIRST_EPOCH 1" in out for out in resumed), resumed
     assert ("every process continues from the chief's backup, after epoch 1: epochs in the "
             "workers' own backups: process 1 (0)") in resumed[0]
-    with (run / "history.csv").open() as f:
-        assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2"]
+    assert epochs(run) == ["1", "2"]
     scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
-    chief, worker = _weights(run / "last.keras"), _weights(scratch / "last.keras")
+    chief = saved_weights_in_a_fresh_process(run / "last.keras")
+    worker = saved_weights_in_a_fresh_process(scratch / "last.keras")
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)
@@ -150,8 +138,7 @@ def test_two_workers_validate_every_image_of_val_once(backend, tiny_petals, tmp_
                                      "--epochs", 4, "--global-batch-size", 16,
                                      "--runs-dir", runs, "--name", "mw"])
     run = runs / "mw"
-    with (run / "history.csv").open() as f:
-        last = list(csv.DictReader(f))[-1]
+    last = history(run)[-1]
     last_run = tmp_path / "last"  # the run as it was after its last epoch
     shutil.copytree(run, last_run)
     shutil.copy(run / "last.keras", last_run / "model.keras")
@@ -249,11 +236,11 @@ def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
     [line] = [s for s in outs[0].splitlines() if s.startswith("time 60s: ") and "planned" in s]
     assert line.partition(": ")[2] == train["time_plan"]
     assert not any(s.startswith("time 60s") for s in outs[1].splitlines())
-    with (run / "history.csv").open() as f:
-        rows = list(csv.DictReader(f))
+    rows = history(run)
     assert len(rows) == train["epochs"] >= 2 and float(rows[-1]["seconds"]) <= 60
     scratch = tmp_path / "tmp1" / f"corolla-{saved['output']['run_id']}" / "worker-1"
-    chief, worker = _weights(run / "model.keras"), _weights(scratch / "model.keras")
+    chief = saved_weights_in_a_fresh_process(run / "model.keras")
+    worker = saved_weights_in_a_fresh_process(scratch / "model.keras")
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)

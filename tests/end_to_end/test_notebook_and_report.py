@@ -1,7 +1,7 @@
-"""The Python API and the HTML report, on one tiny run trained once: the notebook workflow
-(train, evaluate, predict, report) returns the run's files and metrics; report.html holds every
-metric and embeds every picture, escapes text, has no outside resource, and renders in a real
-headless browser (no missing image)."""
+"""The Python API and the HTML report: the notebook workflow (train, evaluate, predict, report)
+returns the run's files and metrics; the shared tiny run's report.html holds every metric and
+embeds every picture, escapes text, has no outside resource, and renders in a real headless
+browser (no missing image)."""
 
 import base64
 import html
@@ -22,18 +22,18 @@ from corolla.errors import UserError
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
-@pytest.fixture(scope="module")
-def run(tiny_petals, tmp_path_factory):
-    """A tiny run, trained the notebook way: 1 epoch of 2 steps."""
-    root = tmp_path_factory.mktemp("notebook")
+@pytest.fixture
+def run(tiny_run):
+    """The session's tiny run, opened as a notebook opens it."""
+    return corolla.open_run(tiny_run)
+
+
+def test_notebook_workflow_returns_the_runs_files_and_metrics(tiny_petals, tmp_path):
+    """A tiny run trained the notebook way: 1 epoch of 2 steps."""
     lines = []
-    trained = corolla.train(data=tiny_petals, epochs=1, steps_per_epoch=2, batch_size=8,
-                            learning_rate=3e-3, runs_dir=root, name="nb", log=lines.append)
+    run = corolla.train(data=tiny_petals, epochs=1, steps_per_epoch=2, batch_size=8,
+                        learning_rate=3e-3, runs_dir=tmp_path, name="nb", log=lines.append)
     assert any(line.startswith("val: accuracy") for line in lines)
-    return trained
-
-
-def test_notebook_workflow_returns_the_runs_files_and_metrics(run, tiny_petals):
     assert isinstance(run, corolla.Run) and run.path.name == "nb"
     for name in ("model.keras", "metrics.json", "report.html", "submission.csv",
                  "confusion_matrix.png", "predictions/val.npz", "predictions/test.npz"):
@@ -88,7 +88,7 @@ def test_report_holds_every_metric_and_embeds_every_picture(run):
                                           "sample_predictions.png", "confident_mistakes.png"}
     for picture in pictures:
         assert base64.b64encode(picture.read_bytes()).decode() in text, picture.name
-    assert "tensorflow" in text and html.escape('name = "nb"') in text  # plan.json, config
+    assert "tensorflow" in text and html.escape(f'name = "{run.path.name}"') in text  # plan, config
     assert "Training history (1 epoch" in text and "session 1 started" in text
     # Self-contained: no script, no link, nothing fetched.
     assert "<script" not in text and "href=" not in text and "url(" not in text
@@ -129,7 +129,7 @@ def test_report_of_a_run_without_evaluation_says_to_evaluate(run, tmp_path, caps
     assert not (bare / "report.html").exists()
 
 
-def test_report_renders_in_a_headless_browser(run, tmp_path):
+def test_report_renders_in_a_headless_browser(tiny_run_copy, tmp_path):
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         if os.environ.get("CI"):
             pytest.fail("CI must render the report: install chromium and chromium-driver")
@@ -137,6 +137,7 @@ def test_report_renders_in_a_headless_browser(run, tmp_path):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    run = corolla.open_run(tiny_run_copy)
     assert main(["report", str(run.path)]) == 0
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)

@@ -13,20 +13,12 @@ from corolla.report import submission
 from corolla.cli import main
 from helpers.cli import one_line_error
 from helpers.images import pictures
+from helpers.runs import data_of
 
 
 RUN_FILES = ("config.toml", "model.keras", "history.csv", "plan.json", "classes.txt",
              "metrics.json", "confusion_matrix.png", "training_curves.png",
              "sample_predictions.png", "submission.csv")
-
-
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    """(the demo's data folder, its finished tiny run)."""
-    root = tmp_path_factory.mktemp("outputs")
-    assert main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
-                 str(root / "runs"), "--name", "tiny"]) == 0
-    return next((root / "cache").iterdir()), root / "runs" / "tiny"
 
 
 @pytest.fixture
@@ -49,8 +41,8 @@ def _partials(folder):
     return sorted(p.name for p in folder.rglob("*.partial*"))
 
 
-def test_predict_replaces_an_existing_out_file_only_with_force(demo_run, tmp_path, capsys):
-    _, run = demo_run
+def test_predict_replaces_an_existing_out_file_only_with_force(tiny_run_copy, tmp_path, capsys):
+    run = tiny_run_copy
     out = tmp_path / "mine.csv"
     out.write_text("my own notes\n")
     one_line_error(capsys, ["predict", str(run), "--out", str(out)],
@@ -62,8 +54,8 @@ def test_predict_replaces_an_existing_out_file_only_with_force(demo_run, tmp_pat
     assert _partials(tmp_path) == []
 
 
-def test_predict_never_writes_over_the_runs_own_files(demo_run, capsys, no_model_loading):
-    _, run = demo_run
+def test_predict_never_writes_over_the_runs_own_files(tiny_run, capsys, no_model_loading):
+    run = tiny_run
     before = _snapshot(run)
     for target in (run / "config.toml", run / "model.keras", run / "backup" / "state.json",
                    run / "notes.csv", run):
@@ -78,16 +70,16 @@ def test_predict_never_writes_over_the_runs_own_files(demo_run, capsys, no_model
     assert _snapshot(run) == before
 
 
-def test_predict_out_may_name_the_runs_own_submission(demo_run):
+def test_predict_out_may_name_the_runs_own_submission(tiny_run_copy):
     """RUN/submission.csv is predict's default output: naming it is refreshing it."""
-    _, run = demo_run
+    run = tiny_run_copy
     assert main(["predict", str(run), "--out", str(run / "submission.csv")]) == 0
     assert len(submission.read(run / "submission.csv")) == 20
 
 
 def test_predict_into_a_missing_folder_fails_before_the_model_is_loaded(
-        demo_run, tmp_path, capsys, no_model_loading):
-    _, run = demo_run
+        tiny_run, tmp_path, capsys, no_model_loading):
+    run = tiny_run
     out = tmp_path / "not-made-yet" / "sub.csv"
     one_line_error(capsys, ["predict", str(run), "--out", str(out)],
                     f"folder {out.parent} does not exist", "create it first")
@@ -96,8 +88,9 @@ def test_predict_into_a_missing_folder_fails_before_the_model_is_loaded(
     assert not out.parent.exists()
 
 
-def test_evaluate_on_other_data_writes_beside_the_runs_metrics(demo_run, tmp_path, capsys):
-    data, run = demo_run
+def test_evaluate_on_other_data_writes_beside_the_runs_metrics(tiny_run_copy, tmp_path, capsys):
+    run = tiny_run_copy
+    data = data_of(run)
     other = tmp_path / "other-petals"
     shutil.copytree(data, other)
     before = _snapshot(run)
@@ -121,9 +114,10 @@ def test_evaluate_on_other_data_writes_beside_the_runs_metrics(demo_run, tmp_pat
     assert _snapshot(run) == before
 
 
-def test_evaluate_out_never_writes_over_the_runs_own_files(demo_run, tmp_path, capsys,
+def test_evaluate_out_never_writes_over_the_runs_own_files(tiny_run, tmp_path, capsys,
                                                            no_model_loading):
-    data, run = demo_run
+    run = tiny_run
+    data = data_of(run)
     other = tmp_path / "elsewhere"
     shutil.copytree(data, other)
     before = _snapshot(run)
@@ -142,12 +136,12 @@ def test_evaluate_out_never_writes_over_the_runs_own_files(demo_run, tmp_path, c
     assert _snapshot(run) == before and not (run / "eval-elsewhere").exists()
 
 
-def test_a_model_with_a_lambda_layer_is_refused_in_one_line(demo_run, tmp_path, capsys):
+def test_a_model_with_a_lambda_layer_is_refused_in_one_line(tiny_run, tmp_path, capsys):
     import warnings
 
     import keras
 
-    _, run = demo_run
+    run = tiny_run
     other = tmp_path / "lambda-run"
     shutil.copytree(run, other)
     inputs = keras.Input((32, 32, 3))
@@ -166,8 +160,8 @@ def test_a_model_with_a_lambda_layer_is_refused_in_one_line(demo_run, tmp_path, 
     assert not (tmp_path / "s.csv").exists()
 
 
-def test_an_unwritable_folder_is_one_line(demo_run, tmp_path, capsys, no_model_loading):
-    _, run = demo_run
+def test_an_unwritable_folder_is_one_line(tiny_run, tmp_path, capsys, no_model_loading):
+    run = tiny_run
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
@@ -192,11 +186,11 @@ def _tree(folder):
             if p.is_file()}
 
 
-def test_outputs_never_land_in_another_runs_folder(demo_run, tmp_path, capsys,
+def test_outputs_never_land_in_another_runs_folder(tiny_run, tmp_path, capsys,
                                                    no_model_loading):
     """`evaluate s1 --out kill1` wrote s1's scores over kill1's record; predict could replace
     another run's model.keras with a CSV under --force."""
-    _, run = demo_run
+    run = tiny_run
     other = tmp_path / "kill1"
     shutil.copytree(run, other)
     ensemble = tmp_path / "ensemble-1"
@@ -213,8 +207,8 @@ def test_outputs_never_land_in_another_runs_folder(demo_run, tmp_path, capsys,
     assert _tree(other) == before and _tree(ensemble) == before_ensemble
 
 
-def test_evaluate_out_is_a_new_or_empty_folder(demo_run, tmp_path, capsys, no_model_loading):
-    _, run = demo_run
+def test_evaluate_out_is_a_new_or_empty_folder(tiny_run, tmp_path, capsys, no_model_loading):
+    run = tiny_run
     kept = tmp_path / "notes"
     kept.mkdir()
     (kept / "mine.txt").write_text("my notes")
@@ -224,14 +218,15 @@ def test_evaluate_out_is_a_new_or_empty_folder(demo_run, tmp_path, capsys, no_mo
     assert _tree(kept) == {Path("mine.txt"): b"my notes"}
 
 
-def test_outputs_never_land_in_a_data_set_or_an_input(demo_run, tmp_path, capsys,
+def test_outputs_never_land_in_a_data_set_or_an_input(tiny_run, tmp_path, capsys,
                                                       no_model_loading, monkeypatch):
     """PNGs written into a class folder (or as a new class beside them) would be trained on
     as photos; the run's own data, and the inputs of a command, are never written."""
     from corolla.commands import explain
 
     monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
-    data, run = demo_run
+    run = tiny_run
+    data = data_of(run)
     photos = tmp_path / "small_copy"
     daisy = pictures(photos / "daisy")
     pictures(photos / "tulip")
@@ -251,14 +246,14 @@ def test_outputs_never_land_in_a_data_set_or_an_input(demo_run, tmp_path, capsys
     assert _tree(photos) == before and not (data / "scores").exists()
 
 
-def test_explain_never_writes_over_the_runs_own_files(demo_run, tmp_path, capsys,
+def test_explain_never_writes_over_the_runs_own_files(tiny_run, tmp_path, capsys,
                                                       no_model_loading, monkeypatch):
     """`explain RUN x.jpg --out RUN --force` replaced RUN/confusion_matrix.png, and its
     refusal without --force advised --force."""
     from corolla.commands import explain
 
     monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
-    _, run = demo_run
+    run = tiny_run
     photo = pictures(tmp_path / "photos", ["confusion_matrix"]) / "confusion_matrix.png"
     before = _snapshot(run)
     for target in (run, run / "predictions"):
@@ -270,9 +265,9 @@ def test_explain_never_writes_over_the_runs_own_files(demo_run, tmp_path, capsys
     assert _snapshot(run) == before
 
 
-def test_a_run_without_its_class_list_is_refused_in_one_line(demo_run, tmp_path, capsys):
+def test_a_run_without_its_class_list_is_refused_in_one_line(tiny_run, tmp_path, capsys):
     """The data's classes.txt is no stand-in: reordered since, it named every output wrong."""
-    _, run = demo_run
+    run = tiny_run
     copy = tmp_path / "nocls"
     shutil.copytree(run, copy)
     (copy / "classes.txt").unlink()
@@ -287,13 +282,13 @@ def test_a_run_without_its_class_list_is_refused_in_one_line(demo_run, tmp_path,
     assert (copy / "metrics.json").read_bytes() == (run / "metrics.json").read_bytes()
 
 
-def test_a_model_that_is_not_the_runs_own_is_refused(demo_run, tmp_path, capsys):
+def test_a_model_that_is_not_the_runs_own_is_refused(tiny_run, tmp_path, capsys):
     """A model.keras copied over from another run of the same classes was scored, predicted
     with and exported as this run's. The model carries its run's id and input size."""
     from corolla import config as config_lib
     from corolla.runs import identity
 
-    _, run = demo_run
+    run = tiny_run
     record = identity.read(run / "model.keras")
     own = config_lib.load(run / "config.toml")
     assert record == {"run_id": own.output.run_id, "input_size": own.model.input_size}
@@ -316,14 +311,14 @@ def test_a_model_that_is_not_the_runs_own_is_refused(demo_run, tmp_path, capsys)
 
 
 def test_evaluate_on_a_new_photo_folder_scores_every_photo_and_names_the_folder(
-        demo_run, tmp_path, capsys, monkeypatch):
+        tiny_run_copy, tmp_path, capsys, monkeypatch):
     """`evaluate s1 --data small2` (100 new photos) scored the 21 a conversion split off as
     val, said nothing, and wrote eval-b77cef57e1ee6e87 (the cache's key)."""
     import numpy as np
     from PIL import Image
 
     monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
-    _, run = demo_run
+    run = tiny_run_copy
     photos = tmp_path / "small2"
     names = (run / "classes.txt").read_text().splitlines()
     rng = np.random.default_rng(0)

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from corolla.cli import main
 from helpers.processes import REPO
+from helpers.runs import backup_epochs
 
 
 def _start_training(tiny_petals, run, start):
@@ -30,12 +30,6 @@ def _start_training(tiny_petals, run, start):
             pytest.fail(process.communicate()[1])
         time.sleep(0.2)
     return process
-
-
-def _epochs_done(run) -> int:
-    import json
-
-    return json.loads((run / "backup" / "state.json").read_text())["epochs_done"]
 
 
 def _stops_with_one_line(process, signum, run):
@@ -81,10 +75,10 @@ def test_5_under_nohup_a_closed_terminal_does_not_stop_the_run(tiny_petals, tmp_
     run = tmp_path / "r"
     process = _start_training(tiny_petals, run, nohup)
     process.send_signal(signal.SIGHUP)
-    after = _epochs_done(run) + 2  # an epoch begun after the signal is done
+    after = backup_epochs(run) + 2  # an epoch begun after the signal is done
     deadline = time.monotonic() + 120
     try:
-        while _epochs_done(run) < after:
+        while backup_epochs(run) < after:
             assert process.poll() is None, process.communicate()[1]
             assert time.monotonic() < deadline
             time.sleep(0.2)
@@ -95,7 +89,7 @@ def test_5_under_nohup_a_closed_terminal_does_not_stop_the_run(tiny_petals, tmp_
 
 
 @pytest.mark.large
-def test_explain_stops_on_sigterm_wherever_it_lands(trained, tmp_path):
+def test_explain_stops_on_sigterm_wherever_it_lands(tiny_run, tmp_path):
     """A long explain signalled at several points of its work: each ends within seconds as
     `corolla: interrupted`, exit 143, no traceback."""
     import numpy as np
@@ -108,7 +102,7 @@ def test_explain_stops_on_sigterm_wherever_it_lands(trained, tmp_path):
         Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(
             photos / f"{k}.png")
     for k, delay in enumerate((0.0, 0.35, 1.1, 2.3)):
-        command = [sys.executable, "-m", "corolla", "explain", str(trained), str(photos),
+        command = [sys.executable, "-m", "corolla", "explain", str(tiny_run), str(photos),
                    "--out", str(tmp_path / f"explained-{k}")]
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True,
@@ -125,12 +119,3 @@ def test_explain_stops_on_sigterm_wherever_it_lands(trained, tmp_path):
         assert process.returncode == 128 + signal.SIGTERM, err
         assert err.strip().splitlines()[-1] == "corolla: interrupted", err
         assert "Traceback" not in err and "Exception ignored" not in err, err
-
-
-@pytest.fixture(scope="module")
-def trained(tiny_petals, tmp_path_factory):
-    """A finished tiny run; tests that change it work on a copy."""
-    runs = tmp_path_factory.mktemp("runs")
-    assert main(["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "2",
-                 "--batch-size", "8", "--runs-dir", str(runs), "--name", "t"]) == 0
-    return runs / "t"

@@ -2,28 +2,16 @@
 floor, record their plan, continue it after a kill, refuse a budget below one epoch, share the
 budget among k-fold folds, and time the caching of a frozen phase."""
 
-import os
-import subprocess
-import sys
 import tomllib
 
 import pytest
 
 from corolla import config
+from corolla.cli import main
 from corolla.files import read_history
-from helpers.processes import REPO, SCRIPTS
+from helpers.processes import crash_train
 
-
-CRASH = SCRIPTS / "crash_train.py"
-
-
-TINY = ["--batch-size", "8", "--steps-per-epoch", "2"]
-
-
-def _train(args, crash="none", timeout=120):
-    cmd = [sys.executable, str(CRASH), crash, "train", *map(str, args)]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+TINY = ("--batch-size", "8", "--steps-per-epoch", "2")  # and no epochs: the budget plans them
 
 
 def _down(rate, train):
@@ -49,14 +37,10 @@ def _config(run):
     return tomllib.loads((run / "config.toml").read_text())["train"]
 
 
-def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(tiny_petals, tmp_path,
+def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tiny, tmp_path,
                                                                        capsys):
-    from corolla.cli import main
-
     # ~8 s of start-up and probe (six sizes of the cpu recipe's ramp) on a slow 2-core host.
-    assert main(["train", "--data", str(tiny_petals), *TINY, "--time", "25s", "--runs-dir",
-                 str(tmp_path), "--name", "t"]) == 0
-    run = tmp_path / "t"
+    run = train_tiny(tmp_path, "--time", "25s", name="t", tiny=TINY)
     rows, train = read_history(run / "history.csv"), _config(run)
     # The plan is in the run: its epochs, the recipe's shape scaled, the line the log said.
     line = next(out for out in capsys.readouterr().out.splitlines() if out.startswith("time 25s:"))
@@ -74,13 +58,11 @@ def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(tiny_peta
 
 def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(tiny_petals,
                                                                          tmp_path):
-    from corolla.cli import main
-
     # Three epochs or more, so that one is left after the kill: ~7 s of start-up and probe,
     # ~4 s of tracing and ~2 s an epoch on a slow 2-core host.
     args = ["--data", tiny_petals, *TINY, "--time", "24s", "--runs-dir", tmp_path, "--name",
             "k"]
-    killed = _train(args, crash="epoch_end:1")
+    killed = crash_train("epoch_end:1", "train", *args, timeout=120)
     assert killed.returncode == 3 and "CRASH after epoch 1" in killed.stdout, killed.stderr[-2000:]
     run = tmp_path / "k"
     planned = _config(run)
@@ -96,11 +78,8 @@ def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(tiny_p
     assert _down(after[-1]["learning_rate"], train) <= _last_step_left(train)
 
 
-def test_a_budget_below_one_epoch_is_one_line_naming_the_least(tiny_petals, tmp_path, capsys):
-    from corolla.cli import main
-
-    assert main(["train", "--data", str(tiny_petals), *TINY, "--time", "1s", "--runs-dir",
-                 str(tmp_path), "--name", "s"]) == 2
+def test_a_budget_below_one_epoch_is_one_line_naming_the_least(train_tiny, tmp_path, capsys):
+    train_tiny(tmp_path, "--time", "1s", name="s", tiny=TINY, code=2)
     err = capsys.readouterr().err.strip()
     assert err.startswith("corolla: error: --time 1s (train.time_budget) is too short for one "
                           "epoch") and "give at least --time" in err and "\n" not in err
@@ -109,14 +88,10 @@ def test_a_budget_below_one_epoch_is_one_line_naming_the_least(tiny_petals, tmp_
     assert not (tmp_path / "s").exists()  # nothing trained, nothing left behind
 
 
-def test_k_fold_folds_share_the_budget(tiny_petals, tmp_path):
-    from corolla.cli import main
-
+def test_k_fold_folds_share_the_budget(train_tiny, tmp_path):
     # Each fold's share holds at least one epoch on a slow 2-core host (~7 s of start-up and
     # probe, ~7 s for an epoch and its tracing, the plan filling 85% of what is left).
-    assert main(["train", "--data", str(tiny_petals), *TINY, "--folds", "2", "--time", "40s",
-                 "--runs-dir", str(tmp_path), "--name", "k2"]) == 0
-    parent = tmp_path / "k2"
+    parent = train_tiny(tmp_path, "--folds", "2", "--time", "40s", name="k2", tiny=TINY)
     assert _config(parent)["time_budget"] == "40s"
     first, second = (_config(parent / f"fold-{k}") for k in (1, 2))
     spent = read_history(parent / "fold-1" / "history.csv")[-1]["seconds"]
@@ -128,20 +103,17 @@ def test_k_fold_folds_share_the_budget(tiny_petals, tmp_path):
 
 
 def test_a_timed_run_with_a_frozen_phase_on_cached_features_times_the_caching_itself(
-        tiny_petals, tmp_path, capsys):
-    from corolla.cli import main
-
-    assert main(["train", "--data", str(tiny_petals), *TINY, "--frozen-epochs", "1",
-                 "--augment", "flip", "--time", "20s", "--runs-dir", str(tmp_path), "--name",
-                 "f"]) == 0
+        train_tiny, tmp_path, capsys):
+    run = train_tiny(tmp_path, "--frozen-epochs", "1", "--augment", "flip", "--time", "20s",
+                     name="f", tiny=TINY)
     out = capsys.readouterr().out
     probe = next(line for line in out.splitlines() if line.startswith("time probe: "))
     # The caching pass is what the probe timed for the frozen phase, not a frozen train step.
     assert "frozen features cached at 32 px" in probe and "frozen 32 px" not in probe
     assert "trained 32 px" in probe
-    train = _config(tmp_path / "f")
+    train = _config(run)
     assert train["frozen_epochs"] >= 1 and train["epochs"] > train["frozen_epochs"]
     # The frozen phase did take that path; of one epoch, it cached no mirror images.
     assert "features of" in out and "cached in" in out
     assert ("mirror images" in out) == (train["frozen_epochs"] > 1)
-    assert read_history(tmp_path / "f" / "history.csv")[-1]["seconds"] <= 20
+    assert read_history(run / "history.csv")[-1]["seconds"] <= 20

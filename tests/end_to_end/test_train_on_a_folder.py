@@ -14,17 +14,15 @@ from helpers.images import PHOTO_CLASSES as CLASSES
 
 
 def test_train_on_a_folder_converts_once_into_the_cache(photos, tmp_path, monkeypatch,
-                                                        capsys):
+                                                        capsys, train_tiny):
     root = shutil.copytree(photos[0], tmp_path / "photos")  # a copy this test may change
     monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
-    assert main(["train", "--data", str(root), "--image-size", "16", "--epochs", "1",
-                 "--steps-per-epoch", "2", "--batch-size", "4", "--runs-dir",
-                 str(tmp_path / "runs"), "--name", "f"]) == 0
+    run = train_tiny(tmp_path / "runs", "--image-size", "16", "--batch-size", "4", data=root,
+                     name="f")
     printed = capsys.readouterr().out
     # Converted by the training step; the evaluation after it reads the cache, said once.
     assert printed.count("data: converting") == 1
     assert printed.count("unchanged since its conversion") == 1
-    run = tmp_path / "runs" / "f"
     config = (run / "config.toml").read_text()
     cached = list((tmp_path / "cache" / "converted").iterdir())
     assert len(cached) == 1
@@ -41,7 +39,7 @@ def test_train_on_a_folder_converts_once_into_the_cache(photos, tmp_path, monkey
 
 @pytest.mark.slow
 def test_a_run_keeps_its_split_when_its_source_folder_changes(photos, tmp_path, monkeypatch,
-                                                               capsys):
+                                                               capsys, train_tiny):
     """A photo added after training must not re-split the folder under a run: evaluate reads
     the conversion the run recorded (and says the source changed), resume trains on it; with
     that conversion gone, a changed source is refused and the run's files are kept."""
@@ -54,10 +52,8 @@ def test_a_run_keeps_its_split_when_its_source_folder_changes(photos, tmp_path, 
 
     root = shutil.copytree(photos[0], tmp_path / "photos")  # a copy this test may change
     monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
-    assert main(["train", "--data", str(root), "--image-size", "16", "--epochs", "1",
-                 "--steps-per-epoch", "2", "--batch-size", "4", "--runs-dir",
-                 str(tmp_path / "runs"), "--name", "f"]) == 0
-    run = tmp_path / "runs" / "f"
+    run = train_tiny(tmp_path / "runs", "--image-size", "16", "--batch-size", "4", data=root,
+                     name="f")
     val = predictions.load(run / "predictions" / "val.npz")
     recorded = config_lib.load(run / "config.toml").data.converted
     capsys.readouterr()
@@ -95,7 +91,8 @@ def test_a_run_keeps_its_split_when_its_source_folder_changes(photos, tmp_path, 
 @pytest.mark.slow
 @pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
 def test_a_kfold_run_on_a_folder_keeps_its_folds_when_the_folder_changes(photos, tmp_path,
-                                                                          monkeypatch, capsys):
+                                                                          monkeypatch, capsys,
+                                                                          train_tiny):
     """The same for k-fold: the parent records the conversion, every fold reads it, and a fold
     evaluated after a photo was added scores its own held-out fold."""
     import shutil
@@ -105,10 +102,8 @@ def test_a_kfold_run_on_a_folder_keeps_its_folds_when_the_folder_changes(photos,
 
     root = shutil.copytree(photos[0], tmp_path / "photos")
     monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
-    assert main(["train", "--data", str(root), "--image-size", "16", "--folds", "2",
-                 "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4",
-                 "--runs-dir", str(tmp_path / "runs"), "--name", "k"]) == 0
-    parent = tmp_path / "runs" / "k"
+    parent = train_tiny(tmp_path / "runs", "--image-size", "16", "--folds", "2",
+                        "--steps-per-epoch", "1", "--batch-size", "4", data=root, name="k")
     recorded = config_lib.load(parent / "config.toml").data.converted
     assert recorded and config_lib.load(parent / "fold-2" / "config.toml").data.converted == \
         recorded

@@ -2,11 +2,8 @@
 the same schedule and the same data as an uninterrupted run; after Ctrl-C; a folder killed
 before its config); the data checked once; the decoded-image cache over its share of memory."""
 
-import csv
 import json
 import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -17,33 +14,8 @@ from corolla.cli import main
 from corolla.data import pipeline
 from helpers.cli import one_line_error
 from helpers.images import planted_folder
-from helpers.processes import REPO, SCRIPTS
-
-
-CRASH = SCRIPTS / "crash_train.py"
-
-
-def _train(args, crash="none", env=None, timeout=300):
-    cmd = [sys.executable, str(CRASH), crash, "train", *map(str, args)]
-    full = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
-    return subprocess.run(cmd, cwd=REPO, env=full, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def _history(run):
-    with (run / "history.csv").open() as f:
-        return list(csv.DictReader(f))
-
-
-def _model_weights(run):
-    code = ("import sys, numpy as np, corolla.runtime as r; r.detect(); import keras; "
-            "import corolla.models.layers; m = keras.saving.load_model(sys.argv[1], "
-            "compile=False); np.savez(sys.argv[2], *m.get_weights())")
-    out = run / "weights.npz"
-    subprocess.run([sys.executable, "-c", code, str(run / "model.keras"), str(out)], check=True,
-                   capture_output=True, timeout=300)
-    with np.load(out) as f:
-        return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
+from helpers.processes import crash_train
+from helpers.runs import epochs, history, saved_weights_in_a_fresh_process
 
 
 @pytest.mark.large  # 50 s: CI's large step (the README's suite keeps to 20 min)
@@ -55,40 +27,37 @@ def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_
     are bit-identical. Its history has every epoch once."""
     common = ["--data", tiny_petals, "--epochs", 3, "--batch-size", 8, "--deterministic",
               "--runs-dir", tmp_path]
-    result = _train([*common, "--name", "a"])
+    result = crash_train("none", "train", *common, "--name", "a")
     assert result.returncode == 0, result.stderr[-3000:]
-    crashed = _train([*common, "--name", "c"], crash="epoch_end:1")
+    crashed = crash_train("epoch_end:1", "train", *common, "--name", "c")
     assert crashed.returncode == 3 and "CRASH after epoch 1" in crashed.stdout
     run_c = tmp_path / "c"
     assert not (run_c / "model.keras").exists() and (run_c / "backup" / "state.json").is_file()
-    assert [r["epoch"] for r in _history(run_c)] == ["1", "2"]
+    assert epochs(run_c) == ["1", "2"]
 
-    resumed = _train(["--resume", run_c])
+    resumed = crash_train("none", "train", "--resume", run_c)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "FIRST_EPOCH 2" in resumed.stdout and "after epoch 2 of 3" in resumed.stdout
     assert not (run_c / "backup").exists()  # gone once model.keras is safely written
 
     runs = {name: tmp_path / name for name in "ac"}
-    histories = {name: _history(run) for name, run in runs.items()}
+    histories = {name: history(run) for name, run in runs.items()}
     assert [r["epoch"] for r in histories["c"]] == ["1", "2", "3"]
     for key in ("learning_rate", "loss", "accuracy", "val_loss"):
         column = {name: [float(r[key]) for r in rows] for name, rows in histories.items()}
         assert column["a"] == column["c"], key
     lrs = [float(r["learning_rate"]) for r in histories["c"]]
     assert lrs[0] > lrs[1] > lrs[2]  # past the 1-epoch ramp, decaying towards the end
-    weights = {name: _model_weights(run) for name, run in runs.items()}
+    weights = {name: saved_weights_in_a_fresh_process(run / "model.keras")
+               for name, run in runs.items()}
     assert len(weights["a"]) == len(weights["c"]) > 0
     for a, c in zip(weights["a"], weights["c"]):
         np.testing.assert_array_equal(a, c)
 
 
-def test_a_run_records_what_ran(tmp_path, tiny_petals):
-    from corolla.cli import main
-
+def test_a_run_records_what_ran(tmp_path, tiny_petals, train_tiny):
     rel = os.path.relpath(tiny_petals)
-    assert main(["train", "--data", rel, "--epochs", "1", "--batch-size", "8", "--runs-dir",
-                 str(tmp_path), "--name", "r"]) == 0
-    run = tmp_path / "r"
+    run = train_tiny(tmp_path, "--epochs", "1", "--batch-size", "8", data=rel, tiny=())
     config = tomllib.loads((run / "config.toml").read_text())
     assert config["data"]["path"] == str(Path(tiny_petals).resolve())  # absolute, not as typed
     assert config["train"]["global_batch_size"] == 8 and config["train"]["steps_per_epoch"] == 8
@@ -133,14 +102,13 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
                     "drop --batch-size", "its own config and global batch")
 
     assert main(["train", "--resume", str(run)]) == 0
-    with (run / "history.csv").open() as f:
-        assert [row["epoch"] for row in csv.DictReader(f)] == ["1", "2"]
+    assert epochs(run) == ["1", "2"]
     assert (run / "model.keras").is_file() and (run / "metrics.json").is_file()
     assert not (run / "backup").exists()
     one_line_error(capsys, ["train", "--resume", str(run)], "already finished")
 
 
-def test_ctrl_c_says_how_to_continue(tiny_petals, tmp_path, capsys, monkeypatch):
+def test_ctrl_c_says_how_to_continue(train_tiny, tmp_path, capsys, monkeypatch):
     from corolla.training import checkpoint
 
     saved = checkpoint.Checkpoint.on_epoch_end
@@ -150,24 +118,19 @@ def test_ctrl_c_says_how_to_continue(tiny_petals, tmp_path, capsys, monkeypatch)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(checkpoint.Checkpoint, "on_epoch_end", interrupt)
-    code = main(["train", "--data", str(tiny_petals), "--epochs", "2", "--batch-size", "8",
-                 "--runs-dir", str(tmp_path), "--name", "r"])
-    assert code == 130
+    train_tiny(tmp_path, "--epochs", "2", code=130)
     assert capsys.readouterr().err.strip().endswith(
         f"interrupted; continue with: corolla train --resume {tmp_path / 'r'}")
 
 
 @pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
-def test_a_model_trained_at_a_smaller_input_size_evaluates_at_it(tiny_petals, tmp_path):
+def test_a_model_trained_at_a_smaller_input_size_evaluates_at_it(train_tiny, tmp_path):
     """--input-size 16 on 32 px data: the model is built at 16, the saved config says so, and
     evaluate and predict scale the data to it; a larger --input-size keeps the data's size."""
     import keras
 
     runs = tmp_path / "runs"
-    base = ["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "2",
-            "--batch-size", "8", "--runs-dir", str(runs)]
-    assert main([*base, "--input-size", "16", "--name", "small"]) == 0
-    run = runs / "small"
+    run = train_tiny(runs, "--input-size", "16", name="small")
     config = tomllib.loads((run / "config.toml").read_text())
     assert config["model"]["input_size"] == 16 and config["data"]["image_size"] == 32
     model = keras.saving.load_model(run / "model.keras", compile=False)
@@ -176,25 +139,22 @@ def test_a_model_trained_at_a_smaller_input_size_evaluates_at_it(tiny_petals, tm
     assert json.loads((run / "metrics.json").read_text())["split"] == "val"
     assert main(["predict", str(run), "--out", str(tmp_path / "sub.csv")]) == 0
     assert len((tmp_path / "sub.csv").read_text().splitlines()) == 1 + 20
-    assert main([*base, "--input-size", "64", "--name", "large"]) == 0
-    config = tomllib.loads((runs / "large" / "config.toml").read_text())
+    large = train_tiny(runs, "--input-size", "64", name="large")
+    config = tomllib.loads((large / "config.toml").read_text())
     assert config["model"]["input_size"] == 32  # at most the data's size
 
 
-def test_a_cache_over_its_share_of_memory_is_left_out_with_a_line(tiny_petals, tmp_path,
+def test_a_cache_over_its_share_of_memory_is_left_out_with_a_line(train_tiny, tmp_path,
                                                                    monkeypatch, capsys):
     """The `cpu` recipe caches decoded images (a few thousand photos); a user's 100,000 would
     fill the host: over CACHE_SHARE of its memory the run decodes every epoch and says so."""
-    from corolla.cli import main
-
     fits, need, budget = pipeline.cache_fits(3712, 224)
     assert fits and abs(need - 0.5588) < 1e-4 and budget > 1  # the competition's val, 224 px
     monkeypatch.setattr(pipeline, "CACHE_SHARE", 1e-9)
     assert not pipeline.cache_fits(64, 32)[0]
     # Two sizes (progressive resizing), two streams: the line is said once, at the first.
-    assert main(["train", "--data", str(tiny_petals), "--cache", "--epochs", "4",
-                 "--input-size", "32", "--start-size", "16", "--steps-per-epoch", "2",
-                 "--batch-size", "8", "--runs-dir", str(tmp_path)]) == 0
+    train_tiny(tmp_path, "--cache", "--epochs", "4", "--input-size", "32", "--start-size", "16",
+               name=None)
     out = capsys.readouterr().out
     assert "at 16 px" in out and "at 32 px" in out
     assert "data.cache: the training images decoded at 16 px would take 0.0 GB, over 0% of " \
@@ -203,22 +163,21 @@ def test_a_cache_over_its_share_of_memory_is_left_out_with_a_line(tiny_petals, t
 
 
 def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_path, cache,
-                                                                         capsys):
+                                                                         capsys, train_tiny):
     planted_folder(tmp_path / "photos")
-    common = ["train", "--data", str(tmp_path / "photos"), "--image-size", "16", "--epochs",
-              "1", "--steps-per-epoch", "1", "--batch-size", "4", "--model", "small_cnn",
-              "--runs-dir", str(tmp_path / "runs")]
-    assert main([*common, "--name", "strict", "--strict"]) == 2
+    flags = ["--image-size", "16", "--steps-per-epoch", "1", "--batch-size", "4", "--model",
+             "small_cnn"]
+    train_tiny(tmp_path / "runs", *flags, "--strict", data=tmp_path / "photos", name="strict",
+               code=2)
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and "5 group(s) of duplicates span the splits" in error[0]
     assert not (tmp_path / "runs" / "strict").exists()
-    assert main([*common, "--name", "warned"]) == 0
+    run = train_tiny(tmp_path / "runs", *flags, data=tmp_path / "photos", name="warned")
     lines = [line for line in capsys.readouterr().out.splitlines()
              if line.startswith("data check:")]
     assert lines == [f"data check: 5 group(s) of duplicates across splits (2 val, 3 test "
                      f"image(s) with a copy in another split: scores on them are too good); "
                      f"list them: corolla check-data --data {tmp_path / 'photos'}"]
-    run = tmp_path / "runs" / "warned"
     assert json.loads((run / "data_check.json").read_text())["duplicates"]["across_groups"] == 5
     report = (run / "report.html").read_text()
     assert "<h2>Data check</h2>" in report and "test/same_pixels.bmp" in report
@@ -226,30 +185,25 @@ def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_p
 
 
 @pytest.mark.slow
-def test_4_a_run_folder_killed_before_its_config_is_taken_over(tiny_petals, tmp_path):
+def test_4_a_run_folder_killed_before_its_config_is_taken_over(train_tiny, tmp_path):
     """kill -9 between the folder's mkdir and its config.toml: the same command starts the run
     in it, instead of 'already exists'. A folder holding anything else is still refused."""
-    base = ["train", "--data", str(tiny_petals), "--epochs", "1", "--steps-per-epoch", "1",
-            "--batch-size", "8", "--runs-dir", str(tmp_path)]
     (tmp_path / "empty").mkdir()
     (tmp_path / "locked").mkdir()
     (tmp_path / "locked" / ".lock").write_text("process 1 on elsewhere")  # held by nobody
     for name in ("empty", "locked"):
-        assert main([*base, "--name", name]) == 0
-        assert (tmp_path / name / "FINISHED").is_file()
+        assert (train_tiny(tmp_path, "--steps-per-epoch", "1", name=name) / "FINISHED").is_file()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("someone's")
-    assert main([*base, "--name", "mine"]) == 2
+    train_tiny(tmp_path, "--steps-per-epoch", "1", name="mine", code=2)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "someone's"
 
 
-def test_derived_learning_rates_are_saved_as_the_decimals_they_are(tiny_petals, tmp_path):
+def test_derived_learning_rates_are_saved_as_the_decimals_they_are(train_tiny, tmp_path):
     """config.toml said `start_learning_rate = 0.00030000000000000003` (a peak of 0.003 over
     10 in binary floating point). Rounded where it is derived, so a resume reads back what an
     uninterrupted run uses."""
-    assert main(["train", "--data", str(tiny_petals), "--model", "small_cnn", "--epochs", "1",
-                 "--steps-per-epoch", "1", "--batch-size", "8", "--lr", "0.003",
-                 "--runs-dir", str(tmp_path), "--name", "r"]) == 0
-    saved = (tmp_path / "r" / "config.toml").read_text()
+    run = train_tiny(tmp_path, "--model", "small_cnn", "--steps-per-epoch", "1", "--lr", "0.003")
+    saved = (run / "config.toml").read_text()
     assert "\nstart_learning_rate = 0.0003\n" in saved, saved
     assert "\nmin_learning_rate = 3e-05\n" in saved, saved

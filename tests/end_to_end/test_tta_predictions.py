@@ -16,7 +16,7 @@ from helpers.processes import REPO, run_python
 
 
 @pytest.fixture(scope="module")
-def expected(tiny_kfold):
+def expected(tiny_run):
     """(model's run, test ids, the 3-view mean computed independently: every view of the whole
     test split as one batch, through the model)."""
     from corolla import runtime
@@ -25,7 +25,7 @@ def expected(tiny_kfold):
     from corolla.evaluation import inference
     from corolla.data import pipeline
 
-    run = tiny_kfold / "fold-1"
+    run = tiny_run
     _, _, data = inference.open_run(run)
     split = data.split("test")
     ids = pipeline.metadata(split)["ids"]

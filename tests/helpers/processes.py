@@ -30,3 +30,12 @@ def free_ports(n: int) -> list[int]:
     for s in sockets:
         s.close()
     return ports
+
+
+def crash_train(point: str, *command, env: dict | None = None, timeout: int = 300):
+    """`corolla COMMAND...` in a fresh process that dies at `point` (helpers/crash_train.py
+    says which points: "epoch_end:1", "mid_epoch:0", "save", ...; "none" to run it through)."""
+    full_env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})}
+    return subprocess.run([sys.executable, str(SCRIPTS / "crash_train.py"), point,
+                           *map(str, command)], cwd=REPO, env=full_env, capture_output=True,
+                          text=True, timeout=timeout)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from corolla import models
-from corolla.cli import main
 from corolla.errors import UserError
 
 keras_hub = pytest.importorskip("keras_hub")
@@ -33,13 +32,12 @@ def preset(tmp_path_factory):
     return folder, backbone
 
 
-def test_a_local_preset_trains_one_step_and_reloads(preset, tiny_petals, tmp_path):
+def test_a_local_preset_trains_one_step_and_reloads(preset, train_tiny, tmp_path):
     import keras
 
     folder, _ = preset
-    assert main(["train", "--data", str(tiny_petals), "--model", f"hub:{folder}", "--epochs", "1",
-                 "--steps-per-epoch", "1", "--batch-size", "8", "--runs-dir", str(tmp_path)]) == 0
-    (run,) = tmp_path.iterdir()  # named after the preset folder, not its whole path
+    run = train_tiny(tmp_path, "--model", f"hub:{folder}", "--steps-per-epoch", "1", name=None)
+    assert [run] == list(tmp_path.iterdir())  # named after the preset folder, not its whole path
     assert run.name.startswith("hub-tiny_resnet-")
     model = keras.saving.load_model(run / "model.keras", safe_mode=True)
     assert model.output_shape == (None, 4)

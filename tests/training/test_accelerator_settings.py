@@ -9,12 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from corolla import config
-from corolla.runs import rundir
-
-
-class Stop(Exception):
-    pass
+from helpers.runs import Stop, same, saved_weights
 
 
 def _loss_scale(optimizer) -> dict:
@@ -25,12 +20,10 @@ def _loss_scale(optimizer) -> dict:
             "counter": int(np.array(optimizer.step_counter))}
 
 
-def _train(tmp_path, name, overrides, crash_after=None, resume=False, extra=()):
-    """Trains in this process; records per epoch the raw weights, the loss-scale state (at the
-    epoch's end, and as restored at the start) and the history rows."""
+def _fit(train_tiny, runs, name, overrides, crash_after=None, resume=False, extra=()):
+    """train_tiny.fit (4 steps of 4 images an epoch), recording per epoch the raw weights, the
+    loss-scale state (at the epoch's end, and as restored at the start) and the loss."""
     import keras
-
-    from corolla import runtime, training
 
     seen = {}
 
@@ -45,39 +38,16 @@ def _train(tmp_path, name, overrides, crash_after=None, resume=False, extra=()):
             if epoch == crash_after:
                 raise Stop(epoch)
 
-    if resume:
-        _, cfg = rundir.load_unfinished(tmp_path / name)
-    else:
-        cfg = config.load(overrides={"train.batch_size": 4, "train.steps_per_epoch": 4,
-                                     "output.runs_dir": str(tmp_path), "output.name": name,
-                                     "train.learning_rate": 3e-3,
-                                     **overrides})
-    plan = runtime.detect_for(cfg)
-    seen["plan"] = plan
-    try:
-        training.run(cfg, plan, log=lambda *a: None,
-                     resume=tmp_path / name if resume else None, callbacks=[Record(), *extra])
-    except Stop:
-        pass
+    overrides = {} if resume else {"train.batch_size": 4, "train.steps_per_epoch": 4,
+                                   **overrides}
+    _, seen["plan"] = train_tiny.fit(runs, name, overrides, [Record(), *extra], resume)
     return seen
 
 
-def _saved(path):
-    import keras
-
-    import corolla.models.layers  # noqa: F401
-
-    return keras.saving.load_model(path, compile=False).get_weights()
-
-
-def _same(a, b):
-    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
-
-
-def _whole_and_resumed(tmp, overrides):
-    whole = _train(tmp, "a", overrides)
-    first = _train(tmp, "b", overrides, crash_after=0)
-    second = _train(tmp, "b", {}, resume=True)
+def _whole_and_resumed(train_tiny, tmp, overrides):
+    whole = _fit(train_tiny, tmp, "a", overrides)
+    first = _fit(train_tiny, tmp, "b", overrides, crash_after=0)
+    second = _fit(train_tiny, tmp, "b", {}, resume=True)
     return whole, first, second
 
 
@@ -103,9 +73,9 @@ def _keep_the_dtype_policy():
 
 
 @pytest.fixture(scope="module")
-def gpu_like_runs(tiny_petals, tmp_path_factory):
+def gpu_like_runs(train_tiny, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gpu_like")
-    return (tmp, *_whole_and_resumed(tmp, {"data.path": str(tiny_petals), **GPU_LIKE}))
+    return (tmp, *_whole_and_resumed(train_tiny, tmp, GPU_LIKE))
 
 
 def test_float16_with_several_steps_per_execution_and_accumulation_trains(gpu_like_runs):
@@ -114,7 +84,7 @@ def test_float16_with_several_steps_per_execution_and_accumulation_trains(gpu_li
     assert (plan.accelerator, plan.precision, plan.steps_per_execution) == \
         ("cpu", "mixed_float16", 2)
     assert all(math.isfinite(whole[f"loss{e}"]) for e in (0, 1))
-    assert not _same(whole[0], whole[1])
+    assert not same(whole[0], whole[1])
     # float16 compute under the loss-scale optimizer: the state a resume after epoch 1 must
     # restore (the scale, and the steps since it last changed).
     assert whole["scale0"]["scale"] > 1 and whole["scale0"]["counter"] > 0
@@ -124,18 +94,17 @@ def test_a_killed_float16_run_resumes_with_its_loss_scale_and_ends_identical(gpu
     tmp, whole, first, second = gpu_like_runs
     assert second["restored"] == first["scale0"] == whole["scale0"]
     assert second["scale1"] == whole["scale1"]
-    assert _same(whole[1], second[1])
+    assert same(whole[1], second[1])
     for name in ("last.keras", "model.keras"):
-        assert _same(_saved(tmp / "a" / name), _saved(tmp / "b" / name)), name
+        assert same(saved_weights(tmp / "a" / name), saved_weights(tmp / "b" / name)), name
 
 
-def test_xla_is_forced_on_cpu_and_keras_keeps_it(tiny_petals, tmp_path):
+def test_xla_is_forced_on_cpu_and_keras_keeps_it(train_tiny, tmp_path):
     """runtime.jit_compile = on: the train step runs as one XLA program on CPU (Keras
     silently drops it where it thinks the model cannot be compiled), with float16 and 2 steps
     per execution."""
-    overrides = {"data.path": str(tiny_petals), "runtime.precision": "mixed_float16",
-                 "runtime.jit_compile": "on", "runtime.steps_per_execution": 2,
-                 "train.epochs": 1, "train.ema": True}
+    overrides = {"runtime.precision": "mixed_float16", "runtime.jit_compile": "on",
+                 "runtime.steps_per_execution": 2, "train.epochs": 1, "train.ema": True}
     import keras
 
     class Jit(keras.callbacks.Callback):
@@ -143,7 +112,7 @@ def test_xla_is_forced_on_cpu_and_keras_keeps_it(tiny_petals, tmp_path):
             seen["jit"] = self.model.jit_compile
 
     seen = {}
-    run = _train(tmp_path, "x", overrides, extra=[Jit()])
+    run = _fit(train_tiny, tmp_path, "x", overrides, extra=[Jit()])
     assert run["plan"].jit_compile and seen["jit"] is True
     assert math.isfinite(run["loss0"]) and run["scale0"]["counter"] > 0
 
@@ -172,11 +141,11 @@ def test_xla_is_forced_on_cpu_and_keras_keeps_it(tiny_petals, tmp_path):
      "runtime.steps_per_execution": 2, "train.ema": True, "train.frozen_epochs": 1},
 ], ids=["bfloat16", "two-phase-float16", "progressive-float16", "xla-float16",
         "xla-float16-two-phase"])
-def test_accelerator_settings_resume(tiny_petals, tmp_path, settings):
+def test_accelerator_settings_resume(train_tiny, tmp_path, settings):
     """Finite losses; the killed run resumes with the loss-scale state it had (a second phase
     starts a fresh optimizer); deterministic ones end bit-identical to the uninterrupted run."""
-    overrides = {"data.path": str(tiny_petals), "train.epochs": 2, **settings}
-    whole, first, second = _whole_and_resumed(tmp_path, overrides)
+    overrides = {"train.epochs": 2, **settings}
+    whole, first, second = _whole_and_resumed(train_tiny, tmp_path, overrides)
     epochs = overrides["train.epochs"]
     assert all(math.isfinite(run[f"loss{e}"]) for run in (whole, second)
                for e in range(1, epochs))
@@ -184,6 +153,6 @@ def test_accelerator_settings_resume(tiny_petals, tmp_path, settings):
     if not settings.get("train.frozen_epochs"):
         assert second["restored"] == first["scale0"]
     if settings.get("train.deterministic"):
-        assert _same(whole[epochs - 1], second[epochs - 1])
-        assert _same(_saved(tmp_path / "a" / "last.keras"),
-                     _saved(tmp_path / "b" / "last.keras"))
+        assert same(whole[epochs - 1], second[epochs - 1])
+        assert same(saved_weights(tmp_path / "a" / "last.keras"),
+                     saved_weights(tmp_path / "b" / "last.keras"))

@@ -10,6 +10,7 @@ import pytest
 from corolla import config
 from corolla.errors import UserError
 from helpers.processes import REPO
+from helpers.runs import history
 
 LITE0 = REPO.parent / "shared" / "weights" / "efficientnet_lite0_imagenet"
 
@@ -293,7 +294,6 @@ def test_a_frozen_run_trains_its_head_on_cached_features_end_to_end(tiny_petals,
     """--freeze-backbone with flips: the features are cached once (said in the log), every
     epoch is validated and recorded (counted from 1), the classifier trained, the backbone
     (BatchNorm statistics included) untouched."""
-    import csv
 
     import keras
 
@@ -309,8 +309,7 @@ def test_a_frozen_run_trains_its_head_on_cached_features_end_to_end(tiny_petals,
     training.run(cfg, runtime.detect_for(cfg), log=lines.append)
     assert sum("features of 64 training images and their mirror images" in line
                for line in lines) == 1
-    with (tmp_path / "frozen" / "history.csv").open() as f:
-        rows = list(csv.DictReader(f))
+    rows = history(tmp_path / "frozen")
     assert [r["epoch"] for r in rows] == ["1", "2"] and all(r["val_f1_macro"] for r in rows)
     trained = keras.saving.load_model(tmp_path / "frozen" / "last.keras", compile=False)
     backbone = [np.array(w) for w in trained.get_layer("small_cnn_backbone").weights]

@@ -3,17 +3,12 @@ best epoch kept as model.keras (the last as last.keras), early stopping, all sur
 resume; EMA, gradient accumulation and two-phase fine-tuning, resumed exactly across the phase
 boundary."""
 
-import csv
-
 import numpy as np
 import pytest
 
 from corolla import config
 from corolla.runs import rundir
-
-
-class Stop(Exception):
-    pass
+from helpers.runs import Stop, history, same, saved_weights
 
 
 def _callbacks(weights, crash_after=None):
@@ -39,44 +34,15 @@ def _backbone(model):
     return [np.array(w) for w in backbone.get_weights()]
 
 
-def _train(tmp_path, name, overrides, crash_after=None, resume=False):
-    from corolla import runtime, training
-
-    if resume:
-        _, cfg = rundir.load_unfinished(tmp_path / name)
-    else:
-        cfg = config.load(overrides={"train.batch_size": 8, "train.steps_per_epoch": 2,
-                                     "output.runs_dir": str(tmp_path), "output.name": name,
-                                     "train.learning_rate": 3e-3, **overrides})
+def _fit(train_tiny, runs, name, overrides, crash_after=None, resume=False):
+    """train_tiny.fit, recording every epoch's raw weights (and the backbone's)."""
     weights = {}
-    try:
-        result = training.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
-                           resume=tmp_path / name if resume else None,
-                           callbacks=_callbacks(weights, crash_after))
-    except Stop:
-        result = None
+    result, _ = train_tiny.fit(runs, name, overrides, _callbacks(weights, crash_after), resume)
     return result, weights
 
 
-def _history(run):
-    with (run / "history.csv").open() as f:
-        return list(csv.DictReader(f))
-
-
-def _saved_weights(path):
-    import keras
-
-    import corolla.models.layers  # noqa: F401
-
-    return keras.saving.load_model(path, compile=False).get_weights()
-
-
-def _same(a, b):
-    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
-
-
 @pytest.fixture(scope="module")
-def f1_run(tiny_petals, tmp_path_factory):
+def f1_run(train_tiny, tmp_path_factory):
     """4 epochs asked, val macro F1 forced to 0.5, 0.9, 0.3, 0.95 (the patched metric), early
     stopping patience 1; killed after epoch 1 (the best), then resumed."""
     import corolla.training.callbacks as callbacks
@@ -92,11 +58,10 @@ def f1_run(tiny_petals, tmp_path_factory):
 
     callbacks.macro_f1 = forced
     try:
-        overrides = {"data.path": str(tiny_petals), "train.epochs": 4,
-                     "train.early_stopping_patience": 1}
-        _, first = _train(tmp, "r", overrides, crash_after=1)
+        overrides = {"train.epochs": 4, "train.early_stopping_patience": 1}
+        _, first = _fit(train_tiny, tmp, "r", overrides, crash_after=1)
         backup = {p.name: p.read_bytes() for p in (tmp / "r" / "backup").iterdir()}
-        _, second = _train(tmp, "r", {}, resume=True)
+        _, second = _fit(train_tiny, tmp, "r", {}, resume=True)
     finally:
         callbacks.macro_f1 = real
     return tmp / "r", {**first, **second}, seen, backup
@@ -104,7 +69,7 @@ def f1_run(tiny_petals, tmp_path_factory):
 
 def test_val_macro_f1_is_recorded_every_epoch_from_the_whole_val_split(f1_run):
     run, _, seen, _ = f1_run
-    rows = _history(run)
+    rows = history(run)
     assert [float(r["val_f1_macro"]) for r in rows] == [0.5, 0.9, 0.3]
     assert {"loss", "accuracy", "val_loss", "val_accuracy", "learning_rate"} <= set(rows[0])
     assert len(seen) == 3 and all(0 <= f <= 1 for f in seen)
@@ -114,10 +79,10 @@ def test_the_best_epoch_is_model_keras_and_the_last_is_last_keras_across_a_resum
     """Early stopping: epoch 3 (index 2) is worse than epoch 2 (the best, before the kill), so
     patience 1 stops the run there; the best survived the resume."""
     run, weights, _, _ = f1_run
-    assert [r["epoch"] for r in _history(run)] == ["1", "2", "3"]  # stopped, not 4 epochs
+    assert [r["epoch"] for r in history(run)] == ["1", "2", "3"]  # stopped, not 4 epochs
     assert rundir.status(run) == rundir.TRAINED and not (run / "backup").exists()
-    best, last = _saved_weights(run / "model.keras"), _saved_weights(run / "last.keras")
-    assert _same(best, weights[1]) and _same(last, weights[2]) and not _same(best, last)
+    best, last = saved_weights(run / "model.keras"), saved_weights(run / "last.keras")
+    assert same(best, weights[1]) and same(last, weights[2]) and not same(best, last)
 
 
 def test_the_best_epoch_is_backed_up_as_the_models_weights_alone(f1_run):
@@ -128,23 +93,23 @@ def test_the_best_epoch_is_backed_up_as_the_models_weights_alone(f1_run):
     _, weights, _, backup = f1_run
     assert sorted(backup) == ["best-epoch-0001.npz", "epoch-0001.npz", "state.json"]
     with np.load(io.BytesIO(backup["best-epoch-0001.npz"])) as best:
-        assert _same([best[f"arr_{i}"] for i in range(len(best.files))], weights[1])
+        assert same([best[f"arr_{i}"] for i in range(len(best.files))], weights[1])
 
 
 @pytest.fixture(scope="module")
-def option_runs(tiny_petals, tmp_path_factory):
+def option_runs(train_tiny, tmp_path_factory):
     """EMA + 2 batches per update + two-phase (1 frozen epoch, then x 0.5), label smoothing,
     deterministic:
     one uninterrupted run, and one killed after the frozen epoch and resumed."""
     tmp = tmp_path_factory.mktemp("options")
-    overrides = {"data.path": str(tiny_petals), "train.epochs": 2, "train.ema": True,
+    overrides = {"train.epochs": 2, "train.ema": True,
                  "train.ema_momentum": 0.5, "train.accumulation_steps": 2,
                  "train.frozen_epochs": 1, "train.finetune_lr_scale": 0.5,
                  "train.label_smoothing": 0.1, "train.deterministic": True,
                  "train.steps_per_epoch": 4}  # 2 updates per epoch: the EMA moves off the raw
-    result, whole = _train(tmp, "a", overrides)
-    _, first = _train(tmp, "b", overrides, crash_after=0)
-    _, second = _train(tmp, "b", {}, resume=True)
+    result, whole = _fit(train_tiny, tmp, "a", overrides)
+    _, first = _fit(train_tiny, tmp, "b", overrides, crash_after=0)
+    _, second = _fit(train_tiny, tmp, "b", {}, resume=True)
     return tmp, result, whole, {**first, **second}
 
 
@@ -152,11 +117,11 @@ def test_two_phase_freezes_the_backbone_then_trains_it_at_the_scaled_rate(option
     from corolla.training.schedule import learning_rate_schedule
 
     tmp, _, weights, _ = option_runs
-    assert _same(weights["start"], weights["backbone0"])  # frozen (BatchNorm statistics too)
+    assert same(weights["start"], weights["backbone0"])  # frozen (BatchNorm statistics too)
     changed = [not np.array_equal(x, y) for x, y in zip(weights["backbone0"],
                                                         weights["backbone1"])]
     assert sum(changed) >= len(changed) // 2  # trained in the second phase
-    rows = _history(tmp / "a")
+    rows = history(tmp / "a")
     # 4 steps per epoch, 2 batches per update: 2 updates per epoch; 1 warm-up epoch, then
     # cosine; each epoch's rate is its last update's.
     schedule = learning_rate_schedule(3e-3, 4, 2, 3e-4, 3e-5)
@@ -168,17 +133,17 @@ def test_ema_weights_are_saved_and_resume_across_the_phase_boundary_is_exact(opt
     """The saved last epoch holds the EMA of the weights (the raw ones differ); the run killed
     after the frozen epoch and resumed ends bit-identical to the uninterrupted one."""
     tmp, _, whole, resumed = option_runs
-    a, b = _saved_weights(tmp / "a" / "last.keras"), _saved_weights(tmp / "b" / "last.keras")
-    assert _same(a, b)
-    assert _same(_saved_weights(tmp / "a" / "model.keras"),
-                 _saved_weights(tmp / "b" / "model.keras"))
-    assert not _same(a, whole[1])  # raw weights at the end of the last epoch: not what is saved
-    assert _same(whole[1], resumed[1])
-    assert [r["epoch"] for r in _history(tmp / "b")] == ["1", "2"]
+    a, b = saved_weights(tmp / "a" / "last.keras"), saved_weights(tmp / "b" / "last.keras")
+    assert same(a, b)
+    assert same(saved_weights(tmp / "a" / "model.keras"),
+                 saved_weights(tmp / "b" / "model.keras"))
+    assert not same(a, whole[1])  # raw weights at the end of the last epoch: not what is saved
+    assert same(whole[1], resumed[1])
+    assert [r["epoch"] for r in history(tmp / "b")] == ["1", "2"]
 
 
 @pytest.fixture(scope="module")
-def progressive_runs(tiny_petals, tmp_path_factory):
+def progressive_runs(train_tiny, tmp_path_factory):
     """Progressive resizing on 32 px data: epochs 1-2 at 16 px, epoch 3 at 32; one run
     uninterrupted, one killed after its first epoch and resumed. Records the size of every
     training dataset built (the first epoch it starts at, its images' size)."""
@@ -194,13 +159,12 @@ def progressive_runs(tiny_petals, tmp_path_factory):
 
     pipeline.train_dataset = recording
     try:
-        overrides = {"data.path": str(tiny_petals), "train.epochs": 3, "train.start_size": 16,
-                     "train.size_ramp_start": 0.0, "train.size_ramp_end": 0.5,
-                     "train.deterministic": True}
-        _train(tmp, "a", overrides)
+        overrides = {"train.epochs": 3, "train.start_size": 16, "train.size_ramp_start": 0.0,
+                     "train.size_ramp_end": 0.5, "train.deterministic": True}
+        _fit(train_tiny, tmp, "a", overrides)
         whole, built[:] = list(built), []
-        _train(tmp, "b", overrides, crash_after=0)
-        _train(tmp, "b", {}, resume=True)
+        _fit(train_tiny, tmp, "b", overrides, crash_after=0)
+        _fit(train_tiny, tmp, "b", {}, resume=True)
     finally:
         pipeline.train_dataset = real
     return tmp, whole, built
@@ -220,6 +184,6 @@ def test_progressive_resizing_trains_small_first_and_saves_at_the_input_size(pro
 def test_a_progressive_run_resumes_at_the_size_of_its_next_epoch(progressive_runs):
     tmp, _, resumed = progressive_runs
     assert resumed == [(0, 16, 16), (1, 16, 16), (2, 32, 32)]
-    assert [r["epoch"] for r in _history(tmp / "b")] == ["1", "2", "3"]
-    assert _same(_saved_weights(tmp / "a" / "last.keras"),
-                 _saved_weights(tmp / "b" / "last.keras"))
+    assert [r["epoch"] for r in history(tmp / "b")] == ["1", "2", "3"]
+    assert same(saved_weights(tmp / "a" / "last.keras"),
+                 saved_weights(tmp / "b" / "last.keras"))
