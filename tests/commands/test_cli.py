@@ -53,8 +53,8 @@ def test_imagenet_offline_is_one_line(tiny_petals, tmp_path, capsys, monkeypatch
     monkeypatch.setattr(file_utils, "get_file", offline)
     monkeypatch.setattr(keras.utils, "get_file", offline)
     one_line_error(capsys, ["train", "--data", str(tiny_petals), "--model", "vgg16",
-                             "--weights", "imagenet", "--image-size", "32", "--runs-dir",
-                             str(tmp_path)], "could not download ImageNet weights", "--weights")
+                            "--weights", "imagenet", "--image-size", "32", "--runs-dir",
+                            str(tmp_path)], "could not download ImageNet weights", "--weights")
 
 
 def test_info_json(capsys):
@@ -79,15 +79,15 @@ def test_records_of_the_wrong_size_are_one_line(tmp_path, capsys):
         records.write_shards([records.serialize(jpeg, f"{i:09x}", i % 2) for i in range(16)],
                              tmp_path / "data" / "tfrecords-jpeg-32x32" / split, 32, 2)
     one_line_error(capsys, ["train", "--data", str(tmp_path / "data"), "--epochs", "1",
-                             "--runs-dir", str(tmp_path / "runs")],
-                    "an image in the records is not 32x32",
-                    "tfrecords-jpeg-32x32/ must all be that size")
+                            "--runs-dir", str(tmp_path / "runs")],
+                   "an image in the records is not 32x32",
+                   "tfrecords-jpeg-32x32/ must all be that size")
 
 
 def test_a_config_file_value_of_the_wrong_type_names_the_key(tmp_path, capsys):
     (tmp_path / "c.toml").write_text('[train]\nepochs = "many"\n')
     one_line_error(capsys, ["train", "--config", str(tmp_path / "c.toml")],
-                    "train.epochs must be an int, got 'many'")
+                   "train.epochs must be an int, got 'many'")
 
 
 def test_a_file_whose_name_miscounts_its_records_is_named(tmp_path, tiny_petals, capsys):
@@ -99,7 +99,7 @@ def test_a_file_whose_name_miscounts_its_records_is_named(tmp_path, tiny_petals,
     wrong = val / "00-32x32-99.tfrec"
     (val / "00-32x32-16.tfrec").rename(wrong)
     one_line_error(capsys, ["train", "--data", str(data), "--runs-dir", str(tmp_path / "runs")],
-                    f"{wrong} holds 16 records but its name says 99")
+                   f"{wrong} holds 16 records but its name says 99")
     assert not (tmp_path / "runs").exists()
 
 

@@ -13,8 +13,8 @@ from helpers.images import class_folders
     ("[train]\nepochs = 2\n".encode("utf-16"), "is not UTF-8 text"),
     (None, "is a folder; pass a .toml file"),
 ])
-def test_11_a_config_that_is_not_utf8_or_is_a_folder_is_one_line(tmp_path, capsys, content,
-                                                                says):
+def test_a_config_that_is_not_utf8_or_is_a_folder_is_one_line(tmp_path, capsys, content,
+                                                             says):
     path = tmp_path / "c.toml"
     if content is None:
         path.mkdir()
@@ -32,17 +32,17 @@ def test_11_a_config_that_is_not_utf8_or_is_a_folder_is_one_line(tmp_path, capsy
     ("--seed", "-1", "--seed must be an integer from 0"),
     ("--workers", "-3", "--workers must be 0 (every core) or a number"),
 ])
-def test_20_convert_settings_are_checked_before_the_data(tmp_path, capsys, flag, value, says):
+def test_convert_settings_are_checked_before_the_data(tmp_path, capsys, flag, value, says):
     (tmp_path / "src" / "a").mkdir(parents=True)
     one_line(capsys, main(["convert", str(tmp_path / "src"), str(tmp_path / "out"), flag,
-                            value]), says)
+                           value]), says)
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("bad, says", [("ro\nse", "holds a line break"),
                                        ("   ", "is empty or only spaces")])
-def test_3_and_14_class_names_that_classes_txt_cannot_hold_are_refused(tmp_path, capsys, bad,
-                                                                       says):
+def test_class_names_that_classes_txt_cannot_hold_are_refused(tmp_path, capsys, bad,
+                                                              says):
     """A class folder named with a line break would split into two names in classes.txt and
     shift every later label; one of spaces only would vanish from it."""
     from PIL import Image
@@ -52,10 +52,10 @@ def test_3_and_14_class_names_that_classes_txt_cannot_hold_are_refused(tmp_path,
         for k in range(3):
             Image.new("RGB", (8, 8), (40 * k, 90, 200)).save(tmp_path / "src" / name / f"{k}.png")
     one_line(capsys, main(["convert", str(tmp_path / "src"), str(tmp_path / "out")]),
-              f"class name {bad!r}", says, "rename it")
+             f"class name {bad!r}", says, "rename it")
     assert not (tmp_path / "out").exists()
     one_line(capsys, main(["train", "--data", str(tmp_path / "src"), "--runs-dir",
-                            str(tmp_path / "runs")]), says)
+                           str(tmp_path / "runs")]), says)
     assert not (tmp_path / "runs").exists()
 
 
@@ -75,21 +75,21 @@ def test_class_names_that_differ_only_by_spaces_or_case_are_refused(tmp_path, ca
                     ["convert", str(tmp_path / "src"), str(tmp_path / "out")]):
         first, second = sorted(["rose", alike])  # (the folders' sorted order)
         one_line(capsys, main(command), f"class names {first!r} and {second!r}",
-                  "differ only by spaces around them or by case")
+                 "differ only by spaces around them or by case")
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("flag", ["--input-size", "--start-size"])
-def test_10_a_size_below_the_models_smallest_is_one_line_before_any_folder(tiny_petals,
-                                                                          tmp_path, capsys,
-                                                                          flag):
+def test_a_size_below_the_models_smallest_is_one_line_before_any_folder(tiny_petals,
+                                                                       tmp_path, capsys,
+                                                                       flag):
     import corolla
     from corolla.errors import UserError
 
     runs = tmp_path / "runs"
     one_line(capsys, main(["train", "--data", str(tiny_petals), "--model", "small_cnn", flag,
-                            "7", "--runs-dir", str(runs)]),
-              "model 'small_cnn' takes images of at least 8 px", f"({flag}")
+                           "7", "--runs-dir", str(runs)]),
+             "model 'small_cnn' takes images of at least 8 px", f"({flag}")
     for folds in ([], ["--folds", "2"]):
         assert main(["train", "--data", str(tiny_petals), "--model", "small_cnn",
                      "--input-size", "7", "--runs-dir", str(runs), *folds]) == 2
@@ -109,11 +109,11 @@ def test_an_input_size_out_of_range_names_input_size_before_a_conversion(tmp_pat
     for size, needle in (("1", "the input size (--input-size) is 1"),
                          ("100000", "--input-size must be at most 4096, got 100000")):
         one_line(capsys, main(["train", "--data", str(photos), "--input-size", size,
-                                "--runs-dir", str(tmp_path / "runs")]), needle)
+                               "--runs-dir", str(tmp_path / "runs")]), needle)
     assert not (tmp_path / "runs").exists()
 
 
-def test_17_records_with_other_feature_names_name_the_features_found(tmp_path, capsys):
+def test_records_with_other_feature_names_name_the_features_found(tmp_path, capsys):
     import numpy as np
     import tensorflow as tf
 
@@ -129,20 +129,20 @@ def test_17_records_with_other_feature_names_name_the_features_found(tmp_path, c
                     "name": tf.train.Feature(bytes_list=tf.train.BytesList(
                         value=[f"{split}-{k}".encode()]))})).SerializeToString())
     one_line(capsys, main(["train", "--data", str(tmp_path), "--runs-dir",
-                            str(tmp_path / "runs")]),
-              "holds records with the features image_raw, name, target, not 'image', 'id', "
-              "'class'", "image_feature = ...", "label_feature = ...")
+                           str(tmp_path / "runs")]),
+             "holds records with the features image_raw, name, target, not 'image', 'id', "
+             "'class'", "image_feature = ...", "label_feature = ...")
 
 
-def test_23_messages_name_the_right_thing(tmp_path, capsys, tiny_petals):
+def test_messages_name_the_right_thing(tmp_path, capsys, tiny_petals):
     src = class_folders(tmp_path / "src")
     one_line(capsys, main(["train", "--data", str(tiny_petals), "--augment", "bogus,flip"]),
-              "--augment: unknown augmentation 'bogus'")
+             "--augment: unknown augmentation 'bogus'")
     (tmp_path / "labels.csv").write_text(f"path,label\n{src / 'daisy'},daisy\n")
     one_line(capsys, main(["convert", str(tmp_path / "labels.csv"), str(tmp_path / "o")]),
-              "line 2:", "is a folder, not an image file")
+             "line 2:", "is a folder, not an image file")
     one_line(capsys, main(["convert", str(src), str(tmp_path / "labels.csv" / "out")]),
-              f"{tmp_path / 'labels.csv'} (where out would go) is a file, not a folder")
+             f"{tmp_path / 'labels.csv'} (where out would go) is a file, not a folder")
 
 
 def test_a_cache_or_runs_folder_that_cannot_be_made_is_one_line(tiny_petals, tmp_path,
@@ -158,12 +158,12 @@ def test_a_cache_or_runs_folder_that_cannot_be_made_is_one_line(tiny_petals, tmp
     monkeypatch.setenv("HOME", "/proc/self/nonexistent")
     tiny = ["--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "4", "--input-size", "16"]
     one_line(capsys, main(["train", "--data", str(photos), "--runs-dir", str(tmp_path / "r"),
-                            *tiny]),
-              "cannot make the conversion cache /proc/self/nonexistent/.cache/corolla",
-              "COROLLA_CACHE_DIR")
+                           *tiny]),
+             "cannot make the conversion cache /proc/self/nonexistent/.cache/corolla",
+             "COROLLA_CACHE_DIR")
     one_line(capsys, main(["train", "--data", str(tiny_petals), "--runs-dir",
-                            "/proc/sys/runs", *tiny]),
-              "cannot create a run directory in '/proc/sys/runs'", "--runs-dir")
+                           "/proc/sys/runs", *tiny]),
+             "cannot create a run directory in '/proc/sys/runs'", "--runs-dir")
 
 
 def test_a_relative_recipe_file_is_the_same_command_when_re_run(tmp_path, monkeypatch):
@@ -209,7 +209,7 @@ def test_a_run_without_a_model_says_whether_it_is_being_trained_or_was_stopped(t
         os.write(lock, b"process 4242 on host")
         for command in (["report", str(run)], ["evaluate", str(run)]):
             line = one_line(capsys, main(command), "is being trained (by process 4242 on "
-                                                    "host)", "use it once its training ends")
+                                                   "host)", "use it once its training ends")
             assert "--resume" not in line
     finally:
         os.close(lock)

@@ -55,7 +55,7 @@ def test_bad_files_are_user_errors(tmp_path):
         config.load(tmp_path / "flat.toml")
 
 
-def test_11_a_utf8_config_with_a_bom_is_read(tmp_path):
+def test_a_utf8_config_with_a_bom_is_read(tmp_path):
     from corolla import config
 
     path = tmp_path / "c.toml"

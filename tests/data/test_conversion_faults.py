@@ -10,7 +10,7 @@ from corolla.cli import main
 from helpers.images import class_folders
 
 
-def test_6_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, monkeypatch):
+def test_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, monkeypatch):
     """Two conversions into one OUT: the one that renames second is told OUT exists (one line),
     and the cache's loser reads the winner's conversion."""
     from corolla.data import convert, sources
@@ -38,7 +38,7 @@ def test_6_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, mon
     assert convert.cached(source, settings, tmp_path / "cache", log=lambda *a: None) == out
 
 
-def test_12_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, monkeypatch):
+def test_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, monkeypatch):
     from corolla.data import convert, sources
 
     source = sources.scan(class_folders(tmp_path / "src"))
@@ -55,7 +55,7 @@ def test_12_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, m
     assert summary.images == 11 and (tmp_path / "out" / "convert.json").is_file()
 
 
-def test_13_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys):
+def test_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys):
     from corolla.data import sources
 
     src = class_folders(tmp_path / "src")
@@ -68,7 +68,7 @@ def test_13_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys)
 
 
 @pytest.mark.slow
-def test_19_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
+def test_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
     """Pillow would drop a 400-megapixel photo as a 'decompression bomb'; Corolla reads images
     up to --max-megapixels (1000 by default) and skips larger ones, listed, with the setting."""
     from PIL import Image
@@ -89,7 +89,7 @@ def test_19_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
     assert "over the limit of 100 (--max-megapixels)" in capsys.readouterr().out
 
 
-def test_18_a_killed_conversions_folder_is_removed_a_live_ones_kept(tmp_path, capsys):
+def test_a_killed_conversions_folder_is_removed_a_live_ones_kept(tmp_path, capsys):
     from corolla.data import convert
 
     stale, live = tmp_path / ".out.partial-0000dead", tmp_path / ".other.partial-00001ive"

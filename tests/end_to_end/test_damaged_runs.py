@@ -13,17 +13,17 @@ from helpers.processes import crash_train
 
 
 @pytest.mark.slow
-def test_9_a_damaged_model_is_one_line_naming_the_way_out(tiny_run_copy, capsys):
+def test_a_damaged_model_is_one_line_naming_the_way_out(tiny_run_copy, capsys):
     run = tiny_run_copy
     capsys.readouterr()
     data = (run / "model.keras").read_bytes()
     (run / "model.keras").write_bytes(data[: len(data) // 2])  # a copy cut short
     one_line(capsys, main(["evaluate", str(run)]), f"{run / 'model.keras'} is damaged",
-              f"copy {run / 'last.keras'}")
+             f"copy {run / 'last.keras'}")
 
 
 @pytest.mark.slow
-def test_21_damaged_records_of_a_run_are_one_line_naming_the_file(tiny_run_copy, capsys):
+def test_damaged_records_of_a_run_are_one_line_naming_the_file(tiny_run_copy, capsys):
     from corolla.errors import UserError
     from corolla.runs import rundir
 
@@ -31,7 +31,7 @@ def test_21_damaged_records_of_a_run_are_one_line_naming_the_file(tiny_run_copy,
     capsys.readouterr()
     (run / "metrics.json").write_text('{"f1_macro": 0.5,')  # cut short
     one_line(capsys, main(["report", str(run)]), f"{run / 'metrics.json'} is damaged",
-              f"corolla evaluate {run}")
+             f"corolla evaluate {run}")
     (run / "history.csv").write_text("epoch,loss\n0,0.5\n1,not a number\n")
     one_line(capsys, main(["evaluate", str(run)]), f"{run / 'history.csv'} is damaged")
     (run / "plan.json").write_text("{")  # what a resumed session adds to
@@ -40,7 +40,7 @@ def test_21_damaged_records_of_a_run_are_one_line_naming_the_file(tiny_run_copy,
 
 
 @pytest.mark.large  # 33s: CI's large step (the README's suite keeps to 20 min)
-def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, capsys):
+def test_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, capsys):
     """A damaged record met mid-training advises --skip-bad-records: both ways of continuing the
     run take it (and keep it for evaluate and predict); other settings are still refused."""
     from corolla import config
@@ -59,11 +59,11 @@ def test_16_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, 
 
 
 @pytest.mark.slow
-def test_23_predict_of_a_folder_run_without_test_split_says_how_to_add_one(tmp_path, capsys,
-                                                                          cache, train_tiny):
+def test_predict_of_a_folder_run_without_test_split_says_how_to_add_one(tmp_path, capsys,
+                                                                       cache, train_tiny):
     src = class_folders(tmp_path / "src")
     run = train_tiny(tmp_path / "runs", "--image-size", "8", "--batch-size", "2",
                      "--steps-per-epoch", "1", data=src)
     capsys.readouterr()
     one_line(capsys, main(["predict", str(run)]),
-              f"the data {src} has no test split", "test/ folder")
+             f"the data {src} has no test split", "test/ folder")

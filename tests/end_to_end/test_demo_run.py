@@ -74,4 +74,4 @@ def test_evaluating_on_data_with_other_classes_is_refused(tiny_run, tmp_path, ca
     shutil.copytree(data_of(run), other)
     (other / "classes.txt").write_text("a\nb\nc\nd\n")
     one_line_error(capsys, ["evaluate", str(run), "--data", str(other)],
-                    "names other classes, not the 4 this run was trained on")
+                   "names other classes, not the 4 this run was trained on")

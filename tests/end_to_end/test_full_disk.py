@@ -172,8 +172,8 @@ def mounted(tmp_path):
     subprocess.run(["umount", str(disk)], check=False)
 
 
-def test_7_read_only_or_wrong_kind_outputs_are_one_line(tiny_run, mounted, tmp_path, capsys,
-                                                        monkeypatch):
+def test_read_only_or_wrong_kind_outputs_are_one_line(tiny_run, mounted, tmp_path, capsys,
+                                                      monkeypatch):
     disk, read_only = mounted
     monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
     run = shutil.copytree(tiny_run, disk / "t", ignore=shutil.ignore_patterns("*.keras", "*.png",
@@ -181,20 +181,20 @@ def test_7_read_only_or_wrong_kind_outputs_are_one_line(tiny_run, mounted, tmp_p
     src = class_folders(tmp_path / "src")
     read_only()
     one_line(capsys, main(["report", str(run)]), f"could not write {run / 'report.html'}",
-              "Read-only file system")
+             "Read-only file system")
     train = ["train", "--data", str(src), "--image-size", "8", "--batch-size", "2"]
     one_line(capsys, main([*train, "--runs-dir", str(disk / "runs")]),
-              "cannot create a run directory", "Read-only file system")
+             "cannot create a run directory", "Read-only file system")
     one_line(capsys, main(["convert", str(src), str(disk / "out")]),
-              "cannot write the conversion into", "Read-only file system")
+             "cannot write the conversion into", "Read-only file system")
     (tmp_path / "file").write_text("")
     one_line(capsys, main([*train, "--runs-dir", str(tmp_path / "file")]),
-              "is a file, not a folder")
+             "is a file, not a folder")
 
 
-def test_8_a_full_disk_during_convert_is_one_line(mounted, tmp_path, capsys):
+def test_a_full_disk_during_convert_is_one_line(mounted, tmp_path, capsys):
     disk, _ = mounted
     src = class_folders(tmp_path / "src", n=20, size=96, noise=True)  # ~1 MB of JPEG, on 96 kB
     one_line(capsys, main(["convert", str(src), str(disk / "out"), "--image-size", "96"]),
-              "cannot write the conversion into", "free space")
+             "cannot write the conversion into", "free space")
     assert not list(disk.iterdir())  # nothing half-written is left

@@ -46,7 +46,7 @@ def test_predict_replaces_an_existing_out_file_only_with_force(tiny_run_copy, tm
     out = tmp_path / "mine.csv"
     out.write_text("my own notes\n")
     one_line_error(capsys, ["predict", str(run), "--out", str(out)],
-                    f"--out {out} already exists", "pass --force to overwrite it")
+                   f"--out {out} already exists", "pass --force to overwrite it")
     assert out.read_text() == "my own notes\n"
 
     assert main(["predict", str(run), "--out", str(out), "--force"]) == 0
@@ -61,12 +61,12 @@ def test_predict_never_writes_over_the_runs_own_files(tiny_run, capsys, no_model
                    run / "notes.csv", run):
         for force in ([], ["--force"]):
             one_line_error(capsys, ["predict", str(run), "--out", str(target)] + force,
-                            f"--out {target} is inside the run folder {run}",
-                            "never over the run's own files, even with --force")
+                           f"--out {target} is inside the run folder {run}",
+                           "never over the run's own files, even with --force")
     # The same file by another spelling of its path.
     sneaky = run.parent / ".." / run.parent.name / run.name / "model.keras"
     one_line_error(capsys, ["predict", str(run), "--out", str(sneaky), "--force"],
-                    "is inside the run folder")
+                   "is inside the run folder")
     assert _snapshot(run) == before
 
 
@@ -82,9 +82,9 @@ def test_predict_into_a_missing_folder_fails_before_the_model_is_loaded(
     run = tiny_run
     out = tmp_path / "not-made-yet" / "sub.csv"
     one_line_error(capsys, ["predict", str(run), "--out", str(out)],
-                    f"folder {out.parent} does not exist", "create it first")
+                   f"folder {out.parent} does not exist", "create it first")
     one_line_error(capsys, ["predict", str(run), "--out", str(tmp_path)],
-                    f"--out {tmp_path} is a folder", "pass a file name")
+                   f"--out {tmp_path} is a folder", "pass a file name")
     assert not out.parent.exists()
 
 
@@ -123,16 +123,16 @@ def test_evaluate_out_never_writes_over_the_runs_own_files(tiny_run, tmp_path, c
     before = _snapshot(run)
     for target in (run, run / "backup", run / "logs" / "x"):
         one_line_error(capsys, ["evaluate", str(run), "--data", str(other), "--out",
-                                 str(target)],
-                        f"--out {target} is inside the run folder {run}",
-                        f"writes only into {run / 'eval-elsewhere'} or another eval-* folder")
+                                str(target)],
+                       f"--out {target} is inside the run folder {run}",
+                       f"writes only into {run / 'eval-elsewhere'} or another eval-* folder")
     one_line_error(capsys, ["evaluate", str(run), "--out", str(run / "config.toml")],
-                    "is inside the run folder")
+                   "is inside the run folder")
     one_line_error(capsys, ["evaluate", str(run), "--out", str(tmp_path / "a" / "b")],
-                    f"folder {tmp_path / 'a'} does not exist")
+                   f"folder {tmp_path / 'a'} does not exist")
     (tmp_path / "file").write_text("x")
     one_line_error(capsys, ["evaluate", str(run), "--out", str(tmp_path / "file")],
-                    "is a file; evaluate writes a folder")
+                   "is a file; evaluate writes a folder")
     assert _snapshot(run) == before and not (run / "eval-elsewhere").exists()
 
 
@@ -170,9 +170,9 @@ def test_an_unwritable_folder_is_one_line(tiny_run, tmp_path, capsys, no_model_l
             pytest.skip("this user (root) writes into a folder of mode 0500 anyway; "
                         "test_a_refused_write_is_one_line covers the writers")
         one_line_error(capsys, ["predict", str(run), "--out", str(locked / "s.csv")],
-                        f"cannot write into {locked} (permission denied)", "--out")
+                       f"cannot write into {locked} (permission denied)", "--out")
         one_line_error(capsys, ["evaluate", str(run), "--out", str(locked / "scores")],
-                        f"cannot write into {locked} (permission denied)", "--out")
+                       f"cannot write into {locked} (permission denied)", "--out")
         assert list(locked.iterdir()) == []
     finally:
         locked.chmod(0o700)
@@ -199,11 +199,11 @@ def test_outputs_never_land_in_another_runs_folder(tiny_run, tmp_path, capsys,
     before, before_ensemble = _tree(other), _tree(ensemble)
     for target in (other, other / "predictions", other / "eval-x", ensemble):
         one_line_error(capsys, ["evaluate", str(run), "--out", str(target)],
-                        f"--out {target} is inside", "the folder of another run",
-                        "never writes into")
+                       f"--out {target} is inside", "the folder of another run",
+                       "never writes into")
     for target in (other / "model.keras", other / "new.csv", ensemble / "s.csv"):
         one_line_error(capsys, ["predict", str(run), "--out", str(target), "--force"],
-                        f"--out {target} is inside", "even with --force")
+                       f"--out {target} is inside", "even with --force")
     assert _tree(other) == before and _tree(ensemble) == before_ensemble
 
 
@@ -213,8 +213,8 @@ def test_evaluate_out_is_a_new_or_empty_folder(tiny_run, tmp_path, capsys, no_mo
     kept.mkdir()
     (kept / "mine.txt").write_text("my notes")
     one_line_error(capsys, ["evaluate", str(run), "--out", str(kept)],
-                    f"--out {kept} is a folder that holds files already",
-                    "writes a new folder (or an empty one)")
+                   f"--out {kept} is a folder that holds files already",
+                   "writes a new folder (or an empty one)")
     assert _tree(kept) == {Path("mine.txt"): b"my notes"}
 
 
@@ -233,16 +233,16 @@ def test_outputs_never_land_in_a_data_set_or_an_input(tiny_run, tmp_path, capsys
     before = _tree(photos)
     for target in (daisy, daisy / "scores", photos / "scores"):
         one_line_error(capsys, ["evaluate", str(run), "--out", str(target)],
-                        f"--out {target} is inside", "holds a data set's images")
+                       f"--out {target} is inside", "holds a data set's images")
         one_line_error(capsys, ["explain", str(run), str(daisy / "a.png"), "--out",
-                                 str(target), "--force"], f"--out {target} is inside")
+                                str(target), "--force"], f"--out {target} is inside")
     one_line_error(capsys, ["evaluate", str(run), "--out", str(data / "scores")],
-                    f"--out {data / 'scores'} is inside the data")
+                   f"--out {data / 'scores'} is inside the data")
     listing = pictures(tmp_path / "mine") / "list.csv"
     listing.write_text("path\n" + "\n".join(str(p) for p in daisy.iterdir()) + "\n")
     for out in (listing, daisy / "a.png"):
         one_line_error(capsys, ["predict", str(run), str(listing), "--out", str(out),
-                                 "--force"], f"--out {out} is one of the inputs")
+                                "--force"], f"--out {out} is one of the inputs")
     assert _tree(photos) == before and not (data / "scores").exists()
 
 
@@ -258,9 +258,9 @@ def test_explain_never_writes_over_the_runs_own_files(tiny_run, tmp_path, capsys
     before = _snapshot(run)
     for target in (run, run / "predictions"):
         line = one_line_error(capsys, ["explain", str(run), str(photo), "--out", str(target),
-                                        "--force"],
-                               f"--out {target} is inside the run folder {run}",
-                               f"writes only into {run / 'explain'}")
+                                       "--force"],
+                              f"--out {target} is inside the run folder {run}",
+                              f"writes only into {run / 'explain'}")
         assert "--force" not in line
     assert _snapshot(run) == before
 
@@ -277,7 +277,7 @@ def test_a_run_without_its_class_list_is_refused_in_one_line(tiny_run, tmp_path,
                     ["explain", str(copy), str(photo)],
                     ["export", str(copy), "--format", "savedmodel"]):
         one_line_error(capsys, command, f"{copy / 'classes.txt'} is missing",
-                        "names the classes of the run's model")
+                       "names the classes of the run's model")
     assert not (tmp_path / "s.csv").exists()
     assert (copy / "metrics.json").read_bytes() == (run / "metrics.json").read_bytes()
 
@@ -305,7 +305,7 @@ def test_a_model_that_is_not_the_runs_own_is_refused(tiny_run, tmp_path, capsys)
                         ["export", str(copy), "--format", "savedmodel", "--out",
                          str(tmp_path / "export")]):
             one_line_error(capsys, command, needle, "not this run's model"
-                            if key == "model.input_size" else "put this run's own model back")
+                           if key == "model.input_size" else "put this run's own model back")
         assert (copy / "metrics.json").read_bytes() == metrics
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "export").exists()
 

@@ -47,7 +47,7 @@ def _stops_with_one_line(process, signum, run):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_5_sigterm_and_sighup_stop_a_run_as_ctrl_c_does(tiny_petals, tmp_path, signum):
+def test_sigterm_and_sighup_stop_a_run_as_ctrl_c_does(tiny_petals, tmp_path, signum):
     """`docker stop`, Kubernetes and Slurm send SIGTERM: one line with the command that
     continues the run, exit 128 + the signal, and the run continues from its backup. Started
     with both signals blocked, as some job runners start their jobs (CI once did, and the run
@@ -64,7 +64,7 @@ def test_5_sigterm_and_sighup_stop_a_run_as_ctrl_c_does(tiny_petals, tmp_path, s
 
 
 @pytest.mark.slow
-def test_5_under_nohup_a_closed_terminal_does_not_stop_the_run(tiny_petals, tmp_path):
+def test_under_nohup_a_closed_terminal_does_not_stop_the_run(tiny_petals, tmp_path):
     """`nohup corolla train ...` starts the run with SIGHUP ignored: it must outlive its
     terminal (it once took SIGHUP over and stopped); SIGTERM still stops it."""
     def nohup():

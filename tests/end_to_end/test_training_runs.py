@@ -97,9 +97,9 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
     assert (run / "backup").is_dir() and not (run / "model.keras").exists()
     one_line_error(capsys, ["evaluate", str(run)], "did not finish", f"--resume {run}")
     one_line_error(capsys, ["train", "--resume", str(run), "--epochs", "5"],
-                    "drop --epochs")
+                   "drop --epochs")
     one_line_error(capsys, ["train", "--resume", str(run), "--batch-size", "4"],
-                    "drop --batch-size", "its own config and global batch")
+                   "drop --batch-size", "its own config and global batch")
 
     assert main(["train", "--resume", str(run)]) == 0
     assert epochs(run) == ["1", "2"]
@@ -185,7 +185,7 @@ def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_p
 
 
 @pytest.mark.slow
-def test_4_a_run_folder_killed_before_its_config_is_taken_over(train_tiny, tmp_path):
+def test_a_run_folder_killed_before_its_config_is_taken_over(train_tiny, tmp_path):
     """kill -9 between the folder's mkdir and its config.toml: the same command starts the run
     in it, instead of 'already exists'. A folder holding anything else is still refused."""
     (tmp_path / "empty").mkdir()

@@ -169,7 +169,7 @@ def test_a_submission_that_fails_its_check_never_replaces_the_old_one(tmp_path, 
     assert path.read_bytes() == old and _partials(tmp_path) == []
 
 
-def test_22_a_submission_ending_with_an_empty_line_passes(tmp_path):
+def test_a_submission_ending_with_an_empty_line_passes(tmp_path):
     from corolla.report import submission
 
     path = tmp_path / "s.csv"
