@@ -13,6 +13,7 @@ from corolla.evaluation import predictions
 from corolla.report import scored
 from corolla.report import kaggle as kaggle_lib
 from corolla.report import submission
+from corolla.runs import paths
 
 IDS = ["a1", "b2", "c3", "d4"]
 NAMES = ("daisy", "rose", "tulip")
@@ -25,7 +26,7 @@ def run(tmp_path):
     folder.mkdir()
     probabilities = np.eye(3, dtype=np.float32)[[0, 1, 2, 1]]
     scored.save_predictions(predictions.path_in(folder, "test"), IDS, None, probabilities, NAMES)
-    submission.write(IDS, [0, 1, 2, 1], folder / "submission.csv", num_classes=3)
+    submission.write(IDS, [0, 1, 2, 1], folder / paths.SUBMISSION, num_classes=3)
     return folder
 
 
@@ -64,7 +65,7 @@ def test_submits_the_checked_file_through_the_kaggle_api(run, home, fake_kaggle,
     monkeypatch.setenv("KAGGLE_KEY", "secret")
     assert main(["submit", str(run), "--competition", "tpu-getting-started",
                  "-m", "small_cnn, 12 epochs"]) == 0
-    assert fake_kaggle == [(str(run / "submission.csv"), "small_cnn, 12 epochs",
+    assert fake_kaggle == [(str(run / paths.SUBMISSION), "small_cnn, 12 epochs",
                             "tpu-getting-started")]
     assert "Successfully submitted" in capsys.readouterr().out
 
@@ -72,7 +73,7 @@ def test_submits_the_checked_file_through_the_kaggle_api(run, home, fake_kaggle,
 def test_a_bad_submission_is_refused_before_any_call(run, home, fake_kaggle, monkeypatch,
                                                       capsys):
     monkeypatch.setenv("KAGGLE_API_TOKEN", "token")
-    (run / "submission.csv").write_text("id,label\na1,0\nb2,1\nb2,1\nd4,7\n")
+    (run / paths.SUBMISSION).write_text("id,label\na1,0\nb2,1\nb2,1\nd4,7\n")
     assert main(["submit", str(run), "--competition", "tpu-getting-started", "-m", "x"]) == 2
     err = capsys.readouterr().err
     assert "ids with more than one row" in err and "test ids with no row: 'c3'" in err

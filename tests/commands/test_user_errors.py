@@ -5,6 +5,7 @@ model says whether it is being trained or was stopped."""
 import pytest
 
 from corolla.cli import main
+from corolla.runs import paths
 from helpers.cli import one_line
 from helpers.images import class_folders
 
@@ -198,13 +199,13 @@ def test_a_run_without_a_model_says_whether_it_is_being_trained_or_was_stopped(t
 
     run = tmp_path / "kill1"
     run.mkdir()
-    config_lib.save(config_lib.load(), run / "config.toml")
+    config_lib.save(config_lib.load(), run / paths.CONFIG)
     stopped = f"has no model.keras: its training did not finish; continue it with " \
               f"`corolla train --resume {run}`"
     for command in (["report", str(run)], ["evaluate", str(run)],
                     ["export", str(run), "--format", "savedmodel"]):
         one_line(capsys, main(command), stopped)
-    lock = hold_lock(run / ".lock")  # as the training process holds it
+    lock = hold_lock(run / paths.LOCK)  # as the training process holds it
     try:
         os.write(lock, b"process 4242 on host")
         for command in (["report", str(run)], ["evaluate", str(run)]):

@@ -11,6 +11,7 @@ import pytest
 
 from corolla.cli import main
 from corolla.data import convert, duplicates, sources, survey
+from corolla.runs import paths
 from helpers.images import copies_folder, photo, planted_folder
 
 
@@ -168,7 +169,7 @@ def test_copies_with_different_labels_come_first_everywhere(tmp_path, cache, cap
     from corolla.report import html
 
     (tmp_path / "run").mkdir()
-    shutil.copy(tmp_path / "found.json", tmp_path / "run" / "data_check.json")
+    shutil.copy(tmp_path / "found.json", tmp_path / "run" / paths.DATA_CHECK)
     section = html._data_check(tmp_path / "run")
     assert "Copies with different labels: 1 group(s)" in section
     assert "near, labels differ" in section or "exact, labels differ" in section

@@ -10,6 +10,7 @@ import pytest
 
 from corolla.data import folds, layout, pipeline
 from corolla.errors import UserError
+from corolla.runs import paths
 
 
 def test_folds_are_stratified_disjoint_covering_and_seeded():
@@ -71,8 +72,8 @@ def test_a_folds_splits_stream_exactly_its_ids_and_shard_exactly(tiny_petals, tm
     meta = pipeline.metadata(folds.pooled(data))
     found = folds.assign(meta["labels"], 3, seed=1)
     folds.Assignment(tuple(meta["ids"]), tuple(meta["labels"]),
-                     tuple(found.tolist())).write(tmp_path / "folds.csv")
-    fold = _fold_layout(tiny_petals, tmp_path / "folds.csv", 1)
+                     tuple(found.tolist())).write(tmp_path / paths.FOLDS)
+    fold = _fold_layout(tiny_petals, tmp_path / paths.FOLDS, 1)
     val, train = fold.split("val"), fold.split("train")
     held = [i for i, f in zip(meta["ids"], found) if f == 1]
     assert pipeline.metadata(val)["ids"] == held  # in the pooled read order

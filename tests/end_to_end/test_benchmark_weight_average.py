@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from corolla.runs import paths
 from helpers.processes import REPO
 from helpers.runs import history
 
@@ -58,7 +59,7 @@ def test_pseudo_labels_join_the_training_split_as_the_teacher_predicted(tmp_path
                           "--start-size 0 --input-size 32"],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    teacher = predictions.load(tmp_path / "teacher" / "predictions" / "test.npz")
+    teacher = predictions.load(paths.predictions_file(tmp_path / "teacher", "test"))
     expected = dict(zip(teacher.ids, teacher.probabilities.argmax(axis=1).tolist()))
     train = tmp_path / "pseudo-labelled" / "tfrecords-jpeg-32x32" / "train"
     added = [p for p in train.iterdir() if not p.is_symlink()]
@@ -69,4 +70,4 @@ def test_pseudo_labels_join_the_training_split_as_the_teacher_predicted(tmp_path
         got[example["id"].numpy().decode()] = int(example["class"].numpy())
     assert got == expected
     assert f"{len(expected)} test images pseudo-labelled" in out.stdout
-    assert (tmp_path / "pseudo" / "model.keras").is_file()
+    assert (tmp_path / "pseudo" / paths.MODEL).is_file()

@@ -8,6 +8,7 @@ import pytest
 
 from corolla import cli
 from corolla.data import layout, pipeline
+from corolla.runs import paths
 from helpers.records import GOOD, SIZE, damaged_data
 
 
@@ -34,8 +35,8 @@ def test_damage_the_check_finds_is_one_line_before_any_run(tmp_path, capsys, spl
                                                            train_tiny):
     """No image is decoded by the check: bytes that are no image and a cut-off file are found
     from the records alone, before the model is built or a run folder made."""
-    paths = damaged_data(tmp_path / "data", {(split, 1): kind})
-    path = paths[split, 1]
+    damaged = damaged_data(tmp_path / "data", {(split, 1): kind})
+    path = damaged[split, 1]
     train_tiny(tmp_path / "runs", data=tmp_path / "data", tiny=FLAGS, code=2)
     line = _one_line(capsys, says.format(path=path, id=f"{split[:2]}1-0003"),
                      "--skip-bad-records")
@@ -46,10 +47,10 @@ def test_damage_the_check_finds_is_one_line_before_any_run(tmp_path, capsys, spl
 def test_a_corrupt_jpeg_met_during_fit_is_one_line_naming_the_record(tmp_path, capsys, train_tiny):
     """Its first bytes are a JPEG's, so only decoding finds it: here in validation, at the end of
     the first epoch. TensorFlow's error names no file; the files read are searched for it."""
-    paths = damaged_data(tmp_path / "data", {("val", 1): "corrupt"})
+    damaged = damaged_data(tmp_path / "data", {("val", 1): "corrupt"})
     train_tiny(tmp_path / "runs", data=tmp_path / "data", tiny=FLAGS, code=2)
     _one_line(capsys,
-              f"the image of record 5 (id va1-0005) of {paths['val', 1]} does not decode",
+              f"the image of record 5 (id va1-0005) of {damaged['val', 1]} does not decode",
               "--skip-bad-records")
 
 
@@ -62,7 +63,7 @@ def test_damage_met_in_the_stream_itself_is_one_line(tmp_path, capsys, monkeypat
                                                      reading, says, train_tiny):
     """The pipelines name the file by themselves too (a file damaged after the check, a notebook
     that never ran it): here a command that reads val as evaluate does, without the check."""
-    paths = damaged_data(tmp_path / "data", {("val", 0): kind})
+    damaged = damaged_data(tmp_path / "data", {("val", 0): kind})
 
     def evaluate_unchecked(args):
         for _ in reading(layout.open_layout(args.data).split("val")):
@@ -70,13 +71,13 @@ def test_damage_met_in_the_stream_itself_is_one_line(tmp_path, capsys, monkeypat
 
     monkeypatch.setitem(cli.COMMANDS, "train", evaluate_unchecked)
     train_tiny(tmp_path / "runs", data=tmp_path / "data", tiny=FLAGS, code=2)
-    _one_line(capsys, says.format(paths["val", 0]), "--skip-bad-records")
+    _one_line(capsys, says.format(damaged["val", 0]), "--skip-bad-records")
 
 
 def test_with_skip_bad_records_training_completes_and_counts_per_file(tmp_path, capsys,
                                                                       train_tiny):
     both = ("not_jpeg", "corrupt")
-    paths = damaged_data(tmp_path / "data", {("train", 0): both, ("train", 1): "truncated",
+    damaged = damaged_data(tmp_path / "data", {("train", 0): both, ("train", 1): "truncated",
                                              ("val", 0): both, ("val", 1): "truncated",
                                              ("test", 0): "corrupt"})
     run = train_tiny(tmp_path / "runs", "--skip-bad-records", data=tmp_path / "data",
@@ -87,19 +88,19 @@ def test_with_skip_bad_records_training_completes_and_counts_per_file(tmp_path, 
             (("train", 1), ["skipped 1 of 16 records", "1 lost to its damaged tail"]),
             (("val", 0), ["skipped 2 of 16 records", "va0-0003, va0-0005"]),
             (("val", 1), ["skipped 1 of 16 records", "1 lost to its damaged tail"])):
-        line = [line for line in out.splitlines() if paths[split, index] in line]
+        line = [line for line in out.splitlines() if damaged[split, index] in line]
         assert len(line) == 1 and all(x in line[0] for x in says), out
-    test_line = [line for line in out.splitlines() if paths["test", 0] in line]
+    test_line = [line for line in out.splitlines() if damaged["test", 0] in line]
     assert len(test_line) == 1 and "te0-0005" in test_line[0] and "blank image" in test_line[0]
-    lines = (run / "submission.csv").read_text().splitlines()
+    lines = (run / paths.SUBMISSION).read_text().splitlines()
     assert len(lines) == 1 + GOOD  # every test id, the undecodable one predicted from blank
-    assert "skip_bad_records = true" in (run / "config.toml").read_text()
+    assert "skip_bad_records = true" in (run / paths.CONFIG).read_text()
 
 
 def test_a_test_files_damaged_tail_cannot_be_skipped(tmp_path, capsys, train_tiny):
     """Its ids are unknown, so the submission would lack rows: refused before training."""
-    paths = damaged_data(tmp_path / "data", {("test", 0): "truncated"})
+    damaged = damaged_data(tmp_path / "data", {("test", 0): "truncated"})
     train_tiny(tmp_path / "runs", "--skip-bad-records", data=tmp_path / "data", tiny=FLAGS,
                code=2)
-    _one_line(capsys, f"{paths['test', 0]} is damaged", "cannot skip them")
+    _one_line(capsys, f"{damaged['test', 0]} is damaged", "cannot skip them")
     assert not (tmp_path / "runs").exists()

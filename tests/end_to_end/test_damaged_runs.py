@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from corolla.cli import main
+from corolla.runs import paths
 from helpers.cli import one_line
 from helpers.images import class_folders
 from helpers.processes import crash_train
@@ -16,10 +17,10 @@ from helpers.processes import crash_train
 def test_a_damaged_model_is_one_line_naming_the_way_out(tiny_run_copy, capsys):
     run = tiny_run_copy
     capsys.readouterr()
-    data = (run / "model.keras").read_bytes()
-    (run / "model.keras").write_bytes(data[: len(data) // 2])  # a copy cut short
-    one_line(capsys, main(["evaluate", str(run)]), f"{run / 'model.keras'} is damaged",
-             f"copy {run / 'last.keras'}")
+    data = (run / paths.MODEL).read_bytes()
+    (run / paths.MODEL).write_bytes(data[: len(data) // 2])  # a copy cut short
+    one_line(capsys, main(["evaluate", str(run)]), f"{run / paths.MODEL} is damaged",
+             f"copy {run / paths.LAST}")
 
 
 @pytest.mark.slow
@@ -29,12 +30,12 @@ def test_damaged_records_of_a_run_are_one_line_naming_the_file(tiny_run_copy, ca
 
     run = tiny_run_copy
     capsys.readouterr()
-    (run / "metrics.json").write_text('{"f1_macro": 0.5,')  # cut short
-    one_line(capsys, main(["report", str(run)]), f"{run / 'metrics.json'} is damaged",
+    (run / paths.METRICS).write_text('{"f1_macro": 0.5,')  # cut short
+    one_line(capsys, main(["report", str(run)]), f"{run / paths.METRICS} is damaged",
              f"corolla evaluate {run}")
-    (run / "history.csv").write_text("epoch,loss\n0,0.5\n1,not a number\n")
-    one_line(capsys, main(["evaluate", str(run)]), f"{run / 'history.csv'} is damaged")
-    (run / "plan.json").write_text("{")  # what a resumed session adds to
+    (run / paths.HISTORY).write_text("epoch,loss\n0,0.5\n1,not a number\n")
+    one_line(capsys, main(["evaluate", str(run)]), f"{run / paths.HISTORY} is damaged")
+    (run / paths.PLAN).write_text("{")  # what a resumed session adds to
     with pytest.raises(UserError, match=r"plan.json is damaged .* move it away"):
         rundir.record_session(run, plan=None)
 
@@ -54,8 +55,8 @@ def test_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, cap
         assert main([*how, "--epochs", "3"]) == 2
         assert "--epochs" in capsys.readouterr().err
         assert main([*how, "--skip-bad-records"]) == 0
-        assert config.load(tmp_path / "r" / "config.toml").data.skip_bad_records
-        assert (tmp_path / "r" / "FINISHED").is_file()
+        assert config.load(tmp_path / "r" / paths.CONFIG).data.skip_bad_records
+        assert (tmp_path / "r" / paths.FINISHED).is_file()
 
 
 @pytest.mark.slow

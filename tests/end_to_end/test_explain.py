@@ -6,15 +6,16 @@ from __future__ import annotations
 from PIL import Image
 
 from corolla.cli import main
+from corolla.runs import paths
 
 
 def test_evaluate_writes_explanations_into_the_report(tiny_run_copy):
     """The shared tiny run (small_cnn: a nested backbone), evaluated again on a copy."""
     run = tiny_run_copy
     assert main(["evaluate", str(run)]) == 0
-    picture = run / "explanations.png"
+    picture = run / paths.EXPLANATIONS
     assert picture.is_file() and Image.open(picture).size[0] > 300
-    assert "Why it decided (Grad-CAM)" in (run / "report.html").read_text()
+    assert "Why it decided (Grad-CAM)" in (run / paths.REPORT).read_text()
 
 
 def test_explain_writes_one_picture_per_photo_and_keeps_them(tiny_run, tmp_path, capsys):

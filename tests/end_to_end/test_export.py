@@ -14,6 +14,7 @@ import pytest
 from corolla.cli import main
 from corolla.data.classes import parse_classes_file
 from corolla.evaluation import exported
+from corolla.runs import paths
 from helpers.processes import REPO, run_python
 
 
@@ -67,7 +68,7 @@ def test_each_format_gives_the_models_probabilities_in_its_own_runtime(trained, 
     assert about["input"]["shape"] == [None, *images.shape[1:]]
     assert about["check"]["images"] > 0
     assert parse_classes_file((out / "classes.txt").read_text()) == \
-        parse_classes_file((run / "classes.txt").read_text())
+        parse_classes_file((run / paths.CLASSES).read_text())
     assert not list(tmp_path.glob(".*partial*"))
 
 
@@ -106,14 +107,14 @@ def test_a_mixed_precision_model_exports_in_float32(trained, tmp_path):
 
     run, _, images = trained
     copy = tmp_path / "mixed"
-    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.keras", "backup"))
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.keras", paths.BACKUP))
     keras.config.set_dtype_policy("mixed_float16")
     try:
         mixed = create_model("small_cnn", len(parse_classes_file(
-            (run / "classes.txt").read_text())), images.shape[1])
+            (run / paths.CLASSES).read_text())), images.shape[1])
     finally:
         keras.config.set_dtype_policy("float32")
-    mixed.save(copy / "model.keras")
+    mixed.save(copy / paths.MODEL)
     assert main(["export", str(copy), "--format", "tflite", "--out",
                  str(tmp_path / "out")]) == 0
     run_tflite = exported.runner("tflite", tmp_path / "out" / "model.tflite")
@@ -132,18 +133,18 @@ def test_a_jax_trained_model_exports_from_a_jax_process(trained, tmp_path):
 
     run, _, images = trained
     copy = tmp_path / "jax"
-    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.keras", "backup"))
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*.keras", paths.BACKUP))
     code = f"""
 import keras
 assert keras.backend.backend() == "jax"
 import corolla
 from corolla.models.factory import create_model
-create_model("small_cnn", 4, {images.shape[1]}).save({str(copy / "model.keras")!r})
+create_model("small_cnn", 4, {images.shape[1]}).save({str(copy / paths.MODEL)!r})
 corolla.open_run({str(copy)!r}).export("onnx", out={str(tmp_path / "out")!r}, check_images=0)
 """
     done = run_python(code, env={"KERAS_BACKEND": "jax", "PYTHONPATH": str(REPO / "src")})
     assert done.returncode == 0, done.stderr[-2000:]
     assert "TensorFlow subprocess" in done.stdout
-    model = keras.saving.load_model(copy / "model.keras", compile=False)
+    model = keras.saving.load_model(copy / paths.MODEL, compile=False)
     got = exported.runner("onnx", tmp_path / "out" / "model.onnx")(images)
     assert np.abs(got - model.predict(images, verbose=0)).max() <= 1e-4

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from corolla.runs import paths
 from helpers.processes import crash_train
 from helpers.runs import backup_epochs, epochs
 
@@ -49,18 +50,18 @@ def test_a_run_killed_at_every_point_is_finished_by_re_running_it(tiny_petals, t
             assert result.stderr.strip().splitlines()[-1] == f"corolla: interrupted{hint}", \
                 (point, result.stderr[-2000:])
             assert "Traceback" not in result.stderr, (point, result.stderr[-2000:])
-        assert not (run / "FINISHED").exists(), point
+        assert not (run / paths.FINISHED).exists(), point
         assert backup_epochs(run) == in_backup, point
         assert epochs(run) == in_history, point
-        assert (run / "model.keras").is_file() == (point in ("evaluate", "predict")), point
-    assert (run / "metrics.json").is_file() and not (run / "submission.csv").exists()
+        assert (run / paths.MODEL).is_file() == (point in ("evaluate", "predict")), point
+    assert (run / paths.METRICS).is_file() and not (run / paths.SUBMISSION).exists()
 
     result = crash_train("none", *resume)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "evaluating and predicting" in result.stdout
-    assert (run / "FINISHED").is_file() and not (run / "backup").exists()
+    assert (run / paths.FINISHED).is_file() and not (run / paths.BACKUP).exists()
     assert epochs(run) == ["1", "2"]
-    assert len((run / "submission.csv").read_text().splitlines()) == 1 + 20
+    assert len((run / paths.SUBMISSION).read_text().splitlines()) == 1 + 20
     assert not [p.name for p in run.rglob("*.partial*")]  # no half-written file left behind
 
     for how in (resume, command):  # a finished run is never trained again
@@ -75,7 +76,7 @@ def test_the_same_name_with_other_settings_is_refused(tiny_petals, tmp_path, cap
     run = tmp_path / "r"
     run.mkdir()
     config.save(config.load(overrides={"data.path": str(tiny_petals), "train.epochs": 2,
-                                       "output.name": "r"}), run / "config.toml")
+                                       "output.name": "r"}), run / paths.CONFIG)
     code = main(["train", "--data", str(tiny_petals), "--epochs", "3", "--runs-dir",
                  str(tmp_path), "--name", "r"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -97,7 +98,7 @@ def test_one_writer_per_run(tiny_petals, tmp_path, capsys):
     run = tmp_path / "r"
     crashed = crash_train("mid_epoch:0", *command)
     assert crashed.returncode == 3
-    assert (run / ".lock").read_text().startswith("process ")
+    assert (run / paths.LOCK).read_text().startswith("process ")
     # Another process holds the run: a second writer is refused in one line.
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; from corolla.runs import rundir; rundir.claim(sys.argv[1]); "

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from corolla.cli import main
+from corolla.runs import paths
 from helpers.cli import one_line
 from helpers.images import class_folders
 from helpers.processes import REPO, SCRIPTS
@@ -57,14 +58,14 @@ def test_a_disk_that_fills_during_the_backup_is_one_line_and_the_run_resumes(tin
     run = tmp_path / "r"
     full = _run(CRASH, "full:1", *command, log_level="3")
     assert "DISK FULL" in full.stdout, full.stderr[-3000:]
-    _assert_one_line(full, run / "backup" / "epoch-0001.npz",
+    _assert_one_line(full, run / paths.BACKUP / "epoch-0001.npz",
                      tflog.drop_noise(full.stderr.encode()).decode())
-    assert json.loads((run / "backup" / "state.json").read_text())["epochs_done"] == 1
+    assert json.loads((run / paths.BACKUP / paths.STATE).read_text())["epochs_done"] == 1
     assert not [p.name for p in run.rglob("*.partial*")]
 
     again = _run(CRASH, "none", *command, log_level="3")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "FIRST_EPOCH 1" in again.stdout and (run / "FINISHED").is_file()
+    assert "FIRST_EPOCH 1" in again.stdout and (run / paths.FINISHED).is_file()
 
 
 @pytest.fixture
@@ -98,13 +99,13 @@ def test_a_full_tmpfs_as_runs_dir_is_one_line_and_the_run_finishes_once_freed(ti
     small_disk = small_disk("3m")
     command = _command(tiny_petals, small_disk)
     full = _run("-m", "corolla", *command)
-    _assert_one_line(full, small_disk / "r" / "backup" / "epoch-0000.npz")
+    _assert_one_line(full, small_disk / "r" / paths.BACKUP / "epoch-0000.npz")
     assert not [p.name for p in (small_disk / "r").rglob("*.partial*")]
 
     subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], check=True)
     again = _run("-m", "corolla", *command)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert (small_disk / "r" / "FINISHED").is_file()
+    assert (small_disk / "r" / paths.FINISHED).is_file()
 
 
 @pytest.mark.large  # 30 s: CI's large step (the README's suite keeps to 20 min)
@@ -118,14 +119,14 @@ def test_a_disk_with_room_only_to_create_the_backup_is_one_line_too(tiny_petals,
     command = _command(tiny_petals, disk)
     full = _run(CRASH, "fill:1", *command, log_level="3")
     assert "DISK FULL (8192 bytes free)" in full.stdout, full.stderr[-3000:]
-    _assert_one_line(full, disk / "r" / "backup" / "epoch-0001.npz",
+    _assert_one_line(full, disk / "r" / paths.BACKUP / "epoch-0001.npz",
                      tflog.drop_noise(full.stderr.encode()).decode())
     assert not [p.name for p in (disk / "r").rglob("*.partial*")]
 
     (disk / "filler").unlink()
     again = _run(CRASH, "none", *command, log_level="3")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "FIRST_EPOCH 1" in again.stdout and (disk / "r" / "FINISHED").is_file()
+    assert "FIRST_EPOCH 1" in again.stdout and (disk / "r" / paths.FINISHED).is_file()
 
 
 def test_the_backup_is_refused_unwritten_where_the_disk_has_not_room_for_it(tmp_path,
@@ -146,12 +147,12 @@ def test_the_backup_is_refused_unwritten_where_the_disk_has_not_room_for_it(tmp_
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=needed - 1))
-    callback = checkpoint.Checkpoint(tmp_path / "backup", checkpoint.BackupState())
+    callback = checkpoint.Checkpoint(tmp_path / paths.BACKUP, checkpoint.BackupState())
     callback.set_model(model)
     with pytest.raises(UserError, match=r"could not write .*epoch-0000.npz \(No space "
                                         r"left on device\); free space"):
         callback.on_epoch_end(0, {"loss": 1.0})
-    assert list((tmp_path / "backup").iterdir()) == []
+    assert list((tmp_path / paths.BACKUP).iterdir()) == []
 
 
 @pytest.fixture
@@ -177,10 +178,10 @@ def test_read_only_or_wrong_kind_outputs_are_one_line(tiny_run, mounted, tmp_pat
     disk, read_only = mounted
     monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
     run = shutil.copytree(tiny_run, disk / "t", ignore=shutil.ignore_patterns("*.keras", "*.png",
-                                                                            "logs", "*.html"))
+                                                                            paths.LOGS, "*.html"))
     src = class_folders(tmp_path / "src")
     read_only()
-    one_line(capsys, main(["report", str(run)]), f"could not write {run / 'report.html'}",
+    one_line(capsys, main(["report", str(run)]), f"could not write {run / paths.REPORT}",
              "Read-only file system")
     train = ["train", "--data", str(src), "--image-size", "8", "--batch-size", "2"]
     one_line(capsys, main([*train, "--runs-dir", str(disk / "runs")]),

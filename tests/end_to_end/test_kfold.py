@@ -15,6 +15,7 @@ from corolla.cli import main
 from corolla.data import folds, layout, pipeline
 from corolla.evaluation import predictions
 from corolla.report import submission
+from corolla.runs import paths
 from helpers.images import copies_folder
 
 
@@ -36,36 +37,36 @@ def _truth(root):
 def test_train_folds_writes_fold_runs_oof_predictions_and_a_checked_submission(tiny_kfold,
                                                                                tiny_petals):
     parent, (truth, test_ids) = tiny_kfold, _truth(tiny_petals)
-    assignment = folds.Assignment.read(parent / "folds.csv")
+    assignment = folds.Assignment.read(parent / paths.FOLDS)
     assert sorted(assignment.ids) == sorted(truth) and set(assignment.folds) == {1, 2}
     for k in (1, 2):
         fold = parent / f"fold-{k}"
         assert all((fold / name).is_file() for name in
-                   ("FINISHED", "model.keras", "history.csv", "metrics.json", "submission.csv"))
-        val = predictions.load(fold / "predictions" / "val.npz")  # its out-of-fold part
+                   (paths.FINISHED, paths.MODEL, paths.HISTORY, paths.METRICS, paths.SUBMISSION))
+        val = predictions.load(paths.predictions_file(fold, "val"))  # its out-of-fold part
         assert sorted(val.ids) == sorted(i for i, f in zip(assignment.ids, assignment.folds)
                                          if f == k)
-    oof = predictions.load(parent / "predictions" / "oof.npz")
+    oof = predictions.load(paths.predictions_file(parent, "oof"))
     assert list(oof.ids) == list(assignment.ids) and len(set(oof.ids)) == len(truth)
     assert dict(zip(oof.ids, oof.labels.tolist())) == truth
     from corolla.evaluation import metrics
 
-    scores = json.loads((parent / "metrics.json").read_text())
+    scores = json.loads((parent / paths.METRICS).read_text())
     again = metrics.classification_metrics(oof.labels, oof.predicted, oof.class_names)
     assert scores["split"] == "oof" and scores["folds"] == 2
     assert scores["f1_macro"] == again["f1_macro"] and scores["accuracy"] == again["accuracy"]
     assert [f["num_examples"] for f in scores["per_fold"]] == [48, 48]
 
-    tests = [predictions.load(parent / f"fold-{k}" / "predictions" / "test.npz") for k in (1, 2)]
-    mean = predictions.load(parent / "predictions" / "test.npz")
+    tests = [predictions.load(paths.predictions_file(parent / f"fold-{k}", "test")) for k in (1, 2)]
+    mean = predictions.load(paths.predictions_file(parent, "test"))
     np.testing.assert_allclose(mean.probabilities,
                                (tests[0].probabilities + tests[1].probabilities) / 2, rtol=1e-6)
-    assert submission.check(parent / "submission.csv", test_ids, 4) == []
-    assert list(submission.read(parent / "submission.csv").values()) == \
+    assert submission.check(parent / paths.SUBMISSION, test_ids, 4) == []
+    assert list(submission.read(parent / paths.SUBMISSION).values()) == \
         mean.predicted.tolist()
-    assert (parent / "FINISHED").is_file() and (parent / "confusion_matrix.png").is_file()
+    assert (parent / paths.FINISHED).is_file() and (parent / paths.CONFUSION).is_file()
     # The same writer as a run's: the parent's report shows its out-of-fold scores.
-    report = (parent / "report.html").read_text()
+    report = (parent / paths.REPORT).read_text()
     assert f"{scores['f1_macro']:.4f}" in report and "<th>split</th><td>oof</td>" in report
 
 
@@ -85,19 +86,19 @@ def test_an_interrupted_kfold_run_completes_only_the_unfinished_fold(tiny_kfold,
     runs = tmp_path / "runs"
     parent = shutil.copytree(tiny_kfold, runs / "k2")
     shutil.rmtree(parent / "fold-2")
-    shutil.rmtree(parent / "predictions")
-    for name in ("FINISHED", "metrics.json", "submission.csv", "confusion_matrix.png"):
+    shutil.rmtree(parent / paths.PREDICTIONS)
+    for name in (paths.FINISHED, paths.METRICS, paths.SUBMISSION, paths.CONFUSION):
         (parent / name).unlink()
-    model = (parent / "fold-1" / "model.keras").read_bytes()
+    model = (parent / "fold-1" / paths.MODEL).read_bytes()
     capsys.readouterr()
 
     train_tiny(runs, "--folds", "2", name="k2")  # tiny_kfold's own command
     out = capsys.readouterr().out
     assert "fold 1 of 2 finished before: kept" in out and "fold 2 of 2: training" in out
     assert "fold 1 of 2: training" not in out and out.count("training small_cnn") == 1
-    assert (parent / "fold-1" / "model.keras").read_bytes() == model
-    assert (parent / "fold-2" / "FINISHED").is_file() and (parent / "FINISHED").is_file()
-    oof = predictions.load(parent / "predictions" / "oof.npz")
+    assert (parent / "fold-1" / paths.MODEL).read_bytes() == model
+    assert (parent / "fold-2" / paths.FINISHED).is_file() and (parent / paths.FINISHED).is_file()
+    oof = predictions.load(paths.predictions_file(parent, "oof"))
     assert sorted(oof.ids) == sorted(_truth(tiny_petals)[0])
     # Once finished, the same command does not train it again.
     train_tiny(runs, "--folds", "2", name="k2", code=2)
@@ -112,7 +113,7 @@ def test_a_kfold_run_keeps_each_group_of_copies_in_one_fold_and_records_it(tmp_p
                         "--batch-size", "4", "--input-size", "16", data=tmp_path / "photos",
                         name="kf")
     assert "copies kept in their originals' folds" in capsys.readouterr().out
-    assignment = folds.Assignment.read(parent / "folds.csv")
+    assignment = folds.Assignment.read(parent / paths.FOLDS)
     by_group: dict = {}
     for group, fold in zip(assignment.groups, assignment.folds):
         by_group.setdefault(group, set()).add(fold)

@@ -21,6 +21,7 @@ import pytest
 from corolla.cli import main
 from corolla.data import layout, pipeline
 from corolla.report import submission
+from corolla.runs import paths
 from helpers.known_answer import (  # noqa: F401 (data, run: the fixtures)
     CLASS_NAMES, EXPECTED_F1_PER_CLASS, EXPECTED_METRICS, RULE, SHARDS, SIZE, TEST_LABELS,
     VAL_LABELS, data, run)
@@ -62,7 +63,7 @@ def test_the_rule_model_is_right_except_on_class_3(data, run):
     import keras
 
     root, truth = data
-    model = keras.saving.load_model(run / "model.keras", compile=False, safe_mode=True)
+    model = keras.saving.load_model(run / paths.MODEL, compile=False, safe_mode=True)
     found = layout.open_layout(str(root), SIZE)
     for split in ("train", "val", "test"):
         examples = list(pipeline.read(found.split(split), SIZE, ordered=True))
@@ -85,7 +86,7 @@ def test_predict_writes_every_test_id_with_its_true_label(data, run, tmp_path, b
     assert lines[0] == "id,label" and len(lines) == 1 + len(TEST_LABELS)
     file_order = pipeline.metadata(layout.open_layout(str(root), SIZE).split("test"))["ids"]
     assert [line.split(",")[0] for line in lines[1:]] == file_order
-    assert not (run / "submission.csv").exists()  # --out was honoured
+    assert not (run / paths.SUBMISSION).exists()  # --out was honoured
 
 
 @pytest.mark.parametrize("batch", [None, "5"], ids=["default-16", "5-does-not-divide-12"])
@@ -94,7 +95,7 @@ def test_evaluate_gives_the_hand_computed_metrics(data, run, batch):
     from sklearn.exceptions import UndefinedMetricWarning
 
     _, truth = data
-    metrics_file = run / "metrics.json"
+    metrics_file = run / paths.METRICS
     metrics_file.unlink(missing_ok=True)
     assert main(["evaluate", str(run)] + (["--batch-size", batch] if batch else [])) == 0
     metrics = json.loads(metrics_file.read_text())
@@ -130,15 +131,15 @@ def test_a_model_of_another_width_than_the_run_is_refused(data, run, tmp_path, c
 
     other = tmp_path / "other"
     shutil.copytree(run, other)
-    (other / "metrics.json").unlink(missing_ok=True)
+    (other / paths.METRICS).unlink(missing_ok=True)
     inputs = keras.Input((SIZE, SIZE, 3))
     x = keras.layers.GlobalAveragePooling2D()(inputs)
     keras.Model(inputs, keras.layers.Dense(6, activation="softmax")(x)).save(
-        other / "model.keras")
+        other / paths.MODEL)
     for command in (["predict", str(other), "--out", str(tmp_path / "s.csv")],
                     ["evaluate", str(other)]):
         assert main(command) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err == [f"corolla: error: {other / 'model.keras'} outputs 6 classes but the run "
+        assert err == [f"corolla: error: {other / paths.MODEL} outputs 6 classes but the run "
                        f"names 4; it is not this run's model"]
-    assert not (tmp_path / "s.csv").exists() and not (other / "metrics.json").exists()
+    assert not (tmp_path / "s.csv").exists() and not (other / paths.METRICS).exists()

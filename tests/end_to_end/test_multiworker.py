@@ -13,6 +13,7 @@ import tomllib
 import numpy as np
 import pytest
 
+from corolla.runs import paths
 from helpers.processes import REPO, SCRIPTS, free_ports
 from helpers.runs import epochs, history, saved_weights_in_a_fresh_process
 
@@ -74,9 +75,9 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
     strategy = "MultiWorkerMirroredStrategy" if backend == "tensorflow" else "DataParallel"
     assert f"on {strategy} (2 replica(s), global batch 16)" in crashed[0]
     [run] = list(runs.iterdir())  # only the chief made a run, named <model>-<timestamp>
-    run_id = tomllib.loads((run / "config.toml").read_text())["output"]["run_id"]
+    run_id = tomllib.loads((run / paths.CONFIG).read_text())["output"]["run_id"]
     scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
-    assert (scratch / "backup" / "state.json").is_file()
+    assert (scratch / paths.BACKUP / paths.STATE).is_file()
     assert oct(scratch.stat().st_mode & 0o777) == "0o700"
     assert not list((tmp_path / "tmp0").glob("corolla-*"))  # the chief's backup is the run's
 
@@ -85,11 +86,11 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
     assert "after epoch 1 of 2" in resumed[0]
     assert "done:" in resumed[0] and "done:" not in resumed[1]
     assert [p.name for p in runs.iterdir()] == [run.name]
-    assert {"config.toml", "model.keras", "history.csv", "metrics.json", "submission.csv",
-            "FINISHED"} <= {p.name for p in run.iterdir()}
+    assert {paths.CONFIG, paths.MODEL, paths.HISTORY, paths.METRICS, paths.SUBMISSION,
+            paths.FINISHED} <= {p.name for p in run.iterdir()}
     assert epochs(run) == ["1", "2"]
-    chief = saved_weights_in_a_fresh_process(run / "model.keras")
-    worker = saved_weights_in_a_fresh_process(scratch / "model.keras")
+    chief = saved_weights_in_a_fresh_process(run / paths.MODEL)
+    worker = saved_weights_in_a_fresh_process(scratch / paths.MODEL)
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)
@@ -110,7 +111,7 @@ def test_a_worker_that_lost_its_scratch_folder_continues_from_the_chiefs_backup(
                                      "--epochs", 2, "--global-batch-size", 16, "--runs-dir",
                                      runs], expect=3)
     [run] = list(runs.iterdir())
-    run_id = tomllib.loads((run / "config.toml").read_text())["output"]["run_id"]
+    run_id = tomllib.loads((run / paths.CONFIG).read_text())["output"]["run_id"]
     shutil.rmtree(tmp_path / "tmp1" / f"corolla-{run_id}")
 
     resumed = _run_workers(backend, tmp_path, [CRASH, "none", "train", "--resume", run])
@@ -119,8 +120,8 @@ def test_a_worker_that_lost_its_scratch_folder_continues_from_the_chiefs_backup(
             "workers' own backups: process 1 (0)") in resumed[0]
     assert epochs(run) == ["1", "2"]
     scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
-    chief = saved_weights_in_a_fresh_process(run / "last.keras")
-    worker = saved_weights_in_a_fresh_process(scratch / "last.keras")
+    chief = saved_weights_in_a_fresh_process(run / paths.LAST)
+    worker = saved_weights_in_a_fresh_process(scratch / paths.LAST)
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)
@@ -141,7 +142,7 @@ def test_two_workers_validate_every_image_of_val_once(backend, tiny_petals, tmp_
     last = history(run)[-1]
     last_run = tmp_path / "last"  # the run as it was after its last epoch
     shutil.copytree(run, last_run)
-    shutil.copy(run / "last.keras", last_run / "model.keras")
+    shutil.copy(run / paths.LAST, last_run / paths.MODEL)
 
     def alone(folder):
         out = tmp_path / f"eval-{folder.name}"
@@ -149,13 +150,13 @@ def test_two_workers_validate_every_image_of_val_once(backend, tiny_petals, tmp_
                         str(out), "--backend", backend], check=True, capture_output=True,
                        timeout=TIMEOUT, cwd=REPO,
                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-        return json.loads((out / "metrics.json").read_text())
+        return json.loads((out / paths.METRICS).read_text())
 
     of_last, of_best = alone(last_run), alone(run)
     assert of_last["num_examples"] == 32
     assert float(last["val_accuracy"]) == pytest.approx(of_last["accuracy"], abs=1e-6)
     assert float(last["val_f1_macro"]) == pytest.approx(of_last["f1_macro"], abs=1e-6)
-    in_cluster = json.loads((run / "metrics.json").read_text())
+    in_cluster = json.loads((run / paths.METRICS).read_text())
     assert in_cluster["f1_macro"] == pytest.approx(of_best["f1_macro"], abs=1e-6)
 
 
@@ -231,7 +232,7 @@ def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
                                                  "--time", "60s", "--runs-dir", runs,
                                                  "--name", "t"])
     run = runs / "t"
-    saved = tomllib.loads((run / "config.toml").read_text())
+    saved = tomllib.loads((run / paths.CONFIG).read_text())
     train = saved["train"]
     [line] = [s for s in outs[0].splitlines() if s.startswith("time 60s: ") and "planned" in s]
     assert line.partition(": ")[2] == train["time_plan"]
@@ -239,8 +240,8 @@ def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
     rows = history(run)
     assert len(rows) == train["epochs"] >= 2 and float(rows[-1]["seconds"]) <= 60
     scratch = tmp_path / "tmp1" / f"corolla-{saved['output']['run_id']}" / "worker-1"
-    chief = saved_weights_in_a_fresh_process(run / "model.keras")
-    worker = saved_weights_in_a_fresh_process(scratch / "model.keras")
+    chief = saved_weights_in_a_fresh_process(run / paths.MODEL)
+    worker = saved_weights_in_a_fresh_process(scratch / paths.MODEL)
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)

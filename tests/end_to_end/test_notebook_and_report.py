@@ -17,6 +17,7 @@ from corolla.report import html as html_report
 from corolla.report import submission
 from corolla.cli import main
 from corolla.errors import UserError
+from corolla.runs import paths
 
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
@@ -35,20 +36,21 @@ def test_notebook_workflow_returns_the_runs_files_and_metrics(tiny_petals, tmp_p
                         learning_rate=3e-3, runs_dir=tmp_path, name="nb", log=lines.append)
     assert any(line.startswith("val: accuracy") for line in lines)
     assert isinstance(run, corolla.Run) and run.path.name == "nb"
-    for name in ("model.keras", "metrics.json", "report.html", "submission.csv",
-                 "confusion_matrix.png", "predictions/val.npz", "predictions/test.npz"):
-        assert (run.path / name).is_file(), name
+    for path in (*(run.path / name for name in (paths.MODEL, paths.METRICS, paths.REPORT,
+                                                paths.SUBMISSION, paths.CONFUSION)),
+                 paths.predictions_file(run.path, "val"), paths.predictions_file(run.path, "test")):
+        assert path.is_file(), path
     assert run.config.train.epochs == 1 and run.config.train.steps_per_epoch == 2
-    assert run.metrics == json.loads((run.path / "metrics.json").read_text())
+    assert run.metrics == json.loads((run.path / paths.METRICS).read_text())
     assert run.metrics["num_examples"] == 32  # the val split of tiny_petals
 
     again = run.evaluate()
     assert again["accuracy"] == run.metrics["accuracy"]  # the same model, the same images
     assert again["f1_macro"] == pytest.approx(run.metrics["f1_macro"])
     path = run.predict(tta=1)
-    assert path == run.path / "submission.csv" and submission.row_count(path) == 20
+    assert path == run.path / paths.SUBMISSION and submission.row_count(path) == 20
     report = run.report()
-    assert report.path == run.path / "report.html" and report.path.is_file()
+    assert report.path == run.path / paths.REPORT and report.path.is_file()
     assert report._repr_html_().count("<img") == len(list(run.path.glob("*.png"))) >= 4
     assert "<img" in run._repr_html_()
     assert corolla.open_run(run.path).metrics == run.metrics
@@ -65,14 +67,14 @@ def test_unknown_or_misplaced_settings_are_named(run, tmp_path):
 
 
 def test_report_names_the_datas_size_and_the_models_input_size(run):
-    text = (run.path / "report.html").read_text()
+    text = (run.path / paths.REPORT).read_text()
     config = run.config
     assert f"<th>data image size</th><td>{config.data.image_size} px</td>" in text
     assert f"<th>model input size</th><td>{config.model.input_size} px</td>" in text
 
 
 def test_report_holds_every_metric_and_embeds_every_picture(run):
-    text = (run.path / "report.html").read_text()
+    text = (run.path / paths.REPORT).read_text()
     m = run.metrics
     for key, _ in html_report.SUMMARY:
         assert f"{m[key]:.4f}" in text, key
@@ -84,8 +86,8 @@ def test_report_holds_every_metric_and_embeds_every_picture(run):
     for key in ("num_examples", "num_classes_present", "num_classes_scored"):
         assert f'<td class="num">{m[key]}</td>' in text
     pictures = sorted(run.path.glob("*.png"))
-    assert {p.name for p in pictures} >= {"confusion_matrix.png", "training_curves.png",
-                                          "sample_predictions.png", "confident_mistakes.png"}
+    assert {p.name for p in pictures} >= {paths.CONFUSION, paths.CURVES, paths.SAMPLES,
+                                          paths.MISTAKES}
     for picture in pictures:
         assert base64.b64encode(picture.read_bytes()).decode() in text, picture.name
     assert "tensorflow" in text and html.escape(f'name = "{run.path.name}"') in text  # plan, config
@@ -101,7 +103,7 @@ def test_ensemble_folder_has_its_report_with_members_and_escaped_names(run, tmp_
     from corolla.report import scored
 
     twin = tmp_path / "twin"  # a second member: the same predictions, under other class names
-    (twin / "predictions").mkdir(parents=True)
+    (twin / paths.PREDICTIONS).mkdir(parents=True)
     for split in ("val", "test"):
         saved = predictions.load(predictions.path_in(run.path, split))
         names = tuple(f"<b>{n} & co</b>" for n in saved.class_names)
@@ -110,23 +112,23 @@ def test_ensemble_folder_has_its_report_with_members_and_escaped_names(run, tmp_
     shutil.copytree(twin, tmp_path / "twin2")
     out = ensemble_run([twin, tmp_path / "twin2"], weights="1,1",
                                 out=tmp_path / "blend", log=lambda line: None)
-    text = (out / "report.html").read_text()
-    m = json.loads((out / "metrics.json").read_text())
+    text = (out / paths.REPORT).read_text()
+    m = json.loads((out / paths.METRICS).read_text())
     assert "Members and weights" in text and "0.500" in text and f"{m['f1_macro']:.4f}" in text
     assert "&lt;b&gt;" in text and "<b>" not in text  # class names are text, not markup
-    assert base64.b64encode((out / "confusion_matrix.png").read_bytes()).decode() in text
-    assert "config.toml" not in text  # an ensemble has members, not a config
+    assert base64.b64encode((out / paths.CONFUSION).read_bytes()).decode() in text
+    assert paths.CONFIG not in text  # an ensemble has members, not a config
 
 
 def test_report_of_a_run_without_evaluation_says_to_evaluate(run, tmp_path, capsys):
     bare = tmp_path / "bare"  # trained (its model is there), never evaluated
     bare.mkdir()
-    shutil.copy(run.path / "config.toml", bare)
-    shutil.copy(run.path / "model.keras", bare)
+    shutil.copy(run.path / paths.CONFIG, bare)
+    shutil.copy(run.path / paths.MODEL, bare)
     assert main(["report", str(bare)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"run `corolla evaluate {bare}` first" in err
-    assert not (bare / "report.html").exists()
+    assert not (bare / paths.REPORT).exists()
 
 
 def test_report_renders_in_a_headless_browser(tiny_run_copy, tmp_path):
@@ -148,7 +150,7 @@ def test_report_renders_in_a_headless_browser(tiny_run_copy, tmp_path):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
-        driver.get((run.path / "report.html").resolve().as_uri())
+        driver.get((run.path / paths.REPORT).resolve().as_uri())
         images = driver.execute_script(
             "return Array.from(document.images).map(i => [i.complete, i.naturalWidth]);")
         assert len(images) == len(list(run.path.glob("*.png")))

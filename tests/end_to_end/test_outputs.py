@@ -1,6 +1,7 @@
-"""What `evaluate` and `predict` write, and where they refuse to: nothing a run holds is
-overwritten by accident, a refusal comes before the model is loaded, every file is replaced
-whole or not at all, and a folder that cannot be written ends in one line with exit 2."""
+"""What `evaluate` and `predict` write on the shared tiny run, and where they refuse to: nothing
+a run holds is overwritten by accident, a refusal comes before the model is loaded, and a folder
+that cannot be written ends in one line with exit 2 (the writers themselves:
+report/test_atomic_writes.py)."""
 
 import json
 import os
@@ -11,14 +12,14 @@ import pytest
 
 from corolla.report import submission
 from corolla.cli import main
+from corolla.runs import paths
 from helpers.cli import one_line_error
 from helpers.images import pictures
 from helpers.runs import data_of
 
 
-RUN_FILES = ("config.toml", "model.keras", "history.csv", "plan.json", "classes.txt",
-             "metrics.json", "confusion_matrix.png", "training_curves.png",
-             "sample_predictions.png", "submission.csv")
+RUN_FILES = (paths.CONFIG, paths.MODEL, paths.HISTORY, paths.PLAN, paths.CLASSES, paths.METRICS,
+             paths.CONFUSION, paths.CURVES, paths.SAMPLES, paths.SUBMISSION)
 
 
 @pytest.fixture
@@ -57,14 +58,14 @@ def test_predict_replaces_an_existing_out_file_only_with_force(tiny_run_copy, tm
 def test_predict_never_writes_over_the_runs_own_files(tiny_run, capsys, no_model_loading):
     run = tiny_run
     before = _snapshot(run)
-    for target in (run / "config.toml", run / "model.keras", run / "backup" / "state.json",
+    for target in (run / paths.CONFIG, run / paths.MODEL, run / paths.BACKUP / paths.STATE,
                    run / "notes.csv", run):
         for force in ([], ["--force"]):
             one_line_error(capsys, ["predict", str(run), "--out", str(target)] + force,
                            f"--out {target} is inside the run folder {run}",
                            "never over the run's own files, even with --force")
     # The same file by another spelling of its path.
-    sneaky = run.parent / ".." / run.parent.name / run.name / "model.keras"
+    sneaky = run.parent / ".." / run.parent.name / run.name / paths.MODEL
     one_line_error(capsys, ["predict", str(run), "--out", str(sneaky), "--force"],
                    "is inside the run folder")
     assert _snapshot(run) == before
@@ -73,8 +74,8 @@ def test_predict_never_writes_over_the_runs_own_files(tiny_run, capsys, no_model
 def test_predict_out_may_name_the_runs_own_submission(tiny_run_copy):
     """RUN/submission.csv is predict's default output: naming it is refreshing it."""
     run = tiny_run_copy
-    assert main(["predict", str(run), "--out", str(run / "submission.csv")]) == 0
-    assert len(submission.read(run / "submission.csv")) == 20
+    assert main(["predict", str(run), "--out", str(run / paths.SUBMISSION)]) == 0
+    assert len(submission.read(run / paths.SUBMISSION)) == 20
 
 
 def test_predict_into_a_missing_folder_fails_before_the_model_is_loaded(
@@ -98,19 +99,19 @@ def test_evaluate_on_other_data_writes_beside_the_runs_metrics(tiny_run_copy, tm
     assert main(["evaluate", str(run), "--data", str(other)]) == 0
     results = run / "eval-other-petals"
     assert f"go to {results}, not over the run's own metrics" in capsys.readouterr().out
-    metrics = json.loads((results / "metrics.json").read_text())
+    metrics = json.loads((results / paths.METRICS).read_text())
     assert metrics["split"] == "val" and metrics["num_examples"] == 32
     assert metrics["data"] == str(other)
-    for name in ("confusion_matrix.png", "sample_predictions.png"):
+    for name in (paths.CONFUSION, paths.SAMPLES):
         assert (results / name).stat().st_size > 0, name
-    assert not (results / "training_curves.png").exists()  # the run's curves are its own
+    assert not (results / paths.CURVES).exists()  # the run's curves are its own
     assert _snapshot(run) == before and _partials(run) == []
 
     # --out takes a folder, made if it is missing (its parent must exist).
     assert main(["evaluate", str(run), "--data", str(other), "--out",
                  str(tmp_path / "scores")]) == 0
-    assert (tmp_path / "scores" / "metrics.json").read_text() == (
-        results / "metrics.json").read_text()
+    assert (tmp_path / "scores" / paths.METRICS).read_text() == (
+        results / paths.METRICS).read_text()
     assert _snapshot(run) == before
 
 
@@ -121,12 +122,12 @@ def test_evaluate_out_never_writes_over_the_runs_own_files(tiny_run, tmp_path, c
     other = tmp_path / "elsewhere"
     shutil.copytree(data, other)
     before = _snapshot(run)
-    for target in (run, run / "backup", run / "logs" / "x"):
+    for target in (run, run / paths.BACKUP, run / paths.LOGS / "x"):
         one_line_error(capsys, ["evaluate", str(run), "--data", str(other), "--out",
                                 str(target)],
                        f"--out {target} is inside the run folder {run}",
                        f"writes only into {run / 'eval-elsewhere'} or another eval-* folder")
-    one_line_error(capsys, ["evaluate", str(run), "--out", str(run / "config.toml")],
+    one_line_error(capsys, ["evaluate", str(run), "--out", str(run / paths.CONFIG)],
                    "is inside the run folder")
     one_line_error(capsys, ["evaluate", str(run), "--out", str(tmp_path / "a" / "b")],
                    f"folder {tmp_path / 'a'} does not exist")
@@ -150,11 +151,11 @@ def test_a_model_with_a_lambda_layer_is_refused_in_one_line(tiny_run, tmp_path, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Keras warns that the lambda will not load safely
         keras.Model(inputs, keras.layers.Dense(4, activation="softmax")(x)).save(
-            other / "model.keras")
+            other / paths.MODEL)
     for command in (["evaluate", str(other)],
                     ["predict", str(other), "--out", str(tmp_path / "s.csv")]):
         line = one_line_error(capsys, command)
-        assert line == (f"corolla: error: {other / 'model.keras'} contains a Lambda layer; "
+        assert line == (f"corolla: error: {other / paths.MODEL} contains a Lambda layer; "
                         f"Corolla loads models only in Keras' safe mode: rebuild the model "
                         f"with registered layers instead")
     assert not (tmp_path / "s.csv").exists()
@@ -195,13 +196,13 @@ def test_outputs_never_land_in_another_runs_folder(tiny_run, tmp_path, capsys,
     shutil.copytree(run, other)
     ensemble = tmp_path / "ensemble-1"
     ensemble.mkdir()
-    (ensemble / "metrics.json").write_text("{}")
+    (ensemble / paths.METRICS).write_text("{}")
     before, before_ensemble = _tree(other), _tree(ensemble)
-    for target in (other, other / "predictions", other / "eval-x", ensemble):
+    for target in (other, other / paths.PREDICTIONS, other / "eval-x", ensemble):
         one_line_error(capsys, ["evaluate", str(run), "--out", str(target)],
                        f"--out {target} is inside", "the folder of another run",
                        "never writes into")
-    for target in (other / "model.keras", other / "new.csv", ensemble / "s.csv"):
+    for target in (other / paths.MODEL, other / "new.csv", ensemble / "s.csv"):
         one_line_error(capsys, ["predict", str(run), "--out", str(target), "--force"],
                        f"--out {target} is inside", "even with --force")
     assert _tree(other) == before and _tree(ensemble) == before_ensemble
@@ -254,9 +255,9 @@ def test_explain_never_writes_over_the_runs_own_files(tiny_run, tmp_path, capsys
 
     monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
     run = tiny_run
-    photo = pictures(tmp_path / "photos", ["confusion_matrix"]) / "confusion_matrix.png"
+    photo = pictures(tmp_path / "photos", ["confusion_matrix"]) / paths.CONFUSION
     before = _snapshot(run)
-    for target in (run, run / "predictions"):
+    for target in (run, run / paths.PREDICTIONS):
         line = one_line_error(capsys, ["explain", str(run), str(photo), "--out", str(target),
                                        "--force"],
                               f"--out {target} is inside the run folder {run}",
@@ -270,16 +271,16 @@ def test_a_run_without_its_class_list_is_refused_in_one_line(tiny_run, tmp_path,
     run = tiny_run
     copy = tmp_path / "nocls"
     shutil.copytree(run, copy)
-    (copy / "classes.txt").unlink()
+    (copy / paths.CLASSES).unlink()
     photo = pictures(tmp_path / "photos") / "a.png"
     for command in (["evaluate", str(copy)], ["predict", str(copy), str(photo)],
                     ["predict", str(copy), "--out", str(tmp_path / "s.csv")],
                     ["explain", str(copy), str(photo)],
                     ["export", str(copy), "--format", "savedmodel"]):
-        one_line_error(capsys, command, f"{copy / 'classes.txt'} is missing",
+        one_line_error(capsys, command, f"{copy / paths.CLASSES} is missing",
                        "names the classes of the run's model")
     assert not (tmp_path / "s.csv").exists()
-    assert (copy / "metrics.json").read_bytes() == (run / "metrics.json").read_bytes()
+    assert (copy / paths.METRICS).read_bytes() == (run / paths.METRICS).read_bytes()
 
 
 def test_a_model_that_is_not_the_runs_own_is_refused(tiny_run, tmp_path, capsys):
@@ -289,24 +290,24 @@ def test_a_model_that_is_not_the_runs_own_is_refused(tiny_run, tmp_path, capsys)
     from corolla.runs import identity
 
     run = tiny_run
-    record = identity.read(run / "model.keras")
-    own = config_lib.load(run / "config.toml")
+    record = identity.read(run / paths.MODEL)
+    own = config_lib.load(run / paths.CONFIG)
     assert record == {"run_id": own.output.run_id, "input_size": own.model.input_size}
-    assert identity.read(run / "last.keras") == record
+    assert identity.read(run / paths.LAST) == record
     copy = tmp_path / "copy"
     shutil.copytree(run, copy)  # a whole run copied is still itself
     assert main(["predict", str(copy), "--out", str(tmp_path / "ok.csv")]) == 0
     for key, value, needle in (("output.run_id", "0123456789ab", "was saved by another run"),
                                ("model.input_size", 48, "takes 32 px images but")):
-        config_lib.save(config_lib.apply(own, {key: value}), copy / "config.toml")
-        metrics = (copy / "metrics.json").read_bytes()
+        config_lib.save(config_lib.apply(own, {key: value}), copy / paths.CONFIG)
+        metrics = (copy / paths.METRICS).read_bytes()
         for command in (["evaluate", str(copy)],
                         ["predict", str(copy), "--out", str(tmp_path / "s.csv")],
                         ["export", str(copy), "--format", "savedmodel", "--out",
                          str(tmp_path / "export")]):
             one_line_error(capsys, command, needle, "not this run's model"
                            if key == "model.input_size" else "put this run's own model back")
-        assert (copy / "metrics.json").read_bytes() == metrics
+        assert (copy / paths.METRICS).read_bytes() == metrics
     assert not (tmp_path / "s.csv").exists() and not (tmp_path / "export").exists()
 
 
@@ -320,19 +321,19 @@ def test_evaluate_on_a_new_photo_folder_scores_every_photo_and_names_the_folder(
     monkeypatch.setenv("COROLLA_CACHE_DIR", str(tmp_path / "cache"))
     run = tiny_run_copy
     photos = tmp_path / "small2"
-    names = (run / "classes.txt").read_text().splitlines()
+    names = (run / paths.CLASSES).read_text().splitlines()
     rng = np.random.default_rng(0)
     for name in names:
         (photos / name).mkdir(parents=True)
         for k in range(6):
             Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(
                 photos / name / f"{k}.png")
-    shutil.copy(run / "classes.txt", photos / "classes.txt")  # the run's order of classes
+    shutil.copy(run / paths.CLASSES, photos / "classes.txt")  # the run's order of classes
     total = 6 * len(names)
     assert main(["evaluate", str(run), "--data", str(photos)]) == 0
     assert f"scores on all {total} labelled images of {photos}" in capsys.readouterr().out
-    metrics = json.loads((run / "eval-small2" / "metrics.json").read_text())
+    metrics = json.loads((run / "eval-small2" / paths.METRICS).read_text())
     assert metrics["num_examples"] == total
     # The report's data row names the user's folder, not its conversion in the cache.
     assert metrics["data"] == str(photos) and "cache" in metrics["data_converted"]
-    assert f"<td>{photos}</td>" in (run / "eval-small2" / "report.html").read_text()
+    assert f"<td>{photos}</td>" in (run / "eval-small2" / paths.REPORT).read_text()

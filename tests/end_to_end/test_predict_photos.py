@@ -15,6 +15,7 @@ from PIL import Image
 
 from corolla.cli import main
 from corolla.data import photos
+from corolla.runs import paths
 from helpers.known_answer import CLASS_NAMES, EXPECTED_METRICS, SIZE, data, run  # noqa: F401 (data, run: the fixtures)
 
 
@@ -124,7 +125,7 @@ def test_other_data_of_any_size_is_scaled_and_other_classes_named(data, run, tmp
     shutil.copy(root / CLASSES_FILE, other / CLASSES_FILE)
     out = tmp_path / "scores"
     assert main(["evaluate", str(run), "--data", str(other), "--out", str(out)]) == 0
-    m = json.loads((out / "metrics.json").read_text())
+    m = json.loads((out / paths.METRICS).read_text())
     assert m["num_examples"] == 12
     assert m["f1_macro"] == pytest.approx(EXPECTED_METRICS["f1_macro"])
     copy = tmp_path / "named"

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
+from corolla.runs import paths
 from corolla.runtime import plan
 from corolla.runtime.decide import choose_batch
-from helpers.processes import REPO, SCRIPTS
+from helpers.processes import SCRIPTS, SHARED
 
 
 GIB = 1 << 30
@@ -33,8 +34,8 @@ def _train(tmp_path, hardware: dict, *args):
     run = runs / "r"
     import tomllib
 
-    config = tomllib.loads((run / "config.toml").read_text())
-    session = json.loads((run / "plan.json").read_text())["sessions"][0]["plan"]
+    config = tomllib.loads((run / paths.CONFIG).read_text())
+    session = json.loads((run / paths.PLAN).read_text())["sessions"][0]["plan"]
     auto = [line for line in result.stdout.splitlines() if line.startswith("recipe auto on")]
     return config, session, auto
 
@@ -75,7 +76,7 @@ def test_a_local_preset_folder_on_a_gpu_fine_tunes_it_with_a_batch_for_the_card(
     is fine-tuned with the GPU recipe's schedule, at the data's 192 px (not the recipe's 512),
     with the batch the card holds and the learning rate scaled with it."""
     pytest.importorskip("keras_hub")
-    lite0 = REPO.parent / "shared" / "weights" / "efficientnet_lite0_imagenet"
+    lite0 = SHARED / "weights" / "efficientnet_lite0_imagenet"
     if not (lite0 / "config.json").is_file():
         pytest.skip(f"{lite0} is absent")
     config, session, auto = _train(tmp_path, {**H100, "offline": True}, "--data", str(flowers5),

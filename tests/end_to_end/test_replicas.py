@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from corolla.runs import paths
 from helpers.processes import REPO, SCRIPTS, run_python
 
 HELPER = SCRIPTS / "replicas.py"
@@ -26,7 +27,7 @@ def test_tensorflow_split_cpu_trains_with_mirrored_strategy(tiny_petals, tmp_pat
     assert (out["strategy"], out["replicas"]) == ("MirroredStrategy", 2)
     assert (out["global_batch"], out["batch_per_replica"]) == (16, 8)
     run = Path(out["run_dir"])
-    assert (run / "model.keras").is_file() and (run / "submission.csv").is_file()
+    assert (run / paths.MODEL).is_file() and (run / paths.SUBMISSION).is_file()
 
 
 @pytest.mark.large  # 37s: CI's large step (the README's suite keeps to 20 min)
@@ -37,10 +38,10 @@ def test_jax_on_four_devices_trains_on_splits_the_global_batch_does_not_divide(t
     out = _run("jax", 4, "train", tiny_petals, tmp_path, 12)
     assert (out["strategy"], out["replicas"], out["global_batch"]) == ("DataParallel", 4, 12)
     run = Path(out["run_dir"])
-    assert (run / "model.keras").is_file() and (run / "submission.csv").is_file()
-    metrics = json.loads((run / "metrics.json").read_text())
+    assert (run / paths.MODEL).is_file() and (run / paths.SUBMISSION).is_file()
+    metrics = json.loads((run / paths.METRICS).read_text())
     assert metrics["num_examples"] == 32  # every val image scored, not 24 of them
-    assert len((run / "submission.csv").read_text().splitlines()) == 1 + 20
+    assert len((run / paths.SUBMISSION).read_text().splitlines()) == 1 + 20
 
 
 # Summation order differs between one device and an all-reduce over several: float32 noise.

@@ -14,6 +14,7 @@ from corolla.data import layout, pipeline
 from corolla.errors import UserError
 from corolla.evaluation import predictions
 from corolla.report import submission
+from corolla.runs import paths
 from helpers.known_answer import (  # noqa: F401 (data, run: the fixtures)
     CLASS_NAMES, RULE, SIZE, TEST_LABELS, data, run)
 
@@ -29,7 +30,7 @@ def _file_order(root, split):
 def test_evaluate_saves_the_val_predictions_in_the_splits_order(data, run):
     root, truth = data
     assert main(["evaluate", str(run)]) == 0
-    saved = predictions.load(run / "predictions" / "val.npz")
+    saved = predictions.load(paths.predictions_file(run, "val"))
 
     assert list(saved.ids) == _file_order(root, "val")  # the order the split is read in
     assert dict(zip(saved.ids, saved.labels.tolist())) == truth["val"]
@@ -40,7 +41,7 @@ def test_evaluate_saves_the_val_predictions_in_the_splits_order(data, run):
     # The run's scores follow from the file alone.
     from corolla.evaluation import metrics
 
-    scores = json.loads((run / "metrics.json").read_text())
+    scores = json.loads((run / paths.METRICS).read_text())
     again = metrics.classification_metrics(saved.labels, saved.predicted, saved.class_names)
     assert again["f1_macro"] == scores["f1_macro"] and again["accuracy"] == scores["accuracy"]
     assert _partials(run) == []
@@ -50,7 +51,7 @@ def test_predict_saves_the_test_predictions_in_the_submissions_order(data, run, 
     root, truth = data
     out = tmp_path / "submission.csv"
     assert main(["predict", str(run), "--out", str(out), "--batch-size", "3"]) == 0
-    saved = predictions.load(run / "predictions" / "test.npz")
+    saved = predictions.load(paths.predictions_file(run, "test"))
 
     rows = [line.split(",") for line in out.read_text().splitlines()[1:]]
     assert list(saved.ids) == [i for i, _ in rows] == _file_order(root, "test")
@@ -67,7 +68,7 @@ def test_scores_on_other_data_save_their_predictions_beside_the_run(data, run, t
     assert main(["evaluate", str(run), "--data", str(other)]) == 0
     assert main(["predict", str(run), "--data", str(other), "--out",
                  str(tmp_path / "s.csv")]) == 0
-    beside = run / "eval-other-bands" / "predictions"
+    beside = run / "eval-other-bands" / paths.PREDICTIONS
     assert sorted(p.name for p in beside.iterdir()) == ["test.npz", "val.npz"]
     val = predictions.load(beside / "val.npz")
     assert dict(zip(val.ids, val.labels.tolist())) == truth["val"]
@@ -75,7 +76,7 @@ def test_scores_on_other_data_save_their_predictions_beside_the_run(data, run, t
     # evaluate --out: the predictions go with the metrics.
     assert main(["evaluate", str(run), "--data", str(other), "--out",
                  str(tmp_path / "scores")]) == 0
-    assert (tmp_path / "scores" / "predictions" / "val.npz").is_file()
+    assert paths.predictions_file(tmp_path / "scores", "val").is_file()
 
 
 def test_a_run_that_cannot_be_written_still_predicts_to_out(run, tmp_path, monkeypatch,
@@ -89,11 +90,11 @@ def test_a_run_that_cannot_be_written_still_predicts_to_out(run, tmp_path, monke
                         f"pass --out with another one")
 
     monkeypatch.setattr(predict, "output_dir", unwritable)
-    (run / "predictions" / "test.npz").unlink(missing_ok=True)
+    paths.predictions_file(run, "test").unlink(missing_ok=True)
     assert main(["predict", str(run), "--out", str(tmp_path / "s.csv")]) == 0
     assert len(submission.read(tmp_path / "s.csv")) == len(TEST_LABELS)
     assert f"test predictions not saved: cannot write into {run}" in capsys.readouterr().out
-    assert not (run / "predictions" / "test.npz").exists()
+    assert not paths.predictions_file(run, "test").exists()
     assert main(["predict", str(run)]) == 2  # without --out there is nowhere to write
     assert "cannot write into" in capsys.readouterr().err
 
@@ -107,13 +108,13 @@ def test_the_flow_after_training_saves_val_and_test_predictions(data, run, tmp_p
 
     _, truth = data
     copy = tmp_path / "trained"
-    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("predictions", "metrics.json"))
-    cfg = config.load(copy / "config.toml")
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns(paths.PREDICTIONS, paths.METRICS))
+    cfg = config.load(copy / paths.CONFIG)
     run_dir, metrics = train_evaluate_predict(cfg, runtime.detect_for(cfg), resume=copy,
                                               log=lambda *a: None)
-    assert run_dir == copy and (copy / "FINISHED").is_file()
-    val = predictions.load(copy / "predictions" / "val.npz")
-    test = predictions.load(copy / "predictions" / "test.npz")
+    assert run_dir == copy and (copy / paths.FINISHED).is_file()
+    val = predictions.load(paths.predictions_file(copy, "val"))
+    test = predictions.load(paths.predictions_file(copy, "test"))
     assert dict(zip(val.ids, val.labels.tolist())) == truth["val"]
-    assert list(test.ids) == list(submission.read(copy / "submission.csv"))
-    assert test.predicted.tolist() == list(submission.read(copy / "submission.csv").values())
+    assert list(test.ids) == list(submission.read(copy / paths.SUBMISSION))
+    assert test.predicted.tolist() == list(submission.read(copy / paths.SUBMISSION).values())

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from corolla.runs import paths
 from helpers.processes import REPO
 from helpers.runs import backup_epochs
 
@@ -24,7 +25,7 @@ def _start_training(tiny_petals, run, start):
                                text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
                                preexec_fn=start)
     deadline = time.monotonic() + 240
-    while not (run / "backup" / "state.json").is_file():  # an epoch is done
+    while not (run / paths.BACKUP / paths.STATE).is_file():  # an epoch is done
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             pytest.fail(process.communicate()[1])
@@ -42,7 +43,7 @@ def _stops_with_one_line(process, signum, run):
     assert err.strip().splitlines()[-1] == f"corolla: interrupted; continue with: corolla " \
                                           f"train --resume {run}"
     assert "Traceback" not in err
-    assert (run / "backup" / "state.json").is_file() and not (run / "FINISHED").exists()
+    assert (run / paths.BACKUP / paths.STATE).is_file() and not (run / paths.FINISHED).exists()
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import pytest
 from corolla import config
 from corolla.cli import main
 from corolla.files import read_history
+from corolla.runs import paths
 from helpers.processes import crash_train
 
 TINY = ("--batch-size", "8", "--steps-per-epoch", "2")  # and no epochs: the budget plans them
@@ -34,14 +35,14 @@ def _last_step_left(train):
 
 
 def _config(run):
-    return tomllib.loads((run / "config.toml").read_text())["train"]
+    return tomllib.loads((run / paths.CONFIG).read_text())["train"]
 
 
 def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tiny, tmp_path,
                                                                        capsys):
     # ~8 s of start-up and probe (six sizes of the cpu recipe's ramp) on a slow 2-core host.
     run = train_tiny(tmp_path, "--time", "25s", name="t", tiny=TINY)
-    rows, train = read_history(run / "history.csv"), _config(run)
+    rows, train = read_history(run / paths.HISTORY), _config(run)
     # The plan is in the run: its epochs, the recipe's shape scaled, the line the log said.
     line = next(out for out in capsys.readouterr().out.splitlines() if out.startswith("time 25s:"))
     assert f"time 25s: {train['epochs']} epochs of ~" in line and "measured" in line
@@ -66,11 +67,11 @@ def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(tiny_p
     assert killed.returncode == 3 and "CRASH after epoch 1" in killed.stdout, killed.stderr[-2000:]
     run = tmp_path / "k"
     planned = _config(run)
-    before = read_history(run / "history.csv")
+    before = read_history(run / paths.HISTORY)
     assert planned["time_plan"] and len(before) == 2
 
     assert main(["train", *map(str, args)]) == 0  # the same command: continued, not planned anew
-    after, train = read_history(run / "history.csv"), _config(run)
+    after, train = read_history(run / paths.HISTORY), _config(run)
     assert train == planned
     assert [r["epoch"] for r in after] == list(range(1, planned["epochs"] + 1))
     # The first session's seconds count: the second's continue from them.
@@ -94,10 +95,10 @@ def test_k_fold_folds_share_the_budget(train_tiny, tmp_path):
     parent = train_tiny(tmp_path, "--folds", "2", "--time", "40s", name="k2", tiny=TINY)
     assert _config(parent)["time_budget"] == "40s"
     first, second = (_config(parent / f"fold-{k}") for k in (1, 2))
-    spent = read_history(parent / "fold-1" / "history.csv")[-1]["seconds"]
+    spent = read_history(parent / "fold-1" / paths.HISTORY)[-1]["seconds"]
     assert first["time_budget"] == "20s"  # half, for the first of two
     assert config.duration_seconds(second["time_budget"]) == pytest.approx(40 - spent, abs=1)
-    total = sum(read_history(parent / f"fold-{k}" / "history.csv")[-1]["seconds"]
+    total = sum(read_history(parent / f"fold-{k}" / paths.HISTORY)[-1]["seconds"]
                 for k in (1, 2))
     assert total <= 40
 
@@ -116,4 +117,4 @@ def test_a_timed_run_with_a_frozen_phase_on_cached_features_times_the_caching_it
     # The frozen phase did take that path; of one epoch, it cached no mirror images.
     assert "features of" in out and "cached in" in out
     assert ("mirror images" in out) == (train["frozen_epochs"] > 1)
-    assert read_history(run / "history.csv")[-1]["seconds"] <= 20
+    assert read_history(run / paths.HISTORY)[-1]["seconds"] <= 20

@@ -12,6 +12,7 @@ import pytest
 
 from corolla.cli import main
 from corolla.data import pipeline
+from corolla.runs import paths
 from helpers.cli import one_line_error
 from helpers.images import planted_folder
 from helpers.processes import crash_train
@@ -32,13 +33,13 @@ def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_
     crashed = crash_train("epoch_end:1", "train", *common, "--name", "c")
     assert crashed.returncode == 3 and "CRASH after epoch 1" in crashed.stdout
     run_c = tmp_path / "c"
-    assert not (run_c / "model.keras").exists() and (run_c / "backup" / "state.json").is_file()
+    assert not (run_c / paths.MODEL).exists() and (run_c / paths.BACKUP / paths.STATE).is_file()
     assert epochs(run_c) == ["1", "2"]
 
     resumed = crash_train("none", "train", "--resume", run_c)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "FIRST_EPOCH 2" in resumed.stdout and "after epoch 2 of 3" in resumed.stdout
-    assert not (run_c / "backup").exists()  # gone once model.keras is safely written
+    assert not (run_c / paths.BACKUP).exists()  # gone once model.keras is safely written
 
     runs = {name: tmp_path / name for name in "ac"}
     histories = {name: history(run) for name, run in runs.items()}
@@ -48,7 +49,7 @@ def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_
         assert column["a"] == column["c"], key
     lrs = [float(r["learning_rate"]) for r in histories["c"]]
     assert lrs[0] > lrs[1] > lrs[2]  # past the 1-epoch ramp, decaying towards the end
-    weights = {name: saved_weights_in_a_fresh_process(run / "model.keras")
+    weights = {name: saved_weights_in_a_fresh_process(run / paths.MODEL)
                for name, run in runs.items()}
     assert len(weights["a"]) == len(weights["c"]) > 0
     for a, c in zip(weights["a"], weights["c"]):
@@ -58,18 +59,18 @@ def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_
 def test_a_run_records_what_ran(tmp_path, tiny_petals, train_tiny):
     rel = os.path.relpath(tiny_petals)
     run = train_tiny(tmp_path, "--epochs", "1", "--batch-size", "8", data=rel, tiny=())
-    config = tomllib.loads((run / "config.toml").read_text())
+    config = tomllib.loads((run / paths.CONFIG).read_text())
     assert config["data"]["path"] == str(Path(tiny_petals).resolve())  # absolute, not as typed
     assert config["train"]["global_batch_size"] == 8 and config["train"]["steps_per_epoch"] == 8
     assert len(config["output"]["run_id"]) == 12
-    plan = json.loads((run / "plan.json").read_text())["sessions"][0]
+    plan = json.loads((run / paths.PLAN).read_text())["sessions"][0]
     assert plan["plan"]["backend"] == "tensorflow" and plan["plan"]["global_batch"] == 8
     assert {"python", "keras", "tensorflow"} <= set(plan["versions"])
-    assert (run / "classes.txt").read_text() == (tiny_petals / "classes.txt").read_text()
+    assert (run / paths.CLASSES).read_text() == (tiny_petals / "classes.txt").read_text()
 
     # Rerunning the saved config makes a new run (a fresh name and id), said in the log.
-    assert main(["train", "--config", str(run / "config.toml")]) == 0
-    again = tomllib.loads((tmp_path / "r-2" / "config.toml").read_text())
+    assert main(["train", "--config", str(run / paths.CONFIG)]) == 0
+    again = tomllib.loads((tmp_path / "r-2" / paths.CONFIG).read_text())
     assert again["output"]["name"] == "r-2"
     assert again["output"]["run_id"] != config["output"]["run_id"]
 
@@ -94,7 +95,7 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
         training.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
                   callbacks=[StopAfterFirstEpoch()])
     run = tmp_path / "r"
-    assert (run / "backup").is_dir() and not (run / "model.keras").exists()
+    assert (run / paths.BACKUP).is_dir() and not (run / paths.MODEL).exists()
     one_line_error(capsys, ["evaluate", str(run)], "did not finish", f"--resume {run}")
     one_line_error(capsys, ["train", "--resume", str(run), "--epochs", "5"],
                    "drop --epochs")
@@ -103,8 +104,8 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
 
     assert main(["train", "--resume", str(run)]) == 0
     assert epochs(run) == ["1", "2"]
-    assert (run / "model.keras").is_file() and (run / "metrics.json").is_file()
-    assert not (run / "backup").exists()
+    assert (run / paths.MODEL).is_file() and (run / paths.METRICS).is_file()
+    assert not (run / paths.BACKUP).exists()
     one_line_error(capsys, ["train", "--resume", str(run)], "already finished")
 
 
@@ -131,16 +132,16 @@ def test_a_model_trained_at_a_smaller_input_size_evaluates_at_it(train_tiny, tmp
 
     runs = tmp_path / "runs"
     run = train_tiny(runs, "--input-size", "16", name="small")
-    config = tomllib.loads((run / "config.toml").read_text())
+    config = tomllib.loads((run / paths.CONFIG).read_text())
     assert config["model"]["input_size"] == 16 and config["data"]["image_size"] == 32
-    model = keras.saving.load_model(run / "model.keras", compile=False)
+    model = keras.saving.load_model(run / paths.MODEL, compile=False)
     assert model.input_shape == (None, 16, 16, 3)
     assert main(["evaluate", str(run)]) == 0
-    assert json.loads((run / "metrics.json").read_text())["split"] == "val"
+    assert json.loads((run / paths.METRICS).read_text())["split"] == "val"
     assert main(["predict", str(run), "--out", str(tmp_path / "sub.csv")]) == 0
     assert len((tmp_path / "sub.csv").read_text().splitlines()) == 1 + 20
     large = train_tiny(runs, "--input-size", "64", name="large")
-    config = tomllib.loads((large / "config.toml").read_text())
+    config = tomllib.loads((large / paths.CONFIG).read_text())
     assert config["model"]["input_size"] == 32  # at most the data's size
 
 
@@ -178,8 +179,8 @@ def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_p
     assert lines == [f"data check: 5 group(s) of duplicates across splits (2 val, 3 test "
                      f"image(s) with a copy in another split: scores on them are too good); "
                      f"list them: corolla check-data --data {tmp_path / 'photos'}"]
-    assert json.loads((run / "data_check.json").read_text())["duplicates"]["across_groups"] == 5
-    report = (run / "report.html").read_text()
+    assert json.loads((run / paths.DATA_CHECK).read_text())["duplicates"]["across_groups"] == 5
+    report = (run / paths.REPORT).read_text()
     assert "<h2>Data check</h2>" in report and "test/same_pixels.bmp" in report
     assert len(list((cache / "checks").iterdir())) == 1  # checked once, for both commands
 
@@ -190,9 +191,10 @@ def test_a_run_folder_killed_before_its_config_is_taken_over(train_tiny, tmp_pat
     in it, instead of 'already exists'. A folder holding anything else is still refused."""
     (tmp_path / "empty").mkdir()
     (tmp_path / "locked").mkdir()
-    (tmp_path / "locked" / ".lock").write_text("process 1 on elsewhere")  # held by nobody
+    (tmp_path / "locked" / paths.LOCK).write_text("process 1 on elsewhere")  # held by nobody
     for name in ("empty", "locked"):
-        assert (train_tiny(tmp_path, "--steps-per-epoch", "1", name=name) / "FINISHED").is_file()
+        run = train_tiny(tmp_path, "--steps-per-epoch", "1", name=name)
+        assert (run / paths.FINISHED).is_file()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("someone's")
     train_tiny(tmp_path, "--steps-per-epoch", "1", name="mine", code=2)
@@ -204,6 +206,6 @@ def test_derived_learning_rates_are_saved_as_the_decimals_they_are(train_tiny, t
     10 in binary floating point). Rounded where it is derived, so a resume reads back what an
     uninterrupted run uses."""
     run = train_tiny(tmp_path, "--model", "small_cnn", "--steps-per-epoch", "1", "--lr", "0.003")
-    saved = (run / "config.toml").read_text()
+    saved = (run / paths.CONFIG).read_text()
     assert "\nstart_learning_rate = 0.0003\n" in saved, saved
     assert "\nmin_learning_rate = 3e-05\n" in saved, saved

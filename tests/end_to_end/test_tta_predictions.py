@@ -12,6 +12,7 @@ import pytest
 from corolla.cli import main
 from corolla.evaluation import predictions, tta
 from corolla.report import submission
+from corolla.runs import paths
 from helpers.processes import REPO, run_python
 
 
@@ -39,7 +40,7 @@ def expected(tiny_run):
 
 
 def _check(run, out, ids, mean):
-    saved = predictions.load(run / "predictions" / "test.npz")
+    saved = predictions.load(paths.predictions_file(run, "test"))
     assert saved.tta == 3 and list(saved.ids) == ids
     np.testing.assert_allclose(saved.probabilities, mean, rtol=1e-5, atol=1e-6)
     assert submission.check(out, ids, 4) == []
@@ -65,8 +66,8 @@ def test_evaluate_tta_says_so_in_its_metrics(expected, tmp_path):
 
     run = shutil.copytree(expected[0], tmp_path / "run")
     assert main(["evaluate", str(run), "--tta", "2"]) == 0
-    assert json.loads((run / "metrics.json").read_text())["tta"] == 2
-    assert predictions.load(run / "predictions" / "val.npz").tta == 2
+    assert json.loads((run / paths.METRICS).read_text())["tta"] == 2
+    assert predictions.load(paths.predictions_file(run, "val")).tta == 2
 
 
 @pytest.mark.slow

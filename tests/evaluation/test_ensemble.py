@@ -16,6 +16,7 @@ from corolla.data.classes import format_classes_file
 from corolla.evaluation import ensemble, predictions
 from corolla.report import scored
 from corolla.report import submission
+from corolla.runs import paths
 
 CLASSES = ("daisy", "rose", "tulip", "iris", "cyclamen ")
 VAL, TEST = 120, 40
@@ -48,8 +49,8 @@ def make_run(folder, sure_of=(0, 1, 2), seed=0, *, classes=CLASSES, val_ids=None
     order (a run that read the split otherwise)."""
     folder.mkdir(parents=True)
     config.save(config.load(overrides={"data.path": "/data/petals", "model.name": "small_cnn"}),
-                folder / "config.toml")
-    (folder / "classes.txt").write_text(format_classes_file(classes))
+                folder / paths.CONFIG)
+    (folder / paths.CLASSES).write_text(format_classes_file(classes))
     ids = list(val_ids or VAL_IDS)
     labels = VAL_LABELS if val_labels is None else np.asarray(val_labels)
     val_p = _probabilities(labels, sure_of, seed)
@@ -87,12 +88,12 @@ def test_auto_weights_score_at_least_as_well_as_every_member(runs, tmp_path, mem
     chosen = runs[:members]
     assert main(["ensemble", *map(str, chosen)]) == 0
     out = _ensemble_folder(tmp_path)
-    for name in ("metrics.json", "confusion_matrix.png", "submission.csv",
+    for name in (paths.METRICS, paths.CONFUSION, paths.SUBMISSION,
                  "predictions/val.npz", "predictions/test.npz"):
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
 
-    metrics = json.loads((out / "metrics.json").read_text())
-    loaded = [predictions.load(r / "predictions" / "val.npz") for r in chosen]
+    metrics = json.loads((out / paths.METRICS).read_text())
+    loaded = [predictions.load(paths.predictions_file(r, "val")) for r in chosen]
     member_f1 = [_f1(p) for p in loaded]
     assert [m["f1_macro"] for m in metrics["members"]] == pytest.approx(member_f1, abs=1e-12)
     assert [m["folder"] for m in metrics["members"]] == [str(r.resolve()) for r in chosen]
@@ -104,13 +105,13 @@ def test_auto_weights_score_at_least_as_well_as_every_member(runs, tmp_path, mem
     assert "optimistic" in metrics["note"]
 
     # The saved blend is the weighted average, and metrics.json scores that very file.
-    val = predictions.load(out / "predictions" / "val.npz")
+    val = predictions.load(paths.predictions_file(out, "val"))
     expected = sum(w * p.probabilities for w, p in zip(weights, loaded))
     np.testing.assert_allclose(val.probabilities, expected, rtol=1e-5, atol=1e-7)
     assert val.ids == tuple(VAL_IDS) and val.labels.tolist() == VAL_LABELS.tolist()
     assert _f1(val) == pytest.approx(metrics["f1_macro"], abs=1e-12)
-    test = predictions.load(out / "predictions" / "test.npz")
-    assert submission.read(out / "submission.csv") == dict(zip(TEST_IDS, test.predicted))
+    test = predictions.load(paths.predictions_file(out, "test"))
+    assert submission.read(out / paths.SUBMISSION) == dict(zip(TEST_IDS, test.predicted))
     assert "blend: val accuracy" in capsys.readouterr().out
 
 
@@ -169,20 +170,20 @@ def test_ties_go_to_equal_weights(tmp_path, members):
 
 def test_given_weights_are_honoured(runs, tmp_path):
     a, b = runs[:2]
-    pa, pb = (predictions.load(r / "predictions" / "test.npz") for r in (a, b))
+    pa, pb = (predictions.load(paths.predictions_file(r, "test")) for r in (a, b))
     assert main(["ensemble", str(a), str(b), "--weights", "3,1", "--out", "blend"]) == 0
-    metrics = json.loads((tmp_path / "blend" / "metrics.json").read_text())
+    metrics = json.loads((tmp_path / "blend" / paths.METRICS).read_text())
     assert metrics["weights"] == [0.75, 0.25] and metrics["weights_search"].startswith("given")
     assert "note" not in metrics
-    test = predictions.load(tmp_path / "blend" / "predictions" / "test.npz")
+    test = predictions.load(paths.predictions_file(tmp_path / "blend", "test"))
     np.testing.assert_allclose(test.probabilities,
                                0.75 * pa.probabilities + 0.25 * pb.probabilities, rtol=1e-6)
 
     # All the weight on one member: its own predictions, exactly.
     assert main(["ensemble", str(a), str(b), "--weights", "0,1", "--out", "only-b"]) == 0
-    only_b = predictions.load(tmp_path / "only-b" / "predictions" / "test.npz")
+    only_b = predictions.load(paths.predictions_file(tmp_path / "only-b", "test"))
     np.testing.assert_array_equal(only_b.probabilities, pb.probabilities)
-    assert submission.read(tmp_path / "only-b" / "submission.csv") == dict(
+    assert submission.read(tmp_path / "only-b" / paths.SUBMISSION) == dict(
         zip(pb.ids, pb.predicted))
 
 
@@ -254,8 +255,9 @@ def test_members_without_test_predictions_blend_val_only(tmp_path, monkeypatch, 
     b = make_run(tmp_path / "b", (2, 3, 4), seed=1, test=False)
     assert main(["ensemble", str(a), str(b)]) == 0
     out = _ensemble_folder(tmp_path)
-    assert (out / "predictions" / "val.npz").is_file() and (out / "metrics.json").is_file()
-    assert not (out / "submission.csv").exists() and not (out / "predictions" / "test.npz").exists()
+    assert paths.predictions_file(out, "val").is_file() and (out / paths.METRICS).is_file()
+    test = paths.predictions_file(out, "test")
+    assert not (out / paths.SUBMISSION).exists() and not test.exists()
     assert "no submission.csv written" in capsys.readouterr().out
 
 
@@ -271,21 +273,21 @@ def test_the_submission_is_checked(runs, tmp_path, monkeypatch):
     monkeypatch.setattr(submission, "check", spy)
     assert main(["ensemble", str(runs[0]), str(runs[1]), "--out", "checked"]) == 0
     assert checked == [(TEST_IDS, len(CLASSES))]
-    assert real_check(tmp_path / "checked" / "submission.csv", TEST_IDS, len(CLASSES)) == []
+    assert real_check(tmp_path / "checked" / paths.SUBMISSION, TEST_IDS, len(CLASSES)) == []
 
     # A file that failed its check would not be written.
     monkeypatch.setattr(submission, "check", lambda *args: [
         submission.Problem("missing", 1, "test ids with no row", ("'x'",))])
     with pytest.raises(ValueError, match="fails its check: 1 test ids with no row"):
         main(["ensemble", str(runs[0]), str(runs[1]), "--out", "refused"])
-    assert not (tmp_path / "refused" / "submission.csv").exists()
+    assert not (tmp_path / "refused" / paths.SUBMISSION).exists()
     assert list((tmp_path / "refused").rglob("*.partial*")) == []
 
 
 def test_an_ensemble_can_be_a_member(runs, tmp_path):
     assert main(["ensemble", str(runs[0]), str(runs[1]), "--out", "first"]) == 0
     assert main(["ensemble", "first", str(runs[2]), "--out", "second"]) == 0
-    metrics = json.loads((tmp_path / "second" / "metrics.json").read_text())
+    metrics = json.loads((tmp_path / "second" / paths.METRICS).read_text())
     assert metrics["f1_macro"] >= max(m["f1_macro"] for m in metrics["members"])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from corolla.evaluation import label_review, predictions
+from corolla.runs import paths
 
 
 def _noisy_predictions(n: int = 1000, classes: int = 5, flip: float = 0.05, seed: int = 0):
@@ -54,7 +55,7 @@ def test_label_review_files_and_report_section(tiny_petals, tmp_path):
         probabilities[i, (labels[i] + 1) % c] = 0.95
     scored = predictions.make(ids, labels, probabilities, data.class_names)
     written = review_files.write(tmp_path, scored, data)
-    rows = (tmp_path / "label_review.csv").read_text().splitlines()
+    rows = (tmp_path / paths.LABEL_REVIEW).read_text().splitlines()
     assert rows[0] == "rank,id,given,suggested,p_given,p_suggested"
     assert [r.split(",")[1] for r in rows[1:]] == [ids[3], ids[11]]
     assert written["label_review_picture"].is_file()

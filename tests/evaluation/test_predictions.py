@@ -9,6 +9,7 @@ import pytest
 from corolla.errors import UserError
 from corolla.evaluation import predictions
 from corolla.report import scored
+from corolla.runs import paths
 from helpers.known_answer import CLASS_NAMES
 
 
@@ -25,9 +26,9 @@ def test_a_saved_split_reads_back_as_it_was_written(tmp_path):
     ids = ["0f3a9c2e1", "00000000a", "b7", "1"]  # not in sorted order: the order is kept
     probabilities = _probabilities(4, 4)
     (tmp_path / "run").mkdir()  # predictions/ is made in it (not a mistyped path's parents)
-    path = scored.save_predictions(tmp_path / "run" / "predictions" / "val.npz", ids, [3, 0, 2, 3],
-                                   probabilities, CLASS_NAMES)
-    assert path == tmp_path / "run" / "predictions" / "val.npz" and path.is_file()
+    path = scored.save_predictions(tmp_path / "run" / paths.PREDICTIONS / "val.npz", ids,
+                                   [3, 0, 2, 3], probabilities, CLASS_NAMES)
+    assert path == paths.predictions_file(tmp_path / "run", "val") and path.is_file()
     assert sorted(p.name for p in path.parent.iterdir()) == ["val.npz"]  # no partial file
 
     loaded = predictions.load(path)
@@ -49,7 +50,7 @@ def test_a_saved_split_reads_back_as_it_was_written(tmp_path):
 def test_test_predictions_have_unknown_labels(tmp_path):
     path = scored.save_predictions(predictions.path_in(tmp_path, "test"), ["a", "b"], None,
                                    _probabilities(2, 3), ["x", "y", "z"])
-    assert path == tmp_path / "predictions" / "test.npz"
+    assert path == paths.predictions_file(tmp_path, "test")
     loaded = predictions.load(path)
     assert loaded.labels.tolist() == [predictions.UNKNOWN] * 2 == [-1, -1]
     assert not loaded.labelled

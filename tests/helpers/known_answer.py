@@ -11,6 +11,7 @@ import pytest
 from corolla import config
 from corolla.data import records
 from corolla.data.classes import CLASSES_FILE, format_classes_file
+from corolla.runs import paths
 
 SIZE = 16
 SHARDS = 3
@@ -110,7 +111,7 @@ def run(data, tmp_path_factory):
     run_dir.mkdir()
     cfg = config.load(overrides={"data.path": str(root), "data.image_size": SIZE,
                                  "model.name": "small_cnn", "train.epochs": 1})
-    config.save(cfg, run_dir / "config.toml")
-    (run_dir / CLASSES_FILE).write_text(format_classes_file(CLASS_NAMES))  # as train saves it
-    rule_model().save(run_dir / "model.keras")
+    config.save(cfg, run_dir / paths.CONFIG)
+    (run_dir / paths.CLASSES).write_text(format_classes_file(CLASS_NAMES))  # as train saves it
+    rule_model().save(run_dir / paths.MODEL)
     return run_dir

@@ -6,6 +6,7 @@ import pytest
 
 from corolla import models
 from corolla.errors import UserError
+from corolla.runs import paths
 
 
 def test_registry_lists_a_cpu_model_and_the_tutorial_backbones():
@@ -164,8 +165,8 @@ def test_a_local_copy_of_imagenet_weights_is_the_imagenet_model(
     else:
         np.testing.assert_array_equal(old_features, features)
 
-    local.save(tmp_path / "model.keras")
-    reloaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
+    local.save(tmp_path / paths.MODEL)
+    reloaded = keras.saving.load_model(tmp_path / paths.MODEL, safe_mode=True)
     np.testing.assert_array_equal(reloaded(images, training=False), expected)
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from corolla import models
 from corolla.errors import UserError
+from corolla.runs import paths
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -39,7 +40,7 @@ def test_a_local_preset_trains_one_step_and_reloads(preset, train_tiny, tmp_path
     run = train_tiny(tmp_path, "--model", f"hub:{folder}", "--steps-per-epoch", "1", name=None)
     assert [run] == list(tmp_path.iterdir())  # named after the preset folder, not its whole path
     assert run.name.startswith("hub-tiny_resnet-")
-    model = keras.saving.load_model(run / "model.keras", safe_mode=True)
+    model = keras.saving.load_model(run / paths.MODEL, safe_mode=True)
     assert model.output_shape == (None, 4)
     images = np.random.default_rng(0).uniform(0, 255, (2, 32, 32, 3)).astype(np.float32)
     np.testing.assert_allclose(model.predict(images, verbose=0).sum(axis=1), 1.0, rtol=1e-5)

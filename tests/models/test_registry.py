@@ -10,6 +10,7 @@ import pytest
 
 from corolla import models
 from corolla.models.applications import TABLE
+from corolla.runs import paths
 
 # The smallest inputs each family accepts (keras.applications refuses smaller ones).
 MIN_SIZE = {"xception": 71, "inception_v3": 75}
@@ -41,8 +42,8 @@ def test_entry_builds_predicts_and_reloads_in_safe_mode(name, tmp_path):
     probs = keras.ops.convert_to_numpy(model(images, training=False))
     assert probs.shape == (2, 2)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
-    model.save(tmp_path / "model.keras")
-    reloaded = keras.saving.load_model(tmp_path / "model.keras", safe_mode=True)
+    model.save(tmp_path / paths.MODEL)
+    reloaded = keras.saving.load_model(tmp_path / paths.MODEL, safe_mode=True)
     np.testing.assert_array_equal(reloaded(images, training=False), probs)
 
 

@@ -8,6 +8,7 @@ import zipfile
 
 import numpy as np
 
+from corolla.runs import paths
 from helpers.processes import FIXTURES
 
 
@@ -24,7 +25,7 @@ def test_a_model_saved_before_the_layout_move_loads_and_predicts_the_same(tmp_pa
     plan = runtime.detect()
     from corolla.evaluation import inference
 
-    shutil.copyfile(FIXTURES / "old_layout_model.keras", tmp_path / "model.keras")
+    shutil.copyfile(FIXTURES / "old_layout_model.keras", tmp_path / paths.MODEL)
     model = inference.load_model(tmp_path, plan, num_classes=3)  # the path evaluate takes
     saved = np.load(FIXTURES / "old_layout_model.npz")
     probabilities = model.predict(saved["images"], verbose=0)

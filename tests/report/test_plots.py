@@ -8,6 +8,7 @@ import pytest
 
 from corolla.evaluation import metrics
 from corolla.report import plots
+from corolla.runs import paths
 
 
 def _check_png(path, min_side=200):
@@ -35,7 +36,7 @@ def test_confusion_matrix_of_104_classes_keeps_the_most_confused(tmp_path):
 
 
 def test_training_curves_show_loss_accuracy_and_learning_rate(tmp_path):
-    history = tmp_path / "history.csv"
+    history = tmp_path / paths.HISTORY
     history.write_text("epoch,accuracy,learning_rate,loss,val_accuracy,val_loss\n"
                        "0,0.5,0.003,1.6,0.4,1.7\n1,0.7,0.002,1.1,0.6,1.2\n")
     path = plots.plot_history(history, tmp_path / "curves.png")
@@ -90,7 +91,7 @@ def test_the_hardware_found_lists_what_was_found_not_empty_fields(tmp_path):
     """The report's hardware table read `tpu None` on every machine without a TPU."""
     from corolla.report import html
 
-    (tmp_path / "plan.json").write_text(json.dumps({"sessions": [{
+    (tmp_path / paths.PLAN).write_text(json.dumps({"sessions": [{
         "started": "2026-11-26 06:00:00", "plan": {"accelerator": "cpu", "hardware": {
             "tpu": None, "tpu_cores": 0, "gpus": 0, "cpu_devices": 2, "jax_platform": "cpu",
             "device_name": ""}}}]}))

@@ -4,6 +4,7 @@ data set; class folders are."""
 import pytest
 
 from corolla.errors import UserError
+from corolla.runs import paths
 from helpers.images import pictures
 
 
@@ -23,7 +24,7 @@ def test_a_folder_that_merely_holds_photos_is_no_data_set(tmp_path):
         outputs.refuse_foreign(target, run, images=True)  # no refusal
     for name in ("eval-a", "eval-b"):  # evaluations side by side: their pictures are no class
         pictures(tmp_path / "results" / name)
-        (tmp_path / "results" / name / "metrics.json").write_text("{}")
+        (tmp_path / "results" / name / paths.METRICS).write_text("{}")
     outputs.refuse_foreign(tmp_path / "results" / "eval-c", run, images=True)
     outputs.refuse_foreign(home / "Pictures" / "scores", run, images=True)
     data = tmp_path / "flowers"  # class folders only: a data set

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from corolla.runs import paths
 from helpers.runs import Stop, same, saved_weights
 
 
@@ -95,7 +96,7 @@ def test_a_killed_float16_run_resumes_with_its_loss_scale_and_ends_identical(gpu
     assert second["restored"] == first["scale0"] == whole["scale0"]
     assert second["scale1"] == whole["scale1"]
     assert same(whole[1], second[1])
-    for name in ("last.keras", "model.keras"):
+    for name in (paths.LAST, paths.MODEL):
         assert same(saved_weights(tmp / "a" / name), saved_weights(tmp / "b" / name)), name
 
 
@@ -154,5 +155,5 @@ def test_accelerator_settings_resume(train_tiny, tmp_path, settings):
         assert second["restored"] == first["scale0"]
     if settings.get("train.deterministic"):
         assert same(whole[epochs - 1], second[epochs - 1])
-        assert same(saved_weights(tmp_path / "a" / "last.keras"),
-                     saved_weights(tmp_path / "b" / "last.keras"))
+        assert same(saved_weights(tmp_path / "a" / paths.LAST),
+                     saved_weights(tmp_path / "b" / paths.LAST))

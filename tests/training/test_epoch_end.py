@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from corolla.errors import UserError
+from corolla.runs import paths
 from corolla.training import checkpoint
 
 
@@ -36,15 +37,15 @@ def test_a_backup_restores_the_model_and_its_optimizer_exactly(tmp_path, name):
     save_weights file (a run interrupted before the upgrade resumes after it)."""
     source = _trained(1)
     state = checkpoint.BackupState(epochs_done=2, weights=name)
-    (tmp_path / "backup").mkdir()
+    (tmp_path / paths.BACKUP).mkdir()
     if name.endswith(".h5"):
-        source.save_weights(tmp_path / "backup" / name)
+        source.save_weights(tmp_path / paths.BACKUP / name)
     else:
-        checkpoint.save_backup(source, tmp_path / "backup" / name)
+        checkpoint.save_backup(source, tmp_path / paths.BACKUP / name)
     target = _fresh()
     before = _values(target)
     assert any(not np.array_equal(a, b) for a, b in zip(before, _values(source)))
-    checkpoint.Checkpoint(tmp_path / "backup", state).restore(target)
+    checkpoint.Checkpoint(tmp_path / paths.BACKUP, state).restore(target)
     restored, expected = _values(target), _values(source)
     # the weights, BatchNorm's moving statistics, Adam's step, moments and EMA
     assert len(restored) == len(expected) > 10

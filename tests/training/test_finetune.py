@@ -9,10 +9,11 @@ import pytest
 
 from corolla import config
 from corolla.errors import UserError
-from helpers.processes import REPO
+from corolla.runs import paths
+from helpers.processes import SHARED
 from helpers.runs import history
 
-LITE0 = REPO.parent / "shared" / "weights" / "efficientnet_lite0_imagenet"
+LITE0 = SHARED / "weights" / "efficientnet_lite0_imagenet"
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_batchnorm_statistics_stay_while_frozen_and_in_inference_mode(lite0, tin
         "train.steps_per_epoch": 1, "train.batch_size": 8, "output.runs_dir": str(tmp_path),
         "output.name": "bn"})
     training.run(cfg, runtime.detect_for(cfg), log=lambda *a: None)
-    trained = keras.saving.load_model(tmp_path / "bn" / "last.keras", compile=False)
+    trained = keras.saving.load_model(tmp_path / "bn" / paths.LAST, compile=False)
     fresh = models.create_model("efficientnet_lite0", 4, 32, lite0)
     pairs = list(zip(batchnorm_layers(fresh), batchnorm_layers(trained)))
     assert len(pairs) == 49
@@ -107,7 +108,7 @@ def test_only_the_backbones_top_fraction_trains_once_it_thaws(lite0, tiny_petals
         "train.steps_per_epoch": 1, "train.batch_size": 8, "output.runs_dir": str(tmp_path),
         "output.name": "top"})
     training.run(cfg, runtime.detect_for(cfg), log=lambda *a: None)
-    trained = keras.saving.load_model(tmp_path / "top" / "last.keras", compile=False)
+    trained = keras.saving.load_model(tmp_path / "top" / paths.LAST, compile=False)
     fresh = models.create_model("efficientnet_lite0", 4, 32, lite0)
     frozen = {layer.name for layer in below_unfrozen(backbone_of(fresh), 0.5)}
     assert 45 <= len(frozen) <= 53  # of the backbone's 98 weighted layers
@@ -311,7 +312,7 @@ def test_a_frozen_run_trains_its_head_on_cached_features_end_to_end(tiny_petals,
                for line in lines) == 1
     rows = history(tmp_path / "frozen")
     assert [r["epoch"] for r in rows] == ["1", "2"] and all(r["val_f1_macro"] for r in rows)
-    trained = keras.saving.load_model(tmp_path / "frozen" / "last.keras", compile=False)
+    trained = keras.saving.load_model(tmp_path / "frozen" / paths.LAST, compile=False)
     backbone = [np.array(w) for w in trained.get_layer("small_cnn_backbone").weights]
     for a, b in zip(initial.get_layer("small_cnn_backbone").weights, backbone):
         np.testing.assert_array_equal(np.array(a), b)

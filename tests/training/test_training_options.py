@@ -8,6 +8,7 @@ import pytest
 
 from corolla import config
 from corolla.runs import rundir
+from corolla.runs import paths
 from helpers.runs import Stop, history, same, saved_weights
 
 
@@ -60,7 +61,7 @@ def f1_run(train_tiny, tmp_path_factory):
     try:
         overrides = {"train.epochs": 4, "train.early_stopping_patience": 1}
         _, first = _fit(train_tiny, tmp, "r", overrides, crash_after=1)
-        backup = {p.name: p.read_bytes() for p in (tmp / "r" / "backup").iterdir()}
+        backup = {p.name: p.read_bytes() for p in (tmp / "r" / paths.BACKUP).iterdir()}
         _, second = _fit(train_tiny, tmp, "r", {}, resume=True)
     finally:
         callbacks.macro_f1 = real
@@ -80,8 +81,8 @@ def test_the_best_epoch_is_model_keras_and_the_last_is_last_keras_across_a_resum
     patience 1 stops the run there; the best survived the resume."""
     run, weights, _, _ = f1_run
     assert [r["epoch"] for r in history(run)] == ["1", "2", "3"]  # stopped, not 4 epochs
-    assert rundir.status(run) == rundir.TRAINED and not (run / "backup").exists()
-    best, last = saved_weights(run / "model.keras"), saved_weights(run / "last.keras")
+    assert rundir.status(run) == rundir.TRAINED and not (run / paths.BACKUP).exists()
+    best, last = saved_weights(run / paths.MODEL), saved_weights(run / paths.LAST)
     assert same(best, weights[1]) and same(last, weights[2]) and not same(best, last)
 
 
@@ -91,7 +92,7 @@ def test_the_best_epoch_is_backed_up_as_the_models_weights_alone(f1_run):
     import io
 
     _, weights, _, backup = f1_run
-    assert sorted(backup) == ["best-epoch-0001.npz", "epoch-0001.npz", "state.json"]
+    assert sorted(backup) == ["best-epoch-0001.npz", "epoch-0001.npz", paths.STATE]
     with np.load(io.BytesIO(backup["best-epoch-0001.npz"])) as best:
         assert same([best[f"arr_{i}"] for i in range(len(best.files))], weights[1])
 
@@ -133,10 +134,10 @@ def test_ema_weights_are_saved_and_resume_across_the_phase_boundary_is_exact(opt
     """The saved last epoch holds the EMA of the weights (the raw ones differ); the run killed
     after the frozen epoch and resumed ends bit-identical to the uninterrupted one."""
     tmp, _, whole, resumed = option_runs
-    a, b = saved_weights(tmp / "a" / "last.keras"), saved_weights(tmp / "b" / "last.keras")
+    a, b = saved_weights(tmp / "a" / paths.LAST), saved_weights(tmp / "b" / paths.LAST)
     assert same(a, b)
-    assert same(saved_weights(tmp / "a" / "model.keras"),
-                 saved_weights(tmp / "b" / "model.keras"))
+    assert same(saved_weights(tmp / "a" / paths.MODEL),
+                 saved_weights(tmp / "b" / paths.MODEL))
     assert not same(a, whole[1])  # raw weights at the end of the last epoch: not what is saved
     assert same(whole[1], resumed[1])
     assert [r["epoch"] for r in history(tmp / "b")] == ["1", "2"]
@@ -175,15 +176,15 @@ def test_progressive_resizing_trains_small_first_and_saves_at_the_input_size(pro
 
     tmp, whole, _ = progressive_runs
     assert whole == [(0, 16, 16), (2, 32, 32)]  # one dataset per size, from its first epoch
-    for name in ("model.keras", "last.keras"):
+    for name in (paths.MODEL, paths.LAST):
         model = keras.saving.load_model(tmp / "a" / name, compile=False)
         assert model.input_shape == (None, 32, 32, 3)
-    assert config.load(tmp / "a" / "config.toml").train.start_size == 16
+    assert config.load(tmp / "a" / paths.CONFIG).train.start_size == 16
 
 
 def test_a_progressive_run_resumes_at_the_size_of_its_next_epoch(progressive_runs):
     tmp, _, resumed = progressive_runs
     assert resumed == [(0, 16, 16), (1, 16, 16), (2, 32, 32)]
     assert [r["epoch"] for r in history(tmp / "b")] == ["1", "2", "3"]
-    assert same(saved_weights(tmp / "a" / "last.keras"),
-                 saved_weights(tmp / "b" / "last.keras"))
+    assert same(saved_weights(tmp / "a" / paths.LAST),
+                 saved_weights(tmp / "b" / paths.LAST))
