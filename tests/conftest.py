@@ -130,10 +130,10 @@ def train_tiny(tiny_petals) -> TinyTrainer:
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
-    """The one finished tiny run of the session: `corolla demo --tiny` (small_cnn, 1 epoch of
-    tiny_petals' images, evaluated and predicted), <root>/runs/tiny beside its data in
-    <root>/cache. Every test that only reads a finished run shares it; a test that writes into
-    it (evaluate, predict, report, a file changed) takes `tiny_run_copy`."""
+    """The one finished tiny run of the session: `corolla demo --tiny` (small_cnn, 1 epoch on
+    the synthetic petals tiny_petals holds too, evaluated and predicted), <root>/runs/tiny beside
+    its data in <root>/cache. Every test that only reads a finished run shares it; a test that
+    writes into it (evaluate, predict, report, a file changed) takes `tiny_run_copy`."""
     from corolla.cli import main
 
     root = tmp_path_factory.mktemp("tiny")
