@@ -15,8 +15,8 @@ feeding uint8 to `predict` pays, and whether `--deterministic` repeats bit for b
         [--sections train,checkpoint,predict,determinism] [--parallel-determinism]
         [--data DIR] [--json FILE] [--strict] [--tiny]
 
-`--tiny` is the CPU smoke test (CI runs it: tests/test_accelerator_check.py): small_cnn at
-32 px, batch 8, a few steps; it finishes in well under a minute on a 2-core CPU.
+`--tiny` is the CPU smoke test (CI runs it: tests/end_to_end/test_benchmark_accelerator_check.py):
+small_cnn at 32 px, batch 8, a few steps; it finishes in well under a minute on a 2-core CPU.
 
 Sections, in the order they run (one process; the determinism runs in child processes, since
 its switches are process-wide and would slow every other figure):

@@ -25,8 +25,8 @@ keeps what it measured. One table at the end with each row's ratio to Corolla's,
 the versions and the date, then `USER_PATH {json}`. `--part path` or `--part throughput` runs
 one half (a device lent in calls of limited length runs them as two calls).
 
-`--tiny` is the CPU smoke test (tests/test_user_path.py): synthetic 32 px petals, small_cnn at
-32 px, one epoch of 2 steps, throughput at batch 8 over 3 steps.
+`--tiny` is the CPU smoke test (tests/end_to_end/test_benchmark_user_path.py): synthetic 32 px
+petals, small_cnn at 32 px, one epoch of 2 steps, throughput at batch 8 over 3 steps.
 """
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
-"""Shared test helpers: tiny data sets, the shared real data, subprocess runners."""
+"""The fixtures every folder of tests shares: tiny data sets, the shared real data, tiny
+trained runs. Modules of helpers are in helpers/ (`from helpers import ...`)."""
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
 
+from helpers.processes import SHARED
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""  # tests describe CPU behaviour, whatever the machine
 
-REPO = Path(__file__).resolve().parents[1]
-FLOWERS5 = REPO.parent / "shared" / "data" / "flowers5"
+FLOWERS5 = SHARED / "data" / "flowers5"
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +23,15 @@ def flowers5() -> Path:
     if not (FLOWERS5 / "tfrecords-jpeg-192x192").is_dir():
         pytest.skip(f"{FLOWERS5} is absent")
     return FLOWERS5
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """Corolla's cache folder for this test alone (COROLLA_CACHE_DIR: conversions, checks)."""
+    from corolla.data import datasets
+
+    monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache"
 
 
 @pytest.fixture(scope="session")
@@ -35,31 +44,112 @@ def tiny_petals(tmp_path_factory) -> Path:
     return synthetic.write(tmp_path_factory.mktemp("petals"), demo.TINY.data)
 
 
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+@pytest.fixture(scope="session")
+def photos(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """(a folder of 3 classes of 7 photos in every mode people have them, {file: class}):
+    helpers.images.make_photos. Tests that change the folder work on a copy."""
+    from helpers.images import make_photos
 
-
-def run_python(code: str, env: dict | None = None, timeout: int = 300, cwd=None):
-    """Runs `code` in a fresh interpreter (own TensorFlow runtime, own Keras backend)."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-c", code], env=full_env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    root = tmp_path_factory.mktemp("photos") / "flowers"
+    return root, make_photos(root)
 
 
 @pytest.fixture(scope="session")
-def tiny_kfold(tiny_petals, tmp_path_factory) -> Path:
-    """A finished `corolla train --folds 2` run on tiny_petals (one epoch of two steps a fold).
-    Its folds are small trained runs too: tests that write into one work on a copy."""
+def rare_class(tmp_path_factory) -> Path:
+    """16 px solid-colour records whose class is their red band, one class 10x rarer
+    (helpers.records: 150/150/15 train, 40 of each class in val)."""
+    from helpers import records
+
+    return records.write_rare_class(tmp_path_factory.mktemp("rare"))
+
+
+# One epoch of two steps of 8 images: a tiny training's flags where the exact ones do not matter.
+TINY = ("--epochs", "1", "--steps-per-epoch", "2", "--batch-size", "8")
+
+
+class TinyTrainer:
+    """Tiny trainings in this process, on tiny_petals unless told otherwise (the `train_tiny`
+    fixture)."""
+
+    def __init__(self, tiny_petals: Path):
+        self.tiny_petals = tiny_petals
+
+    def __call__(self, runs, *flags, data=None, name: str | None = "r", tiny=TINY,
+                 code: int = 0) -> Path:
+        """`corolla train --data DATA [TINY] FLAGS --runs-dir RUNS --name NAME`, asserting its exit
+        status is `code`; returns the run folder (without a name: the one it made). TINY's
+        flags that FLAGS give too are left out; `tiny=()` leaves them all out."""
+        from corolla.cli import main
+
+        flags = [str(f) for f in flags]
+        pairs = zip(tiny[::2], tiny[1::2])
+        defaults = [x for flag, value in pairs if flag not in flags for x in (flag, value)]
+        runs = Path(runs)
+        argv = ["train", "--data", str(data or self.tiny_petals), *defaults, *flags,
+                "--runs-dir", str(runs)] + (["--name", name] if name else [])
+        before = set(runs.iterdir()) if runs.is_dir() else set()
+        assert main(argv) == code
+        if name or code:
+            return runs / (name or "")
+        (made,) = set(runs.iterdir()) - before
+        return made
+
+    def fit(self, runs, name: str, overrides: dict, callbacks=(), resume: bool = False):
+        """The training layer's `training.run` on a config of `overrides` (tiny_petals, 2 steps
+        of 8 images an epoch, learning rate 3e-3, unless they say otherwise), or resuming the
+        run; a callback may raise helpers.runs.Stop to end it as a crash would. Returns (the
+        run's result or None when stopped, the plan)."""
+        from corolla import config, runtime, training
+        from corolla.runs import rundir
+        from helpers.runs import Stop
+
+        runs = Path(runs)
+        if resume:
+            _, cfg = rundir.load_unfinished(runs / name)
+        else:
+            cfg = config.load(overrides={
+                "data.path": str(self.tiny_petals), "train.batch_size": 8,
+                "train.steps_per_epoch": 2, "train.learning_rate": 3e-3,
+                "output.runs_dir": str(runs), "output.name": name, **overrides})
+        plan = runtime.detect_for(cfg)
+        try:
+            result = training.run(cfg, plan, log=lambda *a: None,
+                                  resume=runs / name if resume else None,
+                                  callbacks=list(callbacks))
+        except Stop:
+            result = None
+        return result, plan
+
+
+@pytest.fixture(scope="session")
+def train_tiny(tiny_petals) -> TinyTrainer:
+    """The factory of tiny trainings: `train_tiny(runs, *flags)` runs `corolla train` and returns
+    the run folder; `train_tiny.fit(runs, name, overrides, callbacks)` runs the training layer."""
+    return TinyTrainer(tiny_petals)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """The one finished tiny run of the session: `corolla demo --tiny` (small_cnn, 1 epoch on
+    the synthetic petals tiny_petals holds too, evaluated and predicted), <root>/runs/tiny beside
+    its data in <root>/cache. Every test that only reads a finished run shares it; a test that
+    writes into it (evaluate, predict, report, a file changed) takes `tiny_run_copy`."""
     from corolla.cli import main
 
-    runs = tmp_path_factory.mktemp("kfold")
-    assert main(["train", "--data", str(tiny_petals), "--folds", "2", "--epochs", "1",
-                 "--steps-per-epoch", "2", "--batch-size", "8", "--runs-dir", str(runs),
-                 "--name", "k2"]) == 0
-    return runs / "k2"
+    root = tmp_path_factory.mktemp("tiny")
+    assert main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
+                 str(root / "runs"), "--name", "tiny"]) == 0
+    return root / "runs" / "tiny"
+
+
+@pytest.fixture
+def tiny_run_copy(tiny_run, tmp_path) -> Path:
+    """A copy of tiny_run for this test to write into (a whole run copied is still itself)."""
+    return Path(shutil.copytree(tiny_run, tmp_path / "tiny-copy"))
+
+
+@pytest.fixture(scope="session")
+def tiny_kfold(train_tiny, tmp_path_factory) -> Path:
+    """A finished `corolla train --folds 2` run on tiny_petals (one epoch of two steps a fold).
+    Its folds are small trained runs too: tests that write into one work on a copy."""
+    return train_tiny(tmp_path_factory.mktemp("kfold"), "--folds", "2", name="k2")

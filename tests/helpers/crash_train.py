@@ -40,6 +40,7 @@ import corolla.evaluation.predict  # noqa: E402
 import corolla.files  # noqa: E402
 import corolla.training.checkpoint  # noqa: E402
 import corolla.training.fit  # noqa: E402
+from corolla.runs import paths  # noqa: E402
 
 _run = corolla.training.fit.run
 
@@ -136,7 +137,7 @@ if point == "backup":
     corolla.training.checkpoint.atomic_path = dying_writer(
         corolla.training.checkpoint.atomic_path, f"epoch-{arg:04d}.npz", "in the backup")
 elif point == "save":
-    corolla.files.atomic_path = dying_writer(corolla.files.atomic_path, "model.keras",
+    corolla.files.atomic_path = dying_writer(corolla.files.atomic_path, paths.MODEL,
                                              "in the model save")
 elif point == "full":
     corolla.training.checkpoint.atomic_path = filling_writer(

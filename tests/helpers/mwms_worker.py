@@ -1,5 +1,5 @@
 """One worker of a MultiWorkerMirroredStrategy Keras run (used by
-tests/test_multiworker_keras.py).
+tests/runtime/test_multiworker_keras.py).
 
 Usage: python mwms_worker.py OUT_DIR [--no-patch] [--callbacks]
            [--validation] [--reference] [--steps-per-execution N] [--epochs N]

@@ -51,8 +51,8 @@ def macro_f1(y_true, y_pred) -> float:
     """The competition's figure, the one definition every score of Corolla uses: scikit-learn's
     default macro F1 (per-class F1 = 2 TP / (true + predicted), averaged over the union of the
     true and the predicted classes), from counts: an ensemble's search scores hundreds of
-    blends, and scikit-learn's checks would take most of its time. tests/test_ensemble.py holds
-    it equal to scikit-learn's."""
+    blends, and scikit-learn's checks would take most of its time.
+    tests/evaluation/test_ensemble.py holds it equal to scikit-learn's."""
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     size = int(max(y_true.max(initial=0), y_pred.max(initial=0))) + 1
     tp = np.bincount(y_true[y_true == y_pred], minlength=size)

@@ -3,7 +3,8 @@ preprocessing convention and construction rule.
 
 A row's parameter count is that of the backbone without its top (Keras' `include_top=False`,
 so it holds for any input size and class count): `corolla info --models` prints it without
-building anything, and tests/test_models.py checks every row against the built backbone.
+building anything, and tests/models/test_registry.py checks every row against the built
+backbone.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ Delete this module (and its call sites) once keras ships a
 ``_maybe_symbolic_build`` that does not ``strategy.reduce`` a nested batch and
 a ``reduce_per_replica`` that does not use ``axis=0`` on scalars in the
 multi-worker branch, i.e. when keras-team/keras#20585 is closed.  Check with
-``COROLLA_MWMS_CHECK_UPSTREAM=1 pytest tests/test_multiworker_keras.py``:
+``COROLLA_MWMS_CHECK_UPSTREAM=1 pytest tests/runtime/test_multiworker_keras.py``:
 ``test_stock_keras_still_fails`` fails once stock keras works.
 
 Not patched / caller's responsibility

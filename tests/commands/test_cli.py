@@ -1,0 +1,137 @@
+"""The command line: user mistakes end in one line and exit status 2 before anything is
+written; `info --json`; a closed pipe ends quietly."""
+
+import json
+
+import pytest
+
+from corolla.cli import main
+from helpers.cli import one_line_error
+
+
+def test_user_mistakes_end_in_one_line_and_exit_2(tmp_path, tiny_petals, capsys):
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    (tmp_path / "empty" / "tfrecords-jpeg-32x32" / "train").mkdir(parents=True)
+    cases = [
+        (["train", "--data", str(tmp_path / "nope")] + runs, "does not exist", "--data"),
+        (["train", "--data", str(tmp_path / "empty")] + runs, "no .tfrec files", "train"),
+        (["train"] + runs, "no data given"),
+        (["train", "--data", str(tiny_petals), "--image-size", "192"] + runs,
+         "image size 192 is not present", "--image-size 32"),
+        (["train", "--data", str(tiny_petals), "--model", "resnet9000"] + runs,
+         "unknown model 'resnet9000'"),
+        (["train", "--data", str(tiny_petals), "--model", "small_cnn", "--weights",
+          "imagenet"] + runs, "no ImageNet weights"),
+        (["train", "--data", str(tiny_petals), "--strategy", "sideways"] + runs,
+         "invalid choice: 'sideways'"),
+        (["train", "--data", str(tiny_petals), "--global-batch-size", "0", "--epochs",
+          "-1"] + runs, "--epochs must be at least 1, got -1"),
+        (["train", "--data", str(tiny_petals), "--lr", "nan"] + runs,
+         "--lr must be a finite number"),
+        (["train", "--data", str(tiny_petals), "--seed", "-1"] + runs,
+         "--seed must not be negative"),
+        (["train", "--data", str(tiny_petals), "--name", "/tmp/elsewhere"] + runs,
+         "--name must be a folder name inside"),
+        (["train", "--data", str(tiny_petals), "--name", "../up"] + runs, "no '..'"),
+        (["train", "--data", str(tiny_petals), "--batch-size", "128"] + runs,
+         "fewer than one global batch (128)", "--batch-size"),
+        (["evaluate", str(tmp_path)], "is not a run directory"),
+        (["info", "--strategy", "tpu"], "found no TPU"),
+    ]
+    for argv, *needles in cases:
+        one_line_error(capsys, argv, *needles)
+    assert not (tmp_path / "runs").exists()  # no half-made run was left behind
+
+
+def test_imagenet_offline_is_one_line(tiny_petals, tmp_path, capsys, monkeypatch):
+    import keras
+    from keras.src.utils import file_utils
+
+    def offline(*args, **kwargs):
+        raise Exception("URL fetch failure on https://example: None -- offline")
+
+    monkeypatch.setattr(file_utils, "get_file", offline)
+    monkeypatch.setattr(keras.utils, "get_file", offline)
+    one_line_error(capsys, ["train", "--data", str(tiny_petals), "--model", "vgg16",
+                            "--weights", "imagenet", "--image-size", "32", "--runs-dir",
+                            str(tmp_path)], "could not download ImageNet weights", "--weights")
+
+
+def test_info_json(capsys):
+    assert main(["info", "--json", "--batch-size", "8"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["backend"] == "tensorflow" and info["replicas"] >= 1
+    assert info["global_batch"] == 8 * info["replicas"]
+
+
+def test_malformed_tf_config_is_one_line(capsys, monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["127.0.0.1:1"]}')
+    one_line_error(capsys, ["info"], "TF_CONFIG is not valid JSON", '"task"')
+
+
+def test_records_of_the_wrong_size_are_one_line(tmp_path, capsys):
+    import tensorflow as tf
+
+    from corolla.data import records
+
+    jpeg = tf.io.encode_jpeg(tf.zeros([16, 16, 3], tf.uint8)).numpy()  # not 32x32
+    for split in ("train", "val"):
+        records.write_shards([records.serialize(jpeg, f"{i:09x}", i % 2) for i in range(16)],
+                             tmp_path / "data" / "tfrecords-jpeg-32x32" / split, 32, 2)
+    one_line_error(capsys, ["train", "--data", str(tmp_path / "data"), "--epochs", "1",
+                            "--runs-dir", str(tmp_path / "runs")],
+                   "an image in the records is not 32x32",
+                   "tfrecords-jpeg-32x32/ must all be that size")
+
+
+def test_a_config_file_value_of_the_wrong_type_names_the_key(tmp_path, capsys):
+    (tmp_path / "c.toml").write_text('[train]\nepochs = "many"\n')
+    one_line_error(capsys, ["train", "--config", str(tmp_path / "c.toml")],
+                   "train.epochs must be an int, got 'many'")
+
+
+def test_a_file_whose_name_miscounts_its_records_is_named(tmp_path, tiny_petals, capsys):
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_petals, data)
+    val = data / "tfrecords-jpeg-32x32" / "val"
+    wrong = val / "00-32x32-99.tfrec"
+    (val / "00-32x32-16.tfrec").rename(wrong)
+    one_line_error(capsys, ["train", "--data", str(data), "--runs-dir", str(tmp_path / "runs")],
+                   f"{wrong} holds 16 records but its name says 99")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    """`corolla check-data --data D | head -1` ended in a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    script = ("import sys\nfrom corolla import cli\n"
+              "def lines(args):\n    for k in range(200_000):\n        print('row', k)\n"
+              "    return 0\n"
+              "cli.COMMANDS['info'].main = lines\nraise SystemExit(cli.main(['info']))\n")
+    reader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    assert reader.stdout.readline() == b"row 0\n"
+    reader.stdout.close()  # as `head -1` does after its line
+    err = reader.stderr.read().decode()
+    assert reader.wait(timeout=60) == 141, err
+    assert err == ""  # no traceback, no "Exception ignored" at exit
+
+
+def test_the_batch_is_set_per_replica_or_in_all_not_both(tmp_path, capsys):
+    """`--global-batch-size 3 --batch-size 4` trained at 3 and recorded batch_size = 4, a
+    value that never ran."""
+    import corolla
+    from corolla.errors import UserError
+
+    assert main(["train", "--data", str(tmp_path), "--global-batch-size", "3",
+                 "--batch-size", "4", "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("corolla: error: --batch-size (per replica) and --global-batch-size (all "
+                   "replicas together) both set the batch; pass one of them")
+    with pytest.raises(UserError, match=r"^batch_size= \(per replica\) and global_batch_size="):
+        corolla.train(data=str(tmp_path), batch_size=4, global_batch_size=3)
+    assert not (tmp_path / "runs").exists()

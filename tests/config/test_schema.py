@@ -1,0 +1,63 @@
+import pytest
+
+from corolla import config
+from corolla.errors import UserError
+
+
+def test_defaults_follow_the_tutorial():
+    c = config.RunConfig()
+    assert (c.train.epochs, c.train.batch_size) == (12, 16)
+    assert (c.runtime.backend, c.runtime.strategy, c.runtime.precision) == ("auto",) * 3
+
+
+def test_overrides_are_typed_and_do_not_touch_the_original():
+    base = config.RunConfig()
+    c = config.apply(base, {"train.epochs": "3", "train.learning_rate": "0.01",
+                            "data.augment": "false", "model.name": "vgg16"})
+    assert (c.train.epochs, c.train.learning_rate, c.data.augment) == (3, 0.01, [])
+    assert base.train.epochs == 12 and base.model.name == "small_cnn"
+
+
+@pytest.mark.parametrize("updates, message", [
+    ({"train.epoch": 3}, "unknown config key 'train.epoch'"),
+    ({"trian.epochs": 3}, "unknown config section 'trian'"),
+    ({"train.epochs": "many"}, "must be an int, got 'many'"),
+    ({"train.epochs": 0}, "train.epochs must be at least 1, got 0"),
+    ({"runtime.strategy": "bogus"}, "runtime.strategy must be one of"),
+    ({"data.augment": "maybe"}, "unknown augmentation 'maybe'; names are crop, flip"),
+    ({"data.augment": 3}, "must be a policy"),
+    ({"train.size_ramp_start": 0.8, "train.size_ramp_end": 0.5},
+     r"train.size_ramp_end must not be below train.size_ramp_start \(0.8\), got 0.5"),
+    ({"train.start_size": -1}, "train.start_size must not be negative"),
+])
+def test_bad_values_are_user_errors(updates, message):
+    with pytest.raises(UserError, match=message):
+        config.apply(config.RunConfig(), updates)
+
+
+def test_file_then_overrides_and_round_trip(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text('[train]\nepochs = 5\nbatch_size = 8\n[model]\nname = "vgg16"\n')
+    c = config.load(path, {"train.epochs": 2})
+    assert (c.train.epochs, c.train.batch_size, c.model.name) == (2, 8, "vgg16")
+    config.save(c, tmp_path / "saved.toml")
+    assert config.load(tmp_path / "saved.toml") == c
+
+
+def test_bad_files_are_user_errors(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        config.load(tmp_path / "missing.toml")
+    (tmp_path / "bad.toml").write_text("[train\n")
+    with pytest.raises(UserError, match="not valid TOML"):
+        config.load(tmp_path / "bad.toml")
+    (tmp_path / "flat.toml").write_text("epochs = 3\n")
+    with pytest.raises(UserError, match="must be a \\[table\\]"):
+        config.load(tmp_path / "flat.toml")
+
+
+def test_a_utf8_config_with_a_bom_is_read(tmp_path):
+    from corolla import config
+
+    path = tmp_path / "c.toml"
+    path.write_bytes("[train]\nepochs = 2\n".encode("utf-8-sig"))
+    assert config.load(path).train.epochs == 2

@@ -1,0 +1,113 @@
+"""A conversion meets what happens to folders: another conversion racing for OUT, a file deleted or
+a link back into the source, a giant image, a killed conversion's leftovers."""
+
+import subprocess
+import sys
+
+import pytest
+
+from corolla.cli import main
+from helpers.images import class_folders
+
+
+def test_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, monkeypatch):
+    """Two conversions into one OUT: the one that renames second is told OUT exists (one line),
+    and the cache's loser reads the winner's conversion."""
+    from corolla.data import convert, sources
+    from corolla.errors import UserError
+
+    source = sources.scan(class_folders(tmp_path / "src"))
+    settings = convert.Settings(image_sizes=(8,), val_fraction=0.5)
+    other = tmp_path / "other"
+    convert.convert(source, other, settings, log=lambda *a: None)
+    real = convert.assign_splits
+
+    def winner_finishes_first(*args):  # the other process renames its OUT meanwhile
+        import shutil
+
+        if not out.exists():
+            shutil.copytree(other, out)
+        return real(*args)
+
+    monkeypatch.setattr(convert, "assign_splits", winner_finishes_first)
+    out = tmp_path / "out"
+    with pytest.raises(UserError, match="already exists .another process wrote it meanwhile"):
+        convert.convert(source, out, settings, log=lambda *a: None)
+    assert not list(tmp_path.glob(".out.partial-*"))  # the loser's copy is gone
+    out = convert.cache_folder(source, settings, tmp_path / "cache")
+    assert convert.cached(source, settings, tmp_path / "cache", log=lambda *a: None) == out
+
+
+def test_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, monkeypatch):
+    from corolla.data import convert, sources
+
+    source = sources.scan(class_folders(tmp_path / "src"))
+    real = convert.assign_splits
+
+    def then_deleted(*args):  # the listing is done: the user deletes a photo meanwhile
+        (tmp_path / "src" / "daisy" / "3.png").unlink()
+        return real(*args)
+
+    monkeypatch.setattr(convert, "assign_splits", then_deleted)
+    summary = convert.convert(source, tmp_path / "out", convert.Settings(
+        image_sizes=(8,), val_fraction=0.5, workers=1), log=lambda *a: None)
+    assert [i for i, _ in summary.skipped] == ["daisy/3.png"]
+    assert summary.images == 11 and (tmp_path / "out" / "convert.json").is_file()
+
+
+def test_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys):
+    from corolla.data import sources
+
+    src = class_folders(tmp_path / "src")
+    (src / "toploop").symlink_to(src)
+    (src / "daisy" / "inner").symlink_to(src)  # not followed by the listing either
+    source = sources.scan(src)
+    assert source.class_names == ("daisy", "tulip") and len(source.items) == 12
+    assert f"skipped {src / 'toploop'}: a link to {src}, inside the source" in \
+        capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
+    """Pillow would drop a 400-megapixel photo as a 'decompression bomb'; Corolla reads images
+    up to --max-megapixels (1000 by default) and skips larger ones, listed, with the setting."""
+    from PIL import Image
+
+    from corolla.data import convert
+
+    big = tmp_path / "big.png"
+    Image.new("RGB", (20000, 10000), (200, 30, 60)).save(big)  # 200 megapixels: over Pillow's
+    pixels = convert.load_image(str(big), 16)
+    assert pixels.shape == (16, 16, 3) and tuple(pixels[8, 8]) == (200, 30, 60)
+    with pytest.raises(ValueError, match=r"20000x10000 is 200 megapixels, over the limit of "
+                                         r"100 \(--max-megapixels\)"):
+        convert._open_rgb(str(big), 16, max_megapixels=100)
+    src = class_folders(tmp_path / "src")
+    big.rename(src / "daisy" / "big.png")
+    assert main(["convert", str(src), str(tmp_path / "out"), "--image-size", "16",
+                 "--max-megapixels", "100"]) == 0
+    assert "over the limit of 100 (--max-megapixels)" in capsys.readouterr().out
+
+
+def test_a_killed_conversions_folder_is_removed_a_live_ones_kept(tmp_path, capsys):
+    from corolla.data import convert
+
+    stale, live = tmp_path / ".out.partial-0000dead", tmp_path / ".other.partial-00001ive"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / convert.WRITER).write_text("")
+        (folder / "00-8x8-6.tfrec").write_bytes(b"x" * 1000)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"),
+        str(live / convert.WRITER)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["convert", str(class_folders(tmp_path / "src")), str(tmp_path / "out"),
+                     "--image-size", "8"]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not stale.exists() and live.is_dir() and (tmp_path / "out").is_dir()
+    assert not (tmp_path / "out" / convert.WRITER).exists()
+    assert f"removed {stale}, left by a conversion that was stopped" in capsys.readouterr().out

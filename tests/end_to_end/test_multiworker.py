@@ -1,0 +1,247 @@
+"""Two real processes on 127.0.0.1 run `corolla train` together: TensorFlow workers from
+TF_CONFIG (MultiWorkerMirroredStrategy) and JAX processes from KERAS_DISTRIBUTION_*
+(keras.distribution.initialize). Both must finish with identical weights, and only the chief
+may write the run directory."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import numpy as np
+import pytest
+
+from corolla.runs import paths
+from helpers.processes import REPO, SCRIPTS, free_ports
+from helpers.runs import epochs, history, saved_weights_in_a_fresh_process
+
+pytestmark = pytest.mark.slow
+TIMEOUT = 300
+
+
+def _cluster_env(backend: str, index: int, ports: list[int]) -> dict:
+    addresses = [f"127.0.0.1:{p}" for p in ports]
+    if backend == "tensorflow":
+        return {"TF_CONFIG": json.dumps({"cluster": {"worker": addresses},
+                                         "task": {"type": "worker", "index": index}})}
+    return {"KERAS_DISTRIBUTION_JOB_ADDRESSES": ",".join(addresses),
+            "KERAS_DISTRIBUTION_NUM_PROCESSES": "2", "KERAS_DISTRIBUTION_PROCESS_ID": str(index)}
+
+
+def _run_workers(backend, tmp_path, args, expect=0, cluster_env=_cluster_env):
+    """Runs `python ARGS` as the 2 workers of a loopback cluster; returns their outputs.
+    `cluster_env(backend, index, ports)`: the environment that makes them one cluster."""
+    ports = free_ports(2)
+    procs = []
+    for index in range(2):
+        scratch = tmp_path / f"tmp{index}"  # each worker's private scratch (its own TMPDIR)
+        scratch.mkdir(exist_ok=True)
+        env = {**os.environ, **cluster_env(backend, index, ports), "TMPDIR": str(scratch),
+               "TF_CPP_MIN_LOG_LEVEL": "3"}
+        env.pop("KERAS_BACKEND", None)  # the cluster variables alone choose the backend
+        procs.append(subprocess.Popen([sys.executable, *map(str, args)], env=env, cwd=REPO,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
+    try:
+        outputs = [p.communicate(timeout=TIMEOUT)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, out in zip(procs, outputs):
+        assert p.returncode == expect, out[-3000:]
+    return outputs
+
+
+CRASH = SCRIPTS / "crash_train.py"
+
+
+# JAX's pair (~100 s on a slow 2-core host) runs in CI's large step: the README's suite
+# keeps to 20 min.
+@pytest.mark.parametrize("backend", ["tensorflow",
+                                     pytest.param("jax", marks=pytest.mark.large)])
+def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petals, tmp_path):
+    """Two workers train together and only the chief writes the run; both die after epoch 0
+    (as under SIGKILL); `--resume` without --name (the same command on both) continues every
+    worker from epoch 1, from its own backup, found through the run's id; they end with
+    identical weights and history.csv has each epoch once."""
+    runs = tmp_path / "runs"
+    crashed = _run_workers(backend, tmp_path, [CRASH, "epoch_end:0", "train", "--data",
+                                               tiny_petals, "--epochs", 2,
+                                               "--global-batch-size", 16, "--runs-dir", runs],
+                           expect=3)
+    assert all("CRASH after epoch 0" in out for out in crashed)
+    strategy = "MultiWorkerMirroredStrategy" if backend == "tensorflow" else "DataParallel"
+    assert f"on {strategy} (2 replica(s), global batch 16)" in crashed[0]
+    [run] = list(runs.iterdir())  # only the chief made a run, named <model>-<timestamp>
+    run_id = tomllib.loads((run / paths.CONFIG).read_text())["output"]["run_id"]
+    scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
+    assert (scratch / paths.BACKUP / paths.STATE).is_file()
+    assert oct(scratch.stat().st_mode & 0o777) == "0o700"
+    assert not list((tmp_path / "tmp0").glob("corolla-*"))  # the chief's backup is the run's
+
+    resumed = _run_workers(backend, tmp_path, [CRASH, "none", "train", "--resume", run])
+    assert all("FIRST_EPOCH 1" in out for out in resumed), resumed
+    assert "after epoch 1 of 2" in resumed[0]
+    assert "done:" in resumed[0] and "done:" not in resumed[1]
+    assert [p.name for p in runs.iterdir()] == [run.name]
+    assert {paths.CONFIG, paths.MODEL, paths.HISTORY, paths.METRICS, paths.SUBMISSION,
+            paths.FINISHED} <= {p.name for p in run.iterdir()}
+    assert epochs(run) == ["1", "2"]
+    chief = saved_weights_in_a_fresh_process(run / paths.MODEL)
+    worker = saved_weights_in_a_fresh_process(scratch / paths.MODEL)
+    assert len(chief) == len(worker) > 0
+    for a, b in zip(chief, worker):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_a_worker_that_lost_its_scratch_folder_continues_from_the_chiefs_backup(
+        backend, tiny_petals, tmp_path):
+    """Both die after epoch 0; worker 1's private scratch folder is gone (a preempted VM
+    recreated) when the same command resumes. It continues from the chief's epoch with the
+    chief's weights and optimizer, where it used to refuse; on TensorFlow, had it started afresh
+    (its own initial weights, a new optimizer), the two would not end with the same weights. On
+    JAX, where Keras loads a file into the processes' shared arrays collectively, the chief reads
+    its backup alone and sends it."""
+    runs = tmp_path / "runs"
+    _run_workers(backend, tmp_path, [CRASH, "epoch_end:0", "train", "--data", tiny_petals,
+                                     "--epochs", 2, "--global-batch-size", 16, "--runs-dir",
+                                     runs], expect=3)
+    [run] = list(runs.iterdir())
+    run_id = tomllib.loads((run / paths.CONFIG).read_text())["output"]["run_id"]
+    shutil.rmtree(tmp_path / "tmp1" / f"corolla-{run_id}")
+
+    resumed = _run_workers(backend, tmp_path, [CRASH, "none", "train", "--resume", run])
+    assert all("FIRST_EPOCH 1" in out for out in resumed), resumed
+    assert ("every process continues from the chief's backup, after epoch 1: epochs in the "
+            "workers' own backups: process 1 (0)") in resumed[0]
+    assert epochs(run) == ["1", "2"]
+    scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
+    chief = saved_weights_in_a_fresh_process(run / paths.LAST)
+    worker = saved_weights_in_a_fresh_process(scratch / paths.LAST)
+    assert len(chief) == len(worker) > 0
+    for a, b in zip(chief, worker):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_two_workers_validate_every_image_of_val_once(backend, tiny_petals, tmp_path):
+    """The per-epoch validation of a two-process job scores every val image once, in the right
+    order: the last epoch's val figures in history.csv equal a single-process `corolla
+    evaluate` of that epoch's model (last.keras), and the chief's final metrics.json equals one
+    of model.keras."""
+    runs = tmp_path / "runs"
+    _run_workers(backend, tmp_path, ["-m", "corolla.cli", "train", "--data", tiny_petals,
+                                     "--epochs", 4, "--global-batch-size", 16,
+                                     "--runs-dir", runs, "--name", "mw"])
+    run = runs / "mw"
+    last = history(run)[-1]
+    last_run = tmp_path / "last"  # the run as it was after its last epoch
+    shutil.copytree(run, last_run)
+    shutil.copy(run / paths.LAST, last_run / paths.MODEL)
+
+    def alone(folder):
+        out = tmp_path / f"eval-{folder.name}"
+        subprocess.run([sys.executable, "-m", "corolla.cli", "evaluate", str(folder), "--out",
+                        str(out), "--backend", backend], check=True, capture_output=True,
+                       timeout=TIMEOUT, cwd=REPO,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        return json.loads((out / paths.METRICS).read_text())
+
+    of_last, of_best = alone(last_run), alone(run)
+    assert of_last["num_examples"] == 32
+    assert float(last["val_accuracy"]) == pytest.approx(of_last["accuracy"], abs=1e-6)
+    assert float(last["val_f1_macro"]) == pytest.approx(of_last["f1_macro"], abs=1e-6)
+    in_cluster = json.loads((run / paths.METRICS).read_text())
+    assert in_cluster["f1_macro"] == pytest.approx(of_best["f1_macro"], abs=1e-6)
+
+
+JOIN_THEN_TRAIN = """
+import os, sys, jax
+address, index = os.environ["TEST_JAX_JOIN"].split()
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(address, num_processes=2, process_id=int(index))
+from corolla.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+def test_jax_processes_joined_without_keras_distribution_have_one_chief(tiny_petals, tmp_path):
+    """Processes that joined JAX themselves (as on a TPU pod slice, or a notebook that called
+    jax.distributed.initialize), with no KERAS_DISTRIBUTION_* set: Corolla counts them from JAX,
+    trains them as one job and lets only process 0 write the run."""
+    def join_env(backend, index, ports):
+        return {"TEST_JAX_JOIN": f"127.0.0.1:{ports[0]} {index}"}  # and no KERAS_BACKEND
+
+    runs = tmp_path / "runs"
+    args = ["-c", JOIN_THEN_TRAIN, "train", "--data", tiny_petals,
+            "--epochs", 1, "--global-batch-size", 16, "--runs-dir", runs, "--name", "pod"]
+    outputs = _run_workers("jax", tmp_path, args, cluster_env=join_env)
+    assert "on DataParallel (2 replica(s), global batch 16)" in outputs[0], outputs[0][-2000:]
+    assert "done:" in outputs[0] and "done:" not in outputs[1]
+    assert [p.name for p in runs.iterdir()] == ["pod"]
+
+
+COUNT = SCRIPTS / "count_decodes.py"
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+def test_each_jax_process_decodes_only_its_share_of_the_global_batch(tiny_petals, tmp_path):
+    """Two JAX processes, global batch 16: each decodes batches of 8, its half of every global
+    batch (Keras' own sharding of a global stream had each decode all 16 and keep 8), and at
+    least the 2 epochs x 4 steps x 8 images it trains on."""
+    outputs = _run_workers("jax", tmp_path, [COUNT, "train", "--data", tiny_petals,
+                                             "--epochs", 2, "--global-batch-size", 16,
+                                             "--steps-per-epoch", 4, "--start-size", 0,
+                                             "--no-cache",  # counted as each epoch decodes
+                                             "--runs-dir", tmp_path / "runs"])
+    for out in outputs:
+        total, largest = map(int, out.split("DECODED ")[1].split()[:2])
+        assert largest == 8, out[-1500:]
+        assert total >= 2 * 4 * 8, out[-1500:]
+
+
+SLOW_CHIEF = SCRIPTS / "slow_chief.py"
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+def test_the_other_jax_processes_wait_for_the_chief_to_evaluate(tiny_petals, tmp_path):
+    """After training, the chief alone evaluates and predicts. The other process waits for it
+    instead of leaving the job: leaving, it would wait in JAX's shutdown barrier, which gives up
+    (after 300 s; 5 s here, with the chief 15 s late) and fails both processes."""
+    outputs = _run_workers("jax", tmp_path, [SLOW_CHIEF, "train", "--data", tiny_petals,
+                                             "--epochs", 1, "--global-batch-size", 16,
+                                             "--runs-dir", tmp_path / "runs"])
+    assert "done:" in outputs[0]
+
+
+@pytest.mark.large  # about a minute: CI runs it after the README's suite
+def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
+    """`--time` in a two-worker job: both probe (the probe's steps are collective) and both
+    train the chief's plan, its epochs and steps per epoch; a worker on its own numbers would
+    fail or hang in a collective. They end within the budget with identical weights, and only
+    the chief says the plan."""
+    runs = tmp_path / "runs"
+    outs = _run_workers("tensorflow", tmp_path, ["-m", "corolla.cli", "train", "--data",
+                                                 tiny_petals, "--global-batch-size", 16,
+                                                 "--time", "60s", "--runs-dir", runs,
+                                                 "--name", "t"])
+    run = runs / "t"
+    saved = tomllib.loads((run / paths.CONFIG).read_text())
+    train = saved["train"]
+    [line] = [s for s in outs[0].splitlines() if s.startswith("time 60s: ") and "planned" in s]
+    assert line.partition(": ")[2] == train["time_plan"]
+    assert not any(s.startswith("time 60s") for s in outs[1].splitlines())
+    rows = history(run)
+    assert len(rows) == train["epochs"] >= 2 and float(rows[-1]["seconds"]) <= 60
+    scratch = tmp_path / "tmp1" / f"corolla-{saved['output']['run_id']}" / "worker-1"
+    chief = saved_weights_in_a_fresh_process(run / paths.MODEL)
+    worker = saved_weights_in_a_fresh_process(scratch / paths.MODEL)
+    assert len(chief) == len(worker) > 0
+    for a, b in zip(chief, worker):
+        np.testing.assert_array_equal(a, b)

@@ -1,0 +1,120 @@
+"""Tiny real runs for a time budget (`--time`): they end within their budget at the schedule's
+floor, record their plan, continue it after a kill, refuse a budget below one epoch, share the
+budget among k-fold folds, and time the caching of a frozen phase."""
+
+import tomllib
+
+import pytest
+
+from corolla import config
+from corolla.cli import main
+from corolla.files import read_history
+from corolla.runs import paths
+from helpers.processes import crash_train
+
+TINY = ("--batch-size", "8", "--steps-per-epoch", "2")  # and no epochs: the budget plans them
+
+
+def _down(rate, train):
+    """How far above its floor a learning rate is, as a part of the way from peak to floor."""
+    low = train["min_learning_rate"]
+    return (rate - low) / (train["learning_rate"] - low)
+
+
+def _last_step_left(train):
+    """The most a cosine can have left of its way down after its last step, as a part of the
+    way (`_down`): sin^2(pi / 2D) over D decay steps, the run's steps less its warm-up. How
+    many epochs (and steps each) a budget plans is measured, so the bound follows them (12
+    steps leave 2%)."""
+    import math
+
+    steps_per_epoch = train["time_steps"] or train["steps_per_epoch"]
+    warmup = math.ceil(train["warmup_epochs"] * steps_per_epoch)
+    decay = train["epochs"] * steps_per_epoch - warmup
+    return math.sin(math.pi / (2 * max(decay, 1))) ** 2 + 1e-6
+
+
+def _config(run):
+    return tomllib.loads((run / paths.CONFIG).read_text())["train"]
+
+
+def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tiny, tmp_path,
+                                                                       capsys):
+    # ~8 s of start-up and probe (six sizes of the cpu recipe's ramp) on a slow 2-core host.
+    run = train_tiny(tmp_path, "--time", "25s", name="t", tiny=TINY)
+    rows, train = read_history(run / paths.HISTORY), _config(run)
+    # The plan is in the run: its epochs, the recipe's shape scaled, the line the log said.
+    line = next(out for out in capsys.readouterr().out.splitlines() if out.startswith("time 25s:"))
+    assert f"time 25s: {train['epochs']} epochs of ~" in line and "measured" in line
+    assert train["time_budget"] == "25s" and train["time_plan"] == line.partition(": ")[2]
+    assert len(rows) == train["epochs"] >= 2
+    # Within the budget (the plan fills 85% of what start-up and probe left), and using it.
+    assert 0.4 * 25 < rows[-1]["seconds"] <= 25
+    assert [r["seconds"] for r in rows] == sorted(r["seconds"] for r in rows)
+    # The cosine ends at its floor in the last epoch (its last update is one step before the
+    # end), not cut off on the way down.
+    assert _down(rows[-1]["learning_rate"], train) <= _last_step_left(train) < \
+        _down(rows[0]["learning_rate"], train)
+
+
+def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(tiny_petals,
+                                                                         tmp_path):
+    # Three epochs or more, so that one is left after the kill: ~7 s of start-up and probe,
+    # ~4 s of tracing and ~2 s an epoch on a slow 2-core host.
+    args = ["--data", tiny_petals, *TINY, "--time", "24s", "--runs-dir", tmp_path, "--name",
+            "k"]
+    killed = crash_train("epoch_end:1", "train", *args, timeout=120)
+    assert killed.returncode == 3 and "CRASH after epoch 1" in killed.stdout, killed.stderr[-2000:]
+    run = tmp_path / "k"
+    planned = _config(run)
+    before = read_history(run / paths.HISTORY)
+    assert planned["time_plan"] and len(before) == 2
+
+    assert main(["train", *map(str, args)]) == 0  # the same command: continued, not planned anew
+    after, train = read_history(run / paths.HISTORY), _config(run)
+    assert train == planned
+    assert [r["epoch"] for r in after] == list(range(1, planned["epochs"] + 1))
+    # The first session's seconds count: the second's continue from them.
+    assert after[1]["seconds"] == before[1]["seconds"] < after[2]["seconds"]
+    assert _down(after[-1]["learning_rate"], train) <= _last_step_left(train)
+
+
+def test_a_budget_below_one_epoch_is_one_line_naming_the_least(train_tiny, tmp_path, capsys):
+    train_tiny(tmp_path, "--time", "1s", name="s", tiny=TINY, code=2)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("corolla: error: --time 1s (train.time_budget) is too short for one "
+                          "epoch") and "give at least --time" in err and "\n" not in err
+    least = err.rsplit("--time ", 1)[1]
+    assert config.duration_seconds(least) > 1
+    assert not (tmp_path / "s").exists()  # nothing trained, nothing left behind
+
+
+def test_k_fold_folds_share_the_budget(train_tiny, tmp_path):
+    # Each fold's share holds at least one epoch on a slow 2-core host (~7 s of start-up and
+    # probe, ~7 s for an epoch and its tracing, the plan filling 85% of what is left).
+    parent = train_tiny(tmp_path, "--folds", "2", "--time", "40s", name="k2", tiny=TINY)
+    assert _config(parent)["time_budget"] == "40s"
+    first, second = (_config(parent / f"fold-{k}") for k in (1, 2))
+    spent = read_history(parent / "fold-1" / paths.HISTORY)[-1]["seconds"]
+    assert first["time_budget"] == "20s"  # half, for the first of two
+    assert config.duration_seconds(second["time_budget"]) == pytest.approx(40 - spent, abs=1)
+    total = sum(read_history(parent / f"fold-{k}" / paths.HISTORY)[-1]["seconds"]
+                for k in (1, 2))
+    assert total <= 40
+
+
+def test_a_timed_run_with_a_frozen_phase_on_cached_features_times_the_caching_itself(
+        train_tiny, tmp_path, capsys):
+    run = train_tiny(tmp_path, "--frozen-epochs", "1", "--augment", "flip", "--time", "20s",
+                     name="f", tiny=TINY)
+    out = capsys.readouterr().out
+    probe = next(line for line in out.splitlines() if line.startswith("time probe: "))
+    # The caching pass is what the probe timed for the frozen phase, not a frozen train step.
+    assert "frozen features cached at 32 px" in probe and "frozen 32 px" not in probe
+    assert "trained 32 px" in probe
+    train = _config(run)
+    assert train["frozen_epochs"] >= 1 and train["epochs"] > train["frozen_epochs"]
+    # The frozen phase did take that path; of one epoch, it cached no mirror images.
+    assert "features of" in out and "cached in" in out
+    assert ("mirror images" in out) == (train["frozen_epochs"] > 1)
+    assert read_history(run / paths.HISTORY)[-1]["seconds"] <= 20

@@ -1,0 +1,59 @@
+"""Decisions for macro F1 and their uncertainty: per-class offsets fitted on held-out
+predictions raise macro F1 on other images where a class is under-predicted; every macro F1
+gets a bootstrap interval over images, [1, 1] for a perfect classifier, wider on fewer
+images (on runs: end_to_end/test_fitted_bias.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from corolla.evaluation import bias, metrics
+
+
+def _under_predicted(n: int, seed: int, classes: int = 5):
+    """(probabilities, labels): a fair model, but class 0 pushed down by e^2.5 in every row,
+    so argmax rarely says class 0 though it is a fifth of the images."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, n)
+    logits = rng.normal(size=(n, classes))
+    logits[np.arange(n), labels] += 2.0
+    logits[:, 0] -= 2.5
+    p = np.exp(logits)
+    return p / p.sum(axis=1, keepdims=True), labels
+
+
+def test_fitted_offsets_raise_macro_f1_on_images_they_were_not_fitted_on():
+    fit_p, fit_y = _under_predicted(1500, seed=1)
+    new_p, new_y = _under_predicted(1500, seed=2)
+    offsets = bias.fit(fit_p, fit_y)
+    assert offsets[0] == offsets.max() and offsets[0] > 1  # the pushed-down class is lifted
+    before = metrics.macro_f1(new_y, new_p.argmax(1))
+    after = metrics.macro_f1(new_y, bias.decide(new_p, offsets))
+    assert after > before + 0.05
+    honest = bias.cross_fitted(fit_p, fit_y)
+    assert honest["fitted"] > honest["argmax"] + 0.05 and honest["images"] == 1500
+
+
+def test_offsets_change_nothing_where_argmax_is_already_best():
+    labels = np.arange(40) % 4
+    perfect = np.eye(4)[labels] * 0.9 + 0.025
+    offsets = bias.fit(perfect, labels)
+    assert (bias.decide(perfect, offsets) == labels).all()
+    np.testing.assert_array_equal(bias.adjust(perfect, np.zeros(4)).argmax(1), labels)
+
+
+def test_the_interval_of_a_perfect_classifier_is_one_to_one():
+    labels = np.random.default_rng(0).integers(0, 10, 500)
+    assert metrics.macro_f1_interval(labels, labels) == (1.0, 1.0)
+
+
+def test_the_interval_holds_the_figure_and_widens_as_the_split_shrinks():
+    p, y = _under_predicted(4000, seed=3)
+    predicted = p.argmax(1)
+    widths = []
+    for n in (4000, 1000, 250):
+        low, high = metrics.macro_f1_interval(y[:n], predicted[:n])
+        assert low <= metrics.macro_f1(y[:n], predicted[:n]) <= high
+        widths.append(high - low)
+    assert widths[0] < widths[1] < widths[2]
+    assert metrics.macro_f1_interval(y, predicted) == metrics.macro_f1_interval(y, predicted)

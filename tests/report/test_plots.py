@@ -1,0 +1,101 @@
+"""The pictures and the terminal table: each picture is a valid, non-blank PNG of a plausible
+size; a 104-class matrix shows the most confused classes; the table lines up."""
+
+import json
+
+import numpy as np
+import pytest
+
+from corolla.evaluation import metrics
+from corolla.report import plots
+from corolla.runs import paths
+
+
+def _check_png(path, min_side=200):
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(path)  # fails on anything that is not a whole PNG
+    assert min(pixels.shape[:2]) >= min_side
+    assert pixels[..., :3].std() > 0.02  # not blank
+    assert not list(path.parent.glob(".*partial*"))
+
+
+def test_confusion_matrix_of_104_classes_keeps_the_most_confused(tmp_path):
+    rng = np.random.default_rng(0)
+    y_true = rng.integers(0, 104, 2000)
+    y_pred = y_true.copy()
+    y_pred[:200] = (y_true[:200] + 1) % 104  # class k mistaken for k + 1, for some
+    y_pred[y_true == 7] = 90  # class 7 always mistaken for 90: both must be kept
+    matrix, labels = metrics.confusion(y_true, y_pred)
+    keep = plots.most_confused(matrix)
+    assert len(keep) == plots.MAX_MATRIX_CLASSES and keep == sorted(keep)
+    assert {labels.index(7), labels.index(90)} <= set(keep)
+    names = [f"flower {i}" for i in range(104)]
+    _check_png(plots.plot_confusion_matrix(matrix, [names[i] for i in labels],
+                                           tmp_path / "cm.png"))
+
+
+def test_training_curves_show_loss_accuracy_and_learning_rate(tmp_path):
+    history = tmp_path / paths.HISTORY
+    history.write_text("epoch,accuracy,learning_rate,loss,val_accuracy,val_loss\n"
+                       "0,0.5,0.003,1.6,0.4,1.7\n1,0.7,0.002,1.1,0.6,1.2\n")
+    path = plots.plot_history(history, tmp_path / "curves.png")
+    _check_png(path)
+
+
+@pytest.mark.parametrize("epochs", [[0], [0, 1], [3, 4, 5], list(range(40))])
+def test_epoch_ticks_are_whole_epochs_even_for_one_epoch(epochs):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot(epochs, [1.0] * len(epochs))
+    plots.epoch_axis(ax, epochs)
+    ticks = [t for t in ax.get_xticks() if epochs[0] - 0.5 <= t <= epochs[-1] + 0.5]
+    plt.close(fig)
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    assert set(ticks) <= set(epochs) and (len(epochs) > 20 or ticks == epochs)
+
+
+def test_sample_and_mistake_grids_are_pictures(tmp_path):
+    rng = np.random.default_rng(1)
+    images = rng.uniform(0, 255, (7, 32, 32, 3)).astype(np.float32)
+    names = ["daisy", "rose", "cyclamen "]
+    y_true, y_pred = np.array([0, 1, 2, 0, 1, 2, 0]), np.array([0, 2, 2, 1, 1, 2, 0])
+    _check_png(plots.plot_samples(images, y_true, y_pred, names, tmp_path / "s.png"))
+    _check_png(plots.plot_samples(images[:2], y_true[:2], y_pred[:2], names, tmp_path / "m.png",
+                                  title="Most confident mistakes",
+                                  confidence=np.array([0.9, 0.8])), min_side=150)
+
+
+def test_per_class_table_lines_up():
+    m = metrics.classification_metrics([0, 0, 1, 2], [0, 1, 1, 2], ["daisy", "rose", "tulip "])
+    lines = plots.per_class_table(m["per_class"])
+    assert lines[0].split() == ["class", "support", "precision", "recall", "F1"]
+    assert lines[1].split() == ["daisy", "2", "1.0000", "0.5000", "0.6667"]
+    assert len({len(line) for line in lines}) == 1  # aligned columns
+
+
+@pytest.mark.parametrize("wrong, expected", [([], []), ([1, 3], [3, 1])])
+def test_most_confident_mistakes_come_first(wrong, expected):
+    from corolla.evaluation.evaluate import Evaluation, most_confident_mistakes
+
+    y_true = np.zeros(4, int)
+    y_pred = y_true.copy()
+    y_pred[wrong] = 1
+    probabilities = np.array([[0.9, 0.1], [0.3, 0.7], [0.8, 0.2], [0.05, 0.95]])
+    evaluation = Evaluation({}, ["a", "b", "c", "d"], y_true, y_pred, probabilities)
+    assert most_confident_mistakes(evaluation, 5).tolist() == expected
+
+
+def test_the_hardware_found_lists_what_was_found_not_empty_fields(tmp_path):
+    """The report's hardware table read `tpu None` on every machine without a TPU."""
+    from corolla.report import html
+
+    (tmp_path / paths.PLAN).write_text(json.dumps({"sessions": [{
+        "started": "2026-11-26 06:00:00", "plan": {"accelerator": "cpu", "hardware": {
+            "tpu": None, "tpu_cores": 0, "gpus": 0, "cpu_devices": 2, "jax_platform": "cpu",
+            "device_name": ""}}}]}))
+    section = html._plan(tmp_path)
+    found = section.split("Hardware found")[1]
+    assert '<td class="txt">cpu_devices</td><td class="txt">2</td>' in found
+    assert "None" not in found and "tpu" not in found and "device_name" not in found

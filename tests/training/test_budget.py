@@ -1,0 +1,166 @@
+"""Training for a time budget (`--time`): durations read and refused, the recipe's schedule
+scaled to the epochs that fit, the plan repeated from a saved config (tiny real runs:
+end_to_end/test_time_budget.py)."""
+
+import pytest
+
+from corolla import config
+from corolla.errors import UserError
+from corolla.training import budget
+
+
+def test_durations_are_read_in_seconds_and_a_bad_one_is_one_line_naming_the_flag():
+    assert [config.duration_seconds(d) for d in ("90s", "10m", "1.5h", " 2M ")] == \
+        [90, 600, 5400, 120]
+    assert [config.format_duration(s) for s in (90, 600, 5400, 59.2)] == \
+        ["90s", "10m", "90m", "1m"]
+    for bad in ("10", "m", "-5m", "0s", "1.5d", "inf h", "ten minutes"):
+        with pytest.raises(UserError) as e:
+            config.load(overrides={"train.time_budget": bad},
+                        labels={"train.time_budget": "--time"})
+        assert str(e.value).startswith("--time must be a duration") and "90s, 10m, 1.5h" in \
+            str(e.value) and "\n" not in str(e.value)
+
+
+def test_epochs_and_time_together_are_refused_in_one_line():
+    from corolla.commands.train import train_config
+
+    with pytest.raises(UserError, match=r"^epochs= and time= both set how long to train"):
+        train_config(flags={"train.epochs": 3, "train.time_budget": "1m"},
+                     names={"train.epochs": "epochs=", "train.time_budget": "time="})
+
+
+def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_anew(tmp_path):
+    from corolla.commands.train import train_config
+
+    saved = tmp_path / "config.toml"
+    config.save(config.load(overrides={"train.time_budget": "10m", "train.epochs": 14,
+                                       "train.time_plan": "14 epochs of ~38 s",
+                                       "train.steps_per_epoch": 40, "train.time_steps": 31}),
+                saved)
+    kept = train_config(str(saved))[0].train
+    assert (kept.time_plan, kept.time_steps) == ("14 epochs of ~38 s", 31)
+    again, _ = train_config(str(saved), flags={"train.time_budget": "5m"})
+    # The plan's shortened epochs go with it; the steps asked for stay.
+    assert again.train.time_budget == "5m" and again.train.time_plan == ""
+    assert (again.train.time_steps, again.train.steps_per_epoch) == (0, 40)
+
+
+def test_a_killed_run_whose_plan_shortened_its_epochs_continues_with_its_command(tmp_path):
+    from corolla.commands.train import train_config
+    from corolla.runs import paths
+
+    flags = {"train.time_budget": "10m", "train.steps_per_epoch": 40,
+             "output.runs_dir": str(tmp_path), "output.name": "r"}
+    run = tmp_path / "r"
+    run.mkdir()
+    # What a killed run's config holds: the steps asked for, and the plan's own.
+    config.save(config.load(overrides={**flags, "train.time_plan": "5 epochs of ~9 s",
+                                       "train.epochs": 5, "train.time_steps": 31}),
+                run / paths.CONFIG)
+    cfg, resume = train_config(flags=flags, log=lambda *a: None)
+    assert resume == run and (cfg.train.time_steps, cfg.train.steps_per_epoch) == (31, 40)
+
+
+def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
+    t = config.load(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
+                               "train.warmup_epochs": 1, "train.sustain_epochs": 2,
+                               "train.lr_decay": 0.8}).train
+    twice = budget.shaped(t, 22)
+    assert twice["train.frozen_epochs"] == 4 and twice["train.warmup_epochs"] == 2
+    assert twice["train.sustain_epochs"] == 4
+    # The ramp's decay over the run is the recipe's: 0.8 ** 8 over 8 epochs, over 16 now.
+    assert twice["train.lr_decay"] ** 16 == pytest.approx(0.8 ** 8)
+    # At least one frozen and one trained epoch where both fit; one epoch trains.
+    assert budget.shaped(t, 3)["train.frozen_epochs"] == 1
+    one = budget.shaped(config.apply(config.load(), {"train.learning_rate": 3e-3,
+                                                     "train.min_learning_rate": 3e-5,
+                                                     **{f"train.{k}": getattr(t, k) for k in
+                                                        ("epochs", "frozen_epochs")}}).train, 1)
+    # One epoch trains the backbone, at the thawed phase's rates (x finetune_lr_scale).
+    assert one["train.frozen_epochs"] == 0
+    assert one["train.learning_rate"] == pytest.approx(3e-4)
+    assert one["train.min_learning_rate"] == pytest.approx(3e-6)
+
+
+def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
+    from corolla.training import phases
+
+    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64,
+                                 "train.start_size": 32, "train.size_ramp_start": 0.5,
+                                 "train.size_ramp_end": 0.8})
+    costs = budget.Costs(step={(False, 32): 0.1, (False, 48): 0.2, (False, 64): 0.3},
+                         first={(False, 32): 1.0, (False, 48): 1.0, (False, 64): 1.0},
+                         val={64: 0.5}, backup=0.1)
+
+    def phases_of(train, size):
+        return phases.phases(train, True, size)
+
+    epochs, estimate = budget.most_epochs(cfg, phases_of, costs, 60.0, steps=10)
+    assert estimate <= 60.0
+    more = config.apply(cfg, budget.shaped(cfg.train, epochs + 1)).train
+    assert budget.seconds(phases_of(more, 64), costs, 64, 10) > 60.0
+    assert budget.most_epochs(cfg, phases_of, costs, 3.0, steps=10)[0] == 0
+
+
+def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
+    from corolla.training import phases
+
+    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
+    costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0}, val={64: 0.5},
+                         backup=0.1)
+
+    def phases_of(train, size):
+        return phases.phases(train, True, size)
+
+    # An epoch of 10 steps costs 1.6 s (steps, validation, backup), once 1.1 s (tracing, the
+    # final save): 3 whole epochs take 5.9 s of 6; 4 epochs of 6 steps take 3.5 + 4 x 6 x 0.1.
+    assert budget.most_epochs(cfg, phases_of, costs, 6.0, 10) == (3, pytest.approx(5.9))
+    assert budget.fill(cfg, phases_of, costs, 6.0, 10) == (4, 6, pytest.approx(5.9))
+    # Whole executions of 4 steps: 4 steps would be fewer than half an epoch; whole epochs.
+    assert budget.fill(cfg, phases_of, costs, 6.0, 10, unit=4) == (3, 10, pytest.approx(5.9))
+    # 1 whole epoch in 3 s; 2 of 3 steps would fit, fewer than half: 1 epoch of 10 steps.
+    assert budget.fill(cfg, phases_of, costs, 3.0, 10) == (1, 10, pytest.approx(2.7))
+    # Not even one whole epoch: none, whatever a shorter one would do.
+    assert budget.fill(cfg, phases_of, costs, 2.0, 10)[0] == 0
+
+
+def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
+    from corolla.training import phases
+
+    t = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2}).train
+    costs = budget.Costs(step={(True, 64): 0.2, (False, 64): 0.5},
+                         first={(True, 64): 3.0, (False, 64): 4.0}, val={64: 2.0}, backup=0.1,
+                         cache={64: 0.3}, cache_first={64: 5.0})
+    plan_phases = phases.phases(t, True, 64)
+    trained = 4.0 + 2 * (10 * 0.5 + 2.0 + 0.1)
+    # Through the frozen model every epoch: its steps, its tracing, validation and backups.
+    assert budget.seconds(plan_phases, costs, 64, 10) == pytest.approx(
+        0.1 + 3.0 + 2 * (10 * 0.2 + 2.0 + 0.1) + trained)
+    # Cached once, timed as the caching pass itself: 2 views x 7 batches of the training
+    # images and 3 of val at 0.3 s a batch, then only the frozen epochs' backups. The probe
+    # traced the pass the run makes, so its tracing is not paid again...
+    caching = budget.Caching(flips=True, train=7, val=3)
+    assert budget.seconds(plan_phases, costs, 64, 10, caching) == pytest.approx(
+        0.1 + (2 * 7 + 3) * 0.3 + 2 * 0.1 + trained)
+    # ...except where the frozen phase runs at another size than the final one (val's pass).
+    # A frozen phase of one epoch draws one view per image: the mirror images are not cached.
+    ramp = phases.phases(config.load(overrides={
+        "train.epochs": 4, "train.frozen_epochs": 2, "model.input_size": 64,
+        "train.start_size": 32, "train.size_ramp_start": 0.0, "train.size_ramp_end": 0.5}).train,
+        True, 64)
+    frozen = [p for p in ramp if p.frozen][:1]  # its first phase: one epoch at 32 px
+    assert [(p.start, p.end, p.size) for p in frozen] == [(0, 1, 32)]
+    small = budget.scaled(costs, 64, 32)
+    assert small.cache[32] == pytest.approx(0.3 / 4)
+    assert budget.seconds(frozen, small, 64, 10, caching) == pytest.approx(
+        0.1 + 1 * 7 * 0.3 / 4 + 3 * 0.3 + 5.0 + 0.1)
+    assert [budget.cached_views(flips, n) for flips, n in
+            ((True, 1), (True, 2), (False, 2))] == [1, 2, 1]
+
+
+def test_a_short_budget_may_train_smaller_down_to_the_recipes_least_size():
+    cfg = config.load(overrides={"model.input_size": 192, "train.time_min_epochs": 8,
+                                 "train.time_min_size": 160})
+    assert budget.candidates(cfg) == [192, 176, 160]
+    assert budget.candidates(config.apply(cfg, {"train.time_min_epochs": 0})) == [192]
