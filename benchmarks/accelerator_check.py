@@ -47,8 +47,8 @@ its switches are process-wide and would slow every other figure):
    the model casts to float on the device, so uint8 moves a quarter of the bytes.
 6. determinism: two identical seeded trainings of `--det-steps` steps through the ordered
    pipeline, each on a new model, with the switches Corolla's `--deterministic` sets
-   (`corolla.training.fit._set_determinism`: `keras.utils.set_random_seed`, and on TensorFlow
-   `enable_op_determinism`); on a JAX GPU a second pair adds XLA_FLAGS
+   (`corolla.training.determinism.set_determinism`: `keras.utils.set_random_seed`, and on
+   TensorFlow `enable_op_determinism`); on a JAX GPU a second pair adds XLA_FLAGS
    `--xla_gpu_deterministic_ops=true`, which Corolla does not set. Bit-identical weights or not,
    and the largest difference.
 
@@ -417,14 +417,15 @@ def determinism_child(args) -> None:
                           batch_size=args.batch)
     import keras
 
-    from corolla.training.fit import _set_determinism, compile_model
+    from corolla.training import compile_model
+    from corolla.training.determinism import set_determinism
 
     config = config_lib.load(overrides={"train.deterministic": True, "train.seed": args.seed})
     split = train_split(args.data, args.size)
     runs = []
     for _ in range(2):
         keras.backend.clear_session()
-        _set_determinism(config, plan)  # exactly what `corolla train --deterministic` sets
+        set_determinism(config, plan)  # exactly what `corolla train --deterministic` sets
         with plan.scope():
             model = models.create_model(args.model, NUM_CLASSES, args.size)
             compile_model(model, plan, 1e-3, train=config.train)

@@ -111,7 +111,7 @@ def run_keras(run_dir: str) -> None:
 
     from corolla.data import datasets, pipeline
     from corolla.evaluation import inference
-    from corolla.training.fit import compile_model
+    from corolla.training import compile_model
 
     layout = datasets.open_recorded(cfg.data, log=lambda *a: None)
     train, val = layout.split("train"), layout.split("val")

@@ -54,12 +54,13 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
     from corolla import runtime
     from corolla.data import pipeline
     from corolla.evaluation import inference, metrics
-    from corolla.training.checkpoint import _read_arrays
-    from corolla.training.fit import batchnorm_layers
+    from corolla.training.checkpoint import read_arrays
+    from corolla.training.phases import batchnorm_layers
 
     plan = runtime.detect_for(config_lib.RunConfig())
-    run_dir, _, layout = inference.open_run(run, log=lambda *a: None)
-    model = inference.load_model(run_dir, plan, len(layout.class_names))
+    opened = inference.open_run(run, plan=plan, log=lambda *a: None)
+    layout = opened.layout
+    model = inference.load_model(opened.folder, plan, len(layout.class_names))
     size = inference.input_size(model, layout)
     val, train = layout.split("val"), layout.split("train")
     labels = np.asarray(pipeline.metadata(val)["labels"])
@@ -70,7 +71,7 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
     files = sorted(epochs.glob("epoch-*.npz"))
     lasts = [k for k in [1, *lasts] if k <= len(files)]
     # Each epoch's weights read once, for every mean that takes it.
-    saved = [_read_arrays(f)[:count] for f in files[-max(lasts):]]
+    saved = [read_arrays(f)[:count] for f in files[-max(lasts):]]
     rows = []
 
     def scored(what):

@@ -20,11 +20,18 @@ CLI calls as well, with the same one-line errors (a `UserError`) for bad input.
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
+from corolla import config as config_lib
+from corolla.commands import check_data as check_command
+from corolla.commands import evaluate, explain, export, predict, report
+from corolla.commands import train as train_command
 from corolla.commands.errors import as_user_errors
 from corolla.config.flags import from_keywords
 from corolla.errors import UserError
+from corolla.files import read_json
+from corolla.report import html as html_report
 from corolla.runs import paths
 from corolla.runtime import tflog
 
@@ -40,8 +47,6 @@ class Report:
         self.path = Path(path)
 
     def _repr_html_(self) -> str:
-        from corolla.report import html as html_report
-
         return html_report.fragment(self.path.parent)
 
     def __repr__(self) -> str:
@@ -58,16 +63,12 @@ class Run:
     @property
     def config(self):
         """The run's resolved config (None for an ensemble folder, which has none)."""
-        from corolla import config as config_lib
-
         path = self.path / paths.CONFIG
         return config_lib.load(path) if path.is_file() else None
 
     @property
     def metrics(self) -> dict | None:
         """metrics.json of the run's last evaluation (None before any)."""
-        from corolla.files import read_json
-
         path = self.path / paths.METRICS
         fix = f"write it again with `run.evaluate()` (corolla evaluate {self.path})"
         return read_json(path, fix) if path.is_file() else None
@@ -78,8 +79,6 @@ class Run:
         the metrics (`tta`: test-time augmentation views; `fit_bias`: then fits the offsets for
         macro F1 into bias.json). `runtime`: backend, strategy, precision, batch_size,
         global_batch_size."""
-        from corolla.commands import evaluate
-
         flags, names = from_keywords(runtime, "Run.evaluate()", _INFERENCE)
         with tflog.quiet_tensorflow(), as_user_errors():
             return evaluate.evaluate(self.path, flags, names, data=_text(data), out=out,
@@ -91,8 +90,6 @@ class Run:
         """Writes the checked submission.csv (`tta`: test-time augmentation passes; `bias`
         "fitted": decided with the offsets of `evaluate(fit_bias=True)`) and returns its
         path."""
-        from corolla.commands import predict
-
         flags, names = from_keywords(runtime, "Run.predict()", _INFERENCE)
         with tflog.quiet_tensorflow(), as_user_errors():
             return predict.predict(self.path, flags, names, data=_text(data), out=out,
@@ -104,8 +101,6 @@ class Run:
         """The top-`top_k` classes of each photo (`photos`: a path or a list of image files,
         folders and CSVs of paths), as `corolla predict RUN PATH...`: one dict a photo,
         {"path", "top": [{"class", "label", "probability"}, ...]}."""
-        from corolla.commands import predict
-
         photos = [photos] if isinstance(photos, (str, Path)) else list(photos)
         flags, names = from_keywords(runtime, "Run.predict_photos()", _INFERENCE)
         with as_user_errors():
@@ -117,8 +112,6 @@ class Run:
                quantize: str = "none", check_images: int = 64) -> Path:
         """The model for deployment, as `corolla export`: `format` savedmodel, tflite or
         onnx (`quantize`: none, dynamic or float16, tflite only); returns the folder."""
-        from corolla.commands import export
-
         with as_user_errors():
             return export.export(self.path, format, out=out, quantize=quantize,
                                  check_images=check_images)
@@ -127,8 +120,6 @@ class Run:
                 **runtime) -> list[Path]:
         """Grad-CAM pictures of `images` (a path or a list of image files, folders, CSVs), as
         `corolla explain`; returns the files written."""
-        from corolla.commands import explain
-
         images = [images] if isinstance(images, (str, Path)) else list(images)
         flags, names = from_keywords(runtime, "Run.explain()", _INFERENCE)
         with as_user_errors():
@@ -137,17 +128,12 @@ class Run:
 
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""
-        from corolla.commands import report
-
         return Report(report.report(self.path))
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         if self.metrics is None:
             return (f"<p>Corolla run <code>{escape(str(self.path))}</code>: not evaluated yet "
                     f"(<code>run.evaluate()</code>)</p>")
-        from corolla.report import html as html_report
 
         return html_report.fragment(self.path)
 
@@ -170,8 +156,6 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     --config; `resume`: an interrupted run to continue; `strict`: copies of images across
     splits (the data check before training) are an error; `keywords`: the command line's flags
     by their Python names (data=, model=, epochs=, time="10m" instead of epochs=, ...)."""
-    from corolla.commands import train as train_command
-
     flags, names = from_keywords(keywords, "corolla.train()")
     with tflog.quiet_tensorflow(), as_user_errors():
         run_dir, _ = train_command.train(_text(config), flags, names, resume=resume, log=log,
@@ -185,8 +169,6 @@ def check_data(data: str | Path, out: str | Path | None = None, strict: bool = F
     class counts and imbalance, image sizes, images that do not decode), prints the table and
     returns everything found (`out`: also written to that new JSON file; `strict`: copies
     across splits are an error)."""
-    from corolla.commands import check_data as check_command
-
     with tflog.quiet_tensorflow(), as_user_errors():
         return check_command.check_data(str(data), out=out, strict=strict, log=log)
 

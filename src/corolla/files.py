@@ -2,11 +2,13 @@
 of one. Everything a run writes goes through here: the file is written under a temporary name
 in the same folder, flushed to disk, then renamed over the target (`os.replace` is atomic
 within one file system). Also: folders checked before the work that would write into them, and
-the reading of the JSON and CSV records a run keeps, whose damage is one line."""
+the reading of the JSON and CSV records a run keeps, whose damage is one line; and whether a
+path is remote (gs://...) or this machine's, made absolute."""
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import json
 import os
@@ -118,7 +120,7 @@ def hold_lock(path: str | Path) -> int:
     """An open file (made if missing) locked (flock) by this process; BlockingIOError when
     another holds it. The kernel drops the lock with its process, however that ends, so a
     killed writer leaves a lock anyone can take (`lock_is_free`)."""
-    import fcntl
+    import fcntl  # POSIX only: importing corolla.files must work where it is missing
 
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -150,8 +152,6 @@ def read_json(path: str | Path, fix: str):
 def read_history(path: str | Path) -> list[dict]:
     """history.csv's rows (one per epoch) with every value a number; a damaged file is one line
     naming it."""
-    import csv
-
     try:
         with Path(path).open(newline="") as f:
             rows = list(csv.DictReader(f))
@@ -211,3 +211,15 @@ def make_folder(folder: str | Path) -> Path:
 
 def write_json(data: dict, path: str | Path) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def is_remote(path: str | Path) -> bool:
+    """Whether `path` names a place on a remote store (gs://..., or a handle such as hf://)
+    rather than this machine's disk: such a path is used as given, never resolved."""
+    return "://" in str(path)
+
+
+def absolute(path: str) -> str:
+    """A local path made absolute, so that a run's record still finds it from another working
+    folder; a remote one as it is."""
+    return path if is_remote(path) else os.path.abspath(path)

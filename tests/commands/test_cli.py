@@ -103,6 +103,18 @@ def test_a_file_whose_name_miscounts_its_records_is_named(tmp_path, tiny_petals,
     assert not (tmp_path / "runs").exists()
 
 
+def test_the_parser_is_built_from_the_commands_without_tensorflow():
+    """Every command module is imported to build the parser, before the flags pick the Keras
+    backend and before TensorFlow's start-up lines are quieted: none may import them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from corolla import cli; cli.build_parser(); "
+            "loaded = sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'tensorflow', 'keras', 'jax'}); assert not loaded, loaded")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
 def test_a_closed_pipe_ends_quietly(tmp_path):
     """`corolla check-data --data D | head -1` ended in a BrokenPipeError traceback."""
     import subprocess
@@ -111,7 +123,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     script = ("import sys\nfrom corolla import cli\n"
               "def lines(args):\n    for k in range(200_000):\n        print('row', k)\n"
               "    return 0\n"
-              "cli.COMMANDS['info'] = lines\nraise SystemExit(cli.main(['info']))\n")
+              "cli.COMMANDS['info'].main = lines\nraise SystemExit(cli.main(['info']))\n")
     reader = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
     assert reader.stdout.readline() == b"row 0\n"

@@ -58,7 +58,7 @@ def test_every_stop_ends_as_interrupted_with_the_signals_status(monkeypatch, cap
         raise cli.UserError("the data is gone")
 
     for command in (lost, in_a_library, then_a_user_error):
-        monkeypatch.setitem(cli.COMMANDS, "info", command)
+        monkeypatch.setattr(cli.COMMANDS["info"], "main", command)
         assert main(["info"]) == 128 + signal.SIGTERM, command.__name__
         err = capsys.readouterr().err
         assert err.strip().splitlines()[-1] == "corolla: interrupted", err

@@ -69,7 +69,7 @@ def test_damage_met_in_the_stream_itself_is_one_line(tmp_path, capsys, monkeypat
         for _ in reading(layout.open_layout(args.data).split("val")):
             pass
 
-    monkeypatch.setitem(cli.COMMANDS, "train", evaluate_unchecked)
+    monkeypatch.setattr(cli.COMMANDS["train"], "main", evaluate_unchecked)
     train_tiny(tmp_path / "runs", data=tmp_path / "data", tiny=FLAGS, code=2)
     _one_line(capsys, says.format(damaged["val", 0]), "--skip-bad-records")
 

@@ -27,7 +27,7 @@ def trained(tiny_run):
 
     plan = runtime.detect()
     run = tiny_run
-    _, _, data = inference.open_run(run)
+    data = inference.open_run(run, plan=plan).layout
     images = np.concatenate([
         np.stack([e["image"].numpy() for e in pipeline.read(data.split(s), data.image_size,
                                                               ordered=True)])

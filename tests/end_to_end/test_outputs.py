@@ -25,13 +25,12 @@ RUN_FILES = (paths.CONFIG, paths.MODEL, paths.HISTORY, paths.PLAN, paths.CLASSES
 @pytest.fixture
 def no_model_loading(monkeypatch):
     """Fails the test if a model is loaded: refusals must come before that work."""
-    from corolla.commands import evaluate, predict
+    from corolla.evaluation import inference
 
     def load_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the refusal")
 
-    monkeypatch.setattr(predict, "load_model", load_model)
-    monkeypatch.setattr(evaluate, "load_model", load_model)
+    monkeypatch.setattr(inference, "load_model", load_model)  # evaluate's and predict's
 
 
 def _snapshot(run):
@@ -223,9 +222,9 @@ def test_outputs_never_land_in_a_data_set_or_an_input(tiny_run, tmp_path, capsys
                                                       no_model_loading, monkeypatch):
     """PNGs written into a class folder (or as a new class beside them) would be trained on
     as photos; the run's own data, and the inputs of a command, are never written."""
-    from corolla.commands import explain
+    from corolla.evaluation import inference
 
-    monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    monkeypatch.setattr(inference, "load_model", lambda *a, **k: pytest.fail("model loaded"))
     run = tiny_run
     data = data_of(run)
     photos = tmp_path / "small_copy"
@@ -251,9 +250,9 @@ def test_explain_never_writes_over_the_runs_own_files(tiny_run, tmp_path, capsys
                                                       no_model_loading, monkeypatch):
     """`explain RUN x.jpg --out RUN --force` replaced RUN/confusion_matrix.png, and its
     refusal without --force advised --force."""
-    from corolla.commands import explain
+    from corolla.evaluation import inference
 
-    monkeypatch.setattr(explain, "load_model", lambda *a, **k: pytest.fail("model loaded"))
+    monkeypatch.setattr(inference, "load_model", lambda *a, **k: pytest.fail("model loaded"))
     run = tiny_run
     photo = pictures(tmp_path / "photos", ["confusion_matrix"]) / paths.CONFUSION
     before = _snapshot(run)

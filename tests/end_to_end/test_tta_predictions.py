@@ -27,7 +27,7 @@ def expected(tiny_run):
     from corolla.data import pipeline
 
     run = tiny_run
-    _, _, data = inference.open_run(run)
+    data = inference.open_run(run, plan=plan).layout
     split = data.split("test")
     ids = pipeline.metadata(split)["ids"]
     images = np.stack([e["image"].numpy() for e in pipeline.read(split, data.image_size,

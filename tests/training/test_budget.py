@@ -84,7 +84,7 @@ def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
 
 
 def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
-    from corolla.training import fit
+    from corolla.training import phases
 
     cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64,
                                  "train.start_size": 32, "train.size_ramp_start": 0.5,
@@ -94,7 +94,7 @@ def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
                          val={64: 0.5}, backup=0.1)
 
     def phases_of(train, size):
-        return fit.phases(train, True, size)
+        return phases.phases(train, True, size)
 
     epochs, estimate = budget.most_epochs(cfg, phases_of, costs, 60.0, steps=10)
     assert estimate <= 60.0
@@ -104,14 +104,14 @@ def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
 
 
 def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
-    from corolla.training import fit
+    from corolla.training import phases
 
     cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
     costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0}, val={64: 0.5},
                          backup=0.1)
 
     def phases_of(train, size):
-        return fit.phases(train, True, size)
+        return phases.phases(train, True, size)
 
     # An epoch of 10 steps costs 1.6 s (steps, validation, backup), once 1.1 s (tracing, the
     # final save): 3 whole epochs take 5.9 s of 6; 4 epochs of 6 steps take 3.5 + 4 x 6 x 0.1.
@@ -126,13 +126,13 @@ def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
 
 
 def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
-    from corolla.training import fit
+    from corolla.training import phases
 
     t = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2}).train
     costs = budget.Costs(step={(True, 64): 0.2, (False, 64): 0.5},
                          first={(True, 64): 3.0, (False, 64): 4.0}, val={64: 2.0}, backup=0.1,
                          cache={64: 0.3}, cache_first={64: 5.0})
-    plan_phases = fit.phases(t, True, 64)
+    plan_phases = phases.phases(t, True, 64)
     trained = 4.0 + 2 * (10 * 0.5 + 2.0 + 0.1)
     # Through the frozen model every epoch: its steps, its tracing, validation and backups.
     assert budget.seconds(plan_phases, costs, 64, 10) == pytest.approx(
@@ -145,7 +145,7 @@ def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
         0.1 + (2 * 7 + 3) * 0.3 + 2 * 0.1 + trained)
     # ...except where the frozen phase runs at another size than the final one (val's pass).
     # A frozen phase of one epoch draws one view per image: the mirror images are not cached.
-    ramp = fit.phases(config.load(overrides={
+    ramp = phases.phases(config.load(overrides={
         "train.epochs": 4, "train.frozen_epochs": 2, "model.input_size": 64,
         "train.start_size": 32, "train.size_ramp_start": 0.0, "train.size_ramp_end": 0.5}).train,
         True, 64)

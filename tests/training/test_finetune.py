@@ -71,7 +71,7 @@ def test_batchnorm_statistics_stay_while_frozen_and_in_inference_mode(lite0, tin
     import keras
 
     from corolla import models, runtime, training
-    from corolla.training.fit import batchnorm_layers
+    from corolla.training.phases import batchnorm_layers
 
     cfg = config.load(overrides={
         "data.path": str(tiny_petals), "data.augment": "color", "model.name": "efficientnet_lite0",
@@ -99,7 +99,7 @@ def test_only_the_backbones_top_fraction_trains_once_it_thaws(lite0, tiny_petals
     import keras
 
     from corolla import models, runtime, training
-    from corolla.training.fit import backbone_of, below_unfrozen
+    from corolla.training.phases import backbone_of, below_unfrozen
 
     cfg = config.load(overrides={
         "data.path": str(tiny_petals), "model.name": "efficientnet_lite0",
@@ -121,7 +121,7 @@ def test_only_the_backbones_top_fraction_trains_once_it_thaws(lite0, tiny_petals
 
 
 def test_batchnorm_mode_follows_the_weights_unless_the_recipe_says():
-    from corolla.training.fit import batchnorm_inference
+    from corolla.training.phases import batchnorm_inference
 
     def mode(**keys):
         return batchnorm_inference(config.load(overrides=keys))

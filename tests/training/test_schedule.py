@@ -25,7 +25,7 @@ def test_schedule_matches_its_formula_at_chosen_steps():
 
 
 def test_progressive_resizing_ramps_in_steps_of_16_and_ends_at_the_input_size():
-    from corolla.training import fit, schedule
+    from corolla.training import phases, schedule
 
     def sizes(final, epochs, **train):
         t = config.load(overrides={"train.epochs": epochs, **{f"train.{k}": v
@@ -43,9 +43,9 @@ def test_progressive_resizing_ramps_in_steps_of_16_and_ends_at_the_input_size():
     t = config.load(overrides={"train.epochs": 6, "train.start_size": 16,
                                "train.frozen_epochs": 2, "train.size_ramp_start": 0.4,
                                "train.size_ramp_end": 0.6}).train
-    assert [(p.start, p.end, p.frozen, p.size) for p in fit.phases(t, True, 32)] == [
+    assert [(p.start, p.end, p.frozen, p.size) for p in phases.phases(t, True, 32)] == [
         (0, 2, True, 16), (2, 4, False, 16), (4, 6, False, 32)]
-    assert [(p.start, p.end, p.size) for p in fit.phases(t, True, 0)] == [(0, 2, 0), (2, 6, 0)]
+    assert [(p.start, p.end, p.size) for p in phases.phases(t, True, 0)] == [(0, 2, 0), (2, 6, 0)]
 
 
 STEPS = 3  # per epoch, in the schedule tests

@@ -12,9 +12,10 @@ from __future__ import annotations
 import statistics
 import time
 
-from corolla.data import layout as layout_lib
+from corolla import config as config_lib
+from corolla import models, runtime
+from corolla.commands import arguments
 from corolla.config import policies
-from corolla.data import pipeline
 
 
 def _rate(make, batches: int, warmup: int, batch: int) -> float:
@@ -35,6 +36,8 @@ def decode_only(split, image_size: int, batch: int):
     batched, parsed and decoded (uint8), no shuffle, augmentation or cast."""
     import tensorflow as tf
 
+    from corolla.data import pipeline
+
     return pipeline._records(split, ordered=False).repeat().batch(batch).map(
         lambda r, p, i: pipeline.decode_batch(r, p, i, image_size, features=split.features,
                                               stored_size=split.stored_size),
@@ -46,6 +49,9 @@ def data(path: str, image_size: int = 0, batch_size: int = 128, augment="default
          label: str = "--augment") -> dict:
     """Images/s of (a) parse+decode and (b) the training pipeline with `augment` (a policy or
     names; `label` names the setting in errors), and b/a."""
+    from corolla.data import layout as layout_lib
+    from corolla.data import pipeline
+
     names = policies.resolve(augment, label)
     layout = layout_lib.open_layout(path, image_size, 192)
     split, size = layout.split("train"), layout.image_size
@@ -80,8 +86,8 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
     import keras
     import tensorflow as tf
 
-    from corolla import models
-    from corolla.training import fit, settings
+    from corolla.data import pipeline
+    from corolla.training import compiling, settings
 
     config, layout = settings.resolve(config, plan)
     size, t = config.model.input_size, config.train
@@ -95,7 +101,7 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
     with plan.scope():
         model = models.create_model(config.model.name, classes, size, config.model.weights,
                                     config.model.train_backbone)
-        fit.compile_model(model, plan, t.learning_rate, 1, train=t)
+        compiling.compile_model(model, plan, t.learning_rate, 1, train=t)
     log(f"{config.model.name} at {size}x{size}, global batch {plan.global_batch} on "
         f"{plan.strategy_name}; augmentation: {', '.join(config.data.augment) or 'none'}; "
         f"{rounds} epochs of {steps} steps after one to warm up, medians")
@@ -135,9 +141,40 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
 
 def train_command(flags: dict, names: dict, steps: int = 20, log=print) -> dict:
     """`corolla bench train`: `train` with the plan these runtime and batch settings get."""
-    from corolla import config as config_lib
-    from corolla import runtime
-
     cfg = config_lib.load(overrides=flags, labels=names)
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     return train(cfg, plan, steps=steps, log=log)
+
+
+HELP = ("measure the input pipeline: against JPEG decoding (bench data), against the model it "
+        "feeds (bench train)")
+
+
+def add_arguments(p) -> None:
+    bench = p.add_subparsers(dest="bench", required=True, parser_class=type(p))
+    b = bench.add_parser("data", help="images/s of parse+decode and of the training pipeline "
+                         "with augmentation, and their ratio")
+    b.add_argument("--data", required=True, help="folder holding tfrecords-jpeg-SxS/")
+    b.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read "
+                   "(default: the one nearest 192)")
+    b.add_argument("--batch-size", type=int, default=128, help="images per batch (default 128)")
+    b.add_argument("--batches", type=int, default=30, help="timed batches per round (default 30)")
+    arguments.augment(b)
+    b = bench.add_parser("train", help="steps/s of the model on the real pipeline against one "
+                         "cached batch: is training input-bound?")
+    b.add_argument("--data", required=True, help="folder holding tfrecords-jpeg-SxS/")
+    b.add_argument("--model", help="registered model name (default small_cnn)")
+    b.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read")
+    b.add_argument("--steps", type=int, default=20, help="timed steps per round (default 20)")
+    arguments.augment(b)
+    arguments.batch(b)
+    arguments.runtime(b)
+
+
+def main(args) -> int:
+    if args.bench == "data":
+        data(args.data, args.image_size or 0, args.batch_size,
+             args.augment if args.augment is not None else "default", batches=args.batches)
+    else:
+        train_command(*arguments.settings(args), steps=args.steps)
+    return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corolla.data import datasets, sources, survey
+from corolla.data import sources, survey
 from corolla.errors import UserError
 from corolla.files import write_json
 from corolla.runs import paths
@@ -26,6 +26,8 @@ def check_data(data: str, out: str | Path | None = None, strict: bool = False,
     """Checks `data` (cached by its key: an unchanged data set is not read again), prints the
     table and returns the summary; `out`: a new JSON file with everything found (every group
     of duplicates with its ids and paths). `strict`: copies across splits are an error."""
+    from corolla.data import datasets
+
     if not data:
         raise UserError("no data given; pass --data with a TFRecord layout, an image folder "
                         "or a CSV of path,label")
@@ -52,6 +54,8 @@ def for_training(data: str, features=None, strict: bool = False, log=print) -> d
     with `strict`, copies across splits are an error. Data the check cannot read (a damaged
     file) is said in one line and left to training, which names the fault as it always has
     (or skips damaged records with --skip-bad-records): None then."""
+    from corolla.data import datasets
+
     sources.kind_of(data)  # a path that is no data at all: its own error, first
     try:
         result, _ = survey.cached(data, datasets.checks_dir(), features, log=log)
@@ -67,3 +71,21 @@ def for_training(data: str, features=None, strict: bool = False, log=print) -> d
 def save_with_run(run_dir: str | Path, summary: dict) -> Path:
     """The run's copy of its data check (report.html shows it)."""
     return write_json(summary, Path(run_dir) / paths.DATA_CHECK)
+
+
+HELP = ("know the data before training: exact and near duplicates within and across splits, "
+        "class counts and imbalance, image sizes, files that do not decode")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--data", required=True, help="a TFRecord layout, an image folder or a CSV "
+                   "of path,label (as --data of train)")
+    p.add_argument("--out", metavar="FILE.json", help="write everything found (every group of "
+                   "duplicates with ids and paths) into this new JSON file")
+    p.add_argument("--strict", action="store_true", help="exit with an error when images have "
+                   "copies in another split")
+
+
+def main(args) -> int:
+    check_data(args.data, out=args.out, strict=args.strict)
+    return 0

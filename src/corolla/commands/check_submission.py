@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from corolla.data import datasets, pipeline
 from corolla.errors import UserError
 from corolla.report import submission
 
@@ -10,6 +9,8 @@ from corolla.report import submission
 def check_submission(file: str, data: str, log=print) -> None:
     """Header id,label, every test id once, labels in the class range; a UserError listing
     the problems otherwise."""
+    from corolla.data import datasets, pipeline
+
     layout = datasets.open_data(data)
     test_ids = pipeline.metadata(layout.split("test"))["ids"]
     problems = submission.check(file, test_ids, len(layout.class_names))
@@ -17,3 +18,18 @@ def check_submission(file: str, data: str, log=print) -> None:
         raise UserError(submission.describe(file, problems))
     log(f"{file}: OK, {submission.row_count(file)} rows: every test id of "
         f"{layout.size_dir} once, labels in [0, {len(layout.class_names)})")
+
+
+HELP = ("check a submission.csv against a data set's test split: header, every test id once, "
+        "labels in the class range")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("file", help="the CSV file to check")
+    p.add_argument("--data", required=True, help="the data folder (tfrecords-jpeg-SxS/ with a "
+                   "test split, and its classes.txt if any)")
+
+
+def main(args) -> int:
+    check_submission(args.file, args.data)
+    return 0

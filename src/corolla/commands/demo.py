@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corolla import config as config_lib
+from corolla import runtime
+from corolla.commands import arguments
+from corolla.data import synthetic
 from corolla.data.synthetic import PetalsSpec
 
 
@@ -42,15 +45,39 @@ def run(cache_dir: str | Path, runs_dir: str = "runs", tiny: bool = False, name:
         overrides: dict | None = None, plan=None, log=print):
     """Returns (run directory, val metrics). `overrides` are dotted config keys (e.g. the
     runtime flags); `plan` defaults to detecting the hardware."""
-    from corolla import runtime
-
     settings = TINY if tiny else FULL
     # The plan first: it picks the Keras backend, before anything imports TensorFlow.
     plan = plan or runtime.detect_for(demo_config(Path(cache_dir), settings, runs_dir, name,
                                                   overrides))
     from corolla.commands.run import train_evaluate_predict
-    from corolla.data import synthetic
 
     data_dir = synthetic.ensure(cache_dir, settings.data, log=log)
     config = demo_config(data_dir, settings, runs_dir, name, overrides)
     return train_evaluate_predict(config, plan, log=log)
+
+
+HELP = "offline: synthetic petals -> train -> evaluate -> submit"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--cache-dir", default=str(Path.home() / ".cache" / "corolla"),
+                   help="where the synthetic data set is generated (default ~/.cache/corolla)")
+    p.add_argument("--runs-dir", default="runs")
+    p.add_argument("--name", default="")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--tiny", action="store_true", help="a few dozen images, one epoch (tests)")
+    arguments.runtime(p)
+    arguments.batch(p)
+
+
+def main(args) -> int:
+    flags, _ = arguments.settings(args)
+    if args.epochs is not None:
+        flags["train.epochs"] = args.epochs
+    run_dir, metrics = run(args.cache_dir, args.runs_dir, tiny=args.tiny, name=args.name,
+                           overrides=flags)
+    if run_dir is not None:
+        from corolla.evaluation.metrics import f1_text
+
+        print(f"demo finished: val {f1_text(metrics)}; everything is in {run_dir}")
+    return 0

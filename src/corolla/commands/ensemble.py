@@ -6,9 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla.errors import UserError
-from corolla.evaluation import ensemble as ensemble_lib
-from corolla.evaluation import metrics as metrics_lib
-from corolla.report import scored
 from corolla.runs import paths, rundir
 
 
@@ -19,6 +16,10 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
     test.npz), metrics.json, the confusion matrix, with test predictions a checked
     submission.csv, and report.html. Everything is checked and the weights are chosen before the
     folder is made, so a refusal leaves nothing behind."""
+    from corolla.evaluation import ensemble as ensemble_lib
+    from corolla.evaluation import metrics as metrics_lib
+    from corolla.report import scored
+
     ensemble = ensemble_lib.build(folders, weights)
     if out is not None and (Path(out).exists() or Path(out).is_symlink()):
         raise UserError(f"--out {out} already exists; an ensemble writes a new folder: choose "
@@ -40,3 +41,21 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
     for path in written.values():
         log(f"wrote {path}")
     return out_dir
+
+
+HELP = ("blend several runs' saved probabilities, weights chosen on val: a new folder with "
+        "metrics, predictions and submission.csv")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (or other folders "
+                   "holding predictions/val.npz) after `corolla evaluate` and `corolla predict`")
+    p.add_argument("--weights", default="auto", help="auto (best val macro F1) or one number "
+                   "per run, e.g. 0.6,0.4 (normalised to sum to 1); default auto")
+    p.add_argument("--out", help="the new folder to write (default: runs/ensemble-<timestamp>); "
+                   "never an existing one")
+
+
+def main(args) -> int:
+    ensemble_run(args.runs, weights=args.weights, out=args.out)
+    return 0

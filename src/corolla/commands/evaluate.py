@@ -4,36 +4,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from corolla import config as config_lib
-from corolla.data import check
-from corolla.data.folds import WholeLayout
+from corolla.commands import arguments
 from corolla.errors import UserError
-from corolla.evaluation import bias as bias_lib
-from corolla.evaluation import evaluate as evaluate_lib
-from corolla.evaluation import metrics as metrics_lib
-from corolla.evaluation import predictions
+from corolla.evaluation import gradcam, predictions
 from corolla.evaluation import tta as tta_lib
-from corolla.evaluation.inference import load_model, open_run
-from corolla.report import plots, scored
+from corolla.files import read_json, write_json
 from corolla.runs import paths, rundir
-from corolla.runs.kfold import is_parent, refuse_parent
+from corolla.runs.kfold import is_parent
 from corolla.runs.outputs import output_dir
-from corolla.runtime import Plan
 
-
-def inference_plan(run, flags: dict | None = None, names: dict | None = None) -> Plan:
-    """The plan to evaluate or predict with a trained run on this machine: the run's config
-    with this machine's strategy and its own batch, unless runtime or batch settings say
-    otherwise (other settings are the run's own and are ignored)."""
-    from corolla import runtime
-
-    refuse_parent(run)  # a k-fold parent holds fold runs, not a model
-    _, run_cfg = rundir.load(run)
-    flags = {k: v for k, v in (flags or {}).items() if k.startswith(("runtime.", "train."))}
-    cfg = config_lib.apply(run_cfg, {"runtime.strategy": "auto", "train.global_batch_size": 0,
-                                     **flags}, names or {})
-    return runtime.detect_for(cfg)  # first: it picks the Keras backend
+if TYPE_CHECKING:  # the module loads Keras: commands import it where they run
+    from corolla.evaluation.inference import OpenedRun
 
 
 def evaluate(run, flags: dict | None = None, names: dict | None = None,
@@ -43,26 +26,26 @@ def evaluate(run, flags: dict | None = None, names: dict | None = None,
     report.html); returns the metrics. `tta`: test-time augmentation views (1: none).
     `fit_bias`: then fits per-class offsets for macro F1 on the val predictions (a k-fold
     run: on its out-of-fold ones, without evaluating again) into RUN/bias.json."""
-    tta_lib.check(tta)  # before the run is opened and a backend picked
+    tta = tta_lib.check(tta)  # before the run is opened and a backend picked
     if fit_bias and (data or out):
         raise UserError("--fit-bias fits the offsets on the run's own val split; leave out "
                         "--data and --out")
-    config_path = Path(run) / paths.CONFIG
-    if fit_bias and config_path.is_file() and is_parent(config_lib.load(config_path)):
-        fit_offsets(Path(run), paths.OOF, log)
-        return rundir_metrics(Path(run))
-    plan = inference_plan(run, flags, names)
-    metrics = evaluate_run(run, plan, data_path=data, out=out, log=log, tta=tta)
+    run_dir, config = rundir.read(run)
+    if fit_bias and is_parent(config):
+        fit_offsets(run_dir, paths.OOF, log)
+        return rundir_metrics(run_dir)
+    from corolla.evaluation.inference import open_run
+
+    opened = open_run(run, flags, names, data_path=data, config=config, log=log)
+    metrics = evaluate_run(opened, log=log, out=out, tta=tta)
     if fit_bias:
-        fit_offsets(Path(run), "val", log)
+        fit_offsets(run_dir, "val", log)
     return metrics
 
 
 def _explainer(model, log):
     """Grad-CAM for the report (explanations.png), or None where the model has no spatial
     feature map to explain."""
-    from corolla.evaluation import gradcam
-
     try:
         return gradcam.explainer(model)
     except UserError as e:
@@ -71,8 +54,6 @@ def _explainer(model, log):
 
 
 def rundir_metrics(run_dir: Path) -> dict:
-    from corolla.files import read_json
-
     return read_json(run_dir / paths.METRICS, f"write it again with `corolla train --resume "
                                               f"{run_dir}`")
 
@@ -80,7 +61,7 @@ def rundir_metrics(run_dir: Path) -> dict:
 def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
     """Fits the per-class offsets for macro F1 on the run's saved `split` predictions
     (`evaluation.bias`), writes RUN/bias.json, and says the held-out figures."""
-    from corolla.files import write_json
+    from corolla.evaluation import bias as bias_lib
 
     held = predictions.load(predictions.path_in(run_dir, split))
     if not held.labelled:
@@ -100,13 +81,20 @@ def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
     return record
 
 
-def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, log=print,
-                 out: str | Path | None = None, report_skipped: bool = True, tta: int = 1):
-    """`corolla evaluate`: loads the run's model (unless given), scores it on val (`tta`: the
-    mean of that many views of each image, see `corolla.evaluation.tta`), writes files into the
-    run directory (see `runs.outputs.output_dir`) and returns the metrics."""
-    tta = tta_lib.check(tta)
-    run_dir, config, layout = open_run(run_dir, data_path, log)
+def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | None = None,
+                 report_skipped: bool = True, tta: int = 1):
+    """`corolla evaluate` of an opened run on its data: loads the run's model (unless given),
+    scores it on val (`tta`, as `evaluate` checked it: the mean of that many views of each
+    image, see `corolla.evaluation.tta`), writes files into the run directory (see
+    `runs.outputs.output_dir`) and returns the metrics."""
+    from corolla.data import check
+    from corolla.data.folds import WholeLayout
+    from corolla.evaluation import evaluate as evaluate_lib
+    from corolla.evaluation import metrics as metrics_lib
+    from corolla.evaluation.inference import load_model
+    from corolla.report import plots, scored
+
+    run_dir, config, layout, plan = opened.folder, opened.config, opened.layout, opened.plan
     out_dir = output_dir(run_dir, config, layout, out)
     into_run = out_dir.resolve() == run_dir.resolve()
     if not into_run:
@@ -143,3 +131,24 @@ def evaluate_run(run_dir, plan: Plan, data_path: str | None = None, model=None, 
         for line in check.skipped_summary([layout.split("val")]):
             log(line)
     return m
+
+
+HELP = "score a run on val: metrics.json and plots"
+
+
+def add_arguments(p) -> None:
+    arguments.scored_run(p)
+    p.add_argument("--out", help="folder for metrics.json and the plots (default: the run "
+                   "folder; RUN/eval-<data folder>/ for --data elsewhere)")
+    p.add_argument("--fit-bias", action="store_true", help="then fit one offset per class to "
+                   "the log-probabilities that maximises macro F1 on val (a k-fold run: on its "
+                   "out-of-fold predictions) into RUN/bias.json, and report the held-out gain")
+    arguments.tta(p)
+    arguments.runtime(p)
+    arguments.batch(p, " for inference")
+
+
+def main(args) -> int:
+    evaluate(args.run, *arguments.settings(args), data=args.data, out=args.out, tta=args.tta,
+             fit_bias=args.fit_bias)
+    return 0

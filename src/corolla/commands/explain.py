@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corolla.commands.evaluate import inference_plan
+from corolla.commands import arguments
 from corolla.commands.predict import input_size_of
+from corolla.data import photos as photos_lib
 from corolla.errors import UserError, check_stop
-from corolla.evaluation.inference import load_model
+from corolla.evaluation import gradcam
 from corolla.files import check_folder, make_folder
+from corolla.report import photos as photo_report
 from corolla.runs import paths, rundir
 from corolla.runs.outputs import inside, refuse_foreign
 
@@ -19,13 +21,11 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     """Writes OUT/<image name>.png for each photo named by `images` (files, folders, CSVs of
     paths, as `corolla predict RUN PATH...` takes them; default OUT: RUN/explain/); returns the
     files written. A file that does not decode is skipped and listed."""
-    from corolla.data import photos as photos_lib
-    from corolla.evaluation import gradcam
-    from corolla.report import photos as photo_report
+    from corolla.evaluation.inference import load_model, open_run
     from corolla.report import plots
 
-    plan = inference_plan(run, flags, names)
-    run_dir, config = rundir.load(run)
+    opened = open_run(run, flags, names, with_data=False)
+    run_dir, config, plan = opened.folder, opened.config, opened.plan
     files = photos_lib.list_photos(images)
     if not files:
         raise UserError("no images given; pass image files, folders of them, or a CSV of paths")
@@ -91,3 +91,20 @@ def _targets(files: list[str], folder: Path) -> list[Path]:
         targets.append(folder / (f"{stem}.png" if seen[stem] == 1 else
                                  f"{stem}-{seen[stem]}.png"))
     return targets
+
+
+HELP = "why a run's model decided: a Grad-CAM heatmap per image (RUN/explain/IMAGE.png)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run", help="a run directory")
+    p.add_argument("images", nargs="+", metavar="IMAGE", help="image files, folders of them "
+                   "(searched recursively) or CSVs of paths")
+    p.add_argument("--out", help="the folder for the pictures (default: RUN/explain/)")
+    p.add_argument("--force", action="store_true", help="replace pictures already there")
+    arguments.runtime(p)
+
+
+def main(args) -> int:
+    explain(args.run, args.images, *arguments.settings(args), out=args.out, force=args.force)
+    return 0

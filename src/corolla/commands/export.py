@@ -15,13 +15,17 @@ import shutil
 import subprocess
 import sys
 import uuid
+from importlib import metadata
 from pathlib import Path
 
+import numpy as np
+
+from corolla import runtime
 from corolla.errors import UserError
 from corolla.evaluation import exported
 from corolla.files import check_folder, make_folder
+from corolla.report import export as writer
 from corolla.runs import paths, rundir
-from corolla.runs.kfold import refuse_parent
 
 CHECK_IMAGES = 64  # val images the export is compared on: enough to see a wrong conversion
 TOLERANCE = 1e-4  # float32 exports: the largest difference in a probability
@@ -60,15 +64,14 @@ def export(run, fmt: str, out: str | Path | None = None, quantize: str = "none",
     if isinstance(check_images, bool) or not isinstance(check_images, int) or check_images < 0:
         raise UserError(f"--check-images must be 0 (no check) or a number of val images, got "
                         f"{check_images!r}")
-    refuse_parent(run)
-    run_dir, _ = rundir.load(run)
+    run_dir, config = rundir.load(run)
     out = Path(out) if out is not None else default_out(run_dir, fmt, quantize)
     if out.exists():
         raise UserError(f"{out} already exists; remove it or pass --out with a new folder")
     check_folder(out.parent, "--out")
     if _keras_elsewhere():
         return _in_subprocess(run_dir, fmt, out, quantize, check_images, log)
-    return _export_here(run_dir, fmt, out, quantize, check_images, log)
+    return _export_here(run_dir, config, fmt, out, quantize, check_images, log)
 
 
 def _in_subprocess(run_dir, fmt, out, quantize, check_images, log) -> Path:
@@ -86,18 +89,13 @@ def _in_subprocess(run_dir, fmt, out, quantize, check_images, log) -> Path:
     return out
 
 
-def _export_here(run_dir: Path, fmt: str, out: Path, quantize: str, check_images: int,
+def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, check_images: int,
                  log) -> Path:
-    from importlib import metadata
-
     import keras
 
-    from corolla import runtime
     from corolla.evaluation.inference import load_model
-    from corolla.report import export as writer
 
     plan = runtime.detect(backend="tensorflow", strategy="default", precision="float32")
-    _, config = rundir.load(run_dir)
     class_names = rundir.class_names(run_dir)
     model = exported.as_float32(load_model(run_dir, plan, len(class_names), config))
     size = model.input_shape[1]
@@ -113,7 +111,8 @@ def _export_here(run_dir: Path, fmt: str, out: Path, quantize: str, check_images
                  "classes": len(class_names), "run": str(run_dir.resolve()),
                  "corolla": metadata.version("corolla"), "keras": keras.__version__,
                  "size_bytes": writer.size_bytes(path)}
-        about["check"] = _check(model, fmt, path, run_dir, size, quantize, check_images, log)
+        about["check"] = _check(model, fmt, path, run_dir, config, size, quantize, check_images,
+                                log)
         writer.write_beside(partial, class_names, about)
         partial.rename(out)
     except ImportError as e:
@@ -128,13 +127,13 @@ def _export_here(run_dir: Path, fmt: str, out: Path, quantize: str, check_images
 
 
 
-def _check(model, fmt, path, run_dir, size, quantize, count, log) -> dict | None:
+def _check(model, fmt, path, run_dir, config, size, quantize, count, log) -> dict | None:
     """The export against model.keras on the first `count` val images of the run's data."""
     if count <= 0:
         log("not checked against model.keras (--check-images 0): the export's outputs are "
             "unverified")
         return None
-    images = _val_images(run_dir, size, count)
+    images = _val_images(run_dir, config, size, count)
     if images is None:
         log("not checked: the run's data is not readable here")
         return None
@@ -154,17 +153,41 @@ def _check(model, fmt, path, run_dir, size, quantize, count, log) -> dict | None
     return result
 
 
-def _val_images(run_dir: Path, size: int, count: int):
-    """float32 [n <= count, size, size, 3] from the run's val split, or None."""
-    import numpy as np
-
+def _val_images(run_dir: Path, config, size: int, count: int):
+    """float32 [n <= count, size, size, 3] from the val split of the run (`run_dir`, its
+    `config`), or None."""
     from corolla.data import pipeline
-    from corolla.evaluation.inference import open_run
+    from corolla.evaluation.inference import open_data
 
     try:
-        _, _, layout = open_run(run_dir, log=lambda *a: None)
+        layout = open_data(run_dir, config, log=lambda *a: None)
         split = layout.split("val")
         batches = pipeline.eval_dataset(split, size, min(count, split.count), pad=False)
         return np.asarray(next(iter(batches)), np.float32)
     except (UserError, StopIteration, KeyError):
         return None
+
+
+HELP = ("a run's model for deployment (SavedModel, LiteRT or ONNX) in a folder with classes.txt "
+        "and export.json, checked against model.keras")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run", help="a run directory")
+    p.add_argument("--format", required=True, choices=exported.FORMATS,
+                   help="savedmodel (TensorFlow Serving), tflite (LiteRT: phones, edge) or "
+                        "onnx (onnxruntime; needs corolla[export])")
+    p.add_argument("--quantize", choices=exported.QUANTIZE, default="none",
+                   help="tflite only: dynamic (int8 weights, about 4x smaller) or float16 "
+                        "(2x smaller); default none (float32)")
+    p.add_argument("--out", help="the folder to write (default: RUN/export-FORMAT[-QUANTIZE]/); "
+                   "never an existing one")
+    p.add_argument("--check-images", type=int, default=CHECK_IMAGES, metavar="N",
+                   help=f"compare the export with model.keras on N val images (default "
+                        f"{CHECK_IMAGES}; 0: no check)")
+
+
+def main(args) -> int:
+    export(args.run, args.format, out=args.out, quantize=args.quantize,
+           check_images=args.check_images)
+    return 0

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 
 from corolla import config as config_lib
+from corolla import models as models_lib
+from corolla import runtime
+from corolla.commands import arguments
+from corolla.config import recipe
 
 
 def recipes(log=print) -> None:
     """The shipped recipes as a table (`corolla info --recipes`)."""
-    from corolla.config import recipe
-
     log(f"{'recipe':22s} {'model':18s} {'size':>6s} {'epochs':>6s}  description")
     for row in recipe.table():
         # The data's size to read, else the model's input size at most (<=; from the start
@@ -29,8 +31,6 @@ def recipes(log=print) -> None:
 
 def models(log=print) -> None:
     """The registered models as a table (`corolla info --models`)."""
-    from corolla import models as models_lib
-
     log(f"{'model':20s} {'size':>6s} {'params':>7s}  imagenet  description")
     for name in models_lib.names():
         spec = models_lib.get(name)
@@ -43,8 +43,6 @@ def models(log=print) -> None:
 def hardware(flags: dict | None = None, names: dict | None = None, as_json: bool = False,
              log=print) -> dict:
     """The plan this machine gets with these runtime and batch settings; returns it as data."""
-    from corolla import runtime
-
     cfg = config_lib.load(overrides=flags or {}, labels=names or {})
     info = runtime.detect_for(cfg).to_dict()
     if as_json:
@@ -73,3 +71,24 @@ def hardware(flags: dict | None = None, names: dict | None = None, as_json: bool
     if info["backend"] == "jax":
         log(f"compile cache {info['compile_cache'] or 'off'} (JAX's compiled programs)")
     return info
+
+
+HELP = "hardware, backend, strategy, replicas, global batch"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--models", action="store_true", help="list the registered models")
+    p.add_argument("--recipes", action="store_true", help="list the shipped training recipes")
+    arguments.runtime(p)
+    arguments.batch(p)
+
+
+def main(args) -> int:
+    if args.recipes:
+        recipes()
+    elif args.models:
+        models()
+    else:
+        hardware(*arguments.settings(args), as_json=args.json)
+    return 0

@@ -26,7 +26,7 @@ last completed epoch, the others start.
 
 from __future__ import annotations
 
-import os
+import gc
 import shutil
 from pathlib import Path
 
@@ -35,13 +35,12 @@ import numpy as np
 from corolla import config as config_lib
 from corolla import models
 from corolla.commands.run import train_evaluate_predict
-from corolla.data import check, pipeline
+from corolla.data import check, datasets, pipeline, survey
 from corolla.data import folds as folds_lib
-from corolla.data import datasets, survey
 from corolla.errors import Interrupted, UserError
-from corolla.files import read_history
 from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import pool as pool_lib
+from corolla.files import absolute, read_history
 from corolla.report import scored
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
@@ -54,9 +53,7 @@ def _resolve(config: config_lib.RunConfig, resume: bool, log):
     `datasets.open_recorded`), and the data's layout."""
     spec = models.get(config.model.name)
     models.check_weights(spec, config.model.weights)
-    path = config.data.path
-    if path and "://" not in path:
-        path = os.path.abspath(path)
+    path = config.data.path and absolute(config.data.path)
     if resume:  # the data the folds were assigned on, whatever happened to the source since
         layout = datasets.open_recorded(config.data, settings.data_size(config, spec), log=log)
     else:
@@ -187,7 +184,7 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
             except KeyboardInterrupt:  # continue the whole k-fold run, not only this fold
                 raise Interrupted(parent) from None
             _free_memory()
-        metrics = pool(parent, log=log)
+        metrics = pool(parent, config, layout, log=log)
         rundir.mark_finished(parent)
     finally:
         rundir.release(parent)
@@ -197,18 +194,17 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
 def _free_memory() -> None:
     """The next fold builds a new model: the last one's can go now. (Not keras' clear_session:
     it would also reset the plan's dtype policy and JAX distribution, global Keras settings.)"""
-    import gc
-
     gc.collect()
 
 
-def pool(parent: str | Path, log=print) -> dict:
+def pool(parent: str | Path, config: config_lib.RunConfig, images, log=print) -> dict:
     """The parent's files, from its folds' saved predictions alone (`evaluation.pool`):
     predictions/oof.npz with the scored folder's files (metrics.json, confusion_matrix.png,
     report.html), and (when the folds predicted a test split) the mean of their test
-    probabilities, predictions/test.npz and submission.csv (checked)."""
+    probabilities, predictions/test.npz and submission.csv (checked). `config`, `images`: the
+    parent's resolved config and its data's layout, as `train_folds` opened them (the images
+    of the labels to review)."""
     parent = Path(parent)
-    config = config_lib.load(parent / paths.CONFIG)
     assignment = folds_lib.Assignment.read(parent / paths.FOLDS)
     k = config.train.folds
     fold_dirs = [parent / paths.fold_name(fold) for fold in range(1, k + 1)]
@@ -217,10 +213,6 @@ def pool(parent: str | Path, log=print) -> dict:
     log(f"out-of-fold ({len(pooled.oof)} train+val images, {k} folds): accuracy "
         f"{m['accuracy']:.4f}  {metrics_lib.f1_text(m)}  precision "
         f"{m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}")
-    try:  # the images of the labels to review; without them, the review has no pictures
-        images = datasets.open_recorded(config.data, log=lambda *a: None)
-    except UserError:
-        images = None
     written = scored.write(parent, m, pooled.oof, test=pooled.test, write_submission=True,
                            title="Out-of-fold (rows: true class, normalised)",
                            review_layout=images)

@@ -6,24 +6,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from corolla import config as config_lib
-from corolla.commands.evaluate import inference_plan
-from corolla.data import check
+from corolla.commands import arguments
+from corolla.data import photos as photos_lib
 from corolla.errors import UserError, check_stop
-from corolla.evaluation import bias as bias_lib
-from corolla.evaluation import predict as predict_lib
 from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation import tta as tta_lib
-from corolla.evaluation.inference import load_model, open_run
 from corolla.files import make_folder
-from corolla.report import scored, submission
+from corolla.report import photos as photo_report
+from corolla.report import submission
 from corolla.runs import paths, rundir
 from corolla.runs.kfold import is_parent
 from corolla.runs.outputs import output_dir, output_path
-from corolla.runtime import Plan
+
+if TYPE_CHECKING:  # the module loads Keras: commands import it where they run
+    from corolla.evaluation.inference import OpenedRun
 
 BIAS_CHOICES = ("none", "fitted")  # --bias: argmax, or the offsets of evaluate --fit-bias
 
@@ -34,18 +34,24 @@ def predict(run, flags: dict | None = None, names: dict | None = None,
     """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
     test-time augmentation views (1: none). `bias`: "fitted" decides with the offsets of
     `corolla evaluate RUN --fit-bias` (a k-fold run: on its averaged test predictions)."""
-    tta_lib.check(tta)
+    tta = tta_lib.check(tta)
     _check_bias(bias)
     if _is_stdout(out):  # the run's checked submission.csv, then its text on stdout
-        path = predict(run, flags, names, data, None, force, tta, bias, log=_to_stderr)
+        path = _predict(run, flags, names, data, None, force, tta, bias, _to_stderr)
         sys.stdout.write(path.read_text())
         return path
-    config_path = Path(run) / paths.CONFIG
-    if bias == "fitted" and config_path.is_file() and is_parent(config_lib.load(config_path)):
-        return _parent_with_offsets(Path(run), out, force, log)
-    plan = inference_plan(run, flags, names)
-    return predict_run(run, plan, data_path=data, out=out, force=force, log=log, tta=tta,
-                       bias=bias)
+    return _predict(run, flags, names, data, out, force, tta, bias, log)
+
+
+def _predict(run, flags, names, data, out, force: bool, tta: int, bias: str, log) -> Path:
+    """`predict` with its arguments checked."""
+    run_dir, config = rundir.read(run)
+    if bias == "fitted" and is_parent(config):
+        return _parent_with_offsets(run_dir, out, force, log)
+    from corolla.evaluation.inference import open_run
+
+    opened = open_run(run, flags, names, data_path=data, config=config, log=log)
+    return predict_run(opened, out=out, force=force, log=log, tta=tta, bias=bias)
 
 
 def _is_stdout(out) -> bool:
@@ -65,6 +71,8 @@ def _check_bias(bias: str) -> None:
 def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
     """A k-fold run's submission from its averaged test predictions, decided with its
     offsets (fitted on its out-of-fold predictions)."""
+    from corolla.evaluation import bias as bias_lib
+
     test = predictions_lib.load(predictions_lib.path_in(parent, "test"))
     path = output_path(parent, out, force)
     labels = bias_lib.decide(test.probabilities, bias_lib.load(parent, test.class_names))
@@ -74,20 +82,25 @@ def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
     return path
 
 
-def predict_run(run_dir, plan: Plan, data_path: str | None = None, model=None,
-                out: str | Path | None = None, log=print, force: bool = False,
-                report_skipped: bool = True, tta: int = 1, bias: str = "none") -> Path:
-    """`corolla predict`: writes submission.csv (into the run directory unless `out` is given;
-    see `runs.outputs.output_path` for what `out` and `force` may replace), checked against the
+def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, log=print,
+                force: bool = False, report_skipped: bool = True, tta: int = 1,
+                bias: str = "none") -> Path:
+    """`corolla predict` of an opened run on its data (`tta` and `bias` as `predict` checked
+    them): writes submission.csv (into the run directory unless `out` is given; see
+    `runs.outputs.output_path` for what `out` and `force` may replace), checked against the
     test ids. The test predictions are saved where evaluate saves val's (the run, or
     RUN/eval-<data>/ for other data; see `runs.outputs.output_dir`), whatever `out` is: they are
     the run's record of its model on that data, which ensembles read. `tta`: the mean of that
     many views of each image (see `corolla.evaluation.tta`), recorded in the saved
     predictions. `bias` "fitted": the submission's classes are decided with the run's fitted
     offsets (`corolla.evaluation.bias`); the saved probabilities stay the model's own."""
-    tta = tta_lib.check(tta)
-    _check_bias(bias)
-    run_dir, config, layout = open_run(run_dir, data_path, log)
+    from corolla.data import check
+    from corolla.evaluation import bias as bias_lib
+    from corolla.evaluation import predict as predict_lib
+    from corolla.evaluation.inference import load_model
+    from corolla.report import scored
+
+    run_dir, config, layout, plan = opened.folder, opened.config, opened.layout, opened.plan
     offsets = bias_lib.load(run_dir, layout.class_names) if bias == "fitted" else None
     if layout.source and not layout.has_split("test"):  # an image folder or CSV, converted
         raise UserError(f"the data {layout.source} has no test split to predict: put unlabelled "
@@ -138,16 +151,15 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     rows (path and top classes of each photo)."""
     import keras
 
-    from corolla.data import photos as photos_lib
-    from corolla.evaluation.inference import predict_images
-    from corolla.report import photos as photo_report
+    from corolla.evaluation import bias as bias_lib
+    from corolla.evaluation.inference import load_model, open_run, predict_images
 
     tta = tta_lib.check(tta)
     _check_bias(bias)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"--top-k must be a number of classes, 1 or more, got {top!r}")
-    plan = inference_plan(run, flags, names)
-    run_dir, config = rundir.load(run)
+    opened = open_run(run, flags, names, with_data=False)
+    run_dir, config, plan = opened.folder, opened.config, opened.plan
     class_names = rundir.class_names(run_dir)
     offsets = bias_lib.load(run_dir, class_names) if bias == "fitted" else None
     files = photos_lib.list_photos(photos)
@@ -226,3 +238,53 @@ def input_size_of(model, config) -> int:
     shape = model.input_shape
     return (shape[1] if isinstance(shape, tuple) else None) or config.model.input_size or \
         config.data.image_size
+
+
+HELP = "write a run's submission.csv for the test split"
+
+
+def add_arguments(p) -> None:
+    arguments.scored_run(p)
+    _photo_flags(p)
+    p.add_argument("--out", help="submission file (default: RUN/submission.csv); with PATHs, "
+                   "the CSV of their predictions (default for more than 20 photos or --json: "
+                   "./RUN_NAME-predictions.csv); never a file of the run")
+    p.add_argument("--force", action="store_true", help="let --out replace an existing file")
+    p.add_argument("--bias", choices=BIAS_CHOICES, default="none",
+                   help="fitted: decide with the per-class offsets of `corolla evaluate RUN "
+                        "--fit-bias` (for macro F1); default none (argmax)")
+    arguments.tta(p)
+    arguments.runtime(p)
+    arguments.batch(p, " for inference")
+
+
+def _photo_flags(p) -> None:
+    p.add_argument("photos", nargs="*", metavar="PATH", help="predict on these photos instead "
+                   "of the test split: image files, folders (searched recursively) or CSVs of "
+                   "paths; any size, format and mode")
+    g = p.add_argument_group("photos (with PATH)")
+    g.add_argument("--top-k", type=int, default=5, metavar="K",
+                   help="classes listed per photo, likeliest first (default 5)")
+    g.add_argument("--json", action="store_true", help="also write the predictions as JSON "
+                   "(beside the CSV, with the skipped files)")
+    g.add_argument("--strict", action="store_true", help="stop at the first file that does "
+                   "not decode (default: skip it, and list it at the end)")
+
+
+def main(args) -> int:
+    if args.photos:
+        if args.data:
+            raise UserError("--data names a data set's test split; with photo PATHs, leave it "
+                            "out")
+        predict_photos(args.run, args.photos, *arguments.settings(args), top=args.top_k,
+                       out=args.out, as_json=args.json, strict=args.strict, force=args.force,
+                       tta=args.tta, bias=args.bias)
+        return 0
+    photo_only = [flag for flag, given in (("--json", args.json), ("--strict", args.strict),
+                                           ("--top-k", args.top_k != 5)) if given]
+    if photo_only:
+        raise UserError(f"{photo_only[0]} is for predictions on photos: pass their PATHs after "
+                        f"the run (corolla predict RUN photos/)")
+    predict(args.run, *arguments.settings(args), data=args.data, out=args.out, force=args.force,
+            tta=args.tta, bias=args.bias)
+    return 0

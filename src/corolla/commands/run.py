@@ -49,10 +49,11 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
 def _evaluate_predict(run_dir: Path, plan: Plan, model, log) -> dict:
     """Scores the trained run on val, predicts its test split, writes FINISHED last; returns the
     val metrics."""
-    metrics = evaluate_run(run_dir, plan, model=model, log=log, report_skipped=False)
-    _, _, layout = inference.open_run(run_dir, log=log)
+    opened = inference.open_run(run_dir, plan=plan, log=log)  # once, for both
+    layout = opened.layout
+    metrics = evaluate_run(opened, model=model, log=log, report_skipped=False)
     if layout.has_split("test"):
-        predict_run(run_dir, plan, model=model, log=log, report_skipped=False)
+        predict_run(opened, model=model, log=log, report_skipped=False)
     else:
         log(f"no test split in {layout.size_dir}: no submission.csv written")
     # Damaged records skipped (data.skip_bad_records): one line per file, at the end.

@@ -9,14 +9,23 @@ key -> how the user wrote it: "--epochs" on the command line, "epochs=" from Pyt
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
 from corolla import config as config_lib
+from corolla import models, runtime
+from corolla.commands import arguments, check_data
 from corolla.config import recipe as recipe_lib
+from corolla.data import sources
 from corolla.errors import UserError
+from corolla.files import absolute
+from corolla.models import hub
+from corolla.models.registry import HUB_PREFIX
+from corolla.report import html as html_report
 from corolla.runs import kfold as kfold_rule
 from corolla.runs import paths, rundir
+from corolla.runtime.decide import UNKNOWN_ACTIVATIONS, choose_batch
 
 
 # What a continued run may change: where and how it runs, and whether it skips damaged records
@@ -37,7 +46,7 @@ def _continued(run: Path, run_cfg: config_lib.RunConfig, flags: dict, names: dic
     return cfg
 
 
-def train_config(config_file: str | None = None, flags: dict | None = None,
+def train_config(config_file: str | config_lib.ConfigFile | None = None, flags: dict | None = None,
                  names: dict | None = None, resume: str | Path | None = None,
                  log=print) -> tuple[config_lib.RunConfig, Path | None]:
     """(the config of the run to train, the unfinished run folder it continues or None).
@@ -92,8 +101,8 @@ def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, r
              if k not in ("train.time_plan", "train.time_steps")}
     given = config_lib.apply(saved, {k: v for k, v in flags.items()
                                      if not k.startswith((*SESSION, "output."))})
-    if "data.path" in flags and "://" not in flags["data.path"]:
-        given = config_lib.apply(given, {"data.path": os.path.abspath(flags["data.path"])})
+    if "data.path" in flags:
+        given = config_lib.apply(given, {"data.path": absolute(flags["data.path"])})
     if "train.recipe" in flags:  # a recipe file by any spelling of its path
         given = config_lib.apply(given, {"train.recipe": recipe_lib.canonical(
             flags["train.recipe"])})
@@ -111,11 +120,13 @@ def _get(cfg: config_lib.RunConfig, key: str):
     return getattr(getattr(cfg, section), name)
 
 
-def for_plan(config_file: str | None, flags: dict, names: dict | None, plan, log=print):
+def for_plan(config_file: str | config_lib.ConfigFile | None, flags: dict, names: dict | None,
+             plan, log=print):
     """(config, plan, recipe) of a new run: `recipe.compose` for the accelerator of `plan`
     (detected from the config without its recipe: the hardware decides "auto"; on a CPU, also
     whether pre-trained weights can be had; on a GPU or TPU, `accelerator_auto`), and the plan
     with the batch the recipe sets."""
+    config_file = config_lib.config_file(config_file)  # one parse for every step below
     auto = config_lib.load(config_file, flags, names).train.recipe == "auto"
     if auto and plan.accelerator == "cpu":
         name, why = cpu_auto(config_file, flags)
@@ -130,12 +141,10 @@ def for_plan(config_file: str | None, flags: dict, names: dict | None, plan, log
             recipe)
 
 
-def cpu_auto(config_file: str | None, flags: dict) -> tuple[str, str]:
+def cpu_auto(config_file: str | config_lib.ConfigFile | None, flags: dict) -> tuple[str, str]:
     """(the recipe "auto" stands for on a CPU, why): cpu-finetune when the weights of its model
     (or of the --model asked) can be had now (`models.weights_available`: a local copy, a
     cache, or a download decided in seconds), else the from-scratch cpu recipe."""
-    from corolla import models
-
     asked = _asked(config_file, flags)
     finetune = recipe_lib.load(recipe_lib.CPU_FINETUNE).values
     model = asked.get("model.name", finetune["model.name"])
@@ -146,15 +155,15 @@ def cpu_auto(config_file: str | None, flags: dict) -> tuple[str, str]:
     return recipe_lib.AUTO["cpu"], f"no pre-trained weights to fine-tune, {why}; from scratch"
 
 
-def _asked(config_file: str | None, flags: dict) -> dict:
+def _asked(config_file: str | config_lib.ConfigFile | None, flags: dict) -> dict:
     """The config keys the user set: the --config file's, then the flags."""
-    asked = config_lib.flatten(config_lib.read_toml(config_file, "config file")) \
-        if config_file else {}
+    asked = config_lib.config_file(config_file).values if config_file else {}
     asked.update(flags)
     return asked
 
 
-def accelerator_auto(config_file: str | None, flags: dict, plan) -> tuple[dict, str]:
+def accelerator_auto(config_file: str | config_lib.ConfigFile | None, flags: dict,
+                     plan) -> tuple[dict, str]:
     """(config values, why) of "recipe auto" on a GPU or TPU, decided before training from the
     data, the weights and the card. The values hold no key the user set, except train.recipe
     (auto, decided) and a preset folder's translation (below).
@@ -169,12 +178,7 @@ def accelerator_auto(config_file: str | None, flags: dict, plan) -> tuple[dict, 
       model's activations at its input size; the peak learning rate follows it when the
       recipe's scale_lr is "replicas" (a rate per 16 images a replica).
     """
-    from corolla import models
     from corolla.data import layout as layout_lib
-    from corolla.data import sources
-    from corolla.models import hub
-    from corolla.models.registry import HUB_PREFIX
-    from corolla.runtime.decide import UNKNOWN_ACTIVATIONS, choose_batch
 
     asked = _asked(config_file, flags)
     name = recipe_lib.AUTO[plan.accelerator]
@@ -242,8 +246,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     across splits are a warning, an error with `strict`), trains, evaluates on val and writes
     submission.csv. Returns (run folder, val metrics; a k-fold run's: its out-of-fold scores);
     (None, None) on a worker that is not the chief."""
-    from corolla import runtime
-
+    config_file = config_lib.config_file(config_file)  # parsed at its first use, and only then
     cfg, resume = train_config(config_file, flags, names, resume, log)
     if not cfg.data.path:
         given = (names or {}).get("data.path", "--data")
@@ -255,7 +258,6 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
         cfg, plan, recipe = for_plan(config_file, flags, names, plan, log)
         cfg = config_lib.apply(cfg, {"output.name": name})
         log(f"recipe {recipe.name}: {recipe.description}")
-    from corolla.commands import check_data
     from corolla.data import datasets
 
     checked = check_data.for_training(cfg.data.path, datasets.features_of(cfg.data), strict,
@@ -269,8 +271,147 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
 
         run_dir, metrics = run.train_evaluate_predict(cfg, plan, log=log, resume=resume)
     if run_dir is not None and checked is not None:  # the chief: the run keeps its check
-        from corolla.report import html as html_report
 
         check_data.save_with_run(run_dir, checked)
         html_report.write(run_dir)
     return run_dir, metrics
+
+
+HELP = "train on data in the competition layout, then evaluate on val and write submission.csv"
+
+
+def add_arguments(p) -> None:
+    _data_and_model_flags(p)
+    _schedule_flags(p)
+    _run_flags(p)
+    _recipe_flags(p)
+    p.add_argument("--strict", action="store_true", help="copies of images across train, val "
+                   "and test (found by the data check run before training) are an error, not "
+                   "a warning")
+    arguments.batch(p, "; not with --resume: a run keeps its global batch")
+    arguments.runtime(p)
+
+
+def main(args) -> int:
+    run_dir, _ = train(args.config, *arguments.settings(args), resume=args.resume,
+                       strict=args.strict)
+    if run_dir is not None:
+        print(f"done: {run_dir}")
+    return 0
+
+
+def _recipe_default(key: str) -> str:
+    """A train flag's default, which the recipe sets: "default: the recipe's; cpu: 32,
+    cpu-finetune: 7" (the values of the recipes `--recipe auto` picks on a CPU)."""
+    values = []
+    for name in (recipe_lib.AUTO["cpu"], recipe_lib.CPU_FINETUNE):
+        config = config_lib.apply(config_lib.RunConfig(), recipe_lib.load(name).values)
+        section, _, field = key.partition(".")
+        value = getattr(getattr(config, section), field)
+        value = ",".join(value) or "none" if isinstance(value, list) else \
+            {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+        values.append(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
+    return f"default: the recipe's; {', '.join(values)}"
+
+
+def _data_and_model_flags(p) -> None:
+    p.add_argument("--config", help="TOML file with [data] [model] [train] [runtime] [output]")
+    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its last "
+                   "completed epoch, with its own config and global batch (runtime flags may "
+                   "change)")
+    p.add_argument("--data", help="folder (local or gs://) holding tfrecords-jpeg-SxS/, or an "
+                   "image folder (one subfolder per class) or a CSV of path,label, converted "
+                   "once into a cache (see corolla convert)")
+    p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read (images: "
+                   "the size to convert to; default, or 0: the one nearest the input size, or "
+                   "the model's)")
+    p.add_argument("--model", help="registered model name (corolla info --models), or "
+                   "hub:PRESET: a keras-hub preset name or local preset folder; "
+                   + _recipe_default("model.name"))
+    p.add_argument("--weights", help="none, imagenet (Keras downloads it; a hub preset's own "
+                   "weights), a local backbone weights file, or (efficientnet_lite0) a local "
+                   "keras-hub preset folder; " + _recipe_default("model.weights"))
+    p.add_argument("--input-size", type=int, metavar="S", help="the size the model sees, at "
+                   "most: larger images are scaled down to S as they are decoded (0: the "
+                   "data's size); " + _recipe_default("model.input_size"))
+    p.add_argument("--start-size", type=int, metavar="S", help="progressive resizing: the "
+                   "first epochs at S px, growing to the input size over the ramp "
+                   "(train.size_ramp_start/end: fractions of the epochs); 0 = off; "
+                   + _recipe_default("train.start_size"))
+    p.add_argument("--freeze-backbone", dest="train_backbone", action="store_false",
+                   default=None, help="train only the classifier head")
+
+
+def _schedule_flags(p) -> None:
+    p.add_argument("--epochs", type=int, help=_recipe_default("train.epochs"))
+    p.add_argument("--time", metavar="DURATION", help="train for this long (90s, 10m, 1.5h): "
+                   "the recipe's schedule fitted to it, its epochs from a timed probe (not "
+                   "with --epochs)")
+    p.add_argument("--lr", dest="learning_rate", type=float,
+                   help="peak learning rate; " + _recipe_default("train.learning_rate"))
+    p.add_argument("--steps-per-epoch", type=int, help="default, or 0: one pass over train")
+    p.add_argument("--seed", type=int, help=f"seeds initialisation, order and augmentation "
+                   f"(default {config_lib.RunConfig().train.seed})")
+    p.add_argument("--deterministic", action="store_true", default=None,
+                   help="ordered reads and TensorFlow op determinism: the same seed gives a "
+                        "bit-identical run on the same machine (slower input)")
+    arguments.augment(p, _recipe_default("data.augment"))
+    p.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep decoded training images in memory (--no-cache: decode every "
+                        "epoch); " + _recipe_default("data.cache"))
+    p.add_argument("--skip-bad-records", action="store_true", default=None,
+                   help="skip damaged records (images that do not decode, a file's damaged "
+                        "tail) and count them per file at the end, instead of stopping")
+
+
+def _run_flags(p) -> None:
+    p.add_argument("--folds", type=int, metavar="K", help="k-fold: train K models on train+val "
+                   "split into K stratified folds (RUN/fold-1 ... fold-K), score their pooled "
+                   "out-of-fold predictions, average their test probabilities; default 0 (off)")
+    p.add_argument("--runs-dir", help="where run directories go (default: runs)")
+    p.add_argument("--name", help="run directory name inside --runs-dir (default: "
+                   "<model>-<timestamp>)")
+
+
+def _recipe_flags(p) -> None:
+    g = p.add_argument_group("recipe and training options (flags override the recipe and "
+                             "--config)")
+    g.add_argument("--recipe", help=f"auto (default: on CPUs {recipe_lib.CPU_FINETUNE} when "
+                   f"pre-trained weights can be had, else {recipe_lib.AUTO['cpu']}; "
+                   f"{recipe_lib.AUTO['gpu']} on GPUs and TPUs), a recipe's name "
+                   f"({', '.join(recipe_lib.names())}; corolla info --recipes) or a recipe file")
+    g.add_argument("--schedule", choices=config_lib.SCHEDULES, help="cosine (per step: "
+                   "warm-up, cosine decay) or ramp (the tutorial's per epoch: ramp-up, sustain, "
+                   "exponential decay)")
+    g.add_argument("--warmup-epochs", type=float, help="epochs of linear ramp-up to the peak; "
+                   + _recipe_default("train.warmup_epochs"))
+    g.add_argument("--optimizer", choices=config_lib.OPTIMIZERS,
+                   help=_recipe_default("train.optimizer"))
+    g.add_argument("--weight-decay", type=float, help="decoupled weight decay (not on "
+                   "normalization scales and offsets, nor biases); "
+                   + _recipe_default("train.weight_decay"))
+    g.add_argument("--label-smoothing", type=float, help=_recipe_default("train.label_smoothing"))
+    g.add_argument("--dropout", type=float, help="dropout before the classifier head; "
+                   + _recipe_default("model.dropout"))
+    g.add_argument("--ema", action="store_true", default=None, help="keep an exponential moving "
+                   "average of the weights: validated, kept and saved instead of the raw ones")
+    _phase_flags(g)
+    g.add_argument("--accumulation-steps", type=int, help="average the gradients of N batches "
+                   "per update (a larger effective batch when it does not fit)")
+    g.add_argument("--early-stopping-patience", type=int, help="stop after N epochs without a "
+                   "better val macro F1 (default 0: off)")
+    g.add_argument("--class-weight", metavar="none|balanced|FILE", help="weigh the loss per "
+                   "class: balanced (inverse class frequency in train) or a file of "
+                   "class,weight lines; default none")
+
+
+def _phase_flags(g) -> None:
+    g.add_argument("--frozen-epochs", type=int, help="two-phase fine-tuning: train only the "
+                   "head for N epochs (on cached features when the augmentation is none or "
+                   "flip), then everything at the rate x --finetune-lr-scale; "
+                   + _recipe_default("train.frozen_epochs"))
+    g.add_argument("--finetune-lr-scale", type=float,
+                   help=_recipe_default("train.finetune_lr_scale"))
+    g.add_argument("--unfreeze-fraction", type=float, help="the part of the backbone trained "
+                   "once it thaws, from the top (cheaper steps below 1); "
+                   + _recipe_default("train.unfreeze_fraction"))

@@ -91,18 +91,17 @@ def _recipe_keys() -> set[str]:
     return {f"{s}.{k}" for s in SECTIONS for k in defaults[s]} - {"train.recipe"}
 
 
-def compose(config_path: str | Path | None, overrides: dict[str, Any],
+def compose(config_path: str | Path | config_lib.ConfigFile | None, overrides: dict[str, Any],
             labels: dict[str, str] | None, accelerator: str) -> tuple[config_lib.RunConfig,
                                                                        Recipe]:
     """The run's config: defaults < recipe < `config_path` < `overrides`, with train.recipe
     naming the recipe used. A config file that sets every key a recipe could set (a run's saved
     config.toml) leaves the recipe nothing to say: it is not read, so a saved run is reproduced
     without its recipe file."""
-    asked = config_lib.load(config_path, overrides, labels)  # checks the file and the flags
+    file = config_lib.config_file(config_path)  # parsed once, for both uses below
+    asked = config_lib.load(file, overrides, labels)  # checks the file and the flags
     name = choose(asked.train.recipe, accelerator)
-    tree = {}
-    if config_path is not None:
-        tree = config_lib.flatten(config_lib.read_toml(config_path, "config file"))
+    tree = file.values if file is not None else {}
     if _recipe_keys() <= set(tree):
         recipe = Recipe(name, "(every value given by the config file)", {})
     else:

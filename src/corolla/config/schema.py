@@ -7,6 +7,7 @@ directory as `config.toml`, so `corolla evaluate` / `predict` rebuild exactly wh
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import tomli_w
 
 from corolla.config import policies
 from corolla.errors import UserError
+from corolla.files import write_text_atomic
 
 BACKENDS = ("auto", "tensorflow", "jax")
 STRATEGIES = ("auto", "tpu", "mirrored", "multiworker", "one_device", "data_parallel", "default")
@@ -365,12 +367,43 @@ def flatten(tree: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def load(path: str | Path | None = None, overrides: dict[str, Any] | None = None,
+class ConfigFile:
+    """A config file (`--config F`, a run's config.toml) read at its first use and never again:
+    a command passes this one object down, so the steps that consult the file (the config, the
+    recipe's layers, what "auto" picks) share one parse, and a bad file is still reported at
+    the first use."""
+
+    def __init__(self, path: str | Path):
+        self.path = path
+
+    @functools.cached_property
+    def _values(self) -> dict[str, Any]:
+        return flatten(read_toml(self.path, "config file"))
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The file's settings as dotted keys (a copy: callers add to it)."""
+        return dict(self._values)
+
+    def __str__(self) -> str:  # messages name the file as it was given
+        return str(self.path)
+
+    def __bool__(self) -> bool:  # an empty path counts as no file, as the string did
+        return bool(str(self.path))
+
+
+def config_file(path: str | Path | ConfigFile | None) -> ConfigFile | None:
+    """`path` as a ConfigFile to pass down (None and a ConfigFile as they are)."""
+    return path if path is None or isinstance(path, ConfigFile) else ConfigFile(path)
+
+
+def load(path: str | Path | ConfigFile | None = None, overrides: dict[str, Any] | None = None,
          labels: dict[str, str] | None = None) -> RunConfig:
     """Defaults <- TOML file (if given) <- overrides (dotted keys; `labels` as in `apply`)."""
     config = RunConfig()
-    if path is not None:
-        config = apply(config, flatten(read_toml(path, "config file")))
+    file = config_file(path)
+    if file is not None:
+        config = apply(config, file.values)
     return apply(config, overrides or {}, labels)
 
 
@@ -391,6 +424,4 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
 
 
 def save(config: RunConfig, path: str | Path) -> None:
-    from corolla.files import write_text_atomic
-
     write_text_atomic(path, tomli_w.dumps(config.to_dict()))

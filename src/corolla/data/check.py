@@ -209,6 +209,13 @@ def skipped_summary(splits) -> list[str]:
     return [damage.summary() for damage in found if damage is not None and damage.summary()]
 
 
+def one_global_batch(split_name: str, count: int, global_batch: int) -> None:
+    """Refuses a split that cannot fill one global batch: it would train no step."""
+    if count < global_batch:
+        raise UserError(f"the {split_name} split has {count} examples, fewer than one "
+                        f"global batch ({global_batch}); use a smaller --batch-size")
+
+
 def check_split(split: Split, num_classes: int, skip_bad_records: bool = False) -> Split:
     """Raises a UserError naming the first file whose name miscounts its records, that holds a
     label outside [0, num_classes), or that is damaged (a damaged tail, bytes that are no image).

@@ -22,8 +22,10 @@ Pillow rather than tf.image: TensorFlow cannot apply EXIF rotation or read CMYK 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
+import io
 import json
 import math
 import multiprocessing
@@ -37,7 +39,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, ImageOps
 
+from corolla.data import duplicates
 from corolla.data.classes import CLASSES_FILE, format_classes_file
 from corolla.data.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.errors import UserError, check_stop
@@ -106,8 +110,6 @@ def _open_rgb(path: str, largest: int, max_megapixels: float = Settings.max_mega
     """The file as an upright RGB Pillow image, decoded at the smallest JPEG scale (1/2 .. 1/8)
     that still covers `largest` on both sides (libjpeg's DCT scaling: several times faster).
     An image over `max_megapixels` is refused before it is decoded."""
-    from PIL import Image, ImageOps
-
     Image.MAX_IMAGE_PIXELS = None  # the limit is ours (Settings.max_megapixels), said below
     with Image.open(path) as image:
         megapixels = image.size[0] * image.size[1] / 1e6
@@ -129,8 +131,6 @@ def _open_rgb(path: str, largest: int, max_megapixels: float = Settings.max_mega
 
 
 def _fit(image, size: int, fit: str):
-    from PIL import Image
-
     w, h = image.size
     scale = size / (min(w, h) if fit == "crop" else max(w, h))
     new = (max(size if fit == "crop" else 1, round(w * scale)),
@@ -154,8 +154,6 @@ def load_image(path: str, size: int, fit: str = "crop") -> np.ndarray:
 def _encode(task) -> tuple[int, list[bytes] | None, str]:
     """(position, JPEG bytes per size, "") or (position, None, why it failed): runs in the
     worker processes, so it returns errors instead of raising them."""
-    import io
-
     position, path, sizes, fit, quality, max_megapixels = task
     try:
         image = _open_rgb(path, max(sizes), max_megapixels)
@@ -406,8 +404,6 @@ def _unguarded_main() -> str | None:
     start the conversion again in every worker, which Python refuses ("... before the current
     process has finished its bootstrapping phase"), and the pool starts new workers forever.
     A script that cannot be read is taken as unguarded."""
-    import ast
-
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if spec is not None:
@@ -567,8 +563,6 @@ def _manifest(source: ImageSource, settings: Settings, summary: Summary,
 def _copies_record(source: ImageSource, settings: Settings, copies: Copies | None,
                    removed: list) -> dict:
     """convert.json's `duplicates`: whether copies were looked for, kept together, removed."""
-    from corolla.data import duplicates
-
     if copies is None:
         return {"searched": False}
     grouped = set(copies.groups)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+import imagehash
 import numpy as np
 
 THRESHOLD = 10  # bits of the 64-bit pHash (see the module)
@@ -49,8 +50,6 @@ class Fingerprint:
 
 def fingerprint(image) -> Fingerprint:
     """The fingerprint of an RGB Pillow image."""
-    import imagehash
-
     pixels = np.asarray(image, dtype=np.uint8)
     digest = hashlib.sha1(f"{pixels.shape}".encode())
     digest.update(np.ascontiguousarray(pixels).data)

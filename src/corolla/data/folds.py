@@ -23,6 +23,7 @@ import numpy as np
 
 from corolla.data.layout import Layout, Split
 from corolla.errors import UserError
+from corolla.files import write_text_atomic
 
 HEADER = ["id", "label", "fold"]
 GROUP = "group"  # a fourth column where copies were kept together: each id's group of copies
@@ -75,8 +76,6 @@ class Assignment:
         return max(self.folds)
 
     def write(self, path: str | Path) -> Path:
-        from corolla.files import write_text_atomic
-
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(HEADER + [GROUP] * bool(self.groups))

@@ -19,7 +19,6 @@ from corolla.data import augment as augment_lib
 from corolla.config import policies
 from corolla.data import check, folds, records
 from corolla.data.layout import Split
-from corolla.errors import UserError
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -192,9 +191,7 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     weights = None if class_weights is None else tf.constant(class_weights, tf.float32)
     skip = skip_bad_records
     count = _count(split, skip)
-    if count < global_batch:
-        raise UserError(f"the {split.name} split has {count} examples, fewer than one "
-                        f"global batch ({global_batch}); use a smaller --batch-size")
+    check.one_global_batch(split.name, count, global_batch)
     check.note_read(split)
     paths, by_record = _shard_files(split, shard)
     bad = _bad(split, skip)  # here: one_epoch runs while tf.data traces it

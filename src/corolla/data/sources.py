@@ -29,6 +29,7 @@ from pathlib import Path
 
 from corolla.data.classes import CLASSES_FILE, check_names, parse_classes_file
 from corolla.errors import UserError
+from corolla.files import is_remote
 
 # What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -74,7 +75,7 @@ def kind_of(path: str) -> str:
     from corolla.data import layout as layout_lib
 
     path = path.rstrip("/") or path
-    if "://" in path:  # a bucket: only TFRecords are read from there
+    if is_remote(path):  # a bucket: only TFRecords are read from there
         return "layout"
     local = Path(path)
     if local.is_file():

@@ -29,6 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from PIL import Image
+
 from corolla.data import convert, duplicates, sources
 from corolla.data.duplicates import Fingerprint, Group
 from corolla.errors import UserError
@@ -63,8 +65,6 @@ def _measure(entry: Entry, open_image) -> Entry:
 
 
 def _rgb(data: bytes):
-    from PIL import Image
-
     with Image.open(io.BytesIO(data)) as image:
         return image.convert("RGB")
 

@@ -24,6 +24,7 @@ from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation.metrics import macro_f1
 from corolla.evaluation.predictions import Predictions
+from corolla.files import read_json
 from corolla.runs import paths
 
 STEP = 0.05  # weight resolution of the search
@@ -100,8 +101,6 @@ def _aligned(first: Predictions, other: Predictions, what: str) -> Predictions:
 def _runs_in(folder: Path) -> set[Path]:
     """The runs whose predictions a member's hold: itself, or an ensemble's members (its
     metrics.json names them), recursively."""
-    from corolla.files import read_json
-
     folder = Path(folder).resolve()
     path = folder / paths.METRICS
     if not path.is_file():

@@ -14,6 +14,8 @@ import warnings
 
 import numpy as np
 
+from corolla.runtime import tflog
+
 FORMATS = ("savedmodel", "tflite", "onnx")
 QUANTIZE = ("none", "dynamic", "float16")
 
@@ -68,8 +70,6 @@ XNNPACK_NOTICE = rb"^INFO: Created TensorFlow Lite XNNPACK delegate for CPU\.$"
 
 
 def run_tflite(path):
-    from corolla.runtime import tflog
-
     interpreter = _interpreter(str(path))
     inp, out = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
 

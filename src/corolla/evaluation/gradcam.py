@@ -13,6 +13,7 @@ lies. Gradients come from the backend's own autodiff (TensorFlow's tape, or `jax
 from __future__ import annotations
 
 import numpy as np
+from PIL import Image
 
 from corolla.errors import UserError
 
@@ -97,8 +98,6 @@ def heatmaps(model, images, classes=None, batch: int = 16):
 
 def upsample(maps: np.ndarray, size: int) -> np.ndarray:
     """[N, h, w] -> [N, size, size], bilinear (the map's cells are regions of the image)."""
-    from PIL import Image
-
     return np.stack([np.asarray(Image.fromarray(m.astype(np.float32), "F").resize(
         (size, size), Image.BILINEAR)) for m in maps]).clip(0, 1).astype(np.float32)
 

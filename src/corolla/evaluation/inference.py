@@ -1,15 +1,17 @@
-"""Running a trained model: a run opened with its data, its model loaded and checked, batched
-class probabilities (with test-time augmentation). Evaluation, prediction and training's val F1
-callback all run models through here."""
+"""Running a trained model: a run opened once with its plan and data (`OpenedRun`), its model
+loaded and checked, batched class probabilities (with test-time augmentation). Evaluation,
+prediction and training's val F1 callback all run models through here."""
 
 from __future__ import annotations
 
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from corolla import config as config_lib
 from corolla.data import datasets, folds
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
 from corolla.data import layout as layout_lib
@@ -17,9 +19,44 @@ from corolla.data import pipeline
 from corolla.errors import UserError, check_stop
 from corolla.evaluation import tta as tta_lib
 from corolla.runs import identity, paths, rundir
-from corolla.runs.kfold import refuse_parent
 from corolla.runs.outputs import data_root
-from corolla.runtime import Plan
+from corolla.runtime import Plan, detect_for
+
+
+@dataclass(frozen=True)
+class OpenedRun:
+    """A trained run as one command uses it, opened once (`open_run`) and passed down: its
+    folder, its config (config.toml parsed once), the plan its model runs with on this machine,
+    and the data the command reads (its own split or other data; None: photos, no data set)."""
+    folder: Path
+    config: config_lib.RunConfig
+    plan: Plan
+    layout: layout_lib.Layout | None = None
+
+
+def open_run(run, flags: dict | None = None, names: dict | None = None, *,
+             data_path: str | None = None, with_data: bool = True, plan: Plan | None = None,
+             config: config_lib.RunConfig | None = None, log=print) -> OpenedRun:
+    """`run` opened for evaluation or prediction: refused when it has no model (a k-fold parent,
+    an unfinished run: `rundir.load`), then its plan (`inference_plan`; `plan`: one the caller
+    has, training's), then, `with_data`, its data (`open_data`; `log` hears how it is read).
+    `config`: the run's config when the caller has read it already (`rundir.read`)."""
+    folder, config = rundir.load(run, config)
+    if plan is None:
+        plan = inference_plan(config, flags, names)  # first: it picks the Keras backend
+    layout = open_data(folder, config, data_path, log) if with_data else None
+    return OpenedRun(folder, config, plan, layout)
+
+
+def inference_plan(config: config_lib.RunConfig, flags: dict | None = None,
+                   names: dict | None = None) -> Plan:
+    """The plan to evaluate or predict with a trained run (its `config`) on this machine: the
+    run's config with this machine's strategy and its own batch, unless runtime or batch
+    settings say otherwise (other settings are the run's own and are ignored)."""
+    flags = {k: v for k, v in (flags or {}).items() if k.startswith(("runtime.", "train."))}
+    return detect_for(config_lib.apply(config, {"runtime.strategy": "auto",
+                                                "train.global_batch_size": 0, **flags},
+                                       names or {}))
 
 
 def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None):
@@ -62,14 +99,13 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None):
     return model
 
 
-def open_run(run_dir, data_path: str | None = None, log=print):
-    """(run folder, its config, its data layout at the trained image size). The run's own data
-    is the split it was trained on (`datasets.open_recorded`: never an image folder split again
-    after it changed); `data_path` elsewhere is other data. The run's own class names win:
-    data that names other classes would pair outputs with wrong labels. `log` hears how the
-    data is read."""
-    refuse_parent(run_dir)
-    run_dir, config = rundir.load(run_dir)
+def open_data(run_dir: Path, config: config_lib.RunConfig, data_path: str | None = None,
+              log=print) -> layout_lib.Layout:
+    """The data layout a run (`run_dir`, its `config`) is scored on, at its trained image size.
+    The run's own data is the split it was trained on (`datasets.open_recorded`: never an
+    image folder split again after it changed); `data_path` elsewhere is other data. The run's
+    own class names win: data that names other classes would pair outputs with wrong labels.
+    `log` hears how the data is read."""
     if not data_path or data_root(data_path) == data_root(config.data.path):
         layout = datasets.open_recorded(config.data, log=log)
         layout = folds.restrict(layout, config.data)  # a k-fold run's fold of its own data
@@ -89,7 +125,7 @@ def open_run(run_dir, data_path: str | None = None, log=print):
         raise UserError(f"the data at {layout.root} {named}{hint}, not the {len(saved)} "
                         f"this run was trained on ({run_dir / paths.CLASSES}); a model scores "
                         f"only its own classes: pass --data with data of the same classes")
-    return run_dir, config, layout
+    return layout
 
 
 PROGRESS_STEPS = 10  # a progress bar (in a terminal) for predictions of this many batches

@@ -9,8 +9,11 @@ backbone.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
+
+import numpy as np
 
 from corolla.models import preprocessing
 from corolla.models.registry import ModelSpec, register
@@ -152,10 +155,7 @@ def _imagenet_stem(backbone):
     The copy has fresh layers (`clone_model`'s default): reusing the originals would leave their
     first node in the discarded graph, and `layer.output` (feature extraction) would point
     there."""
-    import math
-
     import keras
-    import numpy as np
 
     norms = [layer for layer in backbone.layers if isinstance(layer, keras.layers.Normalization)]
     if len(norms) != 1:

@@ -14,10 +14,17 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
+import socket
 from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import numpy as np
 
 from corolla.errors import UserError
+from corolla.files import is_remote
 from corolla.models import preprocessing
 from corolla.models.registry import HUB_PREFIX, ModelSpec, register
 
@@ -33,7 +40,7 @@ def _keras_hub(what: str = "--model hub:PRESET"):
 
 
 def _is_local(preset: str) -> bool:
-    if "://" in preset:  # kaggle://, hf://, modelscope:// handles
+    if is_remote(preset):  # kaggle://, hf://, modelscope:// handles
         return False
     return os.path.isdir(preset) or preset.startswith((".", "~")) or os.sep in preset
 
@@ -71,8 +78,6 @@ def spec(preset: str) -> ModelSpec:
 
 def _plain(value):
     """A converter's scale or offset (a number, a list per channel or None) as a JSON value."""
-    import numpy as np
-
     if value is None:
         return None
     value = np.asarray(value, "float64").ravel().tolist()
@@ -168,9 +173,6 @@ def cached(named: Named) -> bool:
 def reachable(host=DOWNLOAD_HOST, timeout: float = PROBE_SECONDS) -> bool:
     """Whether the download host answers within `timeout` s: offline (no DNS, or a firewall
     that drops packets) is decided in seconds, not after the HTTP client's retries."""
-    import socket
-    from urllib.parse import urlsplit
-
     proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
     if proxy:  # the download goes through it: it is the host that must answer
         parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
@@ -245,8 +247,6 @@ def _folder_converter(weights_file: str, scale, offset):
     path = os.path.join(os.path.dirname(os.path.abspath(weights_file)), "image_converter.json")
     if not os.path.isfile(path):
         return scale, offset
-    import json
-    from pathlib import Path
 
     config = json.loads(Path(path).read_text(encoding="utf-8")).get("config", {})
     return config.get("scale", scale), config.get("offset", offset)

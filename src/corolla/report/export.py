@@ -13,7 +13,10 @@ TFLite converter behind it; ONNX: tf2onnx, the route Keras documents on TensorFl
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+
+import numpy as np
 
 from corolla.data.classes import CLASSES_FILE, format_classes_file
 from corolla.files import write_json, write_text_atomic
@@ -25,16 +28,12 @@ MODEL_FILES = {"savedmodel": "saved_model", "tflite": "model.tflite", "onnx": "m
 def write_model(model, folder: Path, fmt: str, quantize: str = "none") -> Path:
     """`model` in format `fmt` inside `folder`; `quantize` (tflite only): "dynamic" (int8
     weights) or "float16" (float16 weights)."""
-    import numpy as np
-
     path = folder / MODEL_FILES[fmt]
     # A loaded model has not been called yet, and Keras' ONNX export refuses such a model.
     model(np.zeros((1, *model.input_shape[1:]), np.float32))
     if fmt == "savedmodel":
         model.export(str(path), format="tf_saved_model", verbose=False)
     elif fmt == "onnx":
-        import warnings
-
         with warnings.catch_warnings():  # Keras' tf2onnx shim asks NumPy for `np.object`
             warnings.filterwarnings("ignore", message=".*np.object", category=FutureWarning)
             model.export(str(path), format="onnx", verbose=False)

@@ -17,8 +17,10 @@ All text from files is HTML-escaped (class names, paths and config values are da
 from __future__ import annotations
 
 import base64
+import csv
 import html
 import time
+import tomllib
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import metadata
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from corolla.data import survey
 from corolla.errors import UserError
-from corolla.files import read_json, read_history, write_text_atomic
+from corolla.files import read_history, read_json, write_text_atomic
 from corolla.runs import paths, rundir
 
 
@@ -215,8 +217,6 @@ REVIEW_ROWS = 20  # rows of label_review.csv shown; the file has them all
 
 def _label_review(folder: Path) -> str:
     """The first rows of label_review.csv (the picture is among the pictures)."""
-    import csv
-
     path = folder / paths.LABEL_REVIEW
     if not path.is_file():
         return ""
@@ -362,8 +362,6 @@ def _plan(run_dir: Path) -> str:
 
 def _config_values(run_dir: Path) -> dict:
     """A few headline settings of the run (the whole config.toml is shown further down)."""
-    import tomllib
-
     try:
         cfg = tomllib.loads((run_dir / paths.CONFIG).read_text())
     except (OSError, tomllib.TOMLDecodeError):

@@ -11,6 +11,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on servers and TPU VMs
+import textwrap
+
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -121,8 +123,6 @@ def plot_explanations(images: np.ndarray, heatmaps: np.ndarray, titles: list[str
                       wrong=None) -> Path:
     """Each image beside the same image under its heatmap (`evaluation.gradcam`: red where the
     evidence for the explained class lies); `wrong[k]`: title k in red."""
-    import textwrap
-
     n = len(images)
     pairs = max(1, min(columns // 2, n))
     rows = max(1, -(-n // pairs))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from corolla import config as config_lib
 from corolla.errors import UserError
-from corolla.runs.paths import CONFIG, METRICS, SUBMISSION, fold_name
+from corolla.runs.paths import METRICS, SUBMISSION, fold_name
 
 
 def is_parent(config: config_lib.RunConfig) -> bool:
@@ -15,10 +15,10 @@ def is_parent(config: config_lib.RunConfig) -> bool:
     return bool(config.train.folds) and not config.data.fold
 
 
-def refuse_parent(run_dir: str | Path) -> None:
-    """A k-fold parent holds no model of its own: evaluate and predict take one of its folds."""
-    path = Path(run_dir) / CONFIG
-    if path.is_file() and is_parent(config_lib.load(path)):
+def refuse_parent(run_dir: str | Path, config: config_lib.RunConfig) -> None:
+    """A k-fold parent (`run_dir`, its `config`) holds no model of its own: evaluate and
+    predict take one of its folds."""
+    if is_parent(config):
         raise UserError(f"{run_dir} is a k-fold run: it has no model of its own; evaluate or "
                         f"predict one of its folds ({Path(run_dir) / fold_name(1)} ...). Its "
                         f"out-of-fold scores are in {Path(run_dir) / METRICS}, its "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from corolla.data.sources import is_image_file
 from corolla.errors import UserError
-from corolla.files import check_folder
+from corolla.files import check_folder, is_remote
 from corolla.runs.paths import CONFIG, EVAL_PREFIX, METRICS, MODEL, SUBMISSION
 
 # What makes a folder a run's record (a run, a k-fold parent, an ensemble, an eval-* folder):
@@ -26,7 +26,7 @@ def data_root(path: str) -> str:
     path = path.rstrip("/")
     if LAYOUT.fullmatch(path.rsplit("/", 1)[-1]):
         path = path.rsplit("/", 1)[0]
-    return path if "://" in path else str(Path(path).resolve())
+    return path if is_remote(path) else str(Path(path).resolve())
 
 
 def output_dir(run_dir: Path, config, layout, out=None) -> Path:
@@ -76,7 +76,7 @@ def _data_of(config, layout=None) -> list[str]:
     found = [config.data.path, config.data.converted]
     if layout is not None:
         found += [layout.root, layout.source or ""]
-    return [p for p in found if p and "://" not in p]
+    return [p for p in found if p and not is_remote(p)]
 
 
 def refuse_foreign(target: Path, run_dir: Path, inputs=(), data=(), images: bool = False,

@@ -4,7 +4,9 @@ here (their files' names: `corolla.runs.paths`)."""
 from __future__ import annotations
 
 import json
+import os
 import platform
+import socket
 import time
 from importlib import metadata
 from pathlib import Path
@@ -14,6 +16,7 @@ from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
 from corolla.files import (UNMAKEABLE, hold_lock, lock_is_free, read_json, remove_partials,
                            write_text_atomic)
+from corolla.runs.kfold import refuse_parent
 from corolla.runs.paths import CLASSES, CONFIG, FINISHED, LOCK, MODEL, PLAN
 
 
@@ -134,12 +137,23 @@ def _open(run_dir: str | Path) -> Path:
     return run_dir
 
 
-def load(run_dir: str | Path) -> tuple[Path, config_lib.RunConfig]:
-    """The run's folder and resolved config; a run whose training did not finish is an error."""
+def read(run_dir: str | Path) -> tuple[Path, config_lib.RunConfig]:
+    """The run's folder and its config.toml, parsed: the one read of it a command makes (the
+    config is passed down, not read again)."""
     run_dir = _open(run_dir)
+    return run_dir, config_lib.load(run_dir / CONFIG)
+
+
+def load(run: str | Path, config: config_lib.RunConfig | None = None) -> tuple[
+        Path, config_lib.RunConfig]:
+    """The folder and resolved config of a run whose model is to be used: a k-fold parent (it
+    has none) or a run whose training did not finish is an error. `config`: the run's, when the
+    caller has `read` it already."""
+    run_dir, config = (Path(run), config) if config is not None else read(run)
+    refuse_parent(run, config)  # (named as given)
     if status(run_dir) == TRAINING:
         raise UserError(untrained(run_dir))
-    return run_dir, config_lib.load(run_dir / CONFIG)
+    return run_dir, config
 
 
 def untrained(run_dir: Path) -> str:
@@ -171,9 +185,6 @@ _held: dict[Path, int] = {}  # run folder -> the open lock file this process hol
 def claim(run_dir: Path, log=print) -> None:
     """Makes this process the run's one writer until `release` (or its exit: the kernel drops
     an flock with its process, so a killed run leaves no lock that blocks the next one)."""
-    import os
-    import socket
-
     run_dir = Path(run_dir).resolve()
     if run_dir in _held:
         return
@@ -194,8 +205,6 @@ def claim(run_dir: Path, log=print) -> None:
 
 
 def release(run_dir: Path) -> None:
-    import os
-
     fd = _held.pop(Path(run_dir).resolve(), None)
     if fd is not None:
         os.ftruncate(fd, 0)  # an empty lock file: nobody held it when it was left

@@ -6,16 +6,21 @@ that the decision (`corolla.runtime.decide`) stays a pure function of what they 
 
 from __future__ import annotations
 
+import ctypes
+import glob
 import importlib.util
 import json
 import os
 import re
 import stat
 import sys
+import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from corolla.errors import UserError
+from corolla.runtime import tflog
 
 # Signs that a TPU may be attached. TPUClusterResolver() is only tried when one is present:
 # without it the resolver asks the GCE metadata server, which stalls on machines off Google Cloud.
@@ -73,8 +78,6 @@ def env_backend() -> str | None:
 
 
 def _device_files(patterns, dev: str) -> list[str]:
-    import glob
-
     return sorted(f for p in patterns for f in glob.glob(os.path.join(dev, p)))
 
 
@@ -133,8 +136,6 @@ def _tensorflow_reason(hw: Hardware, kind: str) -> str:
 def _cuda_driver() -> str:
     """What NVIDIA's driver says when asked as TensorFlow asks it (cuInit), which TensorFlow
     logs only below TF_CPP_MIN_LOG_LEVEL=3."""
-    import ctypes
-
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError as e:
@@ -277,8 +278,6 @@ def probe_tensorflow(cluster: Cluster) -> dict:
 def _cuda_memory(ordinal: int = 0) -> int:
     """The GPU's memory in bytes as NVIDIA's driver reports it (cuDeviceTotalMem: no context is
     made, so TensorFlow's runtime is not started); 0 when the driver does not answer."""
-    import ctypes
-
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
         device, total = ctypes.c_int(), ctypes.c_size_t()
@@ -293,8 +292,6 @@ def _cuda_memory(ordinal: int = 0) -> int:
 def _list_gpus(tf) -> list:
     """TensorFlow's GPUs. Listing them first asks NVIDIA's driver; where nothing suggests a GPU,
     its failure line (see tflog.NO_GPU_NOISE) stays off the terminal."""
-    from corolla.runtime import tflog
-
     if gpu_hints() or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0":
         return tf.config.list_physical_devices("GPU")
     with tflog.filtered_stderr(extra=(tflog.NO_GPU_NOISE,)):
@@ -328,8 +325,6 @@ def use_keras_backend(backend: str):
     """Keras on the chosen backend. If Keras was already imported on another one (by the
     TensorFlow probe, or by a notebook), it is reloaded: safe only while no Keras object exists,
     which holds when detect() runs first, as documented."""
-    import warnings
-
     os.environ["KERAS_BACKEND"] = backend
     import keras
 
@@ -351,8 +346,6 @@ def worker_scratch(run_id: str, process_id: int) -> Path:
     users, who could pre-create that predictable path or plant a symlink there: every folder
     is made private (0o700), and one found already there is used only if it is a real directory
     of this user that nobody else can read."""
-    import tempfile
-
     if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
         raise ValueError(f"run_id must be 1 to 32 lowercase hex digits, got {run_id!r}")
     if isinstance(process_id, bool) or not isinstance(process_id, int) or process_id < 0:

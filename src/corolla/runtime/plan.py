@@ -18,6 +18,7 @@ from corolla.runtime import compile_cache as compile_cache_lib
 from corolla.runtime import hardware
 from corolla.runtime.decide import Decision, decide
 from corolla.runtime.hardware import Cluster, Hardware
+from corolla.runtime.multiworker import apply_keras_multiworker_fixes
 
 STRATEGY_NAMES = {"tpu": "TPUStrategy", "mirrored": "MirroredStrategy",
                   "multiworker": "MultiWorkerMirroredStrategy", "one_device": "OneDeviceStrategy",
@@ -89,15 +90,20 @@ class Plan:
         return self.num_processes, self.process_id
 
     @property
+    def process_batch(self) -> int:
+        """This process's share of every global batch: the examples it reads and decodes per
+        training step (`input_shard`)."""
+        return self.global_batch // self.num_processes
+
+    @property
     def input_batch(self) -> int:
         """The batch of this process's training stream. TensorFlow: the global batch, which
         tf.distribute cuts into per-replica parts (a worker's stream thus feeds it for as many
-        steps as there are workers). JAX: this process's part of the global batch, which Keras
-        joins with the other processes' parts into one global array (`_jax_distribution` turns
-        Keras' own sharding off: it would have every process decode the whole global batch
-        and keep its part)."""
-        return self.global_batch if self.backend == "tensorflow" else \
-            self.global_batch // self.num_processes
+        steps as there are workers). JAX: this process's part of the global batch
+        (`process_batch`), which Keras joins with the other processes' parts into one global
+        array (`_jax_distribution` turns Keras' own sharding off: it would have every process
+        decode the whole global batch and keep its part)."""
+        return self.global_batch if self.backend == "tensorflow" else self.process_batch
 
     @property
     def static_shapes(self) -> bool:
@@ -279,8 +285,6 @@ def _tf_strategy(decision: Decision, hw: Hardware):
     if name == "tpu":
         return tf.distribute.TPUStrategy(hw.tpu_resolver)
     if name == "multiworker":
-        from corolla.runtime.multiworker import apply_keras_multiworker_fixes
-
         apply_keras_multiworker_fixes()
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "mirrored":

@@ -6,7 +6,7 @@ the frozen-head epochs, the sustain and the per-epoch decay of the `ramp` schedu
 number of epochs (progressive resizing and the cosine are fractions of the run already), so
 the schedule still ends at its floor when the time ends.
 
-How long an epoch takes is measured by a short timed probe before the first epoch (`fit`),
+How long an epoch takes is measured by a short timed probe before the first epoch (`probe`),
 not by timing the first epoch itself: a recipe's first epoch is unlike its others
 (cpu-finetune's trains a head on cached features, cpu's runs at 96 px of a ramp to 176), and
 its learning rate already depends on the number of epochs (a cosine without warm-up decays
@@ -24,7 +24,7 @@ Epochs come whole, so the most that fit can leave most of an epoch unused (at 3 
 2-core CPU, cpu-finetune's one trained epoch used 56% of the budget): where one epoch more fits
 at SHORTEST of its steps or more, the plan takes it with fewer steps each (`fill`).
 
-This module is the arithmetic (plain Python): `fit` measures and applies.
+This module is the arithmetic (plain Python): `probe` measures, `time_plan` applies.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Costs:
 
 def cached_views(flips: bool, epochs: int) -> int:
     """The views of each training image a frozen phase of `epochs` epochs caches features of
-    (`fit._Trainer._fit_head`): with flips, the image and its mirror image, except in a phase
+    (`features.FrozenPath.fit`): with flips, the image and its mirror image, except in a phase
     of one epoch, which draws one view per image, and the image as it is serves as well as a
     mirror image drawn at random (half the caching: ~40 s of a short budget on a 2-core CPU)."""
     return 2 if flips and epochs > 1 else 1
@@ -74,7 +74,7 @@ def cached_views(flips: bool, epochs: int) -> int:
 
 @dataclass(frozen=True)
 class Caching:
-    """How a run's frozen phases train on cached features (`fit._Trainer._fit_head`): a pass
+    """How a run's frozen phases train on cached features (`features.FrozenPath.fit`): a pass
     over the training images per view (`cached_views`, `train` batches each) at the phase's
     size and one over the val images (`val` batches) at the final size, once; then a head epoch
     costs its backup (its steps and its validation on features are negligible beside it)."""
@@ -105,7 +105,7 @@ def shaped(train: config_lib.TrainConfig, epochs: int) -> dict:
 
 
 def kinds(plan_phases, final: int) -> set:
-    """The kinds of epoch (frozen, size) in a list of phases (`fit.phases`)."""
+    """The kinds of epoch (frozen, size) in a list of phases (`phases.phases`)."""
     return {(p.frozen, p.size or final) for p in plan_phases}
 
 
@@ -153,7 +153,7 @@ def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: flo
                 steps: int, caching: Caching | None = None) -> tuple[int, float]:
     """(the most epochs whose training fits in `left` seconds, their estimated seconds); (0,
     seconds of one epoch) when not even one does. `phases_of(train, size)`: the run's phases
-    (`fit.phases`) of a train config at a final size; `caching` as in `seconds`."""
+    (`phases.phases`) of a train config at a final size; `caching` as in `seconds`."""
     final = config.model.input_size
 
     def cost(epochs):
@@ -178,7 +178,7 @@ def shortened(config: config_lib.RunConfig, phases_of, costs: Costs, left: float
     """The most steps per epoch (a multiple of `unit`, fewer than `steps`, at least SHORTEST
     of them) at which `epochs` + 1 epochs fit in `left` seconds, else 0: the time whole epochs
     leave is a part of an epoch, and an epoch more (shorter ones) uses it. The arguments as in
-    `most_epochs`; `unit`: what an epoch's steps are a multiple of (`fit._epoch_steps`)."""
+    `most_epochs`; `unit`: what an epoch's steps are a multiple of (`preparing.epoch_unit`)."""
     if epochs < 1 or epochs + 1 > MAX_EPOCHS:
         return 0
     final = config.model.input_size

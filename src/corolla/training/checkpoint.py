@@ -89,7 +89,8 @@ def weights_size(model) -> int:
                            for v in backup_variables(model))
 
 
-def _read_arrays(path: Path) -> list:
+def read_arrays(path: Path) -> list:
+    """The arrays of a backup or weights file (`save_backup`, `save_model_weights`), in order."""
     with np.load(path) as saved:
         return [saved[f"arr_{i}"] for i in range(len(saved.files))]
 
@@ -113,7 +114,7 @@ def load_backup(model, path: Path) -> None:
     if path.name.endswith(".h5"):
         model.load_weights(path)
         return
-    variables, arrays = backup_variables(model), _read_arrays(path)
+    variables, arrays = backup_variables(model), read_arrays(path)
     if [a.shape for a in arrays] != [tuple(v.shape) for v in variables]:
         raise UserError(f"{path} holds {len(arrays)} arrays that do not fit the run's model "
                         f"and optimizer ({len(variables)} variables); move the backup folder "
@@ -130,7 +131,7 @@ def save_model_weights(model, path: Path) -> None:
 
 
 def load_model_weights(model, path: Path) -> None:
-    model.set_weights(_read_arrays(path))
+    model.set_weights(read_arrays(path))
 
 
 def write_history(rows: list[dict], path: Path) -> None:
@@ -178,7 +179,7 @@ class Checkpoint(keras.callbacks.Callback):
         before `fit`. The optimizer is built first: Keras loads nothing into an unbuilt one
         (it only warns), and `fit` builds it too late for its own BackupAndRestore.
 
-        `for_all` (TensorFlow; JAX: see `fit._Trainer.restore`): every process calls it, but
+        `for_all` (TensorFlow; JAX: see `resuming.restore`): every process calls it, but
         the workers have no backup of the chief's epoch (their state will come from the chief:
         `collective.take_chiefs_values`).
         Every Keras save and load makes a reference optimizer (Keras 3.15 caches it under one

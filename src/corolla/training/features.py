@@ -11,15 +11,24 @@ ordinary path.
 
 The head is the full model's own layers (dropout, the classifier) on a features input: it
 trains the full model's weights with the full model's optimizer, so the run's backups, its
-best model and its validation see the full model as on the slow path.
+best model and its validation see the full model as on the slow path. `FrozenPath` trains a
+run's frozen phases so.
 """
 
 from __future__ import annotations
+
+import time
 
 import keras
 import numpy as np
 
 from corolla.data import pipeline
+from corolla.evaluation.inference import stop_check
+from corolla.training import budget
+from corolla.training.callbacks import RunProgress
+from corolla.training.compiling import compile_head
+from corolla.training.phases import Phase
+from corolla.training.preparing import Prepared
 
 ALLOWED = ("flip",)  # augmentations the cached features can reproduce
 HEAD_LAYERS = ("head_dropout", "probabilities")  # models.create_model's, after its "pool"
@@ -111,3 +120,74 @@ class OnModel(keras.callbacks.CallbackList):
             callback.on_epoch_end(epoch, logs)
         if self.fitted is not None and self.full.stop_training:
             self.fitted.stop_training = True
+
+
+class FrozenPath:
+    """A run's frozen phases trained as a head on cached features, where they can be (`usable`):
+    the model split once (`halves`), the features computed once per image size."""
+
+    def __init__(self, model, plan, augment, log):
+        self.model, self.plan, self.augment, self.log = model, plan, augment, log
+        self._halves = None
+        self.head, self.cached, self.cached_size, self.said_slow = None, None, None, False
+
+    def halves(self) -> tuple[keras.Model, keras.Model]:
+        """(frozen features, head) of the model (`split_model`), made once."""
+        if self._halves is None:
+            with self.plan.scope():
+                self._halves = split_model(self.model)
+        return self._halves
+
+    def usable(self, phase: Phase, say: bool = True) -> bool:
+        """Whether `phase` trains the head on cached features: frozen, an augmentation they
+        reproduce, one process (a worker's share of the data would need its own cache); says
+        why not (with `say`), once, when the backbone is frozen."""
+        if not phase.frozen:
+            return False
+        why = "" if cacheable(self.augment) else \
+            f"the augmentation ({', '.join(self.augment)}) changes the images every epoch"
+        if self.plan.multi_worker:
+            why = "several processes share the data"
+        if why and say and not self.said_slow:
+            self.log(f"frozen backbone: features computed every epoch ({why}; cached when the "
+                     f"augmentation is {' or '.join(['none', *ALLOWED])})")
+            self.said_slow = True
+        return not why
+
+    def fit(self, phase: Phase, first: int, ready: Prepared, val_f1, callbacks, class_weights,
+            verbose) -> None:
+        """Trains the head alone on the backbone's cached features for epochs [first,
+        phase.end): computed once per size, with their mirror images' where flips augment a
+        phase of more than one epoch (`budget.cached_views`). `val_f1`: the run's
+        `callbacks.ValMacroF1`, which validates on the val features meanwhile; `callbacks`
+        see the full model (`OnModel`)."""
+        config, plan, t, layout = ready.config, self.plan, ready.config.train, ready.layout
+        flips = budget.cached_views("flip" in config.data.augment, phase.end - phase.start) > 1
+        if self.cached_size != phase.size:
+            began = time.monotonic()
+            extractor, self.head = self.halves()
+            train_split, val_split = layout.split("train"), val_f1.split
+            batch, skip = plan.inference_batch, config.data.skip_bad_records
+            self.cached = (extract(extractor, train_split, phase.size, batch, flips, skip),
+                           pipeline.metadata(train_split, skip)["labels"],
+                           extract(extractor, val_split, config.model.input_size, batch, False,
+                                   skip))
+            self.cached_size = phase.size
+            self.log(f"frozen backbone: features of {train_split.count} training images"
+                     f"{' and their mirror images' if flips else ''} and {val_split.count} "
+                     f"val images cached in {time.monotonic() - began:.0f} s; the head trains "
+                     f"on them")
+        train_features, labels, val_features = self.cached
+        with plan.scope():
+            compile_head(self.head, self.model, plan, ready.steps_per_execution)
+        data = dataset(train_features, labels, len(layout.class_names), plan.global_batch,
+                       ready.steps, first, phase.end, t.seed, class_weights)
+        val_f1.cached = (self.head, val_features)
+        try:
+            self.head.fit(data, epochs=phase.end, initial_epoch=first,
+                          steps_per_epoch=ready.steps,
+                          callbacks=[OnModel(callbacks, self.model), RunProgress(t.epochs),
+                                     stop_check()],
+                          shuffle=False, verbose=verbose)
+        finally:
+            val_f1.cached = None

@@ -3,6 +3,8 @@ weight decay, EMA of the weights (`use_ema`) and gradient accumulation."""
 
 from __future__ import annotations
 
+from corolla.models import sublayers
+
 
 def make_optimizer(train, schedule, model=None):
     """The optimizer of `train`, on `schedule`. With weight decay, `model`'s normalization
@@ -29,8 +31,6 @@ def no_decay(model) -> list:
     layers (decaying them shrinks the features they normalise, not the model's capacity) and
     biases (one number per unit: no overfitting to curb), as in BERT's and timm's recipes."""
     import keras
-
-    from corolla.models import sublayers
 
     norms = (keras.layers.BatchNormalization, keras.layers.LayerNormalization,
              keras.layers.GroupNormalization)

@@ -13,7 +13,7 @@ micro-step counter, which `OnUpdates` divides back into updates (and shifts, for
 phase of a two-phase fine-tuning, whose fresh optimizer starts at step 0).
 
 Beside them, the size schedule of progressive resizing (`size_at`: the image size of an
-epoch), which `fit.phases` turns into phases.
+epoch), which `phases.phases` turns into phases.
 """
 
 from __future__ import annotations

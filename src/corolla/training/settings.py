@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 
 from corolla import config as config_lib
@@ -11,6 +10,7 @@ from corolla import models
 from corolla.data import check, datasets, folds
 from corolla.data import layout as layout_lib
 from corolla.errors import UserError
+from corolla.files import absolute
 from corolla.runtime import Plan
 
 
@@ -58,9 +58,7 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
     (`data.datasets.open_recorded`)."""
     spec = models.get(config.model.name)
     models.check_weights(spec, config.model.weights)
-    path = config.data.path
-    if path and "://" not in path:
-        path = os.path.abspath(path)
+    path = config.data.path and absolute(config.data.path)
     if resume or config.data.fold:
         # The split the run (or its k-fold parent) was made on, whatever happened to the
         # source since.
@@ -76,10 +74,9 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
     train_split = [check.check_split(split, len(layout.class_names),
                                      skip_bad_records=config.data.skip_bad_records)
                    for split in splits][0]
+    if not config.train.steps_per_epoch:  # one pass over the split: at least one batch
+        check.one_global_batch("train", train_split.count, plan.global_batch)
     steps = config.train.steps_per_epoch or train_split.count // plan.global_batch
-    if steps < 1:
-        raise UserError(f"the train split has {train_split.count} examples, fewer than one "
-                        f"global batch ({plan.global_batch}); use a smaller --batch-size")
     t = config.train
     peak = config_lib.rate(t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1))
     return config_lib.apply(config, {

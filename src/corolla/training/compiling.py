@@ -1,0 +1,55 @@
+"""Compiling a model for training: its optimizer, loss and metric, for the whole run or for one
+phase (the backbone frozen or thawed as the phase says, the schedule from its first epoch).
+
+Keras is imported in the functions: the backend is chosen first."""
+
+from __future__ import annotations
+
+from corolla import config as config_lib
+from corolla.runtime import Plan
+from corolla.training import phases as phases_lib
+from corolla.training import schedule as schedule_lib
+from corolla.training.optimizer import make_optimizer
+
+
+def keras_accuracy():
+    """The accuracy metric every compiled model reports (one-hot labels)."""
+    import keras
+
+    return keras.metrics.CategoricalAccuracy(name="accuracy")
+
+
+def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None = None,
+                  train: config_lib.TrainConfig | None = None) -> None:
+    """Compiles for one-hot labels (see pipeline.train_dataset) with the optimizer `train`
+    asks for (Adam without it)."""
+    import keras
+
+    train = train or config_lib.TrainConfig()
+    model.compile(optimizer=make_optimizer(train, schedule, model),
+                  loss=keras.losses.CategoricalCrossentropy(
+                      label_smoothing=train.label_smoothing),
+                  metrics=[keras_accuracy()],
+                  steps_per_execution=steps_per_execution or plan.steps_per_execution,
+                  jit_compile=plan.jit_compile)
+
+
+def compile_phase(model, backbone, phase: phases_lib.Phase, plan: Plan,
+                  train: config_lib.TrainConfig, steps: int, steps_per_execution: int,
+                  frozen_bn: bool) -> None:
+    """`model` with its `backbone` (None: nothing to freeze) frozen, or thawed as far as
+    `train` says, and compiled for `phase`: a fresh optimizer whose schedule continues from
+    the phase's first epoch, over epochs of `steps` steps."""
+    if backbone is not None:
+        phases_lib.freeze(backbone, phase, train.unfreeze_fraction, frozen_bn)
+    updates = steps // train.accumulation_steps  # what schedules count
+    schedule = schedule_lib.for_training(train, updates, train.accumulation_steps,
+                                         first_epoch=phase.start, scale=phase.lr_scale)
+    compile_model(model, plan, schedule, steps_per_execution, train=train)
+
+
+def compile_head(head, model, plan: Plan, steps_per_execution: int) -> None:
+    """The head of `model` (`features.split_model`) compiled with the model's own optimizer
+    and loss: training it trains the model."""
+    head.compile(optimizer=model.optimizer, loss=model.loss, metrics=[keras_accuracy()],
+                 steps_per_execution=steps_per_execution, jit_compile=plan.jit_compile)

@@ -1,0 +1,123 @@
+"""What a run decides before its model is built: its settings resolved, the run it continues
+claimed and its backup read (the epoch every process continues from), seeds set, the epoch's
+length in whole executions and accumulations.
+
+`checkpoint` (which imports Keras) is imported in the functions: the backend is chosen
+first."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from corolla import config as config_lib
+from corolla.data import layout as layout_lib
+from corolla.errors import UserError
+from corolla.runs import paths, rundir
+from corolla.runtime import Plan, collective
+from corolla.runtime.hardware import worker_scratch
+from corolla.training import phases as phases_lib
+from corolla.training.determinism import set_determinism
+from corolla.training.resuming import agree_on_epoch
+from corolla.training.settings import resolve
+
+if TYPE_CHECKING:
+    from corolla.training.checkpoint import BackupState
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What training needs before the first epoch, found before any folder is made."""
+    config: config_lib.RunConfig  # resolved
+    layout: layout_lib.Layout
+    run_dir: Path | None  # the run continued (chief), None for a new run or a worker
+    backup_dir: Path | None  # a worker's; the chief's is inside its run folder
+    state: BackupState
+    steps: int  # per epoch
+    steps_per_execution: int
+    # Where every process takes the chief's weights: the chief's backup file (see
+    # resuming.agree_on_epoch), else None.
+    chiefs_file: str | None
+
+    @property
+    def from_chief(self) -> bool:
+        return self.chiefs_file is not None
+
+    @property
+    def phases(self) -> list[phases_lib.Phase]:
+        return phases_lib.of_config(self.config)
+
+    @property
+    def progressive(self) -> bool:
+        return phases_lib.progressive(self.phases, self.config.model.input_size)
+
+    @property
+    def to_plan(self) -> bool:
+        """Whether a time budget is still to be planned (a resumed run continues the plan its
+        config holds)."""
+        return bool(self.config.train.time_budget) and not self.config.train.time_plan
+
+    @property
+    def unit(self) -> int:
+        """What an epoch's steps are a multiple of (`epoch_unit`)."""
+        return epoch_unit(self.steps_per_execution, self.config.train.accumulation_steps)
+
+    def planned(self, config: config_lib.RunConfig, steps: int) -> Prepared:
+        """This, with a time plan's config and steps per epoch (whole units already)."""
+        return dataclasses.replace(self, config=config, steps=steps)
+
+
+def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) -> Prepared:
+    """Resolves the settings, claims the run to continue and reads its backup, and fixes the
+    epoch's length: everything decided before a model is built."""
+    from corolla.training.checkpoint import BackupState, read_state
+
+    asked = config.train
+    config, layout = resolve(config, plan, resume=resume is not None, log=log)
+    if asked.scale_lr == "replicas":
+        log(f"peak learning rate {asked.learning_rate:g} x {plan.replicas} replica(s) = "
+            f"{config.train.learning_rate:g} (train.scale_lr = replicas)")
+    # Every process trains the chief's run: its id keys the workers' scratch folders, so a
+    # resumed worker finds its own backup and a new run never meets an old one's.
+    run_id = collective.chief_hex(plan, config.output.run_id)
+    config = config_lib.apply(config, {"output.run_id": run_id})
+    run_dir = Path(resume) if resume and plan.is_chief else None
+    if run_dir:
+        rundir.claim(run_dir, log)  # before its backup is read: one writer per run
+    backup_dir = (run_dir / paths.BACKUP if run_dir else None) if plan.is_chief else \
+        worker_scratch(run_id, plan.process_id) / paths.BACKUP
+    state = read_state(backup_dir) if resume else BackupState()
+    state, chiefs_file = agree_on_epoch(plan, state, backup_dir, log)
+    set_determinism(config, plan)
+    steps, steps_per_execution = epoch_steps(config.train, plan, log)
+    return Prepared(config, layout, run_dir, backup_dir, state, steps, steps_per_execution,
+                    chiefs_file)
+
+
+def epoch_unit(steps_per_execution: int, accumulation_steps: int) -> int:
+    """What an epoch's steps are a multiple of: whole executions, and with gradient
+    accumulation whole accumulations, so that every epoch ends on an optimizer update."""
+    return math.lcm(steps_per_execution, accumulation_steps)
+
+
+def epoch_steps(t: config_lib.TrainConfig, plan: Plan, log) -> tuple[int, int]:
+    """(steps per epoch, steps per execution): whole units (`epoch_unit`); a time plan's
+    shortened epochs once planned."""
+    asked = t.time_steps or t.steps_per_epoch
+    steps, steps_per_execution = plan.fit_steps(asked)
+    if t.accumulation_steps > 1:
+        unit = epoch_unit(steps_per_execution, t.accumulation_steps)
+        if steps < unit:
+            raise UserError(f"an epoch of {steps} steps is shorter than one accumulation of "
+                            f"{t.accumulation_steps} batches; lower train.accumulation_steps "
+                            f"or raise --steps-per-epoch")
+        steps -= steps % unit
+    if steps != asked:
+        log(f"{asked} steps per epoch rounded to {steps}, a multiple of the "
+            f"{steps_per_execution} steps the accelerator runs per call"
+            + (f" and of the {t.accumulation_steps} accumulated batches per update"
+               if t.accumulation_steps > 1 else ""))
+    return steps, steps_per_execution

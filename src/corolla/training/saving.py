@@ -1,0 +1,66 @@
+"""The end of training: last.keras, model.keras (the best epoch's) and the backup removed, in
+the order that leaves a run safe to continue at every moment.
+
+`checkpoint` (which imports Keras) is imported in the function: the backend is chosen
+first."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from corolla import files
+from corolla.runs import identity, paths
+from corolla.runtime import Plan
+from corolla.training.optimizer import finalize_ema
+
+if TYPE_CHECKING:
+    from corolla.training.checkpoint import BackupState
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path | None  # None on a worker that is not the chief: it writes no run
+    model: object
+    history: dict
+
+
+def save(model, saved, final: BackupState, plan: Plan, run_dir: Path | None, backup_dir: Path,
+         run_id: str, log) -> TrainResult:
+    """last.keras, then model.keras (the best epoch's, or the last), then the backup goes.
+    Every worker saves (saving may read mirrored variables collectively) beside its backup;
+    only the chief's copy is the run's. The backup goes only once the model is safely written;
+    model.keras last of all (it marks the run trained). `saved`: the model as the run saves it
+    (`model` at its input size)."""
+    from corolla.training.checkpoint import load_model_weights
+
+    model_path = run_dir / paths.MODEL if plan.is_chief else backup_dir.parent / paths.MODEL
+    finalize_ema(model)  # (what fit did already, unless no epoch was left to train)
+
+    def write(model, path: Path) -> None:  # the model, marked as this run's (runs.identity)
+        with files.atomic_path(path) as tmp:
+            model.save(tmp)
+            identity.stamp(tmp, run_id, model.input_shape[1] or 0)
+
+    write(saved, model_path.with_name(paths.LAST))
+    last_epoch = final.epochs_done - 1
+    if final.best is not None and final.best_epoch != last_epoch:
+        log(f"model.keras: epoch {final.best_epoch + 1} (val macro F1 {final.best_f1:.4f}, "
+            f"the best); last.keras: epoch {last_epoch + 1}")
+        best = backup_dir / final.best
+        if best.suffix == ".keras":  # a backup from before bests were weights alone
+            with files.atomic_path(model_path) as tmp:
+                shutil.copyfile(best, tmp)
+                identity.stamp(tmp, run_id, saved.input_shape[1] or 0)
+        else:
+            load_model_weights(saved, best)
+            write(saved, model_path)
+        result = None  # the caller loads the best model from the run
+    else:
+        result = saved
+        write(result, model_path)
+    shutil.rmtree(backup_dir, ignore_errors=True)
+    history = {k: [row.get(k) for row in final.history] for row in final.history for k in row}
+    return TrainResult(run_dir=run_dir, model=result, history=history)

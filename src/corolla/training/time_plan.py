@@ -1,0 +1,108 @@
+"""A run fitted to its time budget (`train.time_budget`, `--time`): measured by the probe
+(`probe`), planned by `budget`'s arithmetic, at the largest input size that leaves the recipe
+train.time_min_epochs (else the smallest it allows), and recorded in its config."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from corolla import config as config_lib
+from corolla.runtime import collective
+from corolla.training import budget, probe
+from corolla.training.phases import Phase, phases
+from corolla.training.preparing import Prepared
+from corolla.training.trainer import Trainer
+
+
+def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
+    """The trainer's preparation fitted to its time budget: the config's epochs, steps per
+    epoch (`budget.fill`) and input size, with the plan's line in train.time_plan; a budget too
+    short for one epoch is an error naming the least that would do. `began`: when the run
+    started (the budget counts from there)."""
+    ready = trainer.ready
+    config, steps = ready.config, ready.steps
+    t = config.train
+    costs = budget.Costs()
+    fitted = _fitting(trainer, val_split, began, costs)
+    # Several processes must agree on the plan: they all probe (the probe's steps are
+    # collective), at the recipe's size alone, and take the chief's epochs and steps.
+    multi = trainer.plan.multi_worker
+    sizes = [config.model.input_size] if multi else budget.candidates(config)
+    sized, epochs, epoch_steps, estimate = fitted(sizes[0])
+    size = sizes[0]
+    # Fewer epochs than the recipe wants: the size where they fit, chosen on the costs
+    # estimated by the pixels, then measured there.
+    for size in sizes[1:] if epochs < t.time_min_epochs else ():
+        if fitted(size, scaled_from=sizes[0])[1] >= t.time_min_epochs:
+            break
+    if size != sizes[0]:
+        sized, epochs, epoch_steps, estimate = fitted(size)
+    if multi:
+        epochs, epoch_steps = (int(collective.chief_hex(trainer.plan, f"{n:x}"), 16)
+                               for n in (epochs, epoch_steps))
+    spent = time.monotonic() - began
+    if not epochs:
+        raise budget.too_short(t.time_budget, spent, estimate, t.recipe)
+    note = "" if size == sizes[0] else \
+        f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
+    if epoch_steps != steps:
+        note += f", {epoch_steps} steps each (of {steps}: one epoch more in the time whole " \
+            f"ones left)"
+    log(_probe_line(costs, trainer.plan.inference_batch))
+    line = budget.describe(t.time_budget, epochs, estimate, spent, note)
+    log(line)
+    # train.time_steps: only a shortened epoch's (a resumed run reads it: `epoch_steps`).
+    planned = config_lib.apply(sized, {**budget.shaped(t, epochs),
+                                       "train.time_steps": epoch_steps * (epoch_steps != steps),
+                                       "train.time_plan": line.partition(": ")[2]})
+    return ready.planned(planned, epoch_steps)
+
+
+def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs):
+    """`fitted(size)`: (the run's config at `size` px, and `budget.fill`'s epochs, steps per
+    epoch and estimated seconds in the time left), on costs the probe adds to `costs` at that
+    size, or, `scaled_from` another size measured, estimated from those (`budget.scaled`)."""
+    ready = trainer.ready
+    config, steps = ready.config, ready.steps
+    t = config.train
+    total = config_lib.duration_seconds(t.time_budget)
+
+    def phases_of(train, size):
+        return phases(train, config.model.train_backbone, size)
+
+    # Frozen phases on cached features (`features.FrozenPath`): passes over the training images.
+    fast = (t.frozen_epochs or not config.model.train_backbone) and \
+        trainer.frozen.usable(Phase(0, 1, True), say=False)
+    batch = trainer.plan.inference_batch
+    caching = budget.Caching("flip" in config.data.augment,
+                             -(-ready.layout.split("train").count // batch),
+                             -(-val_split.count // batch)) if fast else None
+
+    def fitted(size: int, scaled_from: int | None = None):
+        sized = config_lib.apply(config, {"model.input_size": size})
+        if scaled_from is None:
+            # Every kind any number of epochs may hold: each size of the ramp, frozen or not.
+            ramp = (size - t.start_size) // budget.SIZE_STEP + 2 if t.start_size else 1
+            every = dataclasses.replace(sized.train, epochs=max(t.epochs, ramp),
+                                        size_ramp_start=0.0, size_ramp_end=1.0)
+            probe.measure(trainer, budget.kinds(phases_of(every, size), size), costs, size,
+                          val_split, cached=bool(caching))
+        known = costs if scaled_from is None else budget.scaled(costs, scaled_from, size)
+        left = budget.MARGIN * (total - (time.monotonic() - began))
+        # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
+        return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit))
+
+    return fitted
+
+
+def _probe_line(costs: budget.Costs, batch: int) -> str:
+    """What the probe measured, as the log says it."""
+    return "time probe: " + ", ".join(
+        [f"frozen features cached at {at} px {costs.cache[at]:.3g} s a batch of {batch}"
+         f" (+{costs.cache_first[at]:.0f} s tracing)" for at in sorted(costs.cache)] +
+        [f"{'frozen' if frozen else 'trained'} {at} px {costs.step[(frozen, at)]:.3g} s a step"
+         f" (+{costs.first[(frozen, at)]:.0f} s tracing)" for frozen, at in sorted(costs.step)]) \
+        + ", validation " + ", ".join(f"{v:.1f} s at {at} px" for at, v in costs.val.items()) \
+        + f", backup {costs.backup:.2f} s"
+

@@ -1,0 +1,181 @@
+"""The fit loop: the run's model built, compiled per phase, fed per phase (on cached features
+where a frozen phase can be: `features.FrozenPath`), with Corolla's callbacks.
+
+Keras and the modules that import it (callbacks, checkpoint, features) are imported in the
+methods: the backend is chosen first."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from corolla import models
+from corolla.evaluation.inference import stop_check
+from corolla.runs import paths
+from corolla.runtime import Plan
+from corolla.training import budget, resuming
+from corolla.training.compiling import compile_phase
+from corolla.training.optimizer import finalize_ema
+from corolla.training.phases import Phase, backbone_of, batchnorm_inference, epochs_text
+from corolla.training.preparing import Prepared
+from corolla.training.stream import TrainingStream
+
+if TYPE_CHECKING:
+    from corolla.training.checkpoint import Checkpoint
+
+
+class Trainer:
+    """The model of a run (`ready`) through its phases. `extra_callbacks` are added to
+    Corolla's own."""
+
+    def __init__(self, ready: Prepared, plan: Plan, log, extra_callbacks=()):
+        from corolla.training.features import FrozenPath
+
+        self.ready, self.plan, self.log = ready, plan, log
+        self.extra = list(extra_callbacks)
+        config, t = ready.config, ready.config.train
+        # A time budget not yet planned (a resumed run continues the plan its config holds): the
+        # model may train at other sizes than the recipe's (a ramp over other epochs, a smaller
+        # input size), so it is built to take any.
+        self.any_size = ready.progressive or (ready.to_plan and (
+            bool(t.start_size) or len(budget.candidates(config)) > 1))
+        with plan.scope():
+            self.model = self.build()
+        # In inference mode, BatchNorm layers stay frozen in trained phases (`phases.freeze`).
+        self.frozen_bn = batchnorm_inference(config) and config.model.train_backbone
+        self.backbone = backbone_of(self.model) if config.model.train_backbone and \
+            (t.frozen_epochs or self.frozen_bn or t.unfreeze_fraction < 1) else None
+        self.current: Phase | None = None
+        self.own: list = []  # Corolla's callbacks, with their checkpoint and val F1: `callbacks`
+        self.checkpoint, self.val_f1 = None, None
+        self.first_data = None  # the stream the run starts (or resumes) with: `start`
+        self.stream = TrainingStream(config, ready.layout, plan, log)
+        self.frozen = FrozenPath(self.model, plan, config.data.augment, log)
+
+    def build(self):
+        """A new model of the run (`models.create_model`), at its input size."""
+        config = self.ready.config
+        return models.create_model(config.model.name, len(self.ready.layout.class_names),
+                                   config.model.input_size, config.model.weights,
+                                   config.model.train_backbone, dropout=config.model.dropout,
+                                   any_size=self.any_size)
+
+    def follow(self, ready: Prepared) -> None:
+        """Trains as `ready` (this run's, with a time plan's settings) says from now on."""
+        self.ready = ready
+
+    def saved_model(self):
+        """What the run saves: the model at its input size (the same layers and weights)."""
+        with self.plan.scope():
+            return models.at_size(self.model, self.ready.config.model.input_size) \
+                if self.any_size else self.model
+
+    def data(self, first_epoch: int, size: int):
+        """The training stream from `first_epoch` at `size` px (`TrainingStream.at`)."""
+        return self.stream.at(first_epoch, size, self.ready.steps)
+
+    def configure(self, phase: Phase) -> None:
+        """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
+        schedule continues from the phase's first epoch."""
+        with self.plan.scope():
+            self._compile(self.model, self.backbone, phase)
+        self.current = phase
+
+    def _compile(self, model, backbone, phase: Phase) -> None:
+        ready = self.ready
+        compile_phase(model, backbone, phase, self.plan, ready.config.train, ready.steps,
+                      ready.steps_per_execution, self.frozen_bn)
+
+    def start(self) -> None:
+        """Ready to fit, before the run's folder is made (a pipeline that cannot be built
+        leaves no run behind): the stream the run starts or resumes with, and the model
+        compiled for the phase that saved the backup (its optimizer holds the backed-up
+        state)."""
+        done, plan_phases = self.ready.state.epochs_done, self.ready.phases
+        resumed = next((p for p in plan_phases if p.end > done), plan_phases[-1])
+        self.first_data = self.data(done, resumed.size)
+        self.configure(next(p for p in plan_phases if p.end > max(done - 1, 0)))
+
+    def callbacks(self, run_dir: Path | None, backup_dir: Path, saved, val_split, val_labels,
+                  began: float) -> Checkpoint:
+        """Corolla's own callbacks; returns their checkpoint, whose state says what was trained
+        (and, from `began`, in how long)."""
+        from corolla.training.callbacks import EpochTensorBoard, SwapEMA, ValMacroF1
+        from corolla.training.checkpoint import Checkpoint
+
+        config, plan = self.ready.config, self.plan
+        t = config.train
+        # Validation and the best model use the EMA weights.
+        swap = SwapEMA() if t.ema else None
+        checkpoint = Checkpoint(backup_dir, self.ready.state,
+                                run_dir / paths.HISTORY if plan.is_chief else None, swap=swap,
+                                patience=t.early_stopping_patience, log=self.log, saved=saved,
+                                chiefs_file=self.ready.chiefs_file, began=began)
+        self.val_f1 = ValMacroF1(val_split, config.model.input_size, val_labels, plan, swap,
+                                 config.data.skip_bad_records)
+        # F1 first: the checkpoint records it and keeps the best epoch.
+        self.own = [self.val_f1, checkpoint]
+        if swap is not None:
+            self.own.insert(0, swap)
+        if plan.is_chief:
+            self.own.append(EpochTensorBoard(str(run_dir / paths.LOGS), write_graph=False))
+        self.checkpoint = checkpoint
+        return checkpoint
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """The backup of `checkpoint` restored into the model and its optimizer: this
+        process's own, or on every process the chief's (`resuming.restore`)."""
+        resuming.restore(self.model, checkpoint, self.plan, self.ready.from_chief, self._twin)
+
+    def _twin(self):
+        """Another model built and compiled as the model is now."""
+        twin = self.build()
+        self._compile(twin, backbone_of(twin) if self.backbone is not None else None,
+                      self.current)
+        return twin
+
+    def fit_phases(self) -> None:
+        """Fits every phase not yet trained (or until early stopping)."""
+        from corolla.training.callbacks import RunProgress
+        from corolla.training.checkpoint import stops_early
+
+        t = self.ready.config.train
+        verbose = (1 if sys.stdout.isatty() else 2) if self.plan.is_chief else 0
+        for phase in self.ready.phases:
+            done = self.checkpoint.state.epochs_done
+            if phase.end <= done or stops_early(self.checkpoint.state,
+                                                t.early_stopping_patience):
+                continue
+            if not phase.same_optimizer(self.current):
+                # The model enters the phase as a finished one leaves it: on its EMA weights.
+                finalize_ema(self.model)
+                self.configure(phase)
+            self.current = phase
+            self._say(phase)
+            first = max(done, phase.start)
+            if self.frozen.usable(phase):
+                self.frozen.fit(phase, first, self.ready, self.val_f1, self.own + self.extra,
+                                self.stream.class_weights, verbose)
+            else:
+                data = self.first_data if first == self.ready.state.epochs_done else \
+                    self.data(first, phase.size)
+                self.model.fit(data, epochs=phase.end,
+                               initial_epoch=first, steps_per_epoch=self.ready.steps,
+                               callbacks=self.own + self.extra + [RunProgress(t.epochs),
+                                                                  stop_check()],
+                               shuffle=False, verbose=verbose)
+            if self.model.stop_training:
+                break
+
+    def _say(self, phase: Phase) -> None:
+        """The phase's line in the log: what it trains, at which rate and size."""
+        t, progressive = self.ready.config.train, self.ready.progressive
+        if self.backbone is not None:
+            trained = "trained" if t.unfreeze_fraction == 1 else \
+                f"trained (its top {t.unfreeze_fraction:.0%})"
+            self.log(f"{epochs_text(phase)}: backbone "
+                     f"{'frozen' if phase.frozen else trained}, learning rate x "
+                     f"{phase.lr_scale:g}" + (f", {phase.size} px" if progressive else ""))
+        elif progressive:
+            self.log(f"{epochs_text(phase)} at {phase.size} px")
