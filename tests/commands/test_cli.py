@@ -103,6 +103,18 @@ def test_a_file_whose_name_miscounts_its_records_is_named(tmp_path, tiny_petals,
     assert not (tmp_path / "runs").exists()
 
 
+def test_the_parser_is_built_from_the_commands_without_tensorflow():
+    """Every command module is imported to build the parser, before the flags pick the Keras
+    backend and before TensorFlow's start-up lines are quieted: none may import them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from corolla import cli; cli.build_parser(); "
+            "loaded = sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'tensorflow', 'keras', 'jax'}); assert not loaded, loaded")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
 def test_a_closed_pipe_ends_quietly(tmp_path):
     """`corolla check-data --data D | head -1` ended in a BrokenPipeError traceback."""
     import subprocess

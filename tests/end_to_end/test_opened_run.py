@@ -18,6 +18,7 @@ from corolla.config import schema
 from corolla.data import datasets
 from corolla.data import layout as layout_lib
 from corolla.evaluation import tta
+from corolla.runs import paths
 
 
 class Counts:
@@ -52,23 +53,22 @@ class Counts:
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_petals, tmp_path_factory):
+def trained(train_tiny, tmp_path_factory):
     """(run folder, its --config file, the counts of its `corolla train --config F`)."""
     tmp = tmp_path_factory.mktemp("opened")
     config = tmp / "tiny.toml"
     config.write_text("[train]\nepochs = 1\nsteps_per_epoch = 2\nbatch_size = 8\n")
     with pytest.MonkeyPatch.context() as monkeypatch:
         counts = Counts(monkeypatch)
-        assert main(["train", "--config", str(config), "--data", str(tiny_petals),
-                     "--runs-dir", str(tmp / "runs"), "--name", "r"]) == 0
-    return tmp / "runs" / "r", config, counts
+        run = train_tiny(tmp / "runs", "--config", config, tiny=())
+    return run, config, counts
 
 
 def test_train_parses_its_config_file_once_and_opens_the_trained_run_once(trained):
     run, config, counts = trained
     assert counts.of(config) == 1  # train_config, for_plan, cpu_auto and compose share it
     # Written by training, read once for evaluation and prediction together.
-    assert counts.of(run / "config.toml") == 1
+    assert counts.of(run / paths.CONFIG) == 1
     assert counts.calls["open_recorded"] == 1  # the run's own split, for both
 
 
@@ -77,7 +77,7 @@ def test_evaluate_opens_the_run_once(trained, monkeypatch, args):
     run, _, _ = trained
     counts = Counts(monkeypatch)
     assert main(["evaluate", str(run), *args]) == 0
-    assert counts.of(run / "config.toml") == 1
+    assert counts.of(run / paths.CONFIG) == 1
     assert counts.calls["open_layout"] == 1
     assert counts.calls["check"] == 1
 
@@ -85,11 +85,11 @@ def test_evaluate_opens_the_run_once(trained, monkeypatch, args):
 @pytest.mark.parametrize("args", [[], ["--bias", "fitted"], ["--tta", "2", "--out", "-"]])
 def test_predict_opens_the_run_once(trained, monkeypatch, args):
     run, _, _ = trained
-    if "fitted" in args and not (run / "bias.json").is_file():
+    if "fitted" in args and not (run / paths.BIAS).is_file():
         assert main(["evaluate", str(run), "--fit-bias"]) == 0
     counts = Counts(monkeypatch)
     assert main(["predict", str(run), *args]) == 0
-    assert counts.of(run / "config.toml") == 1
+    assert counts.of(run / paths.CONFIG) == 1
     assert counts.calls["open_layout"] == 1
     assert counts.calls["check"] == 1
 
@@ -100,6 +100,6 @@ def test_predictions_on_photos_read_the_run_once_and_open_no_data(trained, monke
     Image.fromarray(np.full((40, 30, 3), 200, np.uint8)).save(tmp_path / "flower.png")
     counts = Counts(monkeypatch)
     assert main(["predict", str(run), str(tmp_path / "flower.png")]) == 0
-    assert counts.of(run / "config.toml") == 1
+    assert counts.of(run / paths.CONFIG) == 1
     assert counts.calls["open_layout"] == 0
     assert counts.calls["check"] == 1
