@@ -3,6 +3,7 @@ trained runs. Modules of helpers are in helpers/ (`from helpers import ...`)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from pathlib import Path
@@ -36,12 +37,14 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_petals(tmp_path_factory) -> Path:
-    """32 px synthetic petals in the competition layout: 4 classes, 64/32/20 images."""
+    """32 px synthetic petals in the competition layout: 4 classes, 64/32/20 images (one folder
+    for the session, so that the runs of shared fixtures name the data every test has)."""
     from corolla.data import synthetic
 
     from corolla.commands import demo
 
-    return synthetic.write(tmp_path_factory.mktemp("petals"), demo.TINY.data)
+    return built_once(tmp_path_factory, "petals",
+                      lambda root: synthetic.write(root / "data", demo.TINY.data)) / "data"
 
 
 @pytest.fixture(scope="session")
@@ -128,6 +131,25 @@ def train_tiny(tiny_petals) -> TinyTrainer:
     return TinyTrainer(tiny_petals)
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The folder `build(folder)` fills, built once for the whole test session: under
+    pytest-xdist the first worker to ask builds it and the others wait for it and share it (a
+    session fixture is otherwise built once per worker). Tests only read it, as they read every
+    session fixture's folder."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's own
+    folder = root / f"once-{name}"
+    with open(root / f"once-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / ".built").is_file():  # (a worker whose build failed left no mark)
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
     """The one finished tiny run of the session: `corolla demo --tiny` (small_cnn, 1 epoch on
@@ -136,10 +158,11 @@ def tiny_run(tmp_path_factory) -> Path:
     writes into it (evaluate, predict, report, a file changed) takes `tiny_run_copy`."""
     from corolla.cli import main
 
-    root = tmp_path_factory.mktemp("tiny")
-    assert main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
-                 str(root / "runs"), "--name", "tiny"]) == 0
-    return root / "runs" / "tiny"
+    def build(root):
+        assert main(["demo", "--tiny", "--cache-dir", str(root / "cache"), "--runs-dir",
+                     str(root / "runs"), "--name", "tiny"]) == 0
+
+    return built_once(tmp_path_factory, "tiny", build) / "runs" / "tiny"
 
 
 @pytest.fixture
@@ -152,4 +175,5 @@ def tiny_run_copy(tiny_run, tmp_path) -> Path:
 def tiny_kfold(train_tiny, tmp_path_factory) -> Path:
     """A finished `corolla train --folds 2` run on tiny_petals (one epoch of two steps a fold).
     Its folds are small trained runs too: tests that write into one work on a copy."""
-    return train_tiny(tmp_path_factory.mktemp("kfold"), "--folds", "2", name="k2")
+    return built_once(tmp_path_factory, "kfold",
+                      lambda root: train_tiny(root, "--folds", "2", name="k2")) / "k2"

@@ -15,7 +15,7 @@ import pytest
 
 from corolla.runs import paths
 from helpers.processes import REPO, SCRIPTS, free_ports
-from helpers.runs import epochs, history, saved_weights_in_a_fresh_process
+from helpers.runs import epochs, history, stored_weights
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 300
@@ -89,8 +89,8 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
     assert {paths.CONFIG, paths.MODEL, paths.HISTORY, paths.METRICS, paths.SUBMISSION,
             paths.FINISHED} <= {p.name for p in run.iterdir()}
     assert epochs(run) == ["1", "2"]
-    chief = saved_weights_in_a_fresh_process(run / paths.MODEL)
-    worker = saved_weights_in_a_fresh_process(scratch / paths.MODEL)
+    chief = stored_weights(run / paths.MODEL)
+    worker = stored_weights(scratch / paths.MODEL)
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)
@@ -120,8 +120,8 @@ def test_a_worker_that_lost_its_scratch_folder_continues_from_the_chiefs_backup(
             "workers' own backups: process 1 (0)") in resumed[0]
     assert epochs(run) == ["1", "2"]
     scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
-    chief = saved_weights_in_a_fresh_process(run / paths.LAST)
-    worker = saved_weights_in_a_fresh_process(scratch / paths.LAST)
+    chief = stored_weights(run / paths.LAST)
+    worker = stored_weights(scratch / paths.LAST)
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)
@@ -240,8 +240,8 @@ def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
     rows = history(run)
     assert len(rows) == train["epochs"] >= 2 and float(rows[-1]["seconds"]) <= 60
     scratch = tmp_path / "tmp1" / f"corolla-{saved['output']['run_id']}" / "worker-1"
-    chief = saved_weights_in_a_fresh_process(run / paths.MODEL)
-    worker = saved_weights_in_a_fresh_process(scratch / paths.MODEL)
+    chief = stored_weights(run / paths.MODEL)
+    worker = stored_weights(scratch / paths.MODEL)
     assert len(chief) == len(worker) > 0
     for a, b in zip(chief, worker):
         np.testing.assert_array_equal(a, b)

@@ -1,15 +1,15 @@
 """What a run folder holds, read as the tests compare it: its history, the epochs of its backup,
-its saved weights (in this process or a fresh one), and its data."""
+its saved weights (loaded in this process, or read from the file as stored), and its data."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
-import os
-import subprocess
-import sys
+import zipfile
 from pathlib import Path
 
+import h5py
 import numpy as np
 
 from corolla.runs import paths
@@ -48,18 +48,18 @@ def saved_weights(path) -> list[np.ndarray]:
     return keras.saving.load_model(path, compile=False).get_weights()
 
 
-def saved_weights_in_a_fresh_process(path, timeout: int = 300) -> list[np.ndarray]:
-    """The same, loaded by a fresh interpreter (its own backend and runtime, as a run's
-    processes have), through path.npz beside the model."""
-    code = ("import sys, numpy as np, corolla.runtime as r; r.detect(); import keras; "
-            "import corolla.models.layers; m = keras.saving.load_model(sys.argv[1], "
-            "compile=False); np.savez(sys.argv[2], *m.get_weights())")
-    out = Path(path).with_suffix(".npz")
-    subprocess.run([sys.executable, "-c", code, str(path), str(out)], check=True,
-                   capture_output=True, timeout=timeout,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    with np.load(out) as f:
-        return [f[k] for k in sorted(f.files, key=lambda k: int(k.split("_")[1]))]
+def stored_weights(path) -> list[np.ndarray]:
+    """The model's weights as a saved model file holds them (its model.weights.h5, each layer's
+    variables in the order of their names; the optimizer's left out), read with h5py: no
+    backend or runtime is loaded, so a test can compare the files of other processes (a chief
+    and its worker, a crashed and an uninterrupted run) without starting one to load them."""
+    with zipfile.ZipFile(path) as saved, saved.open("model.weights.h5") as raw, \
+            h5py.File(io.BytesIO(raw.read()), "r") as weights:
+        arrays = {}
+        weights["layers"].visititems(
+            lambda name, item: arrays.__setitem__(name, item[()])
+            if isinstance(item, h5py.Dataset) else None)
+    return [arrays[name] for name in sorted(arrays)]
 
 
 def same(a, b) -> bool:
