@@ -255,6 +255,11 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
         log(f"{_find_flag(names)}: run {str(resume)!r} continues at the rate it has, "
             f"{cfg.train.learning_rate:g}")
         lr_find = None
+    if lr_find is not None and cfg.train.folds:
+        raise UserError(f"{_find_flag(names)} is not for k-fold runs "
+                        f"({names.get('train.folds', '--folds')}); find a rate once with "
+                        f"`corolla lr-find --data ...` and pass it as "
+                        f"{names.get('train.learning_rate', '--lr')} RATE")
     if not cfg.data.path:
         given = (names or {}).get("data.path", "--data")
         raise UserError(f"no data given; pass {given} with a folder holding tfrecords-jpeg-SxS/ "
@@ -269,11 +274,6 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
 
     checked = check_data.for_training(cfg.data.path, datasets.features_of(cfg.data), strict,
                                       log=log)
-    if kfold_rule.is_parent(cfg) and lr_find is not None:
-        raise UserError(f"{_find_flag(names)} is not for k-fold runs "
-                        f"({names.get('train.folds', '--folds')}); find a rate once with "
-                        f"`corolla lr-find --data ...` and pass it as "
-                        f"{names.get('train.learning_rate', '--lr')} RATE")
     if kfold_rule.is_parent(cfg):
         from corolla.commands import kfold
 

@@ -46,7 +46,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         found = lr_find_lib.find_rate(trainer, lr_find, log)
         if found.suggestion is None:  # before the run's folder: nothing is left behind
             raise lr_find_lib.no_suggestion(found)
-        log(found.line())
+        log(f"{found.line()}: the run trains at it")
         ready = ready.planned(lr_find_lib.with_rate(ready.config, config.train,
                                                     found.suggestion), ready.steps)
         trainer.follow(ready)
