@@ -250,3 +250,5 @@ def test_lr_mistakes_are_one_line_naming_the_flag(tmp_path, tiny_petals, capsys)
 
     with pytest.raises(UserError, match='learning_rate="find" finds the rate of a new run'):
         corolla.train(resume=tmp_path / "r", learning_rate="find")
+    with pytest.raises(UserError, match=r"^start= \(1\) must be below end= \(0.1\)"):
+        corolla.lr_find(data=tiny_petals, start=1, end=0.1)

@@ -171,7 +171,8 @@ def plot_lr_find(found: dict, path: str | Path) -> Path:
     """The range test (`training.lr_find`'s record, as lr_find.json holds it): the loss of each
     step and its smoothed curve against the rate on a log axis, the suggested rate marked.
     The loss axis stops a little above where the smoothed loss began: the divergence's tail
-    would flatten the part people read."""
+    would flatten the part people read. The smoothed curve lags the steps' (an average of the
+    last ~50): the rule reads it, as fastai's and Lightning's do."""
     rates = np.asarray(found["rates"], dtype=float)
     losses = np.asarray([np.nan if v is None else v for v in found["losses"]], dtype=float)
     smoothed = np.asarray([np.nan if v is None else v for v in found["smoothed"]], dtype=float)
@@ -182,10 +183,12 @@ def plot_lr_find(found: dict, path: str | Path) -> Path:
     ax.set_xlabel("learning rate (log scale)")
     ax.set_ylabel("training loss")
     finite = smoothed[np.isfinite(smoothed)]
-    if finite.size:
-        low, first = finite.min(), finite[0]
-        top = max(first, low) + 0.25 * abs(max(first, low) - low) + 1e-6
-        ax.set_ylim(low - 0.1 * (top - low) - 1e-6, top)
+    if finite.size:  # from the steps' lowest (bar a few outliers) to a little above the start
+        steps = losses[np.isfinite(losses)]
+        low = min(finite.min(), np.percentile(steps, 2) if steps.size else finite.min())
+        top = max(finite[0], finite.min())
+        top += 0.25 * (top - low) + 1e-6
+        ax.set_ylim(low - 0.05 * (top - low) - 1e-6, top)
     if found.get("suggestion"):
         rate = found["suggestion"]
         ax.axvline(rate, color="C3", ls="--", lw=1.2)
