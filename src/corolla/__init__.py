@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 _SUBMODULES = ("errors", "files", "config", "runtime", "data", "models", "runs", "evaluation",
                "training", "report", "commands", "api", "cli")
 # The notebook API, loaded on first use too.
-_API = ("train", "open_run", "Run", "check_data")  # corolla.train() is the workflow
+_API = ("train", "lr_find", "open_run", "Run", "check_data")  # corolla.train() is the workflow
 
 __all__ = [*_API, *_SUBMODULES]
 

@@ -9,6 +9,8 @@
     run.export("tflite")         # RUN/export-tflite/: model.tflite, classes.txt, export.json
     run.explain("photo.jpg")     # RUN/explain/photo.png: where the evidence lies (Grad-CAM)
     run.report()                 # report.html; shown inline in Jupyter
+    corolla.lr_find(data="/data/petals")["suggestion"]   # a range test; no run made
+    corolla.train(data="/data/petals", learning_rate="find")   # trains at its suggestion
     run = corolla.open_run("runs/small_cnn-20261122-101500")
 
 Keyword settings are the command line's flags by their Python names (`epochs`, `batch_size`,
@@ -26,9 +28,12 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla.commands import check_data as check_command
 from corolla.commands import evaluate, explain, export, predict, report
+from corolla.commands import lr_find as lr_find_command
 from corolla.commands import train as train_command
 from corolla.commands.errors import as_user_errors
+from corolla.config import range_test
 from corolla.config.flags import from_keywords
+from corolla.config.range_test import RangeSettings
 from corolla.errors import UserError
 from corolla.files import read_json
 from corolla.report import html as html_report
@@ -161,6 +166,22 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
         run_dir, _ = train_command.train(_text(config), flags, names, resume=resume, log=log,
                                          strict=strict)
     return Run(run_dir) if run_dir is not None else None
+
+
+def lr_find(config: str | Path | None = None, start: float = range_test.START,
+            end: float = range_test.END, steps: int = range_test.STEPS, rule: str = "steepest",
+            out: str | Path | None = None, log=print, **keywords) -> dict:
+    """The learning-rate range test of the run `keywords` describe (train's: data=, model=,
+    batch_size=, ...), as `corolla lr-find`: the rate grows exponentially from `start` to `end`
+    over `steps` training steps of the run's own model, data and optimizer; writes
+    lr_find.png and lr_find.json into `out` (default: the current folder) and returns the
+    record: {"suggestion": rate, "rule", "rates", "losses", "smoothed", ...}. No run folder is
+    made; `corolla.train(..., learning_rate="find")` trains at the suggestion."""
+    flags, names = from_keywords(keywords, "corolla.lr_find()")
+    names.update({key: f"{key}=" for key in ("start", "end", "steps", "rule", "out")})
+    with tflog.quiet_tensorflow(), as_user_errors():
+        return lr_find_command.lr_find(_text(config), flags, names,
+                                       RangeSettings(start, end, steps, rule), out=out, log=log)
 
 
 def check_data(data: str | Path, out: str | Path | None = None, strict: bool = False,

@@ -16,8 +16,8 @@ import threading
 
 from corolla import __version__
 from corolla.commands import (arguments, bench, check_data, check_submission, convert, demo,
-                              ensemble, evaluate, explain, export, info, predict, report, submit,
-                              train)
+                              ensemble, evaluate, explain, export, info, lr_find, predict, report,
+                              submit, train)
 from corolla.commands.errors import as_user_errors
 from corolla.errors import UserError, clear_stop, request_stop
 from corolla.runtime import tflog
@@ -25,7 +25,7 @@ from corolla.runtime import tflog
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).
 # Each declares HELP, add_arguments(parser) and main(args) -> exit status.
 COMMANDS = {module.__name__.rpartition(".")[2].replace("_", "-"): module for module in (
-    info, demo, train, evaluate, predict, export, explain, ensemble, convert, check_data,
+    info, demo, train, lr_find, evaluate, predict, export, explain, ensemble, convert, check_data,
     check_submission, report, submit, bench)}
 
 

@@ -227,3 +227,28 @@ def test_zero_steps_and_image_size_are_said_to_mean_the_default(capsys):
 
     assert help_of("--steps-per-epoch").startswith("default, or 0: one pass over train")
     assert "default, or 0: the one nearest the input size" in help_of("--image-size")
+
+
+def test_lr_mistakes_are_one_line_naming_the_flag(tmp_path, tiny_petals, capsys):
+    """--lr takes a rate or find; find is for a new, single run; the range test's own flags
+    are checked before anything is read."""
+    from helpers.cli import one_line_error
+
+    data = ["--data", str(tiny_petals), "--runs-dir", str(tmp_path / "runs")]
+    one_line_error(capsys, ["train", *data, "--lr", "abc"], "argument --lr", "or find",
+                   "'abc'")
+    one_line_error(capsys, ["train", "--resume", str(tmp_path / "r"), "--lr", "find"],
+                   "--lr find", "--resume", "drop --lr find")
+    one_line_error(capsys, ["train", *data, "--lr", "find", "--folds", "2"], "--lr find",
+                   "--folds", "corolla lr-find")
+    one_line_error(capsys, ["lr-find", *data, "--start", "1", "--end", "0.1"],
+                   "--start (1) must be below --end (0.1)")
+    one_line_error(capsys, ["lr-find", *data, "--steps", "5"], "--steps must be at least")
+    assert not (tmp_path / "runs").exists()
+    import corolla
+    from corolla.errors import UserError
+
+    with pytest.raises(UserError, match='learning_rate="find" finds the rate of a new run'):
+        corolla.train(resume=tmp_path / "r", learning_rate="find")
+    with pytest.raises(UserError, match=r"^start= \(1\) must be below end= \(0.1\)"):
+        corolla.lr_find(data=tiny_petals, start=1, end=0.1)

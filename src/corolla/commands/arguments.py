@@ -50,6 +50,20 @@ def augment(p: argparse.ArgumentParser, default: str | None = None) -> None:
                    help="train without augmentation (as --augment none)")
 
 
+FIND = "find"  # --lr find: the rate found by the range test (`corolla lr-find`)
+
+
+def rate_or_find(text: str):
+    """--lr's value: a positive rate, or the word find."""
+    if text.strip().lower() == FIND:
+        return FIND
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a learning rate (e.g. 3e-4) or {FIND} (the "
+                                         f"range test's suggestion), got {text!r}") from None
+
+
 def scored_run(p: argparse.ArgumentParser) -> None:
     """The run that evaluate and predict score, and the data they may read instead."""
     p.add_argument("run", help="a run directory, e.g. runs/small_cnn-20261122-101500")

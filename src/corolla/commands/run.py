@@ -13,15 +13,18 @@ from corolla.commands.predict import predict_run
 from corolla.data import check
 from corolla.errors import Interrupted
 from corolla.evaluation import inference
-from corolla.runs import rundir
+from corolla.files import read_json
+from corolla.runs import paths, rundir
 from corolla.runtime import Plan, collective
 
 
 def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
-                           resume: Path | None = None) -> tuple[Path | None, dict | None]:
+                           resume: Path | None = None,
+                           lr_find=None) -> tuple[Path | None, dict | None]:
     """Returns (run directory, val metrics); (None, None) on a worker that is not the chief.
     `resume`: an unfinished run directory to continue (see `training.run`): from its last
-    completed epoch, or, if it was killed after its training, from its evaluation."""
+    completed epoch, or, if it was killed after its training, from its evaluation. `lr_find`:
+    the range test's settings, for a new run whose rate is found first (`training.run`)."""
     if resume is not None and rundir.status(resume) == rundir.TRAINED:
         if not plan.is_chief:
             collective.wait_for_each_other(plan)  # until the chief is done (see there)
@@ -30,7 +33,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         rundir.claim(run_dir, log)
         log(f"{run_dir} finished training before it stopped: evaluating and predicting")
     else:
-        result = training.run(config, plan, log=log, resume=resume)
+        result = training.run(config, plan, log=log, resume=resume, lr_find=lr_find)
         if not plan.is_chief:
             collective.wait_for_each_other(plan)
             return None, None
@@ -46,9 +49,19 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         collective.wait_for_each_other(plan)  # the others may leave now, failed or not
 
 
+def draw_lr_find(run_dir: Path) -> None:
+    """The picture of the run's range test (`--lr find`), from its lr_find.json, once."""
+    record, picture = run_dir / paths.LR_FIND, run_dir / paths.LR_FIND_PICTURE
+    if record.is_file() and not picture.is_file():
+        from corolla.report import plots
+
+        plots.plot_lr_find(read_json(record, "train a new run"), picture)
+
+
 def _evaluate_predict(run_dir: Path, plan: Plan, model, log) -> dict:
     """Scores the trained run on val, predicts its test split, writes FINISHED last; returns the
     val metrics."""
+    draw_lr_find(run_dir)
     opened = inference.open_run(run_dir, plan=plan, log=log)  # once, for both
     layout = opened.layout
     metrics = evaluate_run(opened, model=model, log=log, report_skipped=False)

@@ -17,6 +17,7 @@ from corolla import config as config_lib
 from corolla import models, runtime
 from corolla.commands import arguments, check_data
 from corolla.config import recipe as recipe_lib
+from corolla.config.range_test import RangeSettings
 from corolla.data import sources
 from corolla.errors import UserError
 from corolla.files import absolute
@@ -247,7 +248,18 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     submission.csv. Returns (run folder, val metrics; a k-fold run's: its out-of-fold scores);
     (None, None) on a worker that is not the chief."""
     config_file = config_lib.config_file(config_file)  # parsed at its first use, and only then
+    flags, lr_find = split_lr_find(flags, names, resume)
+    given_resume = resume
     cfg, resume = train_config(config_file, flags, names, resume, log)
+    if lr_find is not None and resume is not None and given_resume is None:
+        log(f"{_find_flag(names)}: run {str(resume)!r} continues at the rate it has, "
+            f"{cfg.train.learning_rate:g}")
+        lr_find = None
+    if lr_find is not None and cfg.train.folds:
+        raise UserError(f"{_find_flag(names)} is not for k-fold runs "
+                        f"({names.get('train.folds', '--folds')}); find a rate once with "
+                        f"`corolla lr-find --data ...` and pass it as "
+                        f"{names.get('train.learning_rate', '--lr')} RATE")
     if not cfg.data.path:
         given = (names or {}).get("data.path", "--data")
         raise UserError(f"no data given; pass {given} with a folder holding tfrecords-jpeg-SxS/ "
@@ -269,7 +281,8 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     else:
         from corolla.commands import run
 
-        run_dir, metrics = run.train_evaluate_predict(cfg, plan, log=log, resume=resume)
+        run_dir, metrics = run.train_evaluate_predict(cfg, plan, log=log, resume=resume,
+                                                      lr_find=lr_find)
     if run_dir is not None and checked is not None:  # the chief: the run keeps its check
 
         check_data.save_with_run(run_dir, checked)
@@ -277,14 +290,41 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     return run_dir, metrics
 
 
+def _find_flag(names: dict | None) -> str:
+    """How the user asked for the range test: `--lr find`, `learning_rate="find"`."""
+    name = (names or {}).get("train.learning_rate", "--lr")
+    return f'{name}"{arguments.FIND}"' if name.endswith("=") else f"{name} {arguments.FIND}"
+
+
+def split_lr_find(flags: dict | None, names: dict | None, resume=None):
+    """(the flags without train.learning_rate "find", the range test's settings or None). The
+    rate of a continued run is its own: finding one is an error there."""
+    flags = dict(flags or {})
+    rate = flags.get("train.learning_rate")
+    if not (isinstance(rate, str) and rate.strip().lower() == arguments.FIND):
+        return flags, None
+    if resume:
+        raise UserError(f"{_find_flag(names)} finds the rate of a new run; a continued run "
+                        f"({(names or {}).get('resume', '--resume')}) keeps the rate it trains "
+                        f"at: drop {_find_flag(names)}")
+    del flags["train.learning_rate"]
+    return flags, RangeSettings()
+
+
 HELP = "train on data in the competition layout, then evaluate on val and write submission.csv"
 
 
-def add_arguments(p) -> None:
-    _data_and_model_flags(p)
+def add_arguments(p, lr_find: bool = False) -> None:
+    """Train's flags; `lr_find`: those of a run's settings only, for `corolla lr-find` (no
+    --resume, --folds, --strict)."""
+    _data_and_model_flags(p, resume=not lr_find)
     _schedule_flags(p)
-    _run_flags(p)
+    _run_flags(p, folds=not lr_find)
     _recipe_flags(p)
+    if lr_find:
+        arguments.batch(p)
+        arguments.runtime(p)
+        return
     p.add_argument("--strict", action="store_true", help="copies of images across train, val "
                    "and test (found by the data check run before training) are an error, not "
                    "a warning")
@@ -314,11 +354,12 @@ def _recipe_default(key: str) -> str:
     return f"default: the recipe's; {', '.join(values)}"
 
 
-def _data_and_model_flags(p) -> None:
+def _data_and_model_flags(p, resume: bool = True) -> None:
     p.add_argument("--config", help="TOML file with [data] [model] [train] [runtime] [output]")
-    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its last "
-                   "completed epoch, with its own config and global batch (runtime flags may "
-                   "change)")
+    if resume:
+        p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its "
+                       "last completed epoch, with its own config and global batch (runtime flags "
+                       "may change)")
     p.add_argument("--data", help="folder (local or gs://) holding tfrecords-jpeg-SxS/, or an "
                    "image folder (one subfolder per class) or a CSV of path,label, converted "
                    "once into a cache (see corolla convert)")
@@ -347,8 +388,10 @@ def _schedule_flags(p) -> None:
     p.add_argument("--time", metavar="DURATION", help="train for this long (90s, 10m, 1.5h): "
                    "the recipe's schedule fitted to it, its epochs from a timed probe (not "
                    "with --epochs)")
-    p.add_argument("--lr", dest="learning_rate", type=float,
-                   help="peak learning rate; " + _recipe_default("train.learning_rate"))
+    p.add_argument("--lr", dest="learning_rate", type=arguments.rate_or_find,
+                   metavar="RATE|find", help="peak learning rate, or find: the suggestion of "
+                   "a range test on the run's own model first (corolla lr-find); "
+                   + _recipe_default("train.learning_rate"))
     p.add_argument("--steps-per-epoch", type=int, help="default, or 0: one pass over train")
     p.add_argument("--seed", type=int, help=f"seeds initialisation, order and augmentation "
                    f"(default {config_lib.RunConfig().train.seed})")
@@ -364,10 +407,12 @@ def _schedule_flags(p) -> None:
                         "tail) and count them per file at the end, instead of stopping")
 
 
-def _run_flags(p) -> None:
-    p.add_argument("--folds", type=int, metavar="K", help="k-fold: train K models on train+val "
-                   "split into K stratified folds (RUN/fold-1 ... fold-K), score their pooled "
-                   "out-of-fold predictions, average their test probabilities; default 0 (off)")
+def _run_flags(p, folds: bool = True) -> None:
+    if folds:
+        p.add_argument("--folds", type=int, metavar="K", help="k-fold: train K models on "
+                       "train+val split into K stratified folds (RUN/fold-1 ... fold-K), score "
+                       "their pooled out-of-fold predictions, average their test "
+                       "probabilities; default 0 (off)")
     p.add_argument("--runs-dir", help="where run directories go (default: runs)")
     p.add_argument("--name", help="run directory name inside --runs-dir (default: "
                    "<model>-<timestamp>)")

@@ -165,3 +165,41 @@ def _save(fig, path) -> Path:
     finally:
         plt.close(fig)  # a failed save must not leak the figure either
     return path
+
+
+def plot_lr_find(found: dict, path: str | Path) -> Path:
+    """The range test (`training.lr_find`'s record, as lr_find.json holds it): the loss of each
+    step and its smoothed curve against the rate on a log axis, the suggested rate marked.
+    The loss axis stops a little above where the smoothed loss began: the divergence's tail
+    would flatten the part people read. The smoothed curve lags the steps' (an average of the
+    last ~50): the rule reads it, as fastai's and Lightning's do."""
+    rates = np.asarray(found["rates"], dtype=float)
+    losses = np.asarray([np.nan if v is None else v for v in found["losses"]], dtype=float)
+    smoothed = np.asarray([np.nan if v is None else v for v in found["smoothed"]], dtype=float)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(rates, losses, color="0.7", lw=0.8, label="loss of each step")
+    ax.plot(rates, smoothed, color="C0", lw=2, label="smoothed loss (EMA 0.98)")
+    ax.set_xscale("log")
+    ax.set_xlabel("learning rate (log scale)")
+    ax.set_ylabel("training loss")
+    finite = smoothed[np.isfinite(smoothed)]
+    if finite.size:  # from the steps' lowest (bar a few outliers) to a little above the start
+        steps = losses[np.isfinite(losses)]
+        low = min(finite.min(), np.percentile(steps, 2) if steps.size else finite.min())
+        top = max(finite[0], finite.min())
+        top += 0.25 * (top - low) + 1e-6
+        ax.set_ylim(low - 0.05 * (top - low) - 1e-6, top)
+    if found.get("suggestion"):
+        rate = found["suggestion"]
+        ax.axvline(rate, color="C3", ls="--", lw=1.2)
+        at = found.get("index")
+        if at is not None and np.isfinite(smoothed[at]):
+            ax.plot([rates[at]], [smoothed[at]], "o", color="C3", ms=8)
+        ax.plot([], [], color="C3", ls="--", label=f"suggested {rate:.3g} ({found['rule_text']})")
+    stopped = ("stopped: the loss diverged" if found.get("stopped") == "diverged"
+               else "all steps run")
+    ax.set_title(f"Learning-rate range test: {found['steps_run']} steps from "
+                 f"{found['start']:g} to {found['end']:g}, {stopped}", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="lower left", fontsize=9)
+    return _save(fig, path)

@@ -8,6 +8,7 @@
                                                  the last epoch's
         metrics.json  *.png  report.html        scores on val, pictures, the offline page
         data_check.json                          the check of the data before training
+        lr_find.json  lr_find.png                the range test of `--lr find`: the rate found
         label_review.csv  label_review.png       labels the model doubts, for a person to review
         predictions/{val,test}.npz  submission.csv
         eval-<data>/                             scores on other data (the same files)
@@ -55,6 +56,8 @@ EVAL_PREFIX = "eval-"  # RUN/eval-<data>/: scores on other data than the run's o
 BIAS = "bias.json"  # per-class offsets fitted for macro F1 (corolla evaluate --fit-bias)
 EXPORT_PREFIX = "export-"  # RUN/export-<format>[-<quantize>]/: `corolla export`'s folders
 ENSEMBLE_PREFIX = "ensemble"  # runs/ensemble-<timestamp>/
+LR_FIND = "lr_find.json"  # the range test (`--lr find`): rates, losses, the rate suggested
+LR_FIND_PICTURE = "lr_find.png"  # ... its loss against the rate
 
 
 def fold_name(k: int) -> str:

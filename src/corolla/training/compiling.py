@@ -36,15 +36,17 @@ def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None =
 
 def compile_phase(model, backbone, phase: phases_lib.Phase, plan: Plan,
                   train: config_lib.TrainConfig, steps: int, steps_per_execution: int,
-                  frozen_bn: bool) -> None:
+                  frozen_bn: bool, schedule=None) -> None:
     """`model` with its `backbone` (None: nothing to freeze) frozen, or thawed as far as
     `train` says, and compiled for `phase`: a fresh optimizer whose schedule continues from
-    the phase's first epoch, over epochs of `steps` steps."""
+    the phase's first epoch, over epochs of `steps` steps (or on `schedule`, a Keras
+    LearningRateSchedule of the optimizer's micro-steps: the range test's)."""
     if backbone is not None:
         phases_lib.freeze(backbone, phase, train.unfreeze_fraction, frozen_bn)
     updates = steps // train.accumulation_steps  # what schedules count
-    schedule = schedule_lib.for_training(train, updates, train.accumulation_steps,
-                                         first_epoch=phase.start, scale=phase.lr_scale)
+    if schedule is None:
+        schedule = schedule_lib.for_training(train, updates, train.accumulation_steps,
+                                             first_epoch=phase.start, scale=phase.lr_scale)
     compile_model(model, plan, schedule, steps_per_execution, train=train)
 
 

@@ -13,6 +13,9 @@ from corolla import config as config_lib
 from corolla.data import check, pipeline
 from corolla.errors import Interrupted
 from corolla.runtime import Plan
+from corolla.files import write_json
+from corolla.runs import paths
+from corolla.training import lr_find as lr_find_lib
 from corolla.training import saving, summary
 from corolla.training.preparing import Prepared, prepare
 from corolla.training.run_folder import open_folder
@@ -22,9 +25,13 @@ from corolla.training.trainer import Trainer
 
 
 def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
-        callbacks=()) -> TrainResult:
+        callbacks=(), lr_find: lr_find_lib.RangeSettings | None = None) -> TrainResult:
     """Trains into a new run directory, or continues the interrupted run `resume` (its
     config, from its last completed epoch). `callbacks` are added to Corolla's own.
+    `lr_find`: a new run's peak learning rate is found first by the range test on its own
+    model (`lr_find.find_rate`; in a time budget's time), which then trains from the weights it
+    had before the test, at the rate suggested (config.toml's train.learning_rate; the test
+    in lr_find.json).
 
     The run's model.keras is its best epoch by val macro F1; last.keras its last epoch."""
     began = time.monotonic()  # a time budget counts from here (`budget`)
@@ -34,12 +41,23 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     # will not load) leaves no empty run behind.
     val_split, val_labels = _val_split(ready)
     trainer = Trainer(ready, plan, log, callbacks)
+    found = None
+    if lr_find is not None and resume is None:
+        found = lr_find_lib.find_rate(trainer, lr_find, log)
+        if found.suggestion is None:  # before the run's folder: nothing is left behind
+            raise lr_find_lib.no_suggestion(found)
+        log(f"{found.line()}: the run trains at it")
+        ready = ready.planned(lr_find_lib.with_rate(ready.config, config.train,
+                                                    found.suggestion), ready.steps)
+        trainer.follow(ready)
     if ready.to_plan:
         ready = plan_time(trainer, val_split, began, log)
         trainer.follow(ready)
     saved = trainer.saved_model()
     trainer.start()  # before the folder too: a pipeline that cannot be built leaves no run
     run_dir, backup_dir = open_folder(ready, plan, log, resume)
+    if found is not None and plan.is_chief:  # its picture is drawn from it (`report`)
+        write_json(found.to_dict(), run_dir / paths.LR_FIND)
     checkpoint = trainer.callbacks(run_dir, backup_dir, saved, val_split, val_labels, began)
     trainer.restore(checkpoint)
     summary.log_training(ready, plan, log)

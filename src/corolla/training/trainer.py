@@ -75,17 +75,18 @@ class Trainer:
         """The training stream from `first_epoch` at `size` px (`TrainingStream.at`)."""
         return self.stream.at(first_epoch, size, self.ready.steps)
 
-    def configure(self, phase: Phase) -> None:
+    def configure(self, phase: Phase, schedule=None, train=None) -> None:
         """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
-        schedule continues from the phase's first epoch."""
+        schedule continues from the phase's first epoch (or, for the range test, on
+        `schedule`, with the optimizer settings of `train`)."""
         with self.plan.scope():
-            self._compile(self.model, self.backbone, phase)
+            self._compile(self.model, self.backbone, phase, schedule, train)
         self.current = phase
 
-    def _compile(self, model, backbone, phase: Phase) -> None:
+    def _compile(self, model, backbone, phase: Phase, schedule=None, train=None) -> None:
         ready = self.ready
-        compile_phase(model, backbone, phase, self.plan, ready.config.train, ready.steps,
-                      ready.steps_per_execution, self.frozen_bn)
+        compile_phase(model, backbone, phase, self.plan, train or ready.config.train,
+                      ready.steps, ready.steps_per_execution, self.frozen_bn, schedule)
 
     def start(self) -> None:
         """Ready to fit, before the run's folder is made (a pipeline that cannot be built
