@@ -13,7 +13,7 @@ from corolla.commands.predict import predict_run
 from corolla.data import check
 from corolla.errors import Interrupted
 from corolla.evaluation import inference
-from corolla.runs import rundir
+from corolla.runs import rundir, tracking
 from corolla.runtime import Plan, collective
 
 
@@ -40,7 +40,11 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
     try:
         return run_dir, _evaluate_predict(run_dir, plan, model, log)
     except KeyboardInterrupt:  # say how to finish the run: it is trained
+        tracking.finish(run_dir, log, status="KILLED")
         raise Interrupted(run_dir) from None
+    except BaseException:
+        tracking.finish(run_dir, log, status="FAILED")
+        raise
     finally:
         rundir.release(run_dir)
         collective.wait_for_each_other(plan)  # the others may leave now, failed or not
