@@ -119,6 +119,8 @@ def wandb_offline(folder: Path) -> dict:
             if kind == "run":
                 found["names"].add(record.run.display_name)
                 found["ids"].add(record.run.run_id)
+                found["config"].update({i.key: json.loads(i.value_json)
+                                        for i in record.run.config.update})
             elif kind == "history":
                 row = {(i.key or "/".join(i.nested_key)): json.loads(i.value_json)
                        for i in record.history.item}
