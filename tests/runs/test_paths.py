@@ -18,7 +18,8 @@ FORMAT = {
     "FINISHED": "FINISHED", "LOCK": ".lock", "DATA_CHECK": "data_check.json",
     "LABEL_REVIEW": "label_review.csv", "LABEL_REVIEW_PICTURE": "label_review.png",
     "FOLDS": "folds.csv", "OOF": "oof", "EVAL_PREFIX": "eval-", "BIAS": "bias.json",
-    "EXPORT_PREFIX": "export-", "ENSEMBLE_PREFIX": "ensemble",
+    "EXPORT_PREFIX": "export-", "ENSEMBLE_PREFIX": "ensemble", "TRACKING": "tracking.json",
+    "MLFLOW_DB": "mlflow.db", "MLFLOW_ARTIFACTS": "mlartifacts",
 }
 
 
