@@ -22,6 +22,7 @@ default) neither is ever imported.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import urllib.error
 import urllib.parse
@@ -241,10 +242,14 @@ class _Wandb(Tracker):
                      {f"{prefix}/{k}": v for k, v in scores(metrics).items()})
 
     def log_files(self, files, base: Path) -> None:
+        # Copied into the run's files/ first: W&B would link to the originals (and warn on
+        # stderr for each call), which a later evaluation rewrites.
         def log():
             for f in files:
-                self.run.save(str(Path(f).resolve()), base_path=str(Path(base).resolve()),
-                              policy="now")
+                copy = Path(self.run.dir) / Path(f).resolve().relative_to(Path(base).resolve())
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, copy)
+                self.run.save(str(copy), base_path=self.run.dir, policy="now")
         self._safely("sending files", log)
 
     def close(self, status: str = "FINISHED") -> None:
