@@ -27,6 +27,21 @@ def test_track_none_is_the_default_and_imports_no_tracker(tmp_path, monkeypatch)
     assert not any(tmp_path.iterdir())  # no tracking.json, no store
 
 
+def test_track_is_a_flag_and_a_python_keyword():
+    from corolla.commands import train
+    from corolla.config.flags import from_flags, from_keywords
+
+    assert from_keywords({"track": "wandb"}, "corolla.train()")[0] == {"output.track": "wandb"}
+    assert from_flags({"track": "mlflow"}, {"track": "--track"})[0] == {
+        "output.track": "mlflow"}
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    assert parser.parse_args(["--track", "mlflow"]).track == "mlflow"
+    assert parser.parse_args([]).track is None  # the config's default: none
+
+
 def test_a_bad_track_value_is_one_line(capsys, tiny_petals, tmp_path):
     one_line_error(capsys, ["train", "--data", str(tiny_petals), "--config", str(
         _config(tmp_path, 'track = "tensorboard"'))], "output.track must be one of none, mlflow, "
