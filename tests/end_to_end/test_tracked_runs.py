@@ -126,7 +126,7 @@ def test_a_killed_run_resumed_continues_its_mlflow_run_each_epoch_once(store, tr
     assert "final/f1_macro" in resumed.data.metrics
 
 
-@pytest.mark.slow  # 45 s (100 s on 2 busy cores): the server's start, two tiny runs
+@pytest.mark.slow  # 27 s (up to 100 s on 2 busy cores): the server's start, two tiny runs
 def test_an_mlflow_server_receives_the_run_and_its_loss_mid_run_loses_nothing(
         tmp_path, train_tiny, monkeypatch, tiny_petals):
     """MLFLOW_TRACKING_URI: a server on 127.0.0.1 gets the parameters, every epoch, the final
@@ -168,7 +168,6 @@ def test_an_mlflow_server_receives_the_run_and_its_loss_mid_run_loses_nothing(
     assert len(stopped) == 1 and "the run goes on without it" in stopped[0], lines
 
 
-@pytest.mark.slow  # 20 s (40 s on 2 busy cores): a tiny run
 def test_wandb_offline_writes_the_run_its_epochs_and_scores(tmp_path, train_tiny, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.delenv("WANDB_DIR", raising=False)
