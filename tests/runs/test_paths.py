@@ -19,7 +19,8 @@ FORMAT = {
     "LABEL_REVIEW": "label_review.csv", "LABEL_REVIEW_PICTURE": "label_review.png",
     "FOLDS": "folds.csv", "OOF": "oof", "EVAL_PREFIX": "eval-", "BIAS": "bias.json",
     "EXPORT_PREFIX": "export-", "ENSEMBLE_PREFIX": "ensemble", "LR_FIND": "lr_find.json",
-    "LR_FIND_PICTURE": "lr_find.png",
+    "LR_FIND_PICTURE": "lr_find.png", "TRACKING": "tracking.json",
+    "MLFLOW_DB": "mlflow.db", "MLFLOW_ARTIFACTS": "mlartifacts",
 }
 
 

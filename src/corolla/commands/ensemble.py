@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla.errors import UserError
-from corolla.runs import paths, rundir
+from corolla.runs import paths, rundir, tracking
 
 
 def ensemble_run(folders, weights="auto", out: str | Path | None = None,
@@ -40,6 +40,9 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
         log("no test predictions in the members: no submission.csv written")
     for path in written.values():
         log(f"wrote {path}")
+    for member in folders:  # a tracked member run gets the blend's scores as ensemble-<time>/
+        tracking.send_scored(member, out_dir, m, log)
+        tracking.finish(member, log)
     return out_dir
 
 

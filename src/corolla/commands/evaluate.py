@@ -11,7 +11,7 @@ from corolla.errors import UserError
 from corolla.evaluation import gradcam, predictions
 from corolla.evaluation import tta as tta_lib
 from corolla.files import read_json, write_json
-from corolla.runs import paths, rundir
+from corolla.runs import paths, rundir, tracking
 from corolla.runs.kfold import is_parent
 from corolla.runs.outputs import output_dir
 
@@ -37,9 +37,12 @@ def evaluate(run, flags: dict | None = None, names: dict | None = None,
     from corolla.evaluation.inference import open_run
 
     opened = open_run(run, flags, names, data_path=data, config=config, log=log)
-    metrics = evaluate_run(opened, log=log, out=out, tta=tta)
-    if fit_bias:
-        fit_offsets(run_dir, "val", log)
+    try:
+        metrics = evaluate_run(opened, log=log, out=out, tta=tta)
+        if fit_bias:
+            fit_offsets(run_dir, "val", log)
+    finally:
+        tracking.finish(run_dir, log)  # the run's tracked run, if evaluate_run joined it
     return metrics
 
 
@@ -127,6 +130,7 @@ def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | Non
         log(f"  {line}")
     for path in written.values():
         log(f"wrote {path}")
+    tracking.send_scored(run_dir, out_dir, m, log)  # a tracked run gets them too
     if report_skipped:
         for line in check.skipped_summary([layout.split("val")]):
             log(line)

@@ -42,7 +42,7 @@ from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import pool as pool_lib
 from corolla.files import absolute, read_history
 from corolla.report import scored
-from corolla.runs import paths, rundir
+from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
 from corolla.training import settings
 
@@ -180,7 +180,9 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
             log(f"fold {fold} of {k}: {'continuing' if fold_resume else 'training'} "
                 f"{parent / paths.fold_name(fold)}")
             try:
-                train_evaluate_predict(fold_config, plan, log=log, resume=fold_resume)
+                fold_dir = train_evaluate_predict(fold_config, plan, log=log,
+                                                  resume=fold_resume)[0]
+                tracking.finish(fold_dir, log)  # each fold is a tracked run of its own
             except KeyboardInterrupt:  # continue the whole k-fold run, not only this fold
                 raise Interrupted(parent) from None
             _free_memory()

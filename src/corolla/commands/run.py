@@ -14,7 +14,7 @@ from corolla.data import check
 from corolla.errors import Interrupted
 from corolla.evaluation import inference
 from corolla.files import read_json
-from corolla.runs import paths, rundir
+from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan, collective
 
 
@@ -43,7 +43,11 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
     try:
         return run_dir, _evaluate_predict(run_dir, plan, model, log)
     except KeyboardInterrupt:  # say how to finish the run: it is trained
+        tracking.finish(run_dir, log, status="KILLED")
         raise Interrupted(run_dir) from None
+    except BaseException:
+        tracking.finish(run_dir, log, status="FAILED")
+        raise
     finally:
         rundir.release(run_dir)
         collective.wait_for_each_other(plan)  # the others may leave now, failed or not

@@ -25,7 +25,7 @@ from corolla.models import hub
 from corolla.models.registry import HUB_PREFIX
 from corolla.report import html as html_report
 from corolla.runs import kfold as kfold_rule
-from corolla.runs import paths, rundir
+from corolla.runs import paths, rundir, tracking
 from corolla.runtime.decide import UNKNOWN_ACTIVATIONS, choose_batch
 
 
@@ -265,6 +265,8 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
         raise UserError(f"no data given; pass {given} with a folder holding tfrecords-jpeg-SxS/ "
                         f"(or data.path in {(names or {}).get('config', '--config')})")
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
+    if plan.is_chief:  # a missing package or a server down: one line, before anything runs
+        tracking.check(cfg.output.track, cfg.output.runs_dir)
     if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
         name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
         cfg, plan, recipe = for_plan(config_file, flags, names, plan, log)
@@ -287,6 +289,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
 
         check_data.save_with_run(run_dir, checked)
         html_report.write(run_dir)
+    tracking.finish(run_dir, log, [run_dir / paths.REPORT] if run_dir else ())
     return run_dir, metrics
 
 
@@ -416,6 +419,10 @@ def _run_flags(p, folds: bool = True) -> None:
     p.add_argument("--runs-dir", help="where run directories go (default: runs)")
     p.add_argument("--name", help="run directory name inside --runs-dir (default: "
                    "<model>-<timestamp>)")
+    p.add_argument("--track", choices=config_lib.TRACKERS, help="also send the run (its "
+                   "config, every epoch's figures, the final scores, report.html) to MLflow "
+                   "(MLFLOW_TRACKING_URI, else RUNS_DIR/mlflow.db) or Weights & Biases (its "
+                   "own environment: WANDB_MODE=offline works without a network); default none")
 
 
 def _recipe_flags(p) -> None:

@@ -7,13 +7,14 @@ TOML data, `recipes/*.toml`). `corolla.config` itself is the schema: `corolla.co
 """
 
 from corolla.config.schema import (BACKENDS, JIT_COMPILES, LR_SCALINGS, OPTIMIZERS,
-                                   PRECISIONS, SCHEDULES, STRATEGIES, ConfigFile, DataConfig,
+                                   PRECISIONS, SCHEDULES, STRATEGIES, TRACKERS,
+                                   ConfigFile, DataConfig,
                                    ModelConfig, OutputConfig, RunConfig, RuntimeConfig,
                                    TrainConfig, apply, config_file, duration_seconds, flatten,
                                    format_duration, load, rate, read_toml, save)
 
 __all__ = ["BACKENDS", "ConfigFile", "DataConfig", "JIT_COMPILES", "LR_SCALINGS", "ModelConfig",
            "OPTIMIZERS", "OutputConfig", "PRECISIONS", "RunConfig", "RuntimeConfig", "SCHEDULES",
-           "STRATEGIES", "TrainConfig",
+           "STRATEGIES", "TRACKERS", "TrainConfig",
            "apply", "config_file", "duration_seconds", "flatten", "format_duration", "load",
            "rate", "read_toml", "save"]

@@ -25,7 +25,7 @@ FLAG_KEYS = {
     "precision": "runtime.precision", "jit_compile": "runtime.jit_compile",
     "steps_per_execution": "runtime.steps_per_execution",
     "compile_cache": "runtime.compile_cache",
-    "runs_dir": "output.runs_dir", "name": "output.name",
+    "runs_dir": "output.runs_dir", "name": "output.name", "track": "output.track",
     "skip_bad_records": "data.skip_bad_records", "folds": "train.folds",
     "recipe": "train.recipe", "schedule": "train.schedule", "warmup_epochs": "train.warmup_epochs",
     "optimizer": "train.optimizer", "weight_decay": "train.weight_decay",

@@ -28,6 +28,7 @@ SCHEDULES = ("cosine", "ramp")
 OPTIMIZERS = ("adam", "adamw", "sgd")
 LR_SCALINGS = ("none", "replicas")
 BATCHNORM_MODES = ("auto", "inference", "train")
+TRACKERS = ("none", "mlflow", "wandb")  # output.track: where a run's figures are also sent
 
 
 @dataclass
@@ -160,6 +161,7 @@ class OutputConfig:
     runs_dir: str = "runs"
     name: str = ""  # run directory name; "" = <model>-<timestamp>
     run_id: str = ""  # set by Corolla: fresh for every new run, kept on --resume
+    track: str = "none"  # also send the run to an experiment tracker: none, mlflow or wandb
 
 
 @dataclass
@@ -177,7 +179,8 @@ class RunConfig:
 _CHOICES = {"runtime.backend": BACKENDS, "runtime.strategy": STRATEGIES,
             "runtime.precision": PRECISIONS, "runtime.jit_compile": JIT_COMPILES,
             "train.schedule": SCHEDULES, "train.optimizer": OPTIMIZERS,
-            "train.scale_lr": LR_SCALINGS, "train.batchnorm": BATCHNORM_MODES}
+            "train.scale_lr": LR_SCALINGS, "train.batchnorm": BATCHNORM_MODES,
+            "output.track": TRACKERS}
 
 
 _ARTICLE = {int: "an int", float: "a float", bool: "a bool (true or false)", str: "a string"}

@@ -15,6 +15,7 @@
         bias.json                                offsets fitted for macro F1 (--fit-bias)
         export-<format>[-<quantize>]/            the model for deployment (corolla export)
         fold-1/ ... folds.csv predictions/oof.npz    a k-fold parent's
+        tracking.json                            the experiment tracker's run (--track)
         FINISHED                                 written last
     runs/ensemble-<YYYYmmdd-HHMMSS>/             a blend of runs (the scored files)
 
@@ -58,6 +59,9 @@ EXPORT_PREFIX = "export-"  # RUN/export-<format>[-<quantize>]/: `corolla export`
 ENSEMBLE_PREFIX = "ensemble"  # runs/ensemble-<timestamp>/
 LR_FIND = "lr_find.json"  # the range test (`--lr find`): rates, losses, the rate suggested
 LR_FIND_PICTURE = "lr_find.png"  # ... its loss against the rate
+TRACKING = "tracking.json"  # the tracker (mlflow, wandb) and its run's id: a resume continues it
+MLFLOW_DB = "mlflow.db"  # <runs_dir>/mlflow.db: MLflow's store when MLFLOW_TRACKING_URI is unset
+MLFLOW_ARTIFACTS = "mlartifacts"  # <runs_dir>/mlartifacts/: that store's artefacts
 
 
 def fold_name(k: int) -> str:

@@ -117,3 +117,17 @@ class RunProgress(keras.callbacks.ProgbarLogger):
     def set_params(self, params):
         super().set_params(params)
         self.epochs = self.total_epochs
+
+
+class TrackEpochs(keras.callbacks.Callback):
+    """Sends each epoch to the run's experiment tracker (`runs.tracking`) once it is committed:
+    placed after the checkpoint, it sends the row the checkpoint has just saved (history.csv's:
+    the epoch's learning rate and seconds too), with any committed row the tracker lacks (an
+    epoch a kill came between its backup and this)."""
+
+    def __init__(self, tracker, checkpoint):
+        super().__init__()
+        self.tracker, self.checkpoint = tracker, checkpoint
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.tracker.log_epochs(self.checkpoint.state.history)

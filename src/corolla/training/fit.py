@@ -12,9 +12,9 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla.data import check, pipeline
 from corolla.errors import Interrupted
-from corolla.runtime import Plan
 from corolla.files import write_json
-from corolla.runs import paths
+from corolla.runs import paths, tracking
+from corolla.runtime import Plan
 from corolla.training import lr_find as lr_find_lib
 from corolla.training import saving, summary
 from corolla.training.preparing import Prepared, prepare
@@ -58,8 +58,15 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     run_dir, backup_dir = open_folder(ready, plan, log, resume)
     if found is not None and plan.is_chief:  # its picture is drawn from it (`report`)
         write_json(found.to_dict(), run_dir / paths.LR_FIND)
-    checkpoint = trainer.callbacks(run_dir, backup_dir, saved, val_split, val_labels, began)
+    # Only the chief tracks; its tracked run stays open for the run's evaluation
+    # (`tracking.finish` ends it).
+    tracker = tracking.start(ready.config, run_dir, resume is not None, log) \
+        if plan.is_chief else None
+    checkpoint = trainer.callbacks(run_dir, backup_dir, saved, val_split, val_labels, began,
+                                   tracker)
     trainer.restore(checkpoint)
+    if tracker is not None:  # committed epochs a kill kept from their tracked run
+        tracker.log_epochs(checkpoint.state.history)
     summary.log_training(ready, plan, log)
     try:
         trainer.fit_phases()
@@ -68,7 +75,11 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         summary.log_time_spent(ready.config.train, checkpoint.spent(), log)
         return result
     except KeyboardInterrupt:  # the message says how to continue the run
+        tracking.finish(run_dir, log, status="KILLED")
         raise Interrupted(run_dir) from None
+    except BaseException:
+        tracking.finish(run_dir, log, status="FAILED")
+        raise
 
 
 def _val_split(ready: Prepared) -> tuple:

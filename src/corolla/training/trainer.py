@@ -99,10 +99,12 @@ class Trainer:
         self.configure(next(p for p in plan_phases if p.end > max(done - 1, 0)))
 
     def callbacks(self, run_dir: Path | None, backup_dir: Path, saved, val_split, val_labels,
-                  began: float) -> Checkpoint:
+                  began: float, tracker=None) -> Checkpoint:
         """Corolla's own callbacks; returns their checkpoint, whose state says what was trained
-        (and, from `began`, in how long)."""
-        from corolla.training.callbacks import EpochTensorBoard, SwapEMA, ValMacroF1
+        (and, from `began`, in how long). `tracker`: the run's experiment tracker
+        (`runs.tracking`), sent each epoch once it is committed."""
+        from corolla.training.callbacks import (EpochTensorBoard, SwapEMA, TrackEpochs,
+                                                ValMacroF1)
         from corolla.training.checkpoint import Checkpoint
 
         config, plan = self.ready.config, self.plan
@@ -121,6 +123,8 @@ class Trainer:
             self.own.insert(0, swap)
         if plan.is_chief:
             self.own.append(EpochTensorBoard(str(run_dir / paths.LOGS), write_graph=False))
+        if tracker is not None:
+            self.own.append(TrackEpochs(tracker, checkpoint))
         self.checkpoint = checkpoint
         return checkpoint
 

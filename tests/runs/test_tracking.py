@@ -1,0 +1,114 @@
+"""--track before any training: off by default without importing a tracker, and a missing
+package or an unreachable MLflow server is one line, in seconds, before a run folder exists."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from corolla import config
+from corolla.runs import tracking
+from helpers.cli import one_line_error
+from helpers.processes import free_ports
+
+
+def test_track_none_is_the_default_and_imports_no_tracker(tmp_path, monkeypatch):
+    # A tracker imported anyway would fail here: an import of a None entry raises ImportError.
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    cfg = config.load(overrides={"output.runs_dir": str(tmp_path)})
+    assert cfg.output.track == "none"
+    tracking.check(cfg.output.track, tmp_path)
+    tracker = tracking.start(cfg, tmp_path, resume=False)
+    tracker.log_epochs([{"epoch": 1, "loss": 1.0}])
+    tracker.log_scores({"f1_macro": 0.5}, tracking.FINAL)
+    assert tracker.kind == "none" and tracking.for_run(tmp_path).kind == "none"
+    tracking.finish(tmp_path)
+    assert not any(tmp_path.iterdir())  # no tracking.json, no store
+
+
+def test_track_is_a_flag_and_a_python_keyword():
+    from corolla.commands import train
+    from corolla.config.flags import from_flags, from_keywords
+
+    assert from_keywords({"track": "wandb"}, "corolla.train()")[0] == {"output.track": "wandb"}
+    assert from_flags({"track": "mlflow"}, {"track": "--track"})[0] == {
+        "output.track": "mlflow"}
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    train.add_arguments(parser)
+    assert parser.parse_args(["--track", "mlflow"]).track == "mlflow"
+    assert parser.parse_args([]).track is None  # the config's default: none
+
+
+def test_a_bad_track_value_is_one_line(capsys, tiny_petals, tmp_path):
+    one_line_error(capsys, ["train", "--data", str(tiny_petals), "--config", str(
+        _config(tmp_path, 'track = "tensorboard"'))], "output.track must be one of none, mlflow, "
+        "wandb", "'tensorboard'")
+
+
+def test_track_with_its_package_missing_is_one_line_before_training(capsys, tiny_petals,
+                                                                     tmp_path, monkeypatch):
+    for kind in ("mlflow", "wandb"):
+        monkeypatch.setitem(sys.modules, kind, None)
+        one_line_error(capsys, ["train", "--data", str(tiny_petals), "--epochs", "1",
+                                "--runs-dir", str(tmp_path / "runs"), "--track", kind],
+                       f"--track {kind} needs the {kind} package",
+                       f'pip install "corolla[{kind}]"')
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unreachable_mlflow_server_is_one_line_within_seconds(capsys, tiny_petals, tmp_path,
+                                                                 monkeypatch):
+    (port,) = free_ports(1)  # nothing listens there
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    began = time.monotonic()
+    one_line_error(capsys, ["train", "--data", str(tiny_petals), "--epochs", "1", "--runs-dir",
+                            str(tmp_path / "runs"), "--track", "mlflow"],
+                   f"the MLflow server at http://127.0.0.1:{port} does not answer",
+                   "MLFLOW_TRACKING_URI")
+    assert time.monotonic() - began < 10
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_tracker_that_fails_says_so_once_and_stops(tmp_path):
+    """Mid-run: the first failure is one line, later calls do nothing (and raise nothing)."""
+    lines = []
+
+    class Gone:
+        calls = 0
+
+        def log_batch(self, *args, **kwargs):
+            Gone.calls += 1
+            raise ConnectionError("server gone\nsecond line")
+
+        def get_metric_history(self, *args):
+            return []
+
+    tracker = tracking._MLflow(Gone(), "abc", {}, lines.append)
+    tracker.log_epochs([{"epoch": 1, "loss": 1.0}])
+    tracker.log_epochs([{"epoch": 2, "loss": 0.5}])
+    tracker.log_scores({"f1_macro": 0.5}, tracking.FINAL)
+    assert lines == ["mlflow tracking stopped (logging an epoch: ConnectionError: server gone); "
+                     "the run goes on without it"]
+    assert Gone.calls == 1
+
+
+def test_scores_take_the_numbers_and_split_the_interval():
+    assert tracking.scores({"f1_macro": 0.8, "f1_macro_ci95": [0.7, 0.9], "split": "val",
+                            "num_examples": 32, "per_class": [], "ok": True}) == {
+        "f1_macro": 0.8, "f1_macro_ci95_low": 0.7, "f1_macro_ci95_high": 0.9,
+        "num_examples": 32.0}
+
+
+def test_no_password_is_written_into_the_run():
+    assert tracking._no_password("https://me:secret@mlflow.example:5000/x") == \
+        "https://mlflow.example:5000/x"
+    assert tracking._no_password("sqlite:////runs/mlflow.db") == "sqlite:////runs/mlflow.db"
+
+
+def _config(tmp_path, line):
+    path = tmp_path / "c.toml"
+    path.write_text(f"[output]\n{line}\n")
+    return path
