@@ -72,6 +72,29 @@ def test_an_unreachable_mlflow_server_is_one_line_within_seconds(capsys, tiny_pe
     assert not (tmp_path / "runs").exists()
 
 
+def test_online_wandb_without_an_api_key_is_one_line_before_training(capsys, tiny_petals,
+                                                                     tmp_path, monkeypatch):
+    """No key where W&B keeps one: one line now, not wandb.init's login prompt mid-command. A
+    key in the netrc file `wandb login` writes, or offline mode, lets the run start."""
+    from corolla.runs import tracking
+
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    netrc = tmp_path / "netrc"
+    monkeypatch.setenv("NETRC", str(netrc))
+    one_line_error(capsys, ["train", "--data", str(tiny_petals), "--epochs", "1", "--runs-dir",
+                            str(tmp_path / "runs"), "--track", "wandb"],
+                   "--track wandb has no W&B API key for api.wandb.ai", "wandb login",
+                   "WANDB_MODE=offline")
+    assert not (tmp_path / "runs").exists()
+    netrc.write_text("machine api.wandb.ai\n  login user\n  password 0123456789abcdef\n")
+    netrc.chmod(0o600)
+    tracking.check("wandb", tmp_path / "runs")  # logged in: no error
+    netrc.unlink()
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    tracking.check("wandb", tmp_path / "runs")
+
+
 def test_a_tracker_that_fails_says_so_once_and_stops(tmp_path):
     """Mid-run: the first failure is one line, later calls do nothing (and raise nothing)."""
     lines = []

@@ -21,6 +21,7 @@ default) neither is ever imported.
 
 from __future__ import annotations
 
+import netrc
 import os
 import shutil
 import time
@@ -51,6 +52,8 @@ def check(kind: str, runs_dir: str | Path) -> None:
     if kind == MLFLOW:
         _bound_mlflow_http()
         _probe(_mlflow_uri(runs_dir)[0])
+    else:
+        _wandb_logged_in()
 
 
 def start(config, run_dir: Path, resume: bool, log=print) -> Tracker:
@@ -420,6 +423,26 @@ def _wandb_dir(runs_dir) -> str | None:
         return None
     Path(runs_dir).mkdir(parents=True, exist_ok=True)
     return str(Path(runs_dir).resolve())
+
+
+def _wandb_logged_in() -> None:
+    """Online W&B needs an API key: without one, wandb.init asks for it at a terminal (a
+    prompt that blocks the command: ultralytics#2973) or fails after the run folder is made.
+    Where W&B keeps one (WANDB_API_KEY, or the netrc file `wandb login` writes, NETRC or
+    ~/.netrc, for WANDB_BASE_URL's host), or offline, training goes on; else one line now."""
+    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") \
+            or os.environ.get("WANDB_API_KEY"):
+        return
+    host = urllib.parse.urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc").expanduser()
+    try:
+        if netrc.netrc(path).authenticators(host.hostname or ""):
+            return
+    except (OSError, netrc.NetrcParseError):
+        pass
+    raise UserError(f"--track wandb has no W&B API key for {host.hostname} (neither "
+                    f"WANDB_API_KEY nor {path}); run: wandb login, or set "
+                    f"WANDB_MODE=offline to keep the run's W&B files locally")
 
 
 def _wandb_run(run_id, run_dir: Path, params, tags, runs_dir, folder=None, project=None):
