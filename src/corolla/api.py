@@ -106,10 +106,9 @@ class Run:
         """The top-`top_k` classes of each photo (`photos`: a path or a list of image files,
         folders and CSVs of paths), as `corolla predict RUN PATH...`: one dict a photo,
         {"path", "top": [{"class", "label", "probability"}, ...]}."""
-        photos = [photos] if isinstance(photos, (str, Path)) else list(photos)
         flags, names = from_keywords(runtime, "Run.predict_photos()", _INFERENCE)
         with as_user_errors():
-            return predict.predict_photos(self.path, [str(p) for p in photos], flags, names,
+            return predict.predict_photos(self.path, photos, flags, names,
                                           top=top_k, out=out, as_json=json, strict=strict,
                                           force=force, tta=tta, bias=bias)
 

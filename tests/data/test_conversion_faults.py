@@ -81,7 +81,7 @@ def test_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
     assert pixels.shape == (16, 16, 3) and tuple(pixels[8, 8]) == (200, 30, 60)
     with pytest.raises(ValueError, match=r"20000x10000 is 200 megapixels, over the limit of "
                                          r"100 \(--max-megapixels\)"):
-        convert._open_rgb(str(big), 16, max_megapixels=100)
+        convert.open_rgb(str(big), 16, max_megapixels=100)
     src = class_folders(tmp_path / "src")
     big.rename(src / "daisy" / "big.png")
     assert main(["convert", str(src), str(tmp_path / "out"), "--image-size", "16",

@@ -38,7 +38,7 @@ def decode_only(split, image_size: int, batch: int):
 
     from corolla.data import pipeline
 
-    return pipeline._records(split, ordered=False).repeat().batch(batch).map(
+    return pipeline.record_stream(split, ordered=False).repeat().batch(batch).map(
         lambda r, p, i: pipeline.decode_batch(r, p, i, image_size, features=split.features,
                                               stored_size=split.stored_size),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=False).prefetch(tf.data.AUTOTUNE)

@@ -144,16 +144,17 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
                    strict: bool = False, force: bool = False, tta: int = 1,
                    bias: str = "none", log=print) -> list[dict]:
     """`corolla predict RUN PATH...`: the top-`top` classes of each photo named by `photos`
-    (image files, folders searched recursively, CSVs of paths), read as `corolla convert` reads
-    images and fitted to the run's input size as its data was. A table for a few photos; a CSV
-    (and with `as_json` a JSON file) at `out`, or beside the current folder for many. A file
-    that does not decode is skipped and listed at the end (`strict`: an error). Returns the
-    rows (path and top classes of each photo)."""
+    (a path, or a list of image files, folders searched recursively, CSVs of paths), read as
+    `corolla convert` reads images and fitted to the run's input size as its data was. A table
+    for a few photos; a CSV (and with `as_json` a JSON file) at `out`, or beside the current
+    folder for many. A file that does not decode is skipped and listed at the end (`strict`:
+    an error). Returns the rows (path and top classes of each photo)."""
     import keras
 
     from corolla.evaluation import bias as bias_lib
     from corolla.evaluation.inference import load_model, open_run, predict_images
 
+    photos = [str(p) for p in ([photos] if isinstance(photos, (str, Path)) else photos)]
     tta = tta_lib.check(tta)
     _check_bias(bias)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
@@ -171,7 +172,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
         out, log = None, _to_stderr
     elif out is None and (as_json or len(files) > TABLE_MAX):
         out = Path.cwd() / f"{run_dir.resolve().name}-predictions.csv"
-    inputs = [*_as_list(photos), *files]
+    inputs = [*photos, *files]
     # --json --out P.json: the CSV beside it (P.csv), not first written there and replaced.
     csv_out = Path(out).with_suffix(".csv") if as_json and out is not None and \
         Path(out).suffix == ".json" else out
@@ -227,10 +228,6 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     for line in photo_report.skipped_lines(skipped):
         log(line)
     return rows
-
-
-def _as_list(photos) -> list:
-    return [photos] if isinstance(photos, (str, Path)) else list(photos)
 
 
 def input_size_of(model, config) -> int:

@@ -231,7 +231,7 @@ def check_split(split: Split, num_classes: int, skip_bad_records: bool = False) 
             scan = _scan(file.path, split.labelled, tolerate_tail=skip_bad_records,
                          features=split.features)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            raise UserError(_damaged(file.path, split.labelled, e, split.features)) from None
+            raise UserError(damaged_error(file.path, split.labelled, e, split.features)) from None
         named = _FILE.match(file.path.rsplit("/", 1)[-1])
         short_tail = scan.tail and scan.count < file.count
         if named and scan.count != file.count and not short_tail:
@@ -288,8 +288,8 @@ def _other_features(path: str, labelled: bool, features: records.Features) -> st
             f"({', '.join(f'{key} = ...' for key in missing)}), passed with --config")
 
 
-def _damaged(path: str, labelled: bool, error: tf.errors.OpError,
-             features: records.Features = records.COMPETITION) -> str:
+def damaged_error(path: str, labelled: bool, error: tf.errors.OpError,
+                  features: records.Features = records.COMPETITION) -> str:
     """The message for a file that cannot be read to its end (DataLossError) or holds a record
     that is not an Example of the competition's format (InvalidArgumentError): records whose
     features have other names are said so."""
@@ -324,7 +324,7 @@ def _fault(file: RecordFile, labelled: bool, decode: bool,
     try:
         scan = _scan(file.path, labelled, tolerate_tail=False, features=features)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-        return _damaged(file.path, labelled, e, features)
+        return damaged_error(file.path, labelled, e, features)
     if scan.not_images:
         index, size = scan.not_images[0]
         return (f"record {index} (id {scan.ids[index]}) of {file.path} holds no image: its "

@@ -106,7 +106,7 @@ class Settings:
 
 # ---- one image: what the conversion writes, and what "reading the source directly" sees ----
 
-def _open_rgb(path: str, largest: int, max_megapixels: float = Settings.max_megapixels):
+def open_rgb(path: str, largest: int, max_megapixels: float = Settings.max_megapixels):
     """The file as an upright RGB Pillow image, decoded at the smallest JPEG scale (1/2 .. 1/8)
     that still covers `largest` on both sides (libjpeg's DCT scaling: several times faster).
     An image over `max_megapixels` is refused before it is decoded."""
@@ -148,7 +148,7 @@ def _fit(image, size: int, fit: str):
 
 def load_image(path: str, size: int, fit: str = "crop") -> np.ndarray:
     """The pixels a conversion at `size` writes for `path` (before JPEG): uint8 [S, S, 3]."""
-    return np.asarray(_fit(_open_rgb(path, size), size, fit))
+    return np.asarray(_fit(open_rgb(path, size), size, fit))
 
 
 def _encode(task) -> tuple[int, list[bytes] | None, str]:
@@ -156,7 +156,7 @@ def _encode(task) -> tuple[int, list[bytes] | None, str]:
     worker processes, so it returns errors instead of raising them."""
     position, path, sizes, fit, quality, max_megapixels = task
     try:
-        image = _open_rgb(path, max(sizes), max_megapixels)
+        image = open_rgb(path, max(sizes), max_megapixels)
         out = []
         for size in sizes:
             buffer = io.BytesIO()

@@ -87,9 +87,9 @@ def _stream(files: tf.data.Dataset, num_files: int, *, deterministic: bool,
     return ds
 
 
-def _records(split: Split, *, ordered: bool, shard: tuple[int, int] = (1, 0),
-             auto_shard: bool = False, skip: bool = False,
-             drop_bad: bool = True) -> tf.data.Dataset:
+def record_stream(split: Split, *, ordered: bool, shard: tuple[int, int] = (1, 0),
+                  auto_shard: bool = False, skip: bool = False,
+                  drop_bad: bool = True) -> tf.data.Dataset:
     """(serialized record, file path, index in the file). `shard=(n, i)`: this worker's own part
     (see `_shard_files`). tf.distribute's own auto-sharding is off then: it cannot see the files
     through the seed counter that augmentation zips in. `auto_shard` leaves it to tf.distribute
@@ -122,7 +122,7 @@ def read(split: Split, image_size: int, *, ordered: bool, shard: tuple[int, int]
          auto_shard: bool = False, skip_bad_records: bool = False) -> tf.data.Dataset:
     """Parsed records of a split (see `records.parse`); damaged ones are left out when
     skipping (in the test split too: `eval_dataset` is what keeps the test ids' places)."""
-    return _records(split, ordered=ordered, shard=shard, auto_shard=auto_shard,
+    return record_stream(split, ordered=ordered, shard=shard, auto_shard=auto_shard,
                     skip=skip_bad_records).map(_parser(split, image_size),
                                                num_parallel_calls=AUTOTUNE,
                                                deterministic=ordered)
@@ -198,7 +198,7 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     kept = _kept(split)  # here too: its table is a resource the traced function captures
     decoded = None
     if cache:  # decoded once, in a fixed order, before the first epoch (see `_fill`)
-        decoded = _fill(_records(split, ordered=True, shard=shard, skip=skip).map(
+        decoded = _fill(record_stream(split, ordered=True, shard=shard, skip=skip).map(
             _parser(split, image_size), num_parallel_calls=AUTOTUNE).map(
             lambda e: (e["image"], e["label"])).cache())
     # A batch's augmentation is seeded by (epoch seed, batch index): batches must not straddle
@@ -302,7 +302,7 @@ def eval_dataset(split: Split, image_size: int, global_batch: int, pad: bool = T
         decoded = lambda: parse(record, path, index)["image"]  # noqa: E731
         return decoded() if bad is None else tf.cond(bad(path, index), lambda: blank, decoded)
 
-    ds = _records(split, ordered=True, skip=skip, drop_bad=split.labelled).map(
+    ds = record_stream(split, ordered=True, skip=skip, drop_bad=split.labelled).map(
         image, num_parallel_calls=AUTOTUNE)
     if pad:
         extra = -_count(split, skip) % global_batch
@@ -314,7 +314,7 @@ def eval_dataset(split: Split, image_size: int, global_batch: int, pad: bool = T
 def metadata(split: Split, skip_bad_records: bool = False) -> dict[str, list]:
     """Ids (str) and, for labelled splits, labels, in the order `eval_dataset` yields images
     (given the same `skip_bad_records`)."""
-    ds = _records(split, ordered=True, skip=skip_bad_records, drop_bad=split.labelled).map(
+    ds = record_stream(split, ordered=True, skip=skip_bad_records, drop_bad=split.labelled).map(
         lambda record, path, index: records.parse_meta(record, split.labelled, split.features),
         num_parallel_calls=AUTOTUNE)
     ids, labels = [], []

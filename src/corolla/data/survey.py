@@ -80,7 +80,7 @@ def _read_items(items, progress) -> list[Entry]:
     whole = 1 << 30  # no draft scaling: exact copies are the same full-size pixels
 
     def read(entry):
-        return _measure(entry, lambda: convert._open_rgb(entry.path, whole))
+        return _measure(entry, lambda: convert.open_rgb(entry.path, whole))
     return _in_threads(entries, read, progress)
 
 
@@ -130,7 +130,7 @@ def _read_layout(layout, progress) -> list[Entry]:
             except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
                 # As training says it: a damaged file, or records whose features have other
                 # names (read through [data] image_feature = ... in a config)
-                raise UserError(check._damaged(file.path, split.labelled, e,
+                raise UserError(check.damaged_error(file.path, split.labelled, e,
                                                layout.features)) from None
     return out
 

@@ -82,7 +82,7 @@ def _fit(text: str, width: int = TITLE_CHARS - 12, keep_end: bool = False) -> st
 def _plot(doubts, images: dict, names: list[str], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
-    from corolla.report.plots import _save
+    from corolla.report.plots import save_figure
 
     columns = 6
     rows = -(-len(doubts) // columns)
@@ -98,4 +98,4 @@ def _plot(doubts, images: dict, names: list[str], path: Path) -> Path:
                      fontsize=7, color="firebrick")
     fig.suptitle("Labels to review: the given class, and the class the model is confident of "
                  "instead (most doubtful first)", fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)

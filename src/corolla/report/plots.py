@@ -54,7 +54,7 @@ def plot_confusion_matrix(matrix: np.ndarray, names: list[str], path: str | Path
                 ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if matrix[i, j] > 0.5 else "black")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def epoch_axis(ax, epochs: list[int]) -> None:
@@ -93,7 +93,7 @@ def plot_history(history_csv: str | Path, path: str | Path) -> Path | None:
         ax.set_title(key.replace("_", " "))
         ax.grid(alpha=0.3)
         ax.legend()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_samples(images: np.ndarray, y_true, y_pred, names, path: str | Path,
@@ -115,7 +115,7 @@ def plot_samples(images: np.ndarray, y_true, y_pred, names, path: str | Path,
                      color="black" if ok else "red")
     fig.suptitle(f"{title}: predicted class; in red, a wrong prediction (true class below)",
                  fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_explanations(images: np.ndarray, heatmaps: np.ndarray, titles: list[str],
@@ -142,7 +142,7 @@ def plot_explanations(images: np.ndarray, heatmaps: np.ndarray, titles: list[str
         overlay.imshow(picture)
         overlay.imshow(heat, cmap="jet", alpha=0.45, vmin=0, vmax=1)
     fig.suptitle(heading, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def per_class_table(per_class: list[dict]) -> list[str]:
@@ -154,7 +154,7 @@ def per_class_table(per_class: list[dict]) -> list[str]:
     return lines
 
 
-def _save(fig, path) -> Path:
+def save_figure(fig, path) -> Path:
     """Saves under a temporary name, then renames: a failed save leaves the previous picture.
     The format is given, not guessed from the temporary name."""
     path = Path(path)
@@ -202,4 +202,4 @@ def plot_lr_find(found: dict, path: str | Path) -> Path:
                  f"{found['start']:g} to {found['end']:g}, {stopped}", fontsize=10)
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="lower left", fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)

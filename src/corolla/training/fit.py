@@ -43,13 +43,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     trainer = Trainer(ready, plan, log, callbacks)
     found = None
     if lr_find is not None and resume is None:
-        found = lr_find_lib.find_rate(trainer, lr_find, log)
-        if found.suggestion is None:  # before the run's folder: nothing is left behind
-            raise lr_find_lib.no_suggestion(found)
-        log(f"{found.line()}: the run trains at it")
-        ready = ready.planned(lr_find_lib.with_rate(ready.config, config.train,
-                                                    found.suggestion), ready.steps)
-        trainer.follow(ready)
+        found = lr_find_lib.train_at_found_rate(trainer, lr_find, config.train, log)
+        ready = trainer.ready
     if ready.to_plan:
         ready = plan_time(trainer, val_split, began, log)
         trainer.follow(ready)

@@ -263,6 +263,20 @@ def find_rate(trainer: Trainer, settings: RangeSettings, log=print) -> RangeResu
     return result
 
 
+def train_at_found_rate(trainer: Trainer, settings: RangeSettings,
+                        asked: config_lib.TrainConfig, log=print) -> RangeResult:
+    """`train --lr find`: the range test on the run's own model (`find_rate`), then the trainer
+    follows the run's config at the rate suggested (`with_rate`; `asked`: the train settings
+    before resolving). A loss that never fell is one line, before the run's folder is made."""
+    found = find_rate(trainer, settings, log)
+    if found.suggestion is None:
+        raise no_suggestion(found)
+    log(f"{found.line()}: the run trains at it")
+    ready = trainer.ready
+    trainer.follow(ready.planned(with_rate(ready.config, asked, found.suggestion), ready.steps))
+    return found
+
+
 def no_suggestion(result: RangeResult, flag: str = "--lr") -> UserError:
     """The error of a test whose loss never fell: what to do instead."""
     s = result.settings
