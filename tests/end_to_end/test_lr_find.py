@@ -74,6 +74,8 @@ def test_train_lr_find_trains_from_the_weights_before_the_test_at_the_rate_found
     assert (t.learning_rate, t.start_learning_rate, t.min_learning_rate) == \
         (rate, config.rate(rate / 10), config.rate(rate / 100))
     assert np.all(np.diff(record["rates"]) > 0) and _png(run / paths.LR_FIND_PICTURE)
+    assert "Learning-rate range test (--lr find) (lr_find.png)" in \
+        (run / paths.REPORT).read_text()  # the report shows it too
     (model, at_fit), = fitted
     assert tested == [model]
     for start, initial in zip(at_fit, built[0]):

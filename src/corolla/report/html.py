@@ -40,6 +40,7 @@ CAPTIONS = {
     paths.MISTAKES: "Most confident mistakes",
     paths.LABEL_REVIEW_PICTURE: "Labels to review",
     paths.EXPLANATIONS: "Why it decided (Grad-CAM)",
+    paths.LR_FIND_PICTURE: "Learning-rate range test (--lr find)",
 }
 
 # The headline figures, as metrics.json names them.
