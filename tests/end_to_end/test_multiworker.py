@@ -10,12 +10,11 @@ import subprocess
 import sys
 import tomllib
 
-import numpy as np
 import pytest
 
 from corolla.runs import paths
 from helpers.processes import REPO, SCRIPTS, free_ports
-from helpers.runs import epochs, history, stored_weights
+from helpers.runs import assert_same_stored_weights, epochs, history
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 300
@@ -89,11 +88,7 @@ def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petal
     assert {paths.CONFIG, paths.MODEL, paths.HISTORY, paths.METRICS, paths.SUBMISSION,
             paths.FINISHED} <= {p.name for p in run.iterdir()}
     assert epochs(run) == ["1", "2"]
-    chief = stored_weights(run / paths.MODEL)
-    worker = stored_weights(scratch / paths.MODEL)
-    assert len(chief) == len(worker) > 0
-    for a, b in zip(chief, worker):
-        np.testing.assert_array_equal(a, b)
+    assert_same_stored_weights(run / paths.MODEL, scratch / paths.MODEL)
 
 
 @pytest.mark.large  # about a minute each: CI runs them after the README's suite
@@ -120,11 +115,7 @@ def test_a_worker_that_lost_its_scratch_folder_continues_from_the_chiefs_backup(
             "workers' own backups: process 1 (0)") in resumed[0]
     assert epochs(run) == ["1", "2"]
     scratch = tmp_path / "tmp1" / f"corolla-{run_id}" / "worker-1"
-    chief = stored_weights(run / paths.LAST)
-    worker = stored_weights(scratch / paths.LAST)
-    assert len(chief) == len(worker) > 0
-    for a, b in zip(chief, worker):
-        np.testing.assert_array_equal(a, b)
+    assert_same_stored_weights(run / paths.LAST, scratch / paths.LAST)
 
 
 @pytest.mark.large  # about a minute each: CI runs them after the README's suite
@@ -240,8 +231,4 @@ def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
     rows = history(run)
     assert len(rows) == train["epochs"] >= 2 and float(rows[-1]["seconds"]) <= 60
     scratch = tmp_path / "tmp1" / f"corolla-{saved['output']['run_id']}" / "worker-1"
-    chief = stored_weights(run / paths.MODEL)
-    worker = stored_weights(scratch / paths.MODEL)
-    assert len(chief) == len(worker) > 0
-    for a, b in zip(chief, worker):
-        np.testing.assert_array_equal(a, b)
+    assert_same_stored_weights(run / paths.MODEL, scratch / paths.MODEL)

@@ -103,15 +103,21 @@ def h100_plan():
     keras.config.set_dtype_policy("float32")  # detect set the card's mixed_bfloat16
 
 
-def test_auto_on_a_gpu_offline_without_weights_trains_the_scratch_recipe(
-        h100_plan, flowers5, monkeypatch):
+def _auto(described, flags: dict, monkeypatch, reachable: bool):
+    """`corolla train`'s settings for `described` (a plan), weights downloadable or not:
+    (config, plan, recipe, the lines logged)."""
     from corolla.commands import train as train_command
     from corolla.models import hub
 
-    monkeypatch.setattr(hub, "reachable", lambda *a, **k: False)
+    monkeypatch.setattr(hub, "reachable", lambda *a, **k: reachable)
     lines = []
-    cfg, run_plan, recipe = train_command.for_plan(None, {"data.path": str(flowers5)}, {},
-                                                   h100_plan, log=lines.append)
+    return (*train_command.for_plan(None, flags, {}, described, log=lines.append), lines)
+
+
+def test_auto_on_a_gpu_offline_without_weights_trains_the_scratch_recipe(
+        h100_plan, flowers5, monkeypatch):
+    cfg, run_plan, recipe, lines = _auto(h100_plan, {"data.path": str(flowers5)}, monkeypatch,
+                                         reachable=False)
     assert recipe.name == "cpu" and (cfg.model.name, cfg.model.weights) == ("small_cnn", "none")
     assert lines[0].startswith("recipe auto on a GPU: cpu (no pre-trained weights to fine-tune, "
                                "offline: ")
@@ -121,19 +127,15 @@ def test_auto_on_a_gpu_offline_without_weights_trains_the_scratch_recipe(
 def test_auto_on_a_gpu_with_downloadable_weights_reads_the_datas_nearest_size(
         h100_plan, flowers5, monkeypatch):
     """EfficientNet-B7's recipe asks 512 px; the data has 192: that, not an error."""
-    from corolla.commands import train as train_command
-    from corolla.models import hub
-
-    monkeypatch.setattr(hub, "reachable", lambda *a, **k: True)
-    lines = []
-    cfg, run_plan, recipe = train_command.for_plan(None, {"data.path": str(flowers5)}, {},
-                                                   h100_plan, log=lines.append)
+    cfg, run_plan, recipe, _ = _auto(h100_plan, {"data.path": str(flowers5)}, monkeypatch,
+                                     reachable=True)
     assert recipe.name == "effnet-b7-finetune" and cfg.data.image_size == 192
     batch = choose_batch(80 << 30, 192, 145.0, "mixed_bfloat16", examples=2717)
     assert run_plan.batch_per_replica == cfg.train.batch_size == batch
     assert cfg.train.learning_rate == pytest.approx(5e-5 * batch / 16)
     # What the user sets is theirs: no size, batch or rate decided over it.
-    cfg, run_plan, _ = train_command.for_plan(
-        None, {"data.path": str(flowers5), "train.batch_size": 8, "train.learning_rate": 1e-4,
-               "model.name": "efficientnet_b0"}, {}, h100_plan, log=lines.append)
+    cfg, run_plan, _, _ = _auto(
+        h100_plan, {"data.path": str(flowers5), "train.batch_size": 8,
+                    "train.learning_rate": 1e-4, "model.name": "efficientnet_b0"}, monkeypatch,
+        reachable=True)
     assert (run_plan.batch_per_replica, cfg.train.learning_rate) == (8, 1e-4)

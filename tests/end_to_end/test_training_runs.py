@@ -7,7 +7,6 @@ import os
 import tomllib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from corolla.cli import main
@@ -16,7 +15,7 @@ from corolla.runs import paths
 from helpers.cli import one_line_error
 from helpers.images import planted_folder
 from helpers.processes import crash_train
-from helpers.runs import epochs, history, stored_weights
+from helpers.runs import assert_same_stored_weights, epochs, history
 
 
 @pytest.mark.large  # 50 s: CI's large step (the README's suite keeps to 20 min)
@@ -49,11 +48,7 @@ def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_
         assert column["a"] == column["c"], key
     lrs = [float(r["learning_rate"]) for r in histories["c"]]
     assert lrs[0] > lrs[1] > lrs[2]  # past the 1-epoch ramp, decaying towards the end
-    weights = {name: stored_weights(run / paths.MODEL)
-               for name, run in runs.items()}
-    assert len(weights["a"]) == len(weights["c"]) > 0
-    for a, c in zip(weights["a"], weights["c"]):
-        np.testing.assert_array_equal(a, c)
+    assert_same_stored_weights(runs["a"] / paths.MODEL, runs["c"] / paths.MODEL)
 
 
 def test_a_run_records_what_ran(tmp_path, tiny_petals, train_tiny):

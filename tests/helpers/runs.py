@@ -62,6 +62,14 @@ def stored_weights(path) -> list[np.ndarray]:
     return [arrays[name] for name in sorted(arrays)]
 
 
+def assert_same_stored_weights(first, second) -> None:
+    """The model files `first` and `second` hold the same weights, bit for bit, and some."""
+    a, b = stored_weights(first), stored_weights(second)
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
 def same(a, b) -> bool:
     """Two lists of weights are bit-identical."""
     return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
