@@ -114,6 +114,12 @@ def wandb_offline(folder: Path) -> dict:
     {key: value}, "config": {key: value}, "files": names under the sessions' files/}."""
     import json
 
+    import wandb
+
+    # run.finish() only asks W&B's service to close the run's stream: the file's last records
+    # (the final epoch's history row, the exit) are written when it does, which a busy host
+    # can delay past finish's return. teardown() waits for the service to end.
+    wandb.teardown()
     found = {"names": set(), "ids": set(), "history": [], "summary": {}, "config": {},
              "files": set()}
     for path in sorted(Path(folder, "wandb").glob("offline-run-*/run-*.wandb")):
