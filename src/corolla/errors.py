@@ -21,6 +21,17 @@ NO_TENSORFLOW = ('TensorFlow is not installed, and Corolla reads its data with t
                  'host or beside jax[cuda12])')
 
 
+def first_line(error: BaseException, limit: int = 200, typed: bool = False) -> str:
+    """A library's exception as a few words for a one-line message: the first line of its
+    text (its type's name when it has none), cut at `limit`; `typed`: led by its type's name
+    (where the type says what went wrong: ConnectionError, MlflowException)."""
+    text = str(error).strip().splitlines()
+    line = text[0] if text else ""
+    if typed or not line:
+        line = f"{type(error).__name__}: {line}" if line else type(error).__name__
+    return line[:limit]
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C during training: the CLI says how to continue the run."""
 

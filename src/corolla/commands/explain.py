@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla.commands import arguments
-from corolla.commands.predict import input_size_of
 from corolla.data import photos as photos_lib
 from corolla.errors import UserError, check_stop
 from corolla.evaluation import gradcam
@@ -21,7 +20,7 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     """Writes OUT/<image name>.png for each photo named by `images` (files, folders, CSVs of
     paths, as `corolla predict RUN PATH...` takes them; default OUT: RUN/explain/); returns the
     files written. A file that does not decode is skipped and listed."""
-    from corolla.evaluation.inference import load_model, open_run
+    from corolla.evaluation.inference import input_size, load_model, open_run
     from corolla.report import plots
 
     opened = open_run(run, flags, names, with_data=False)
@@ -38,7 +37,7 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     class_names = rundir.class_names(run_dir)
     model = load_model(run_dir, plan, len(class_names), config)
     explain_images = gradcam.explainer(model)
-    size = input_size_of(model, config)
+    size = input_size(model, config.model.input_size or config.data.image_size)
     fit = photos_lib.fit_of(config.data.converted or config.data.path)
     make_folder(folder)
     (folder / paths.EXPLAIN_MARK).touch()  # before any picture: see runs.outputs

@@ -152,7 +152,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     import keras
 
     from corolla.evaluation import bias as bias_lib
-    from corolla.evaluation.inference import load_model, open_run, predict_images
+    from corolla.evaluation.inference import input_size, load_model, open_run, predict_images
 
     photos = [str(p) for p in ([photos] if isinstance(photos, (str, Path)) else photos)]
     tta = tta_lib.check(tta)
@@ -181,7 +181,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     json_path = output_path(run_dir, csv_path.with_suffix(".json"), force, inputs, config) \
         if as_json and csv_path is not None else None
     model = load_model(run_dir, plan, len(class_names), config)
-    size = input_size_of(model, config)
+    size = input_size(model, config.model.input_size or config.data.image_size)
     fit = photos_lib.fit_of(config.data.converted or config.data.path)
     kept, probabilities, skipped = [], [], {}
     bar = keras.utils.Progbar(len(files), unit_name="photo") \
@@ -228,13 +228,6 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     for line in photo_report.skipped_lines(skipped):
         log(line)
     return rows
-
-
-def input_size_of(model, config) -> int:
-    """The size the run's model takes (its input, else the run's data size)."""
-    shape = model.input_shape
-    return (shape[1] if isinstance(shape, tuple) else None) or config.model.input_size or \
-        config.data.image_size
 
 
 HELP = "write a run's submission.csv for the test split"

@@ -11,7 +11,7 @@ from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.evaluation import metrics as metrics_lib
-from corolla.evaluation.inference import (input_size, predict_probabilities)
+from corolla.evaluation.inference import input_size, predict_probabilities
 from corolla.runtime import Plan
 
 
@@ -29,8 +29,9 @@ def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val",
     # The checked split counts the records the pipelines yield (less any skipped ones).
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     meta = pipeline.metadata(data, skip_bad_records)
-    probabilities = predict_probabilities(model, data, input_size(model, layout), plan,
-                                          skip_bad_records, tta=tta, log=log)
+    size = input_size(model, layout.image_size)
+    probabilities = predict_probabilities(model, data, size, plan, skip_bad_records, tta=tta,
+                                          log=log)
     y_true, y_pred = np.asarray(meta["labels"]), probabilities.argmax(axis=1)
     metrics = metrics_lib.classification_metrics(y_true, y_pred, layout.class_names)
     metrics["split"] = split

@@ -237,8 +237,9 @@ def stop_check():
     return StopCheck()
 
 
-def input_size(model, layout: layout_lib.Layout) -> int:
-    """The size `model` takes (its run's model.input_size): the data's images are scaled to it
-    as they are decoded, whatever size the data holds."""
+def input_size(model, fallback: int) -> int:
+    """The size `model` takes (its run's model.input_size): the data's images and photos are
+    scaled to it as they are decoded, whatever size they have. `fallback` for a model whose
+    input takes any size (the run's model.input_size, else its data's image size)."""
     shape = model.input_shape
-    return (shape[1] if isinstance(shape, tuple) else None) or layout.image_size
+    return (shape[1] if isinstance(shape, tuple) else None) or fallback

@@ -10,7 +10,7 @@ import numpy as np
 from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
-from corolla.evaluation.inference import (input_size, predict_probabilities)
+from corolla.evaluation.inference import input_size, predict_probabilities
 from corolla.runtime import Plan
 
 
@@ -29,6 +29,7 @@ def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test",
     mean of that many views of each image, see `corolla.evaluation.tta`)."""
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     ids = pipeline.metadata(data, skip_bad_records)["ids"]
-    probabilities = predict_probabilities(model, data, input_size(model, layout), plan,
-                                          skip_bad_records, tta=tta, log=log)
+    size = input_size(model, layout.image_size)
+    probabilities = predict_probabilities(model, data, size, plan, skip_bad_records, tta=tta,
+                                          log=log)
     return Prediction(split, ids, probabilities.argmax(axis=1), probabilities, tta)

@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from corolla.errors import UserError
+from corolla.errors import UserError, first_line
 from corolla.models import hub
 from corolla.models.registry import HUB_PREFIX, ModelSpec, lookup
 
@@ -78,7 +78,7 @@ def create_model(name: str, num_classes: int, image_size: int | None = None,
                 clone_function=lambda layer: layer)
         except Exception as e:  # e.g. a transformer's position embeddings of one size
             raise UserError(f"model {spec.name!r} cannot take images of several sizes "
-                            f"({_first_line(e)}); set train.start_size = 0 (no progressive "
+                            f"({first_line(e)}); set train.start_size = 0 (no progressive "
                             f"resizing)") from None
     backbone.trainable = train_backbone
     x = backbone(x, training=None if train_backbone else False)
@@ -129,7 +129,7 @@ def _build_backbone(spec: ModelSpec, input_shape, weights):
             raise UserError(download_failed(spec.name, str(e))) from None
         if weights not in (None, "imagenet") and isinstance(e, (ValueError, OSError)):
             raise UserError(f"weights file {weights!r} does not fit {spec.name}'s backbone at "
-                            f"{input_shape[0]} px ({_first_line(e)}); pass the backbone weights "
+                            f"{input_shape[0]} px ({first_line(e)}); pass the backbone weights "
                             f"of the same architecture (Keras 'notop' .h5 or .weights.h5)"
                             ) from None
         raise
@@ -144,11 +144,6 @@ def download_failed(name: str, message: str) -> str:
     return (f"could not download ImageNet weights for {name} (no network?); use --weights FILE "
             f"with a local copy of {file_name} (Keras caches it as {cache}/{file_name}), or "
             f"--weights none")
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:200] if text else type(e).__name__
 
 
 KERAS_DOWNLOAD_HOST = ("storage.googleapis.com", 443)  # where keras.applications' weights are

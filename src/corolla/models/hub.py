@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from corolla.errors import UserError
+from corolla.errors import UserError, first_line
 from corolla.files import is_remote
 from corolla.models import preprocessing
 from corolla.models.registry import HUB_PREFIX, ModelSpec, register
@@ -99,8 +99,8 @@ def _load(preset: str, local: bool, load):
     except Exception as e:  # kagglehub / huggingface_hub / requests raise their own types
         if local:
             raise
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-        raise UserError(f"could not download keras-hub preset {preset!r} (no network? {first}); "
+        raise UserError(f"could not download keras-hub preset {preset!r} (no network? "
+                        f"{first_line(e, 160)}); "
                         f"pass --model hub:FOLDER with a local copy of the preset (a folder "
                         f"with config.json and model.weights.h5, e.g. from save_to_preset)"
                         ) from None

@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from corolla.errors import UserError
+from corolla.errors import UserError, first_line
 from corolla.evaluation import predictions
 from corolla.report import submission
 from corolla.runs import paths
@@ -114,23 +114,18 @@ def submit(path: str | Path, competition: str, message: str, log=print):
         kaggle = importlib.import_module("kaggle")  # authenticates (see the module)
     except (Exception, SystemExit) as e:
         raise UserError(f"the kaggle package could not authenticate with the credentials in "
-                        f"{found} ({_first_line(e)}); check them, or create a new token on "
+                        f"{found} ({first_line(e)}); check them, or create a new token on "
                         f"kaggle.com > Settings > API") from None
     try:
         answer = kaggle.api.competition_submit(file_name=str(path), message=message,
                                                competition=competition)
     except Exception as e:  # HTTP errors: rules not accepted, unknown competition, limit
         raise UserError(f"Kaggle did not take the submission to {competition!r}: "
-                        f"{_first_line(e)}") from None
+                        f"{first_line(e)}") from None
     said = getattr(answer, "message", None) or answer
     log(f"submitted {path} to {competition}: {said} (scores: "
         f"https://www.kaggle.com/competitions/{competition}/submissions)")
     return answer
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def submit_run(target: str | Path, competition: str, message: str, log=print):

@@ -30,7 +30,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from corolla.errors import UserError
+from corolla.errors import UserError, first_line
 from corolla.files import read_json, write_json
 from corolla.runs import paths
 
@@ -41,6 +41,10 @@ FINAL = "final"  # the prefix of the run's own val scores (final/f1_macro); eval
 
 _INSTALL = {MLFLOW: 'pip install "corolla[mlflow]"', WANDB: 'pip install "corolla[wandb]"'}
 _open: dict[Path, "Tracker"] = {}  # the tracked runs open in this process, by run folder
+
+
+def _said(e: BaseException) -> str:  # a tracker library's error: its type says most
+    return first_line(e, 300, typed=True)
 
 
 def check(kind: str, runs_dir: str | Path) -> None:
@@ -86,7 +90,7 @@ def for_run(run_dir: str | Path, log=print) -> Tracker:
     try:
         tracker = _resume(record, run_dir, log)
     except Exception as e:  # a UserError too: scores are written whether or not they are sent
-        log(f"not sent to {record.get('tracker')}: {_one_line(e)}")
+        log(f"not sent to {record.get('tracker')}: {_said(e)}")
         return Tracker()
     _open[run_dir.resolve()] = tracker
     return tracker
@@ -159,7 +163,7 @@ class Tracker:
             return fn(*args)
         except Exception as e:  # the run matters more than its copy in a tracker
             self.broken = True
-            self.log(f"{self.kind} tracking stopped ({what}: {_one_line(e)}); the run goes on "
+            self.log(f"{self.kind} tracking stopped ({what}: {_said(e)}); the run goes on "
                      f"without it")
             return None
 
@@ -304,7 +308,7 @@ def _resume(record: dict, run_dir: Path, log) -> Tracker:
             client.update_run(run_id, status="RUNNING")
         except mlflow.exceptions.MlflowException as e:
             raise UserError(f"{run_dir / paths.TRACKING} names MLflow run {run_id}, which "
-                            f"{_no_password(uri)} does not have ({_one_line(e)}); set "
+                            f"{_no_password(uri)} does not have ({_said(e)}); set "
                             f"MLFLOW_TRACKING_URI to the store it was tracked in") from None
         return _MLflow(client, run_id, dict(record), log)
     run = _wandb_run(run_id, run_dir, None, None, None, record.get("dir"),
@@ -462,11 +466,6 @@ def _wandb_run(run_id, run_dir: Path, params, tags, runs_dir, folder=None, proje
                           dir=folder or _wandb_dir(runs_dir),
                           settings=wandb.Settings(**settings))
     except Exception as e:  # no network, no login: one line, before training
-        raise UserError(f"W&B could not start run {run_id or run_dir.name} ({_one_line(e)}); "
+        raise UserError(f"W&B could not start run {run_id or run_dir.name} ({_said(e)}); "
                         f"log in (wandb login), set WANDB_MODE=offline, or leave out "
                         f"--track") from None
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]

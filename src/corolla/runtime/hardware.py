@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from corolla.errors import UserError
+from corolla.errors import UserError, first_line
 from corolla.runtime import tflog
 
 # Signs that a TPU may be attached. TPUClusterResolver() is only tried when one is present:
@@ -157,7 +157,7 @@ def _jax_reason(hw: Hardware, kind: str) -> str:
     try:
         jax.devices(kind.lower())
     except RuntimeError as e:
-        return f"JAX {jax.__version__}: {str(e).splitlines()[0]}"
+        return f"JAX {jax.__version__}: {first_line(e)}"
     return f"JAX {jax.__version__}: sees a {kind} that another process may hold"
 
 
