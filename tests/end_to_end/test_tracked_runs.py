@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -187,6 +188,88 @@ def test_wandb_offline_writes_the_run_its_epochs_and_scores(tmp_path, train_tiny
         metrics["f1_macro_ci95"][0])
     assert found["config"]["train.epochs"] == 2
     assert {paths.REPORT, paths.HISTORY, paths.CONFUSION} <= found["files"]
+
+
+@pytest.mark.slow  # 45 s on 2 busy cores: a 2-fold tiny run in two sessions
+def test_a_kfold_run_is_one_mlflow_run_its_folds_nested_in_it_and_resumed_into_it(
+        store, train_tiny, monkeypatch):
+    """`--folds 2 --track mlflow`, stopped (Ctrl-C) in fold 2 after its epoch's backup, then
+    resumed: one MLflow run named after the parent folder, with the config, the pooled
+    out-of-fold scores and the parent's files, and the two folds' runs nested in it, all in
+    the store beside the runs; the resumed session continued the parent's run and fold 2's."""
+    from corolla.training import checkpoint
+
+    runs, client = store
+    write_history = checkpoint.write_history
+
+    def stopped_in_fold_2(rows, path):
+        if Path(path).parent.name == "fold-2":
+            raise KeyboardInterrupt
+        write_history(rows, path)
+
+    monkeypatch.setattr(checkpoint, "write_history", stopped_in_fold_2)
+    parent = train_tiny(runs, "--folds", "2", "--track", "mlflow", name="kf", code=130)
+    monkeypatch.setattr(checkpoint, "write_history", write_history)
+    killed = mlflow_run(client, "kf")
+    assert killed.info.status == "KILLED"
+
+    assert main(["train", "--resume", str(parent)]) == 0
+    whole = mlflow_run(client, "kf")  # one run of that name: the same
+    assert whole.info.run_id == killed.info.run_id and whole.info.status == "FINISHED"
+    assert json.loads((parent / paths.TRACKING).read_text())["run_id"] == whole.info.run_id
+    assert whole.data.params["train.folds"] == "2" and whole.data.params["data.fold"] == "0"
+    folds = client.search_runs([whole.info.experiment_id], order_by=["attributes.run_name"],
+                               filter_string=f"tags.mlflow.parentRunId = '{whole.info.run_id}'")
+    assert [f.info.run_name for f in folds] == ["fold-1", "fold-2"]
+    for k, fold in enumerate(folds, 1):
+        fold_dir = parent / f"fold-{k}"
+        assert json.loads((fold_dir / paths.TRACKING).read_text())["run_id"] == \
+            fold.info.run_id
+        assert fold.info.status == "FINISHED"
+        _same(steps(client, fold.info.run_id, "loss"), read_history(fold_dir / paths.HISTORY),
+              "loss")  # fold 2's epoch once, sent by the resumed session
+    pooled = json.loads((parent / paths.METRICS).read_text())
+    logged = whole.data.metrics
+    assert logged["final/f1_macro"] == pytest.approx(pooled["f1_macro"])
+    assert [logged["final/f1_macro_ci95_low"], logged["final/f1_macro_ci95_high"]] == \
+        pytest.approx(pooled["f1_macro_ci95"])
+    assert logged["final/num_examples"] == pooled["num_examples"] == 96  # all of train+val
+    names = {a.path for a in client.list_artifacts(whole.info.run_id)}
+    assert {paths.REPORT, paths.METRICS, paths.CONFUSION} <= names
+    assert not (parent / paths.MLFLOW_DB).exists()  # the folds' runs are in the runs' store
+
+
+@pytest.mark.slow  # 35 s on 2 busy cores: a 2-fold tiny run
+def test_a_kfold_run_is_a_wandb_group_whose_kfold_run_holds_the_pooled_scores(
+        tmp_path, train_tiny, monkeypatch):
+    """`--folds 2 --track wandb` (offline): the folds' runs and the parent's share the group
+    named after the parent folder; the parent's run (job_type "kfold") holds the config, the
+    pooled out-of-fold scores and the parent's files, each fold's (job_type "fold") its
+    epoch and its own scores."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    runs = tmp_path / "runs"
+    parent = train_tiny(runs, "--folds", "2", "--track", "wandb", name="kw")
+    record = json.loads((parent / paths.TRACKING).read_text())
+    whole = wandb_offline(runs, record["run_id"])
+    assert whole["names"] == {"kw"} and whole["ids"] == {record["run_id"]}
+    assert whole["groups"] == {"kw"} and whole["job_types"] == {"kfold"}
+    assert whole["config"]["train.folds"] == 2 and whole["history"] == []
+    pooled = json.loads((parent / paths.METRICS).read_text())
+    assert whole["summary"]["final/f1_macro"] == pytest.approx(pooled["f1_macro"])
+    assert [whole["summary"]["final/f1_macro_ci95_low"],
+            whole["summary"]["final/f1_macro_ci95_high"]] == pytest.approx(
+        pooled["f1_macro_ci95"])
+    assert {paths.REPORT, paths.METRICS, paths.CONFUSION} <= whole["files"]
+    for k in (1, 2):
+        fold_dir = parent / f"fold-{k}"
+        fold = wandb_offline(runs, json.loads((fold_dir / paths.TRACKING).read_text())["run_id"])
+        assert fold["names"] == {f"fold-{k}"}
+        assert fold["groups"] == {"kw"} and fold["job_types"] == {"fold"}
+        assert [step for step, _ in fold["history"]] == [1]
+        assert fold["summary"]["final/f1_macro"] == pytest.approx(
+            json.loads((fold_dir / paths.METRICS).read_text())["f1_macro"])
+    assert not (parent / "wandb").exists()  # every session beside the runs: RUNS/wandb/
 
 
 def _same(logged: list[tuple[int, float]], history: list[dict], key: str) -> None:

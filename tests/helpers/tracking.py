@@ -108,10 +108,11 @@ def wandb_records(path: Path):
             yield record
 
 
-def wandb_offline(folder: Path) -> dict:
-    """What the W&B offline runs under `folder`/wandb/ hold, all their sessions together:
-    {"names": run names, "ids": run ids, "history": [(step, {key: value})], "summary":
-    {key: value}, "config": {key: value}, "files": names under the sessions' files/}."""
+def wandb_offline(folder: Path, run_id: str = "*") -> dict:
+    """What the W&B offline runs under `folder`/wandb/ hold (`run_id`: that run's alone), all
+    their sessions together: {"names": run names, "ids": run ids, "groups", "job_types",
+    "history": [(step, {key: value})], "summary": {key: value}, "config": {key: value},
+    "files": names under the sessions' files/}."""
     import json
 
     import wandb
@@ -120,14 +121,17 @@ def wandb_offline(folder: Path) -> dict:
     # (the final epoch's history row, the exit) are written when it does, which a busy host
     # can delay past finish's return. teardown() waits for the service to end.
     wandb.teardown()
-    found = {"names": set(), "ids": set(), "history": [], "summary": {}, "config": {},
-             "files": set()}
-    for path in sorted(Path(folder, "wandb").glob("offline-run-*/run-*.wandb")):
+    found = {"names": set(), "ids": set(), "groups": set(), "job_types": set(), "history": [],
+             "summary": {}, "config": {}, "files": set()}
+    # (each session's folder is named after its start: sorted, the sessions in order)
+    for path in sorted(Path(folder, "wandb").glob(f"offline-run-*/run-{run_id}.wandb")):
         for record in wandb_records(path):
             kind = record.WhichOneof("record_type")
             if kind == "run":
                 found["names"].add(record.run.display_name)
                 found["ids"].add(record.run.run_id)
+                found["groups"].add(record.run.run_group)
+                found["job_types"].add(record.run.job_type)
                 found["config"].update({i.key: json.loads(i.value_json)
                                         for i in record.run.config.update})
             elif kind == "history":

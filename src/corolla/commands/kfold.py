@@ -168,6 +168,9 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
         assignment = None
         log(f"continuing the k-fold run {parent}")
     try:
+        # The k-fold run as a whole, its folds' tracked runs its children (`tracking.start`).
+        # (Only the chief tracks: a k-fold run is one process.)
+        tracking.start(config, parent, resume is not None, log)
         folds_path = parent / paths.FOLDS
         if not folds_path.is_file():  # a new run, or one killed before the file was written
             (assignment or _assignment(config, layout, log)).write(folds_path)
@@ -187,7 +190,14 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
                 raise Interrupted(parent) from None
             _free_memory()
         metrics = pool(parent, config, layout, log=log)
+        tracking.send_scored(parent, parent, metrics, log)  # ended by train, report sent
         rundir.mark_finished(parent)
+    except KeyboardInterrupt:
+        tracking.finish(parent, log, status="KILLED")
+        raise
+    except BaseException:
+        tracking.finish(parent, log, status="FAILED")
+        raise
     finally:
         rundir.release(parent)
     return parent, metrics

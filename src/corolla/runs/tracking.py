@@ -13,6 +13,13 @@ run's later evaluations. Here an epoch is logged once its backup is written
 (`training.callbacks.TrackEpochs`), at step = its number, and a resumed run first logs the
 committed epochs its tracked run lacks.
 
+A k-fold run (`--folds K`) is tracked as a whole: its parent folder is a tracked run of its
+own (the config, then the pooled out-of-fold scores as final/NAME and the parent's report) and
+each fold's run is its child, in the parent's store: in MLflow nested under it (the tag
+mlflow.parentRunId, by which MLflow's UI nests runs), in W&B in its group (the parent folder's
+name; job_type "kfold" for the parent's run, "fold" for the folds', W&B's way of grouping
+cross-validation).
+
 Only the chief tracks. A tracker that fails mid-run (its server gone) says so once and stops;
 the run goes on. A missing package or an unreachable server is one line before training
 (`check`). mlflow and wandb are imported only where a tracker is used: with `none` (the
@@ -33,6 +40,7 @@ from pathlib import Path
 from corolla.errors import UserError, first_line
 from corolla.files import read_json, write_json
 from corolla.runs import paths
+from corolla.runs.kfold import is_parent
 
 NONE, MLFLOW, WANDB = "none", "mlflow", "wandb"
 PROJECT = "corolla"  # MLflow's experiment, W&B's project, unless their environment names one
@@ -61,18 +69,31 @@ def check(kind: str, runs_dir: str | Path) -> None:
 
 
 def start(config, run_dir: Path, resume: bool, log=print) -> Tracker:
-    """The tracker of a run about to train: a new tracked run, named after the run folder, with
-    the config as parameters; or, for a continued run, the one RUN/tracking.json names."""
+    """The tracker of a run about to train (or of a k-fold parent about to train its folds): a
+    new tracked run, named after the run folder, with the config as parameters; or, for a
+    continued run, the one RUN/tracking.json names. A fold of a k-fold run whose parent is
+    tracked in this process is its child; once the parent's tracking has stopped, its folds
+    are not tracked either, and a fold's run that cannot start stops it (one line: the k-fold
+    run goes on)."""
     kind = config.output.track
     if kind == NONE:
         return Tracker()
     record = _read(run_dir) if resume else None
-    if record is None:
-        tracker = _new(kind, config, run_dir, log)
-        write_json(tracker.record, run_dir / paths.TRACKING)
+    parent = _open.get(run_dir.parent.resolve()) if config.data.fold else None
+    if parent is not None and parent.kind == kind:
+        tracker = parent._safely("starting a fold's run", _open_run, kind, config, run_dir,
+                                 record, parent, log) or Tracker()
     else:
-        tracker = _resume(record, run_dir, log)
+        tracker = _open_run(kind, config, run_dir, record, None, log)
     _open[run_dir.resolve()] = tracker
+    return tracker
+
+
+def _open_run(kind: str, config, run_dir: Path, record: dict | None, parent, log) -> Tracker:
+    if record is not None:
+        return _resume(record, run_dir, log)
+    tracker = _new(kind, config, run_dir, parent, log)
+    write_json(tracker.record, run_dir / paths.TRACKING)
     return tracker
 
 
@@ -263,17 +284,25 @@ class _Wandb(Tracker):
         self._safely("ending the run", self.run.finish, 0 if status == "FINISHED" else 1)
 
 
-def _new(kind: str, config, run_dir: Path, log) -> Tracker:
+def _new(kind: str, config, run_dir: Path, parent: Tracker | None, log) -> Tracker:
+    """A new tracked run; `parent`: the k-fold parent's (open) tracker of a fold's run."""
     from corolla.config import flatten
 
     params = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v
               for k, v in flatten(config.to_dict()).items()}
-    tags = {"corolla.run_id": config.output.run_id, "corolla.run_dir": str(run_dir.resolve())}
+    tags = {"corolla.run_dir": str(run_dir.resolve())}
+    if config.output.run_id:  # (a k-fold parent has none: its folds do)
+        tags["corolla.run_id"] = config.output.run_id
     if kind == MLFLOW:
-        client, uri, local = _mlflow_client(config.output.runs_dir)
         from mlflow.entities import Param
 
-        experiment = _mlflow_experiment(client, config.output.runs_dir, local)
+        if parent is None:
+            client, uri, local = _mlflow_client(config.output.runs_dir)
+            experiment = _mlflow_experiment(client, config.output.runs_dir, local)
+        else:  # the parent's store and experiment (a fold's runs_dir is the parent folder)
+            client, uri = parent.client, parent.record["tracking_uri"]
+            experiment = parent.record["experiment_id"]
+            tags["mlflow.parentRunId"] = parent.run_id
         run = client.create_run(experiment, run_name=run_dir.name, tags=tags)
         run_id = run.info.run_id
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
@@ -283,10 +312,18 @@ def _new(kind: str, config, run_dir: Path, log) -> Tracker:
                   "experiment_id": experiment}
         log(f"tracking with MLflow: run {run_id} in {_no_password(uri)}")
         return _MLflow(client, run_id, record, log)
-    run_id = config.output.run_id or None
-    run = _wandb_run(run_id, run_dir, params, tags, config.output.runs_dir)
-    record = {"tracker": WANDB, "run_id": run.id, "project": run.project,
-              "dir": _wandb_dir(config.output.runs_dir), "epochs_logged": 0}
+    if parent is not None:  # the parent's folder, project and group
+        folder, project = parent.record.get("dir"), parent.record.get("project")
+        group, job_type = parent.record.get("group"), "fold"
+    else:
+        folder, project = _wandb_dir(config.output.runs_dir), None
+        group, job_type = (run_dir.name, "kfold") if is_parent(config) else (None, None)
+    run = _wandb_run(config.output.run_id or None, run_dir, params, tags, folder, project,
+                     group, job_type)
+    record = {"tracker": WANDB, "run_id": run.id, "project": run.project, "dir": folder,
+              "epochs_logged": 0}
+    if group:  # a resumed session joins it again
+        record.update(group=group, job_type=job_type)
     log(f"tracking with W&B: run {run.id} in project {run.project}")
     return _Wandb(run, record, run_dir, log)
 
@@ -311,8 +348,8 @@ def _resume(record: dict, run_dir: Path, log) -> Tracker:
                             f"{_no_password(uri)} does not have ({_said(e)}); set "
                             f"MLFLOW_TRACKING_URI to the store it was tracked in") from None
         return _MLflow(client, run_id, dict(record), log)
-    run = _wandb_run(run_id, run_dir, None, None, None, record.get("dir"),
-                     record.get("project"))
+    run = _wandb_run(run_id, run_dir, None, None, record.get("dir"), record.get("project"),
+                     record.get("group"), record.get("job_type"))
     return _Wandb(run, dict(record), run_dir, log)
 
 
@@ -449,9 +486,11 @@ def _wandb_logged_in() -> None:
                     f"WANDB_MODE=offline to keep the run's W&B files locally")
 
 
-def _wandb_run(run_id, run_dir: Path, params, tags, runs_dir, folder=None, project=None):
+def _wandb_run(run_id, run_dir: Path, params, tags, folder=None, project=None, group=None,
+               job_type=None):
     """wandb.init of the run `run_id`, new or continued (resume="allow"), as its own Run
-    object ("create_new": a k-fold run tracks one run per fold in one process). Everything
+    object ("create_new": a k-fold run tracks its parent's run and one run per fold in one
+    process), its files under `folder` (None: WANDB_DIR's, or the working folder). Everything
     else follows W&B's environment (WANDB_MODE, WANDB_PROJECT, WANDB_ENTITY, WANDB_API_KEY);
     its wait for a server is bounded to 30 s unless WANDB_INIT_TIMEOUT says otherwise."""
     import wandb
@@ -462,8 +501,9 @@ def _wandb_run(run_id, run_dir: Path, params, tags, runs_dir, folder=None, proje
     try:
         return wandb.init(project=project or os.environ.get("WANDB_PROJECT") or PROJECT,
                           name=run_dir.name, id=run_id, resume="allow", config=params,
-                          tags=[f"corolla:{tags['corolla.run_id']}"] if tags else None,
-                          dir=folder or _wandb_dir(runs_dir),
+                          tags=[f"corolla:{tags['corolla.run_id']}"]
+                          if tags and tags.get("corolla.run_id") else None,
+                          group=group, job_type=job_type, dir=folder,
                           settings=wandb.Settings(**settings))
     except Exception as e:  # no network, no login: one line, before training
         raise UserError(f"W&B could not start run {run_id or run_dir.name} ({_said(e)}); "
