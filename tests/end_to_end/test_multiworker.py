@@ -232,3 +232,39 @@ def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
     assert len(rows) == train["epochs"] >= 2 and float(rows[-1]["seconds"]) <= 60
     scratch = tmp_path / "tmp1" / f"corolla-{saved['output']['run_id']}" / "worker-1"
     assert_same_stored_weights(run / paths.MODEL, scratch / paths.MODEL)
+
+
+@pytest.mark.large  # about a minute each: CI runs them after the README's suite
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_only_the_chief_tracks_a_two_worker_run_in_one_mlflow_run(backend, tiny_petals,
+                                                                   tmp_path, monkeypatch):
+    """`--track mlflow` in a two-process job, the store beside the runs (RUNS/mlflow.db, which
+    both processes' --runs-dir name): one MLflow run, named after the run, each epoch once at
+    its step, the final scores; the worker opens no run of its own (it would be a second one
+    in that store, or a store elsewhere) and writes no tracking.json."""
+    import mlflow
+
+    from corolla.files import read_history
+    from helpers.tracking import steps
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # (the workers get os.environ)
+    runs = tmp_path / "runs"
+    outputs = _run_workers(backend, tmp_path, ["-m", "corolla.cli", "train", "--data",
+                                               tiny_petals, "--epochs", 2,
+                                               "--global-batch-size", 16, "--runs-dir", runs,
+                                               "--name", "mw", "--track", "mlflow"])
+    assert "tracking with MLflow" in outputs[0] and "tracking with MLflow" not in outputs[1]
+    client = mlflow.MlflowClient(f"sqlite:///{runs / paths.MLFLOW_DB}")
+    [tracked] = client.search_runs([client.get_experiment_by_name("corolla").experiment_id])
+    assert tracked.info.run_name == "mw" and tracked.info.status == "FINISHED"
+    run = runs / "mw"
+    assert json.loads((run / paths.TRACKING).read_text())["run_id"] == tracked.info.run_id
+    history = read_history(run / paths.HISTORY)
+    for key in ("loss", "val_f1_macro"):
+        logged = steps(client, tracked.info.run_id, key)
+        assert [step for step, _ in logged] == [row["epoch"] for row in history] == [1, 2]
+        assert [v for _, v in logged] == pytest.approx([row[key] for row in history])
+    assert tracked.data.metrics["final/f1_macro"] == pytest.approx(
+        json.loads((run / paths.METRICS).read_text())["f1_macro"])
+    assert sorted(tmp_path.rglob(paths.TRACKING)) == [run / paths.TRACKING]
+    assert sorted(tmp_path.rglob(paths.MLFLOW_DB)) == [runs / paths.MLFLOW_DB]
