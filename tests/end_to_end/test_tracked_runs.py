@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -190,7 +191,7 @@ def test_wandb_offline_writes_the_run_its_epochs_and_scores(tmp_path, train_tiny
     assert {paths.REPORT, paths.HISTORY, paths.CONFUSION} <= found["files"]
 
 
-@pytest.mark.slow  # 45 s on 2 busy cores: a 2-fold tiny run in two sessions
+@pytest.mark.slow  # 23 s (2 busy cores): a 2-fold tiny run, in two sessions
 def test_a_kfold_run_is_one_mlflow_run_its_folds_nested_in_it_and_resumed_into_it(
         store, train_tiny, monkeypatch):
     """`--folds 2 --track mlflow`, stopped (Ctrl-C) in fold 2 after its epoch's backup, then
@@ -239,7 +240,7 @@ def test_a_kfold_run_is_one_mlflow_run_its_folds_nested_in_it_and_resumed_into_i
     assert not (parent / paths.MLFLOW_DB).exists()  # the folds' runs are in the runs' store
 
 
-@pytest.mark.slow  # 35 s on 2 busy cores: a 2-fold tiny run
+@pytest.mark.slow  # 22 s (2 busy cores): a 2-fold tiny run
 def test_a_kfold_run_is_a_wandb_group_whose_kfold_run_holds_the_pooled_scores(
         tmp_path, train_tiny, monkeypatch):
     """`--folds 2 --track wandb` (offline): the folds' runs and the parent's share the group
@@ -270,6 +271,70 @@ def test_a_kfold_run_is_a_wandb_group_whose_kfold_run_holds_the_pooled_scores(
         assert fold["summary"]["final/f1_macro"] == pytest.approx(
             json.loads((fold_dir / paths.METRICS).read_text())["f1_macro"])
     assert not (parent / "wandb").exists()  # every session beside the runs: RUNS/wandb/
+
+
+def test_a_killed_run_resumed_continues_its_wandb_run_each_epoch_once(tmp_path, train_tiny,
+                                                                      monkeypatch):
+    """Killed after epoch 1's backup, before its tracker heard of it: the resumed session
+    (offline W&B: a second session file of the same run id) logs epoch 1 then epoch 2."""
+    from corolla.training import checkpoint
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    runs = tmp_path / "runs"
+    write_history = checkpoint.write_history
+
+    def dies_after_the_backup(rows, path):
+        if len(rows) == 1:
+            raise Stop
+        write_history(rows, path)
+
+    monkeypatch.setattr(checkpoint, "write_history", dies_after_the_backup)
+    train_tiny.fit(runs, "k", {"train.epochs": 2, "output.track": "wandb"})
+    monkeypatch.setattr(checkpoint, "write_history", write_history)
+    record = json.loads((runs / "k" / paths.TRACKING).read_text())
+    assert record["epochs_logged"] == 0
+
+    assert main(["train", "--resume", str(runs / "k")]) == 0
+    found = wandb_offline(runs)
+    assert len(list((runs / "wandb").glob("offline-run-*"))) == 2  # a session each
+    assert found["ids"] == {record["run_id"]} and found["names"] == {"k"}
+    history = read_history(runs / "k" / paths.HISTORY)
+    assert [step for step, _ in found["history"]] == [1, 2]
+    for (step, logged), row in zip(found["history"], history):
+        for key in EPOCH_KEYS:
+            assert logged[key] == pytest.approx(row[key]), key
+    assert found["summary"]["final/f1_macro"] == pytest.approx(
+        json.loads((runs / "k" / paths.METRICS).read_text())["f1_macro"])
+
+
+def test_a_stop_after_wandb_took_an_epoch_waits_until_tracking_json_counts_it(
+        tmp_path, train_tiny, monkeypatch):
+    """SIGTERM (`docker stop`) arriving after W&B took epoch 1's row, before tracking.json
+    counted it: the stop waits until the count is written, so the resumed session does not
+    send epoch 1 again (an offline session starts at step 0 and keeps any step it is given)."""
+    from corolla.runs import tracking
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    runs = tmp_path / "runs"
+    write_json = tracking.write_json
+
+    def stopped_meanwhile(data, path):
+        if data.get("epochs_logged") == 1:
+            signal.raise_signal(signal.SIGTERM)  # to `corolla train`'s handler
+        return write_json(data, path)
+
+    monkeypatch.setattr(tracking, "write_json", stopped_meanwhile)
+    run = train_tiny(runs, "--epochs", "2", "--track", "wandb", name="t", code=143)
+    monkeypatch.setattr(tracking, "write_json", write_json)
+    assert json.loads((run / paths.TRACKING).read_text())["epochs_logged"] == 1
+    assert [r["epoch"] for r in read_history(run / paths.HISTORY)] == [1]
+
+    assert main(["train", "--resume", str(run)]) == 0
+    found = wandb_offline(runs)
+    assert len(found["ids"]) == 1
+    assert [step for step, _ in found["history"]] == [1, 2]
 
 
 def _same(logged: list[tuple[int, float]], history: list[dict], key: str) -> None:

@@ -3,8 +3,11 @@ package or an unreachable MLflow server is one line, in seconds, before a run fo
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
+
+import pytest
 
 from corolla import config
 from corolla.runs import tracking
@@ -116,6 +119,35 @@ def test_a_tracker_that_fails_says_so_once_and_stops(tmp_path):
     assert lines == ["mlflow tracking stopped (logging an epoch: ConnectionError: server gone); "
                      "the run goes on without it"]
     assert Gone.calls == 1
+
+
+def test_a_stop_inside_an_uninterrupted_block_comes_after_it_to_the_handler_that_was_there():
+    """What keeps a W&B epoch and its count in tracking.json together: Ctrl-C (Python's
+    KeyboardInterrupt) and SIGTERM (a handler, as `corolla train`'s) arrive once the block is
+    done, each to its own handler, which is back in place."""
+    got = []
+
+    def handler(signum, frame):
+        got.append(signum)
+
+    previous = {s: signal.signal(s, h) for s, h in (
+        (signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, handler))}
+    try:
+        done = []
+        with pytest.raises(KeyboardInterrupt):
+            with tracking._uninterrupted():
+                signal.raise_signal(signal.SIGINT)
+                done.append("the block")
+        assert done == ["the block"]
+        with tracking._uninterrupted():
+            signal.raise_signal(signal.SIGTERM)
+            assert got == []
+        assert got == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        for signum, was in previous.items():
+            signal.signal(signum, was)
 
 
 def test_scores_take_the_numbers_and_split_the_interval():

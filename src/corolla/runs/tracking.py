@@ -28,9 +28,12 @@ default) neither is ever imported.
 
 from __future__ import annotations
 
+import contextlib
 import netrc
 import os
 import shutil
+import signal
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -243,7 +246,15 @@ class _MLflow(Tracker):
 class _Wandb(Tracker):
     """Weights & Biases through its `Run` object (`run.log(..., step=epoch)`, its summary for
     the scores, `run.save` for files). W&B keeps no record an offline session could ask, so
-    the epochs logged are counted in tracking.json."""
+    the epochs logged are counted in tracking.json.
+
+    That count follows each `run.log`, so an epoch a kill came between them is sent again by
+    the resumed session. Online W&B drops it (a resumed run continues after the server's last
+    step, and a step below it is dropped with a warning); offline, each session is a file of
+    its own that starts at step 0 (wandb.init's `resumed` is False) and keeps every step it is
+    given, so the epoch would be in two sessions' files, both uploaded into the one run by
+    `wandb sync`. Hence a stop (Ctrl-C, SIGTERM, SIGHUP) is held until both are done; only a
+    SIGKILL between them still sends an epoch twice (`_uninterrupted`)."""
 
     kind = WANDB
 
@@ -260,10 +271,11 @@ class _Wandb(Tracker):
             epoch = int(row["epoch"])
             if epoch <= self.logged:
                 continue
-            self.run.log({k: v for k, v in row.items() if k != "epoch"}, step=epoch)
-            self.logged = epoch
-            self.record["epochs_logged"] = epoch
-            write_json(self.record, self.run_dir / paths.TRACKING)
+            with _uninterrupted():
+                self.run.log({k: v for k, v in row.items() if k != "epoch"}, step=epoch)
+                self.logged = epoch
+                self.record["epochs_logged"] = epoch
+                write_json(self.record, self.run_dir / paths.TRACKING)
 
     def log_scores(self, metrics: dict, prefix: str) -> None:
         self._safely("logging scores", self.run.summary.update,
@@ -282,6 +294,29 @@ class _Wandb(Tracker):
 
     def close(self, status: str = "FINISHED") -> None:
         self._safely("ending the run", self.run.finish, 0 if status == "FINISHED" else 1)
+
+
+@contextlib.contextmanager
+def _uninterrupted():
+    """A stop asked for by Ctrl-C, SIGTERM or SIGHUP (a KeyboardInterrupt wherever the main
+    thread is) held until the block is done, then delivered to the handler that was there.
+    Signals are handled in the main thread only: elsewhere nothing is held (nor can SIGKILL
+    be)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held, previous = [], {}
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) not in (None, signal.SIG_IGN):
+            previous[signum] = signal.signal(signum, lambda got, frame: held.append(got))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def _new(kind: str, config, run_dir: Path, parent: Tracker | None, log) -> Tracker:
