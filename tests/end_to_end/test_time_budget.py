@@ -48,12 +48,11 @@ def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tin
     assert f"time 25s: {train['epochs']} epochs of ~" in line and "measured" in line
     assert train["time_budget"] == "25s" and train["time_plan"] == line.partition(": ")[2]
     assert len(rows) == train["epochs"] >= 2
-    # Within the budget (the plan fills 85% of what start-up and probe left), and using it.
-    # Not all of it: the plan counts every epoch's validation at the probe's cold pass (its
-    # tracing and decoding: it errs short), and this tiny run's epochs are mostly validation
-    # (one step of 8 images, 32 val images), so it ends at 40-45% of the budget on a quiet
-    # 2-core host, and lower when the probe ran beside a busy neighbour.
-    assert 0.3 * 25 < rows[-1]["seconds"] <= 25
+    # Within the budget (the plan fills 85% of what start-up and probe left), and using it:
+    # 71-75% on a quiet 2-core host. This tiny run's epochs are mostly validation and commits
+    # (one step of 8 images, 32 val images): a plan that charged every epoch the probe's cold
+    # val pass (its tracing) and a backup for the whole commit ended at 43-44%.
+    assert 0.45 * 25 < rows[-1]["seconds"] <= 25
     assert [r["seconds"] for r in rows] == sorted(r["seconds"] for r in rows)
     # The cosine ends at its floor in the last epoch (its last update is one step before the
     # end), not cut off on the way down.

@@ -91,7 +91,8 @@ def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
                                  "train.size_ramp_end": 0.8})
     costs = budget.Costs(step={(False, 32): 0.1, (False, 48): 0.2, (False, 64): 0.3},
                          first={(False, 32): 1.0, (False, 48): 1.0, (False, 64): 1.0},
-                         val={64: 0.5}, backup=0.1)
+                         epoch={(False, 32): 0.1, (False, 48): 0.1, (False, 64): 0.1},
+                         val={64: 0.5}, val_first={64: 0.7}, backup=0.1)
 
     def phases_of(train, size):
         return phases.phases(train, True, size)
@@ -107,7 +108,8 @@ def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
     from corolla.training import phases
 
     cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
-    costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0}, val={64: 0.5},
+    costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0},
+                         epoch={(False, 64): 0.0}, val={64: 0.5}, val_first={64: 0.0},
                          backup=0.1)
 
     def phases_of(train, size):
@@ -125,18 +127,50 @@ def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
     assert budget.fill(cfg, phases_of, costs, 2.0, 10)[0] == 0
 
 
+def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val_pass():
+    """A GPU's compile of the predict function can be 40 warm val passes: charged every epoch
+    (as the probe's first pass measures it), a minute's plan would hold 2 epochs, not 22."""
+    from corolla.training import phases
+
+    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
+    costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0},
+                         epoch={(False, 64): 0.1}, val={64: 0.5}, val_first={64: 20.0},
+                         backup=0.1)
+
+    def phases_of(train, size):
+        return phases.phases(train, True, size)
+
+    # The final save 0.1, the phase's tracings 1.0 + 20.0, each epoch 10 x 0.1 + 0.1 + 0.5
+    # + 0.1.
+    assert budget.seconds(phases_of(cfg.train, 64), costs, 64, 10) == pytest.approx(38.1)
+    assert budget.most_epochs(cfg, phases_of, costs, 60.0, 10) == (22, pytest.approx(58.5))
+    # Two phases (frozen, then trained) compile twice: each pays the tracings again.
+    two = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
+                                 "model.input_size": 64}).train
+    costs.step[(True, 64)], costs.first[(True, 64)], costs.epoch[(True, 64)] = 0.1, 1.0, 0.1
+    assert budget.seconds(phases_of(two, 64), costs, 64, 10) == pytest.approx(
+        0.1 + 2 * (1.0 + 20.0) + 4 * 1.7)
+    # A size estimated from another keeps the tracings and an epoch's start: they are not the
+    # pixels' work.
+    small = budget.scaled(costs, 64, 32)
+    assert (small.val_first[32], small.first[(False, 32)], small.epoch[(False, 32)]) == \
+        (20.0, 1.0, 0.1)
+    assert small.step[(False, 32)] == pytest.approx(0.1 / 4)
+
+
 def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
     from corolla.training import phases
 
     t = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2}).train
     costs = budget.Costs(step={(True, 64): 0.2, (False, 64): 0.5},
-                         first={(True, 64): 3.0, (False, 64): 4.0}, val={64: 2.0}, backup=0.1,
-                         cache={64: 0.3}, cache_first={64: 5.0})
+                         first={(True, 64): 3.0, (False, 64): 4.0},
+                         epoch={(True, 64): 0.2, (False, 64): 0.3}, val={64: 2.0},
+                         val_first={64: 1.5}, backup=0.1, cache={64: 0.3}, cache_first={64: 5.0})
     plan_phases = phases.phases(t, True, 64)
-    trained = 4.0 + 2 * (10 * 0.5 + 2.0 + 0.1)
+    trained = 4.0 + 1.5 + 2 * (10 * 0.5 + 0.3 + 2.0 + 0.1)
     # Through the frozen model every epoch: its steps, its tracing, validation and backups.
     assert budget.seconds(plan_phases, costs, 64, 10) == pytest.approx(
-        0.1 + 3.0 + 2 * (10 * 0.2 + 2.0 + 0.1) + trained)
+        0.1 + 3.0 + 1.5 + 2 * (10 * 0.2 + 0.2 + 2.0 + 0.1) + trained)
     # Cached once, timed as the caching pass itself: 2 views x 7 batches of the training
     # images and 3 of val at 0.3 s a batch, then only the frozen epochs' backups. The probe
     # traced the pass the run makes, so its tracing is not paid again...

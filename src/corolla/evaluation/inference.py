@@ -5,6 +5,7 @@ prediction and training's val F1 callback all run models through here."""
 from __future__ import annotations
 
 import sys
+import weakref
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,13 +134,15 @@ PROGRESS_STEPS = 10  # a progress bar (in a terminal) for predictions of this ma
 
 def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan: Plan,
                           skip_bad_records: bool = False, tta: int = 1, log=None,
-                          batches=None):
+                          batches=None, callbacks=()):
     """Class probabilities [N, C] in the split's file order (padding dropped). `tta`: the mean
     over that many views of every image (see `corolla.evaluation.tta`), one pass over the split
     each; `log` says which view runs. `batches`: `split_batches` of the same split and size,
-    kept by a caller that predicts it again and again (training's val F1, every epoch)."""
+    kept by a caller that predicts it again and again (training's val F1, every epoch).
+    `callbacks`: Keras callbacks told of each batch's end (`on_predict_batch_end`: the time
+    probe's timer)."""
     return _predict_views(model, batches or split_batches(split, image_size, skip_bad_records),
-                          split.count, plan, tta, log)
+                          split.count, plan, tta, log, callbacks=callbacks)
 
 
 # The most decoded bytes a split predicted again and again (training's val split) keeps in
@@ -181,7 +184,7 @@ def predict_images(model, images: np.ndarray, plan: Plan, tta: int = 1, log=None
 
 
 def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
-                   progress: bool | None = None):
+                   progress: bool | None = None, callbacks=()):
     """The mean over `tta` views of the probabilities of `count` images; `batches(batch)`: a
     fresh dataset of their padded, full batches."""
     with plan.inference_scope():
@@ -197,30 +200,45 @@ def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
                     f"{tta_lib.describe(view)}")
             views = tta_lib.apply(batches(batch), view, count, batch)
             if plan.multi_worker and plan.backend == "tensorflow":
-                probabilities = _predict_locally(model, views, steps)[:count]
+                probabilities = _predict_locally(model, views, steps, callbacks)[:count]
             else:
                 probabilities = model.predict(views, steps=steps, verbose=int(progress),
-                                              callbacks=[stop_check()])[:count]
+                                              callbacks=[stop_check(), *callbacks])[:count]
             if tta == 1:
                 return probabilities
             total = probabilities.astype(np.float64) + (0 if total is None else total)
         return (total / tta).astype(np.float32)
 
 
-def _predict_locally(model, batches, steps: int) -> np.ndarray:
+def _predict_locally(model, batches, steps: int, callbacks=()) -> np.ndarray:
     """`model.predict` on this worker alone. Keras predicts through the strategy the model was
     built in: a model of a MultiWorkerMirroredStrategy splits every batch between the workers
     and gathers the parts worker by worker, out of the split's order (the per-epoch val F1 was
     computed on misaligned rows). Called outside the strategy, the model reads its variables'
-    local copies, identical on every worker."""
-    import tensorflow as tf
-
-    step = tf.function(lambda images: model(images, training=False))
+    local copies, identical on every worker. `callbacks` hear each batch's end, as predict's."""
+    step = _local_step(model)
     found = []
-    for images in batches.take(steps):
+    for batch, images in enumerate(batches.take(steps)):
         check_stop()
         found.append(step(images).numpy())
+        for callback in callbacks:
+            callback.on_predict_batch_end(batch, None)
     return np.concatenate(found)
+
+
+# The local step of each model, traced once (a tf.function made per call would trace again at
+# every epoch's validation, as Keras' own predict function does only after a compile). The
+# function holds its model weakly: the cache keeps no model alive (k-fold trains several).
+_local_steps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _local_step(model):
+    import tensorflow as tf
+
+    if model not in _local_steps:
+        held = weakref.ref(model)
+        _local_steps[model] = tf.function(lambda images: held()(images, training=False))
+    return _local_steps[model]
 
 
 def stop_check():

@@ -15,8 +15,9 @@ probe trains a few steps of every kind of epoch the plan holds (frozen or not, e
 size; a kind's first step, which traces the step function, is timed apart: every phase pays it
 again; a frozen phase whose features are cached, a few batches of the caching pass itself, a
 `predict` slower per image than the frozen training step it was once estimated from: 12.8 ms
-against 9.3 on a 2-core CPU, ~40 s of a 3-minute budget), one validation pass and one backup
-(at a smaller size a short budget may choose, the
+against 9.3 on a 2-core CPU, ~40 s of a 3-minute budget), one validation pass (its first
+batch, which traces, timed apart: each phase's compile makes Keras trace its predict function
+again) and one backup (at a smaller size a short budget may choose, the
 costs are estimated by the pixels to choose it, then measured there); its own time, the
 model's build and the data's opening count against the budget as time already spent.
 
@@ -37,8 +38,8 @@ from corolla.config.schema import MAX_EPOCHS
 from corolla.errors import UserError
 
 PROBE_STEPS = 4  # timed steps per kind of epoch, after its first (the tracing)
-# The plan fills this share of the time left: what a busy host, each phase's retracing of
-# validation or the final save may add stays inside the budget. With 0.9, runs on a shared
+# The plan fills this share of the time left: what a busy host or the final save may add stays
+# inside the budget. With 0.9, runs on a shared
 # 2-core host ended at 98-100% of 3, 6 and 10 minutes: their epochs ran 7-11% longer than
 # planned.
 MARGIN = 0.85
@@ -52,13 +53,16 @@ SHORTEST = 0.5
 
 @dataclass
 class Costs:
-    """Measured seconds: per training step and for a phase's first step beyond that (its
-    tracing), by kind (frozen, size); per validation pass (its first, tracing included: the
-    plan errs on the short side) by size; per backup; per batch of the frozen features'
-    caching pass (`Caching`) by size, and its tracing beyond that."""
+    """Measured seconds: per training step, for a phase's first step beyond that (its
+    tracing) and for every epoch's first step beyond that (its new pass over the data), by
+    kind (frozen, size); per validation pass by size, and a phase's first pass beyond that
+    (its tracing); per epoch's commit (`backup`: the checkpoint's files); per batch of the
+    frozen features' caching pass (`Caching`) by size, and its tracing beyond that."""
     step: dict = field(default_factory=dict)
     first: dict = field(default_factory=dict)
+    epoch: dict = field(default_factory=dict)
     val: dict = field(default_factory=dict)
+    val_first: dict = field(default_factory=dict)
     backup: float = 0.0
     cache: dict = field(default_factory=dict)
     cache_first: dict = field(default_factory=dict)
@@ -111,8 +115,9 @@ def kinds(plan_phases, final: int) -> set:
 
 def seconds(plan_phases, costs: Costs, final: int, steps: int,
             caching: Caching | None = None) -> float:
-    """The training time of phases: per phase its first step's tracing, per epoch its steps, a
-    validation pass at the final size and a backup; and the final save (about a backup).
+    """The training time of phases: per phase its first step's and its first validation's
+    tracing, per epoch its steps, its start, a validation pass at the final size and its
+    commit; and the final save (about a commit).
     With `caching` (frozen phases on cached features), a frozen phase costs its caching passes
     instead, and its epochs their backups. The probe has traced the caching at its size (the
     run predicts with the same model); the val pass at another final size traces again."""
@@ -127,8 +132,8 @@ def seconds(plan_phases, costs: Costs, final: int, steps: int,
                 caching.val * at_final + (p.end - p.start) * costs.backup + \
                 (costs.cache_first[size] if size != final else 0.0)
             continue
-        total += costs.first[kind] + (p.end - p.start) * (
-            steps * costs.step[kind] + costs.val[final] + costs.backup)
+        total += costs.first[kind] + costs.val_first[final] + (p.end - p.start) * (
+            steps * costs.step[kind] + costs.epoch[kind] + costs.val[final] + costs.backup)
     return total
 
 
@@ -136,16 +141,17 @@ def scaled(costs: Costs, measured: int, size: int) -> Costs:
     """`costs` with those missing at `size` px estimated from those at `measured` px, by the
     pixels (what a convolution's work scales with): only to choose the size to measure."""
     ratio = (size / measured) ** 2
-    out = Costs(dict(costs.step), dict(costs.first), dict(costs.val), costs.backup,
-                dict(costs.cache), dict(costs.cache_first))
+    out = Costs(**{k: dict(v) if isinstance(v, dict) else v for k, v in vars(costs).items()})
     for frozen, at in list(costs.step):
-        if at == measured:
+        if at == measured:  # the tracing and an epoch's start kept: not only the pixels' work
             out.step.setdefault((frozen, size), costs.step[(frozen, at)] * ratio)
             out.first.setdefault((frozen, size), costs.first[(frozen, at)])
+            out.epoch.setdefault((frozen, size), costs.epoch[(frozen, at)])
     if measured in costs.cache:
         out.cache.setdefault(size, costs.cache[measured] * ratio)
         out.cache_first.setdefault(size, costs.cache_first[measured])
     out.val.setdefault(size, costs.val[measured] * ratio)
+    out.val_first.setdefault(size, costs.val_first[measured])
     return out
 
 

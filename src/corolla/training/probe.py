@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from corolla.data import pipeline
-from corolla.evaluation.inference import predict_probabilities
+from corolla.evaluation.inference import predict_probabilities, split_batches
 from corolla.training import budget
 from corolla.training.phases import Phase
 from corolla.training.trainer import Trainer
@@ -21,12 +21,11 @@ from corolla.training.trainer import Trainer
 def measure(trainer: Trainer, kinds: set, costs: budget.Costs, final: int, val_split,
             cached: bool) -> None:
     """Times what `costs` lacks: budget.PROBE_STEPS training steps of each kind (frozen, size)
-    after its first (with `cached`, a frozen kind's caching pass instead: twice as many batches
-    of it), a validation pass at `final` px, a backup. The model's variables are put back
-    afterwards: the probe trains nothing."""
+    after its first, over two epochs (`_time_steps`; with `cached`, a frozen kind's caching
+    pass instead: twice as many batches of it), a validation pass at `final` px
+    (`_time_validation`), an epoch's commit (`_time_commit`). The model's variables are put
+    back afterwards: the probe trains nothing."""
     import keras
-
-    from corolla.training.checkpoint import save_backup
 
     model, plan, ready = trainer.model, trainer.plan, trainer.ready
     kept = [keras.ops.convert_to_numpy(v) for v in model.variables]
@@ -39,22 +38,14 @@ def measure(trainer: Trainer, kinds: set, costs: budget.Costs, final: int, val_s
         if (frozen, size) in costs.step:
             continue
         trainer.configure(Phase(0, 1, frozen, size=size))
-        # Not past the input pipeline's read-ahead, as for the caching pass: a training
-        # stream's next steps still wait for tf.data's tuning of its decoding (0.51 s a step
-        # there, 0.39 in the epochs after, on a 2-core CPU); these err short by less.
-        step, first = timed_batches(
-            "on_train_batch_end",
-            lambda timer: model.fit(trainer.data(0, size), epochs=1, verbose=0, shuffle=False,
-                                    steps_per_epoch=per_call * (1 + budget.PROBE_STEPS),
-                                    callbacks=[timer]))
-        costs.step[(frozen, size)] = step / per_call
-        costs.first[(frozen, size)] = first
+        _time_steps(trainer, (frozen, size), per_call, costs)
     if final not in costs.val:
-        costs.val[final] = _seconds(lambda: predict_probabilities(
-            model, val_split, final, plan, ready.config.data.skip_bad_records))
+        _time_validation(trainer, val_split, final, costs)
     if not costs.backup:
-        with tempfile.TemporaryDirectory() as folder:
-            costs.backup = _seconds(lambda: save_backup(model, Path(folder) / "probe.npz"))
+        if model.optimizer is None:  # only cached frozen kinds: the first phase's optimizer
+            frozen, size = min(kinds)
+            trainer.configure(Phase(0, 1, frozen, size=size))
+        _time_commit(model, costs)
     with plan.scope():
         for variable, value in zip(model.variables, kept):
             variable.assign(value)
@@ -77,26 +68,95 @@ def _time_caching(trainer: Trainer, size: int, costs: budget.Costs) -> None:
         settle=budget.PROBE_STEPS)
 
 
+def _time_steps(trainer: Trainer, kind: tuple, per_call: int, costs: budget.Costs) -> None:
+    """Times training steps of `kind` (frozen, size) over two epochs of a stream of their
+    steps, as the run's epochs each iterate theirs anew: a step (`costs.step`: the median,
+    the first epoch's first left out), the first's tracing beyond that (`costs.first`), and
+    what each epoch's first step pays beyond a step (`costs.epoch`: a new iterator, its
+    shuffle buffer filled and its decoding tuned again; on a 2-core CPU with epochs of one
+    step, 0.13 s of their 0.18). Not past the input pipeline's read-ahead, as for the caching
+    pass: a training stream's next steps still wait for tf.data's tuning of its decoding
+    (0.51 s a step there, 0.39 in the epochs after, on a 2-core CPU); these err short."""
+    model, size = trainer.model, kind[1]
+    calls = 1 + budget.PROBE_STEPS // 2  # executions an epoch; the steady ones: PROBE_STEPS
+    steps = per_call * calls
+    ends = []
+    timer = _timer("on_train_batch_end", ends)
+    start = time.monotonic()
+    model.fit(trainer.stream.at(0, size, steps), epochs=2, verbose=0, shuffle=False,
+              steps_per_epoch=steps, callbacks=[timer])
+    between = [b - a for a, b in zip(ends, ends[1:])]
+    boundary = between.pop(calls - 1)  # from the first epoch's last call to the second's first
+    step = _median(between)
+    costs.step[kind] = step / per_call
+    costs.first[kind] = max(ends[0] - start - step, 0.0)
+    costs.epoch[kind] = max(boundary - step, 0.0)
+
+
+def _time_commit(model, costs: budget.Costs) -> None:
+    """Times an epoch's commit as the run's checkpoint makes it (`costs.backup`): the model's
+    and optimizer's backup, a best epoch's model, the state and history.csv, written into a
+    folder of its own. (Its backup alone was a third of it on a 2-core CPU.)"""
+    from corolla.runs import paths
+    from corolla.training.callbacks import VAL_F1
+    from corolla.training.checkpoint import BackupState, Checkpoint
+
+    with tempfile.TemporaryDirectory() as folder:
+        checkpoint = Checkpoint(Path(folder), BackupState(), Path(folder) / paths.HISTORY,
+                                log=lambda *args: None)
+        checkpoint.set_model(model)
+        costs.backup = _seconds(lambda: checkpoint.on_epoch_end(0, {"loss": 1.0, VAL_F1: 0.5}))
+
+
+def _time_validation(trainer: Trainer, val_split, final: int, costs: budget.Costs) -> None:
+    """Times the val pass at `final` px batch by batch: what every epoch's pass costs
+    (`costs.val`: the median batch times the batches) apart from what only a phase's first pays
+    beyond that (`costs.val_first`: tracing the predict function, which each phase's compile
+    drops; a GPU's compile can take many times a warm pass, and a plan that charged it every
+    epoch gave a budget's epochs to nothing). A split of one batch is predicted twice, the
+    second pass timing the first's batch. Its batches are kept as the run's val F1 keeps them
+    (decoded once): the first pass's decoding counts as steady time, erring short."""
+    plan, skip = trainer.plan, trainer.ready.config.data.skip_bad_records
+    batches = split_batches(val_split, final, skip)
+    count = -(-val_split.count // plan.inference_batch)
+
+    def passes(timer):
+        for _ in range(1 if count > 1 else 2):
+            predict_probabilities(trainer.model, val_split, final, plan, skip, batches=batches,
+                                  callbacks=[timer])
+
+    batch, costs.val_first[final] = timed_batches("on_predict_batch_end", passes)
+    costs.val[final] = batch * count
+
+
 def timed_batches(hook: str, call, settle: int = 0) -> tuple[float, float]:
     """`call(timer)` (a Keras fit or predict given the callback `timer`) timed at every batch's
     end (`hook`: "on_train_batch_end", "on_predict_batch_end"): `median_and_first` of those
     times, from just before the call."""
-    import keras
-
     ends = []
-    timer = keras.callbacks.LambdaCallback(
-        **{hook: lambda batch, logs: ends.append(time.monotonic())})
+    timer = _timer(hook, ends)
     start = time.monotonic()
     call(timer)
     return median_and_first(ends, start, settle=settle)
+
+
+def _timer(hook: str, ends: list):
+    """A Keras callback that appends the time at each `hook` to `ends`."""
+    import keras
+
+    return keras.callbacks.LambdaCallback(
+        **{hook: lambda batch, logs: ends.append(time.monotonic())})
+
+
+def _median(values) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def median_and_first(ends: list, start: float, settle: int = 0) -> tuple[float, float]:
     """(the median seconds between consecutive `ends` after the first `settle`, the first's
     beyond that since `start`): a call's time and its first call's tracing. The median: a busy
     moment is not a rule."""
-    calls = sorted(b - a for a, b in list(zip(ends, ends[1:]))[settle:])
-    median = calls[len(calls) // 2]
+    median = _median([b - a for a, b in list(zip(ends, ends[1:]))[settle:]])
     return median, max(ends[0] - start - median, 0.0)
 
 

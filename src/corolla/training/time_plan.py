@@ -102,7 +102,9 @@ def _probe_line(costs: budget.Costs, batch: int) -> str:
         [f"frozen features cached at {at} px {costs.cache[at]:.3g} s a batch of {batch}"
          f" (+{costs.cache_first[at]:.0f} s tracing)" for at in sorted(costs.cache)] +
         [f"{'frozen' if frozen else 'trained'} {at} px {costs.step[(frozen, at)]:.3g} s a step"
-         f" (+{costs.first[(frozen, at)]:.0f} s tracing)" for frozen, at in sorted(costs.step)]) \
-        + ", validation " + ", ".join(f"{v:.1f} s at {at} px" for at, v in costs.val.items()) \
-        + f", backup {costs.backup:.2f} s"
+         f" (+{costs.first[(frozen, at)]:.0f} s tracing, +{costs.epoch[(frozen, at)]:.2g} s an "
+         f"epoch's start)" for frozen, at in sorted(costs.step)]) \
+        + ", validation " + ", ".join(f"{v:.2g} s at {at} px (+{costs.val_first[at]:.0f} s "
+                                      f"tracing)" for at, v in costs.val.items()) \
+        + f", an epoch's commit {costs.backup:.2f} s"
 
