@@ -70,13 +70,13 @@ def _time_caching(trainer: Trainer, size: int, costs: budget.Costs) -> None:
 
 def _time_steps(trainer: Trainer, kind: tuple, per_call: int, costs: budget.Costs) -> None:
     """Times training steps of `kind` (frozen, size) over two epochs of a stream of their
-    steps, as the run's epochs each iterate theirs anew: a step (`costs.step`: the median,
-    the first epoch's first left out), the first's tracing beyond that (`costs.first`), and
-    what each epoch's first step pays beyond a step (`costs.epoch`: a new iterator, its
-    shuffle buffer filled and its decoding tuned again; on a 2-core CPU with epochs of one
-    step, 0.13 s of their 0.18). Not past the input pipeline's read-ahead, as for the caching
-    pass: a training stream's next steps still wait for tf.data's tuning of its decoding
-    (0.51 s a step there, 0.39 in the epochs after, on a 2-core CPU); these err short."""
+    steps, as the run's stream has them: a step (`costs.step`: the median, the first epoch's
+    first left out), the first's tracing beyond that (`costs.first`), and what an epoch's
+    first step pays beyond a step (`costs.epoch`: Keras' epoch boundary, and the stream's next
+    epoch, its own shuffle, begun where it was not read ahead). Not past the input pipeline's
+    read-ahead, as for the caching pass: a training stream's next steps still wait for
+    tf.data's tuning of its decoding (0.51 s a step there, 0.39 in the epochs after, on a
+    2-core CPU); these err short."""
     model, size = trainer.model, kind[1]
     calls = 1 + budget.PROBE_STEPS // 2  # executions an epoch; the steady ones: PROBE_STEPS
     steps = per_call * calls
