@@ -92,6 +92,7 @@ def test_a_budget_below_one_epoch_is_one_line_naming_the_least(train_tiny, tmp_p
     assert not (tmp_path / "s").exists()  # nothing trained, nothing left behind
 
 
+@pytest.mark.large  # 40 s of budget and more (63 s on 2 busy cores): CI runs it after the rest
 def test_k_fold_folds_share_the_budget(train_tiny, tmp_path):
     # Each fold's share holds at least one epoch on a slow 2-core host (~7 s of start-up and
     # probe, ~7 s for an epoch and its tracing, the plan filling 85% of what is left).

@@ -191,7 +191,7 @@ def test_wandb_offline_writes_the_run_its_epochs_and_scores(tmp_path, train_tiny
     assert {paths.REPORT, paths.HISTORY, paths.CONFUSION} <= found["files"]
 
 
-@pytest.mark.slow  # 23 s (2 busy cores): a 2-fold tiny run, in two sessions
+@pytest.mark.large  # 23 s (2 busy cores): a 2-fold tiny run in two sessions; CI runs it later
 def test_a_kfold_run_is_one_mlflow_run_its_folds_nested_in_it_and_resumed_into_it(
         store, train_tiny, monkeypatch):
     """`--folds 2 --track mlflow`, stopped (Ctrl-C) in fold 2 after its epoch's backup, then
@@ -240,7 +240,7 @@ def test_a_kfold_run_is_one_mlflow_run_its_folds_nested_in_it_and_resumed_into_i
     assert not (parent / paths.MLFLOW_DB).exists()  # the folds' runs are in the runs' store
 
 
-@pytest.mark.slow  # 22 s (2 busy cores): a 2-fold tiny run
+@pytest.mark.large  # 22 s (2 busy cores): a 2-fold tiny run; CI runs it after the README's suite
 def test_a_kfold_run_is_a_wandb_group_whose_kfold_run_holds_the_pooled_scores(
         tmp_path, train_tiny, monkeypatch):
     """`--folds 2 --track wandb` (offline): the folds' runs and the parent's share the group
