@@ -17,7 +17,7 @@ again; a frozen phase whose features are cached, a few batches of the caching pa
 `predict` slower per image than the frozen training step it was once estimated from: 12.8 ms
 against 9.3 on a 2-core CPU, ~40 s of a 3-minute budget), one validation pass (its first
 batch, which traces, timed apart: each phase's compile makes Keras trace its predict function
-again) and one backup (at a smaller size a short budget may choose, the
+again) and one epoch's commit (at a smaller size a short budget may choose, the
 costs are estimated by the pixels to choose it, then measured there); its own time, the
 model's build and the data's opening count against the budget as time already spent.
 
