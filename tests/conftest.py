@@ -97,11 +97,13 @@ class TinyTrainer:
         (made,) = set(runs.iterdir()) - before
         return made
 
-    def fit(self, runs, name: str, overrides: dict, callbacks=(), resume: bool = False):
+    def fit(self, runs, name: str, overrides: dict, callbacks=(), resume: bool = False,
+            log=None):
         """The training layer's `training.run` on a config of `overrides` (tiny_petals, 2 steps
         of 8 images an epoch, learning rate 3e-3, unless they say otherwise), or resuming the
-        run; a callback may raise helpers.runs.Stop to end it as a crash would. Returns (the
-        run's result or None when stopped, the plan)."""
+        run; a callback may raise helpers.runs.Stop to end it as a crash would. `log`: what the
+        run's log lines go to (none by default). Returns (the run's result or None when stopped,
+        the plan)."""
         from corolla import config, runtime, training
         from corolla.runs import rundir
         from helpers.runs import Stop
@@ -116,7 +118,7 @@ class TinyTrainer:
                 "output.runs_dir": str(runs), "output.name": name, **overrides})
         plan = runtime.detect_for(cfg)
         try:
-            result = training.run(cfg, plan, log=lambda *a: None,
+            result = training.run(cfg, plan, log=log or (lambda *a: None),
                                   resume=runs / name if resume else None,
                                   callbacks=list(callbacks))
         except Stop:

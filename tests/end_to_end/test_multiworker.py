@@ -211,14 +211,20 @@ def test_the_other_jax_processes_wait_for_the_chief_to_evaluate(tiny_petals, tmp
     assert "done:" in outputs[0]
 
 
+BUSY_CHIEF = SCRIPTS / "busy_chief.py"
+
+
 @pytest.mark.large  # about a minute: CI runs it after the README's suite
-def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
+def test_two_workers_train_the_chiefs_time_plan_and_stop_short_of_it_in_step(tiny_petals,
+                                                                             tmp_path):
     """`--time` in a two-worker job: both probe (the probe's steps are collective) and both
     train the chief's plan, its epochs and steps per epoch; a worker on its own numbers would
-    fail or hang in a collective. They end within the budget with identical weights, and only
-    the chief says the plan."""
+    fail or hang in a collective. The chief's epochs then take a second longer than its probe
+    measured: both stop where the chief's clock says the next epoch would end past the budget
+    (a worker going on alone would hang in the next epoch's collectives), within the budget,
+    with identical weights, and only the chief says the plan and the stop."""
     runs = tmp_path / "runs"
-    outs = _run_workers("tensorflow", tmp_path, ["-m", "corolla.cli", "train", "--data",
+    outs = _run_workers("tensorflow", tmp_path, [BUSY_CHIEF, "1", "train", "--data",
                                                  tiny_petals, "--global-batch-size", 16,
                                                  "--time", "60s", "--runs-dir", runs,
                                                  "--name", "t"])
@@ -227,11 +233,17 @@ def test_two_workers_train_the_chiefs_time_plan_in_step(tiny_petals, tmp_path):
     train = saved["train"]
     [line] = [s for s in outs[0].splitlines() if s.startswith("time 60s: ") and "planned" in s]
     assert line.partition(": ")[2] == train["time_plan"]
-    assert not any(s.startswith("time 60s") for s in outs[1].splitlines())
     rows = history(run)
-    assert len(rows) == train["epochs"] >= 2 and float(rows[-1]["seconds"]) <= 60
+    [stop] = [s for s in outs[0].splitlines() if s.startswith("time 60s: stopping after")]
+    assert stop.startswith(f"time 60s: stopping after epoch {len(rows)} of {train['epochs']}:")
+    assert not any(s.startswith("time 60s") for s in outs[1].splitlines())
+    assert 2 <= len(rows) < train["epochs"] and float(rows[-1]["seconds"]) <= 60
+    # The stop is agreed on after every epoch: TensorFlow's eager all-gather would trace anew
+    # each time, and say so.
+    assert not any("retracing" in out for out in outs)
     scratch = tmp_path / "tmp1" / f"corolla-{saved['output']['run_id']}" / "worker-1"
-    assert_same_stored_weights(run / paths.MODEL, scratch / paths.MODEL)
+    for name in (paths.MODEL, paths.LAST):
+        assert_same_stored_weights(run / name, scratch / name)
 
 
 @pytest.mark.large  # about a minute each: CI runs them after the README's suite

@@ -158,6 +158,44 @@ def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val
     assert small.step[(False, 32)] == pytest.approx(0.1 / 4)
 
 
+def test_each_epoch_is_charged_its_own_phases_tracings_and_the_sum_is_the_plan():
+    from corolla.training import phases
+
+    two = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
+                                 "model.input_size": 64}).train
+    costs = budget.Costs(step={(True, 64): 0.1, (False, 64): 0.3},
+                         first={(True, 64): 1.0, (False, 64): 2.0},
+                         epoch={(True, 64): 0.1, (False, 64): 0.1}, val={64: 0.5},
+                         val_first={64: 4.0}, backup=0.2)
+    plan_phases = phases.phases(two, True, 64)
+    each = budget.epoch_seconds(plan_phases, costs, 64, 10)
+    frozen, trained = 10 * 0.1 + 0.1 + 0.5 + 0.2, 10 * 0.3 + 0.1 + 0.5 + 0.2
+    assert each == pytest.approx([1.0 + 4.0 + frozen, frozen, 2.0 + 4.0 + trained, trained])
+    assert budget.seconds(plan_phases, costs, 64, 10) == pytest.approx(sum(each) + 0.2)
+
+
+def test_a_timed_run_stops_before_an_epoch_that_would_end_past_its_budget():
+    # Planned at 5 s spent: 4 epochs, the first 3 s (its tracings), the others 1 s; a final
+    # save of 0.5 s; a budget of 14 s.
+    deadline = budget.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
+
+    def history(*seconds):
+        return [{"epoch": k + 1, "seconds": s} for k, s in enumerate(seconds)]
+
+    # On plan: the next epoch as planned, then the save.
+    assert deadline.behind(history(8.0, 9.0, 10.0)) == 1.0
+    assert deadline.next_end(history(8.0, 9.0, 10.0)) == pytest.approx(10.0 + 1.0 + 0.5)
+    # Ahead of it: the plan is not shrunk (its margin stays).
+    assert deadline.next_end(history(7.0, 7.5)) == pytest.approx(7.5 + 1.0 + 0.5)
+    # 1.5 times as slow as planned (a busier host than the probe met): so is the next epoch.
+    # After epoch 2 the next still fits; after epoch 3 it would end past the budget.
+    assert deadline.behind(history(9.5, 11.0)) == pytest.approx(1.5)
+    assert deadline.next_end(history(9.5, 11.0)) == pytest.approx(11.0 + 1.5 + 0.5)
+    assert deadline.next_end(history(9.5, 11.0, 12.5)) == pytest.approx(12.5 + 1.5 + 0.5)
+    # After the last epoch, nothing follows.
+    assert deadline.next_end(history(8.0, 9.0, 10.0, 11.0)) is None
+
+
 def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
     from corolla.training import phases
 

@@ -26,11 +26,28 @@ def gather(plan, values) -> np.ndarray:
             plan.num_processes, -1)
     import tensorflow as tf
 
-    strategy = plan.strategy
-    local = tf.constant(values)
-    per_replica = strategy.experimental_distribute_values_from_function(lambda ctx: local)
-    rows = strategy.gather(per_replica, axis=0).numpy()  # one row per replica, by process
-    return rows[:: rows.shape[0] // plan.num_processes]
+    rows = _tf_gather(plan.strategy)(tf.constant(values)).numpy()  # a row per replica
+    return rows[:: rows.shape[0] // plan.num_processes]  # by process
+
+
+_TF_GATHERS = {}  # a process's strategy (it has one) to its gather
+
+
+def _tf_gather(strategy):
+    """The strategy's gather of every replica's values, as one tf.function per strategy: called
+    eagerly, TensorFlow's all-gather makes a new tf.function at each call, which traces again
+    (and, called after every epoch, warns of "excessive retracing")."""
+    import tensorflow as tf
+
+    if strategy not in _TF_GATHERS:
+        @tf.function(reduce_retracing=True)
+        def gather_all(values):
+            per_replica = strategy.experimental_distribute_values_from_function(
+                lambda ctx: values)
+            return strategy.gather(per_replica, axis=0)
+
+        _TF_GATHERS[strategy] = gather_all
+    return _TF_GATHERS[strategy]
 
 
 def split_hex(text: str, chunks: int = 2) -> list[int]:

@@ -25,7 +25,11 @@ Epochs come whole, so the most that fit can leave most of an epoch unused (at 3 
 2-core CPU, cpu-finetune's one trained epoch used 56% of the budget): where one epoch more fits
 at SHORTEST of its steps or more, the plan takes it with fewer steps each (`fill`).
 
-This module is the arithmetic (plain Python): `probe` measures, `time_plan` applies.
+A plan is a forecast: a run that falls behind it (a host busier than the probe found) stops
+short of it where the next epoch would end past the budget (`Deadline`).
+
+This module is the arithmetic (plain Python): `probe` measures, `time_plan` applies,
+`callbacks.StopInTime` stops.
 """
 
 from __future__ import annotations
@@ -116,26 +120,33 @@ def kinds(plan_phases, final: int) -> set:
 
 def seconds(plan_phases, costs: Costs, final: int, steps: int,
             caching: Caching | None = None) -> float:
-    """The training time of phases: per phase its first step's and its first validation's
-    tracing, per epoch its steps, its start, a validation pass at the final size and its
-    commit; and the final save (about a commit).
-    With `caching` (frozen phases on cached features), a frozen phase costs its caching passes
-    instead, and its epochs their backups. The probe has traced the caching at its size (the
-    run predicts with the same model); the val pass at another final size traces again."""
-    total = costs.backup
+    """The training time of phases (`epoch_seconds`) and the final save (about a commit)."""
+    return costs.backup + sum(epoch_seconds(plan_phases, costs, final, steps, caching))
+
+
+def epoch_seconds(plan_phases, costs: Costs, final: int, steps: int,
+                  caching: Caching | None = None) -> list[float]:
+    """Each epoch's training time: its steps, its start, a validation pass at the final size
+    and its commit; a phase's first epoch also its first step's and its first validation's
+    tracing.
+    With `caching` (frozen phases on cached features), a frozen phase's first epoch costs its
+    caching passes instead, and each epoch its backup. The probe has traced the caching at its
+    size (the run predicts with the same model); the val pass at another final size traces
+    again."""
+    out = []
     for p in plan_phases:
-        kind = (p.frozen, p.size or final)
+        kind, epochs = (p.frozen, p.size or final), p.end - p.start
         if p.frozen and caching:
             size = p.size or final
             at_final = costs.cache.get(final, costs.cache[size] * (final / size) ** 2)
-            views = cached_views(caching.flips, p.end - p.start)
-            total += views * caching.train * costs.cache[size] + \
-                caching.val * at_final + (p.end - p.start) * costs.backup + \
+            views = cached_views(caching.flips, epochs)
+            first = views * caching.train * costs.cache[size] + caching.val * at_final + \
                 (costs.cache_first[size] if size != final else 0.0)
+            out += [first + costs.backup] + [costs.backup] * (epochs - 1)
             continue
-        total += costs.first[kind] + costs.val_first[final] + (p.end - p.start) * (
-            steps * costs.step[kind] + costs.epoch[kind] + costs.val[final] + costs.backup)
-    return total
+        each = steps * costs.step[kind] + costs.epoch[kind] + costs.val[final] + costs.backup
+        out += [costs.first[kind] + costs.val_first[final] + each] + [each] * (epochs - 1)
+    return out
 
 
 def scaled(costs: Costs, measured: int, size: int) -> Costs:
@@ -209,6 +220,41 @@ def fill(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, ste
     final = config.model.input_size
     train = config_lib.apply(config, shaped(config.train, epochs + 1)).train
     return epochs + 1, short, seconds(phases_of(train, final), costs, final, short, caching)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """Where a timed run stops short of its plan to end inside its budget: on a host busier
+    than the probe found (a tiny 2-fold run beside CI's installs trained its second fold a
+    third slower than measured, and ended at 102% of its budget), the plan's margin is not
+    enough. After each epoch, the next one's planned seconds, stretched by how far behind its
+    plan the run has fallen (`behind`: never shrunk, so a run ahead of its plan keeps the
+    margin), must end with the final save inside the budget (`next_end`).
+
+    `total`: the budget in seconds; `planned`: each epoch's planned seconds
+    (`epoch_seconds`), from `planned_at` seconds spent when the plan was made; `save`: the
+    final save's. Only the session that made the plan has it: a resumed run continues its
+    plan as it was made."""
+    total: float
+    planned: tuple
+    planned_at: float
+    save: float
+
+    def behind(self, history: list[dict]) -> float:
+        """How many times their planned seconds the epochs of `history` took (at least 1)."""
+        planned = sum(self.planned[:len(history)])
+        if not history or planned <= 0:
+            return 1.0
+        return max(1.0, (history[-1]["seconds"] - self.planned_at) / planned)
+
+    def next_end(self, history: list[dict]) -> float | None:
+        """When the epoch after those of `history` (history.csv's rows: `seconds` is the
+        training time up to each epoch's commit) would end, its final save included, in
+        seconds of the budget; None after the last epoch."""
+        done = len(history)
+        if not history or done >= len(self.planned):
+            return None
+        return history[-1]["seconds"] + self.planned[done] * self.behind(history) + self.save
 
 
 def candidates(config: config_lib.RunConfig) -> list[int]:

@@ -10,6 +10,7 @@ import numpy as np
 
 from corolla.evaluation.inference import predict_probabilities, split_batches
 from corolla.evaluation.metrics import macro_f1
+from corolla.runtime import collective
 
 VAL_F1 = "val_f1_macro"
 
@@ -131,3 +132,30 @@ class TrackEpochs(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.tracker.log_epochs(self.checkpoint.state.history)
+
+
+class StopInTime(keras.callbacks.Callback):
+    """Stops a timed run after the epoch whose next one would end past its budget
+    (`budget.Deadline`), with a line that says why. Placed after the checkpoint: it reads the
+    row just committed. Every process stops where the chief does (its clock decides: the
+    processes' own differ)."""
+
+    def __init__(self, deadline, checkpoint, plan, budget_text: str, log):
+        super().__init__()
+        self.deadline, self.checkpoint, self.plan = deadline, checkpoint, plan
+        self.budget_text, self.log = budget_text, log
+
+    def on_epoch_end(self, epoch, logs=None):
+        history = self.checkpoint.state.history
+        end = self.deadline.next_end(history)
+        over = end is not None and end > self.deadline.total
+        if self.plan.multi_worker:
+            over = bool(collective.gather(self.plan, [int(over)])[0, 0])
+        if not over:
+            return
+        if end is not None and not self.model.stop_training:
+            self.log(f"time {self.budget_text}: stopping after epoch {epoch + 1} of "
+                     f"{len(self.deadline.planned)}: its epochs took "
+                     f"{self.deadline.behind(history):.2f}x the probe's estimate, and epoch "
+                     f"{epoch + 2} would end at ~{end:.0f} s of {self.deadline.total:.0f}")
+        self.model.stop_training = True

@@ -19,6 +19,7 @@ from corolla.errors import UserError
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan, collective
 from corolla.runtime.hardware import worker_scratch
+from corolla.training import budget
 from corolla.training import phases as phases_lib
 from corolla.training.determinism import set_determinism
 from corolla.training.resuming import agree_on_epoch
@@ -41,6 +42,9 @@ class Prepared:
     # Where every process takes the chief's weights: the chief's backup file (see
     # resuming.agree_on_epoch), else None.
     chiefs_file: str | None
+    # Where a time budget's plan, made in this session, stops short (None: no budget, or one
+    # planned in an earlier session).
+    deadline: budget.Deadline | None = None
 
     @property
     def from_chief(self) -> bool:
@@ -65,9 +69,11 @@ class Prepared:
         """What an epoch's steps are a multiple of (`epoch_unit`)."""
         return epoch_unit(self.steps_per_execution, self.config.train.accumulation_steps)
 
-    def planned(self, config: config_lib.RunConfig, steps: int) -> Prepared:
-        """This, with a time plan's config and steps per epoch (whole units already)."""
-        return dataclasses.replace(self, config=config, steps=steps)
+    def planned(self, config: config_lib.RunConfig, steps: int,
+                made: budget.Deadline | None = None) -> Prepared:
+        """This, with another config and steps per epoch (whole units already): a time
+        plan's, with its epochs as measured (`made`), or the learning rate found."""
+        return dataclasses.replace(self, config=config, steps=steps, deadline=made)
 
 
 def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) -> Prepared:

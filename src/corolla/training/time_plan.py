@@ -24,7 +24,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     config, steps = ready.config, ready.steps
     t = config.train
     costs = budget.Costs()
-    fitted = _fitting(trainer, val_split, began, costs)
+    fitted, caching = _fitting(trainer, val_split, began, costs)
     # Several processes must agree on the plan: they all probe (the probe's steps are
     # collective), at the recipe's size alone, and take the chief's epochs and steps.
     multi = trainer.plan.multi_worker
@@ -56,13 +56,20 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     planned = config_lib.apply(sized, {**budget.shaped(t, epochs),
                                        "train.time_steps": epoch_steps * (epoch_steps != steps),
                                        "train.time_plan": line.partition(": ")[2]})
-    return ready.planned(planned, epoch_steps)
+    # The plan's epochs, each as measured, for the run to stop short of them where it falls
+    # behind (`budget.Deadline`).
+    each = budget.epoch_seconds(phases(planned.train, config.model.train_backbone, size), costs,
+                                size, epoch_steps, caching)
+    deadline = budget.Deadline(config_lib.duration_seconds(t.time_budget), tuple(each), spent,
+                               costs.backup)
+    return ready.planned(planned, epoch_steps, deadline)
 
 
 def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs):
-    """`fitted(size)`: (the run's config at `size` px, and `budget.fill`'s epochs, steps per
-    epoch and estimated seconds in the time left), on costs the probe adds to `costs` at that
-    size, or, `scaled_from` another size measured, estimated from those (`budget.scaled`)."""
+    """(`fitted`, the run's `budget.Caching` or None). `fitted(size)`: (the run's config at
+    `size` px, and `budget.fill`'s epochs, steps per epoch and estimated seconds in the time
+    left), on costs the probe adds to `costs` at that size, or, `scaled_from` another size
+    measured, estimated from those (`budget.scaled`)."""
     ready = trainer.ready
     config, steps = ready.config, ready.steps
     t = config.train
@@ -93,7 +100,7 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs):
         # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
         return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit))
 
-    return fitted
+    return fitted, caching
 
 
 def _probe_line(costs: budget.Costs, batch: int) -> str:

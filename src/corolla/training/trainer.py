@@ -103,8 +103,8 @@ class Trainer:
         """Corolla's own callbacks; returns their checkpoint, whose state says what was trained
         (and, from `began`, in how long). `tracker`: the run's experiment tracker
         (`runs.tracking`), sent each epoch once it is committed."""
-        from corolla.training.callbacks import (EpochTensorBoard, SwapEMA, TrackEpochs,
-                                                ValMacroF1)
+        from corolla.training.callbacks import (EpochTensorBoard, StopInTime, SwapEMA,
+                                                TrackEpochs, ValMacroF1)
         from corolla.training.checkpoint import Checkpoint
 
         config, plan = self.ready.config, self.plan
@@ -125,6 +125,9 @@ class Trainer:
             self.own.append(EpochTensorBoard(str(run_dir / paths.LOGS), write_graph=False))
         if tracker is not None:
             self.own.append(TrackEpochs(tracker, checkpoint))
+        if self.ready.deadline is not None:
+            self.own.append(StopInTime(self.ready.deadline, checkpoint, plan, t.time_budget,
+                                       self.log))
         self.checkpoint = checkpoint
         return checkpoint
 
