@@ -182,16 +182,21 @@ def test_a_timed_run_stops_before_an_epoch_that_would_end_past_its_budget():
     def history(*seconds):
         return [{"epoch": k + 1, "seconds": s} for k, s in enumerate(seconds)]
 
-    # On plan: the next epoch as planned, then the save.
+    # On plan: the next epoch as planned (and a tenth), then the save.
     assert deadline.behind(history(8.0, 9.0, 10.0)) == 1.0
-    assert deadline.next_end(history(8.0, 9.0, 10.0)) == pytest.approx(10.0 + 1.0 + 0.5)
+    assert deadline.next_end(history(8.0, 9.0, 10.0)) == pytest.approx(10.0 + 1.1 + 0.5)
     # Ahead of it: the plan is not shrunk (its margin stays).
-    assert deadline.next_end(history(7.0, 7.5)) == pytest.approx(7.5 + 1.0 + 0.5)
+    assert deadline.next_end(history(7.0, 7.5)) == pytest.approx(7.5 + 1.1 + 0.5)
     # 1.5 times as slow as planned (a busier host than the probe met): so is the next epoch.
     # After epoch 2 the next still fits; after epoch 3 it would end past the budget.
     assert deadline.behind(history(9.5, 11.0)) == pytest.approx(1.5)
-    assert deadline.next_end(history(9.5, 11.0)) == pytest.approx(11.0 + 1.5 + 0.5)
-    assert deadline.next_end(history(9.5, 11.0, 12.5)) == pytest.approx(12.5 + 1.5 + 0.5)
+    assert deadline.next_end(history(9.5, 11.0)) == pytest.approx(11.0 + 1.1 * 1.5 + 0.5)
+    assert deadline.next_end(history(9.5, 11.0, 12.5)) == pytest.approx(12.5 + 1.1 * 1.5 + 0.5)
+    # The first epoch's tracing quicker than planned, then every epoch twice as slow: 1.2 on
+    # the whole, but the last epochs say 2.
+    assert deadline.behind(history(7.0, 9.0, 11.0)) == pytest.approx(2.0)
+    # Only the last two epochs count beside the whole: one slow epoch long ago does not.
+    assert deadline.behind(history(11.0, 12.0, 13.0)) == pytest.approx(8.0 / 5)
     # After the last epoch, nothing follows.
     assert deadline.next_end(history(8.0, 9.0, 10.0, 11.0)) is None
 
