@@ -27,6 +27,7 @@ last completed epoch, the others start.
 from __future__ import annotations
 
 import gc
+import math
 import shutil
 from pathlib import Path
 
@@ -140,7 +141,9 @@ def _time_share(parent: Path, k: int, config: config_lib.RunConfig) -> dict:
                         f"{k - 1} trained for {spent:.0f} s; continue it with "
                         f"`corolla train --resume {parent}` after raising train.time_budget "
                         f"in {parent / paths.CONFIG}")
-    return {"train.time_budget": config_lib.format_duration(share)}
+    # Rounded down: a share rounded up (as a duration is written) let two folds of a 40 s
+    # budget train for 40.9 s.
+    return {"train.time_budget": config_lib.format_duration(math.floor(share))}
 
 
 def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
