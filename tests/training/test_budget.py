@@ -6,7 +6,12 @@ import pytest
 
 from corolla import config
 from corolla.errors import UserError
-from corolla.training import budget
+from corolla.training import budget, phases
+
+
+def _phases_of(train, size):
+    """A run's phases (`phases.phases`), its backbone trained."""
+    return phases.phases(train, True, size)
 
 
 def test_durations_are_read_in_seconds_and_a_bad_one_is_one_line_naming_the_flag():
@@ -84,8 +89,6 @@ def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
 
 
 def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
-    from corolla.training import phases
-
     cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64,
                                  "train.start_size": 32, "train.size_ramp_start": 0.5,
                                  "train.size_ramp_end": 0.8})
@@ -94,61 +97,48 @@ def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
                          epoch={(False, 32): 0.1, (False, 48): 0.1, (False, 64): 0.1},
                          val={64: 0.5}, val_first={64: 0.7}, backup=0.1)
 
-    def phases_of(train, size):
-        return phases.phases(train, True, size)
-
-    epochs, estimate = budget.most_epochs(cfg, phases_of, costs, 60.0, steps=10)
+    epochs, estimate = budget.most_epochs(cfg, _phases_of, costs, 60.0, steps=10)
     assert estimate <= 60.0
     more = config.apply(cfg, budget.shaped(cfg.train, epochs + 1)).train
-    assert budget.seconds(phases_of(more, 64), costs, 64, 10) > 60.0
-    assert budget.most_epochs(cfg, phases_of, costs, 3.0, steps=10)[0] == 0
+    assert budget.seconds(_phases_of(more, 64), costs, 64, 10) > 60.0
+    assert budget.most_epochs(cfg, _phases_of, costs, 3.0, steps=10)[0] == 0
 
 
 def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
-    from corolla.training import phases
-
     cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
     costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0},
                          epoch={(False, 64): 0.0}, val={64: 0.5}, val_first={64: 0.0},
                          backup=0.1)
 
-    def phases_of(train, size):
-        return phases.phases(train, True, size)
-
     # An epoch of 10 steps costs 1.6 s (steps, validation, backup), once 1.1 s (tracing, the
     # final save): 3 whole epochs take 5.9 s of 6; 4 epochs of 6 steps take 3.5 + 4 x 6 x 0.1.
-    assert budget.most_epochs(cfg, phases_of, costs, 6.0, 10) == (3, pytest.approx(5.9))
-    assert budget.fill(cfg, phases_of, costs, 6.0, 10) == (4, 6, pytest.approx(5.9))
+    assert budget.most_epochs(cfg, _phases_of, costs, 6.0, 10) == (3, pytest.approx(5.9))
+    assert budget.fill(cfg, _phases_of, costs, 6.0, 10) == (4, 6, pytest.approx(5.9))
     # Whole executions of 4 steps: 4 steps would be fewer than half an epoch; whole epochs.
-    assert budget.fill(cfg, phases_of, costs, 6.0, 10, unit=4) == (3, 10, pytest.approx(5.9))
+    assert budget.fill(cfg, _phases_of, costs, 6.0, 10, unit=4) == (3, 10, pytest.approx(5.9))
     # 1 whole epoch in 3 s; 2 of 3 steps would fit, fewer than half: 1 epoch of 10 steps.
-    assert budget.fill(cfg, phases_of, costs, 3.0, 10) == (1, 10, pytest.approx(2.7))
+    assert budget.fill(cfg, _phases_of, costs, 3.0, 10) == (1, 10, pytest.approx(2.7))
     # Not even one whole epoch: none, whatever a shorter one would do.
-    assert budget.fill(cfg, phases_of, costs, 2.0, 10)[0] == 0
+    assert budget.fill(cfg, _phases_of, costs, 2.0, 10)[0] == 0
 
 
 def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val_pass():
     """A GPU's compile of the predict function can be 40 warm val passes: charged every epoch
     (as the probe's first pass measures it), a minute's plan would hold 2 epochs, not 22."""
-    from corolla.training import phases
-
     cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
     costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0},
                          epoch={(False, 64): 0.1}, val={64: 0.5}, val_first={64: 20.0},
                          backup=0.1)
 
-    def phases_of(train, size):
-        return phases.phases(train, True, size)
-
     # The final save 0.1, the phase's tracings 1.0 + 20.0, each epoch 10 x 0.1 + 0.1 + 0.5
     # + 0.1.
-    assert budget.seconds(phases_of(cfg.train, 64), costs, 64, 10) == pytest.approx(38.1)
-    assert budget.most_epochs(cfg, phases_of, costs, 60.0, 10) == (22, pytest.approx(58.5))
+    assert budget.seconds(_phases_of(cfg.train, 64), costs, 64, 10) == pytest.approx(38.1)
+    assert budget.most_epochs(cfg, _phases_of, costs, 60.0, 10) == (22, pytest.approx(58.5))
     # Two phases (frozen, then trained) compile twice: each pays the tracings again.
     two = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
                                  "model.input_size": 64}).train
     costs.step[(True, 64)], costs.first[(True, 64)], costs.epoch[(True, 64)] = 0.1, 1.0, 0.1
-    assert budget.seconds(phases_of(two, 64), costs, 64, 10) == pytest.approx(
+    assert budget.seconds(_phases_of(two, 64), costs, 64, 10) == pytest.approx(
         0.1 + 2 * (1.0 + 20.0) + 4 * 1.7)
     # A size estimated from another keeps the tracings and an epoch's start: they are not the
     # pixels' work.
@@ -159,8 +149,6 @@ def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val
 
 
 def test_each_epoch_is_charged_its_own_phases_tracings_and_the_sum_is_the_plan():
-    from corolla.training import phases
-
     two = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
                                  "model.input_size": 64}).train
     costs = budget.Costs(step={(True, 64): 0.1, (False, 64): 0.3},
@@ -202,8 +190,6 @@ def test_a_timed_run_stops_before_an_epoch_that_would_end_past_its_budget():
 
 
 def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
-    from corolla.training import phases
-
     t = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2}).train
     costs = budget.Costs(step={(True, 64): 0.2, (False, 64): 0.5},
                          first={(True, 64): 3.0, (False, 64): 4.0},

@@ -10,7 +10,7 @@ import time
 from corolla import config as config_lib
 from corolla.runtime import collective
 from corolla.training import budget, probe
-from corolla.training.phases import Phase, phases
+from corolla.training.phases import Phase, of_config, phases
 from corolla.training.preparing import Prepared
 from corolla.training.trainer import Trainer
 
@@ -58,8 +58,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
                                        "train.time_plan": line.partition(": ")[2]})
     # The plan's epochs, each as measured, for the run to stop short of them where it falls
     # behind (`budget.Deadline`).
-    each = budget.epoch_seconds(phases(planned.train, config.model.train_backbone, size), costs,
-                                size, epoch_steps, caching)
+    each = budget.epoch_seconds(of_config(planned), costs, size, epoch_steps, caching)
     deadline = budget.Deadline(config_lib.duration_seconds(t.time_budget), tuple(each), spent,
                                costs.backup)
     return ready.planned(planned, epoch_steps, deadline)
