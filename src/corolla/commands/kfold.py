@@ -45,7 +45,7 @@ from corolla.files import absolute, read_history
 from corolla.report import scored
 from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
-from corolla.training import settings
+from corolla.training import budget, settings
 
 
 def _resolve(config: config_lib.RunConfig, resume: bool, log):
@@ -129,12 +129,7 @@ def _time_share(parent: Path, k: int, config: config_lib.RunConfig) -> dict:
     t = config.train
     if not t.time_budget:
         return {}
-    spent = 0.0
-    for fold in range(1, k):
-        history = parent / paths.fold_name(fold) / paths.HISTORY
-        rows = (read_history(history) if history.is_file() else []) or [{}]
-        seconds = float(rows[-1].get("seconds", 0.0))
-        spent += seconds if seconds == seconds else 0.0  # (NaN: a run from before the column)
+    spent = _spent(parent, k)
     share = (config_lib.duration_seconds(t.time_budget) - spent) / (t.folds - k + 1)
     if share < 1:
         raise UserError(f"the k-fold run's time budget ({t.time_budget}) is spent: folds 1-"
@@ -144,6 +139,37 @@ def _time_share(parent: Path, k: int, config: config_lib.RunConfig) -> dict:
     # Rounded down: a share rounded up (as a duration is written) let two folds of a 40 s
     # budget train for 40.9 s.
     return {"train.time_budget": config_lib.format_duration(math.floor(share))}
+
+
+def _spent(parent: Path, k: int) -> float:
+    """The training seconds of folds 1 to k - 1 (history.csv's last `seconds`)."""
+    spent = 0.0
+    for fold in range(1, k):
+        history = parent / paths.fold_name(fold) / paths.HISTORY
+        rows = (read_history(history) if history.is_file() else []) or [{}]
+        seconds = float(rows[-1].get("seconds", 0.0))
+        spent += seconds if seconds == seconds else 0.0  # (NaN: a run from before the column)
+    return spent
+
+
+def _too_short(short: budget.TooShort, parent: Path, k: int, config: config_lib.RunConfig,
+               fresh: bool) -> UserError:
+    """Fold k's share that holds no epoch, as the k-fold run's error: in the budget the user
+    gave (not the fold's share of it), with the least that would hold one epoch of each fold
+    left. `fresh`: nothing was trained yet and the parent goes, so that the same command with
+    that budget starts anew; else the run continues after its budget is raised."""
+    t = config.train
+    left = t.folds - k + 1
+    least = config_lib.format_duration(
+        math.ceil((_spent(parent, k) + short.least * left) / 10) * 10)
+    text = (f"--time {t.time_budget} (train.time_budget) is too short for {t.folds} folds of "
+            f"recipe {t.recipe} here: fold {k}'s share of it ({short.budget}) holds no epoch "
+            f"({short.measured})")
+    if fresh:
+        return UserError(f"{text}; give at least --time {least}")
+    return UserError(f"{text}; continue it with `corolla train --resume {parent}` after "
+                     f"raising train.time_budget to at least {least} in "
+                     f"{parent / paths.CONFIG}")
 
 
 def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
@@ -170,6 +196,7 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
         rundir.record_session(parent, plan)
         assignment = None
         log(f"continuing the k-fold run {parent}")
+    unused = False
     try:
         # The k-fold run as a whole, its folds' tracked runs its children (`tracking.start`).
         # (Only the chief tracks: a k-fold run is one process.)
@@ -191,6 +218,9 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
                 tracking.finish(fold_dir, log)  # each fold is a tracked run of its own
             except KeyboardInterrupt:  # continue the whole k-fold run, not only this fold
                 raise Interrupted(parent) from None
+            except budget.TooShort as short:
+                unused = resume is None and fold == 1
+                raise _too_short(short, parent, fold, config, unused) from None
             _free_memory()
         metrics = pool(parent, config, layout, log=log)
         tracking.send_scored(parent, parent, metrics, log)  # ended by train, report sent
@@ -203,6 +233,8 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
         raise
     finally:
         rundir.release(parent)
+        if unused:  # nothing trained: a refused budget leaves no run behind, as one run's does
+            shutil.rmtree(parent, ignore_errors=True)
     return parent, metrics
 
 

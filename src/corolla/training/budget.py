@@ -277,13 +277,25 @@ def candidates(config: config_lib.RunConfig) -> list[int]:
     return list(range(size, t.time_min_size - 1, -SIZE_STEP))
 
 
-def too_short(budget: str, spent: float, one: float, recipe: str) -> UserError:
-    """The error of a budget that holds no epoch: the least that would (rounded up to 10 s)."""
-    least = math.ceil((spent + one / MARGIN) / 10) * 10
-    return UserError(
-        f"--time {budget} (train.time_budget) is too short for one epoch of recipe {recipe} "
-        f"here: {spent:.0f} s went on starting and measuring, and one epoch would take "
-        f"~{one:.0f} s more; give at least --time {config_lib.format_duration(least)}")
+def least(spent: float, one: float) -> int:
+    """The least budget that holds one epoch of `one` s after `spent` s of start-up and probe,
+    rounded up to 10 s."""
+    return math.ceil((spent + one / MARGIN) / 10) * 10
+
+
+class TooShort(UserError):
+    """A budget that holds no epoch, naming the least that would (`least`, in seconds).
+    `budget`, `measured`: the budget, and what the probe found in words (a k-fold run words
+    its own error with them)."""
+
+    def __init__(self, budget: str, spent: float, one: float, recipe: str):
+        self.budget, self.least = budget, least(spent, one)
+        self.measured = (f"{spent:.0f} s went on starting and measuring, and one epoch would "
+                         f"take ~{one:.0f} s more")
+        super().__init__(
+            f"--time {budget} (train.time_budget) is too short for one epoch of recipe "
+            f"{recipe} here: {self.measured}; give at least --time "
+            f"{config_lib.format_duration(self.least)}")
 
 
 def describe(budget: str, epochs: int, estimate: float, spent: float, note: str) -> str:

@@ -43,7 +43,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
                                for n in (epochs, epoch_steps))
     spent = time.monotonic() - began
     if not epochs:
-        raise budget.too_short(t.time_budget, spent, estimate, t.recipe)
+        raise budget.TooShort(t.time_budget, spent, estimate, t.recipe)
     note = "" if size == sizes[0] else \
         f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
     if epoch_steps != steps:
