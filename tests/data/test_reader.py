@@ -105,6 +105,28 @@ def test_eval_pipeline_pads_to_full_batches_in_metadata_order(tiny_petals):
     assert meta["labels"] == [int(e["label"]) for e in ordered]
 
 
+def test_every_stream_corolla_iterates_runs_without_tf_data_autotuning(tiny_petals):
+    # With autotuning, deleting a long-lived iterator (fit's, as a phase ends) could wait out
+    # its tuning thread's sleep, up to a minute (`pipeline.untuned`); its ceiling, every core,
+    # is the fixed parallelism instead.
+    from corolla.training import features
+
+    data = layout.open_layout(str(tiny_petals))
+    train, val = data.split("train"), data.split("val")
+    streams = {
+        "train": pipeline.train_dataset(train, 32, 8, epoch_examples=64, seed=3),
+        "train, cached": pipeline.train_dataset(train, 32, 8, epoch_examples=64, cache=True),
+        "eval": pipeline.eval_dataset(val, 32, 12),
+        "read": pipeline.read(val, 32, ordered=True),
+        "frozen features": features.dataset(np.zeros((16, 4), np.float32), np.zeros(16, int),
+                                            4, 8, 2, 0, 1, 0),
+    }
+    for name, ds in streams.items():
+        tuning = ds.options().autotune
+        assert tuning.enabled is False, name
+        assert tuning.initial_parallelism == pipeline.CORES >= 1, name
+
+
 def test_flowers5_layout(flowers5):
     data = layout.open_layout(str(flowers5))
     assert data.image_size == 192 and len(data.class_names) == 104

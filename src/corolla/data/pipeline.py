@@ -104,12 +104,31 @@ def record_stream(split: Split, *, ordered: bool, shard: tuple[int, int] = (1, 0
     return _with_options(ds, ordered, auto_shard)
 
 
+# The host's schedulable cores: tf.data's own CPU budget.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def untuned(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """`ds` without tf.data's autotuning, as every stream Corolla iterates is. With it,
+    deleting an iterator that lived a while (fit's, as a phase ends; a validation pass's)
+    could wait out its tuning thread's sleep, which grows to a minute: cancelling it wakes the
+    thread before TensorFlow marks the cancellation done (CancellationManager runs its
+    callbacks first), so the thread finds nothing cancelled and sleeps again. Without it, each
+    AUTOTUNE parallelism is fixed at initial_parallelism (capped by TensorFlow's thread pool):
+    every core, autotuning's own ceiling; prefetch buffers still grow (that tuner needs no
+    thread)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    options.autotune.initial_parallelism = CORES
+    return ds.with_options(options)
+
+
 def _with_options(ds: tf.data.Dataset, ordered: bool, auto_shard: bool = False):
     options = tf.data.Options()
     options.deterministic = ordered
     policy = tf.data.experimental.AutoShardPolicy
     options.experimental_distribute.auto_shard_policy = policy.DATA if auto_shard else policy.OFF
-    return ds.with_options(options)
+    return untuned(ds.with_options(options))
 
 
 def _parser(split: Split, image_size: int):

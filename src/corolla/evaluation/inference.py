@@ -178,7 +178,7 @@ def predict_images(model, images: np.ndarray, plan: Plan, tta: int = 1, log=None
     def batches(batch):
         extra = -len(images) % batch  # full batches, as eval_dataset pads them
         padded = np.concatenate([images, np.zeros((extra, *images.shape[1:]), images.dtype)])
-        return tf.data.Dataset.from_tensor_slices(padded).batch(batch)
+        return pipeline.untuned(tf.data.Dataset.from_tensor_slices(padded).batch(batch))
 
     return _predict_views(model, batches, len(images), plan, tta, log, progress)
 

@@ -97,7 +97,8 @@ def dataset(features: np.ndarray, labels: np.ndarray, num_classes: int, batch: i
     y = np.eye(num_classes, dtype=np.float32)[np.asarray(labels)[indices]]
     examples = (x, y) if class_weights is None else \
         (x, y, y @ np.asarray(class_weights, np.float32))
-    return tf.data.Dataset.from_tensor_slices(examples).batch(batch, drop_remainder=True)
+    return pipeline.untuned(
+        tf.data.Dataset.from_tensor_slices(examples).batch(batch, drop_remainder=True))
 
 
 class OnModel(keras.callbacks.CallbackList):

@@ -1,0 +1,96 @@
+"""tf.data's autotuning against Corolla's fixed parallelism (`pipeline.untuned`), side by side
+in one run: the training stream's images/s, and how long deleting an iterator that lived a
+while takes.
+
+Why: with autotuning (TensorFlow's default), deleting an iterator could wait out its tuning
+thread's sleep, which grows to a minute. A phase's `fit` returned up to a minute after its last
+epoch: a flowers5 `--time 3m` run used 127% of its budget. Corolla's streams run without it,
+their parallelism fixed at autotuning's own ceiling (every core); this shows what that costs in
+throughput, and what it saves:
+
+    python benchmarks/input_teardown.py [--data ../shared/data/flowers5] [--rounds 3]
+        [--live 120] [--trials 3]
+
+- throughput: `pipeline.train_dataset` (flowers5's training split, flips, `--batch` images),
+  Corolla's as it is ("fixed") and with autotuning turned back on ("autotuned"), in
+  alternating rounds; each round a fresh iterator, warmed up, then `--batches` timed as fast
+  as it goes. Medians of images/s, and their ratio.
+- teardown: for each setting, `--trials` iterators, each consumed slowly for `--live` seconds
+  (a batch every 0.3 s, as a training step takes them on a CPU), then deleted: the seconds
+  that `del` took. The sleep it can wait out grows with the iterator's life, so give it a
+  minute or two; the wait does not happen every time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from pathlib import Path
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "flowers5"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(DEFAULT_DATA))
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batches", type=int, default=100, help="timed batches per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--live", type=float, default=120, help="seconds an iterator lives "
+                        "before it is deleted")
+    parser.add_argument("--trials", type=int, default=3)
+    args = parser.parse_args()
+
+    import tensorflow as tf
+
+    from corolla.data import layout as layout_lib
+    from corolla.data import pipeline
+
+    data = layout_lib.open_layout(args.data, 0, 192)
+    split, size = data.split("train"), data.image_size
+    fixed = pipeline.train_dataset(split, size, args.batch, epoch_examples=args.batch * 1000,
+                                   seed=1, augment=["flip"], num_classes=len(data.class_names))
+    options = tf.data.Options()
+    options.autotune.enabled = True
+    streams = {"fixed": fixed, "autotuned": fixed.with_options(options)}
+    print(f"{split.count} training images at {size} px, batch {args.batch}, flips; "
+          f"{pipeline.CORES} cores (the fixed parallelism)")
+
+    rates = {name: [] for name in streams}
+    for _ in range(args.rounds):
+        for name, ds in streams.items():
+            it = iter(ds)
+            for _ in range(10):
+                next(it)
+            start = time.perf_counter()
+            for _ in range(args.batches):
+                next(it)
+            rates[name].append(args.batches * args.batch / (time.perf_counter() - start))
+            del it
+    for name, values in rates.items():
+        print(f"throughput {name:9s} {statistics.median(values):7.0f} images/s  (rounds: "
+              f"{', '.join(f'{v:.0f}' for v in values)})")
+    ratio = statistics.median(rates["fixed"]) / statistics.median(rates["autotuned"])
+    print(f"throughput ratio fixed/autotuned = {ratio:.2f}")
+
+    for name, ds in streams.items():
+        waits = []
+        for _ in range(args.trials):
+            it = iter(ds)
+            end = time.monotonic() + args.live
+            while time.monotonic() < end:
+                next(it)
+                time.sleep(0.3)
+            start = time.monotonic()
+            del it
+            gc.collect()
+            waits.append(time.monotonic() - start)
+            print(f"teardown {name:9s} after {args.live:.0f} s: {waits[-1]:6.2f} s", flush=True)
+        print(f"teardown {name:9s} worst {max(waits):.2f} s, median "
+              f"{statistics.median(waits):.2f} s of {args.trials}")
+
+
+if __name__ == "__main__":
+    main()
