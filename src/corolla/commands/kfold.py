@@ -196,7 +196,7 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
         rundir.record_session(parent, plan)
         assignment = None
         log(f"continuing the k-fold run {parent}")
-    unused = False
+    nothing_trained = False
     try:
         # The k-fold run as a whole, its folds' tracked runs its children (`tracking.start`).
         # (Only the chief tracks: a k-fold run is one process.)
@@ -219,8 +219,8 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
             except KeyboardInterrupt:  # continue the whole k-fold run, not only this fold
                 raise Interrupted(parent) from None
             except budget.TooShort as short:
-                unused = resume is None and fold == 1
-                raise _too_short(short, parent, fold, config, unused) from None
+                nothing_trained = resume is None and fold == 1
+                raise _too_short(short, parent, fold, config, nothing_trained) from None
             _free_memory()
         metrics = pool(parent, config, layout, log=log)
         tracking.send_scored(parent, parent, metrics, log)  # ended by train, report sent
@@ -233,7 +233,7 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
         raise
     finally:
         rundir.release(parent)
-        if unused:  # nothing trained: a refused budget leaves no run behind, as one run's does
+        if nothing_trained:  # a refused budget leaves no run behind, as one run's does
             shutil.rmtree(parent, ignore_errors=True)
     return parent, metrics
 
