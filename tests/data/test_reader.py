@@ -80,7 +80,8 @@ def test_train_pipeline_batches_are_full_float_and_reproducible(tiny_petals):
 
     batches = first_batches(10)  # more than one epoch: the stream repeats
     for images, labels in batches:
-        assert images.shape == (8, 32, 32, 3) and images.dtype == np.uint8  # cast on the accelerator
+        # uint8: cast on the accelerator
+        assert images.shape == (8, 32, 32, 3) and images.dtype == np.uint8
         assert images.min() >= 0 and images.max() <= 255 and labels.shape == (8,)
     again = first_batches(10)
     for (a, la), (b, lb) in zip(batches, again):

@@ -13,7 +13,8 @@ import numpy as np
 from corolla.cli import main
 from corolla.evaluation import bias
 from corolla.runs import paths
-from helpers.known_answer import TEST_LABELS, data, run  # noqa: F401 (data, run: the fixtures)
+from helpers.known_answer import (  # noqa: F401 (data, run: the fixtures)
+    TEST_LABELS, data_fixture, run_fixture)
 
 
 def test_evaluate_fit_bias_then_predict_with_the_offsets(data, run, tmp_path, capsys):

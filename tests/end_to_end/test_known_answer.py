@@ -24,7 +24,7 @@ from corolla.report import submission
 from corolla.runs import paths
 from helpers.known_answer import (  # noqa: F401 (data, run: the fixtures)
     CLASS_NAMES, EXPECTED_F1_PER_CLASS, EXPECTED_METRICS, RULE, SHARDS, SIZE, TEST_LABELS,
-    VAL_LABELS, data, run)
+    VAL_LABELS, data_fixture, run_fixture)
 
 
 def test_the_data_set_would_catch_a_wrong_pairing(data):

@@ -108,7 +108,8 @@ def test_ensemble_folder_has_its_report_with_members_and_escaped_names(run, tmp_
         saved = predictions.load(predictions.path_in(run.path, split))
         names = tuple(f"<b>{n} & co</b>" for n in saved.class_names)
         scored.save_predictions(predictions.path_in(twin, split), saved.ids,
-                                saved.labels if split == "val" else None, saved.probabilities, names)
+                                saved.labels if split == "val" else None, saved.probabilities,
+                                names)
     shutil.copytree(twin, tmp_path / "twin2")
     out = ensemble_run([twin, tmp_path / "twin2"], weights="1,1",
                                 out=tmp_path / "blend", log=lambda line: None)

@@ -16,7 +16,8 @@ from PIL import Image
 from corolla.cli import main
 from corolla.data import photos
 from corolla.runs import paths
-from helpers.known_answer import CLASS_NAMES, EXPECTED_METRICS, SIZE, data, run  # noqa: F401 (data, run: the fixtures)
+from helpers.known_answer import (  # noqa: F401 (data, run: the fixtures)
+    CLASS_NAMES, EXPECTED_METRICS, SIZE, data_fixture, run_fixture)
 
 
 @pytest.fixture(scope="module")

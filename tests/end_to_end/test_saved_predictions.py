@@ -16,7 +16,7 @@ from corolla.evaluation import predictions
 from corolla.report import submission
 from corolla.runs import paths
 from helpers.known_answer import (  # noqa: F401 (data, run: the fixtures)
-    CLASS_NAMES, RULE, SIZE, TEST_LABELS, data, run)
+    CLASS_NAMES, RULE, SIZE, TEST_LABELS, data_fixture, run_fixture)
 
 
 def _partials(folder):

@@ -1,7 +1,8 @@
 """The known-answer data and run (end_to_end/test_known_answer.py says what they hold): records
 whose true labels are known, and a run whose model is a fixed rule on the red channel. The
-fixtures are module-scoped: a test module imports them (`from helpers.known_answer import data,
-run`) and gets its own run to write into."""
+fixtures `data` and `run` are module-scoped: a test module imports them (`from
+helpers.known_answer import data_fixture, run_fixture`: named apart from the arguments that
+request them) and gets its own run to write into."""
 
 from __future__ import annotations
 
@@ -58,8 +59,8 @@ def _image(label: int, rng: np.random.Generator) -> np.ndarray:
     return np.broadcast_to(np.array([red, green, blue], np.uint8), (SIZE, SIZE, 3)).copy()
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
+@pytest.fixture(scope="module", name="data")
+def data_fixture(tmp_path_factory):
     """(data folder, {split: {id: true label}}): the competition layout, 3 shards a split."""
     import tensorflow as tf
 
@@ -103,8 +104,8 @@ def rule_model():
     return model
 
 
-@pytest.fixture(scope="module")
-def run(data, tmp_path_factory):
+@pytest.fixture(scope="module", name="run")
+def run_fixture(data, tmp_path_factory):
     """A run directory as `corolla train` leaves one: config.toml and model.keras."""
     root, _ = data
     run_dir = tmp_path_factory.mktemp("runs") / "rule"

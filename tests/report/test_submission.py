@@ -9,7 +9,7 @@ import pytest
 from corolla.cli import main
 from corolla.data import layout, pipeline
 from corolla.report import submission
-from helpers.known_answer import SIZE, TEST_LABELS, data  # noqa: F401 (data: the fixture)
+from helpers.known_answer import SIZE, TEST_LABELS, data_fixture  # noqa: F401 (the fixture)
 
 
 def test_submission_has_header_and_one_row_per_id(tmp_path):
