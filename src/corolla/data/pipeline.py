@@ -109,9 +109,12 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os
 
 
 def untuned(ds: tf.data.Dataset) -> tf.data.Dataset:
-    """`ds` without tf.data's autotuning, as every stream Corolla iterates is. With it,
-    deleting an iterator that lived a while (fit's, as a phase ends; a validation pass's)
-    could wait out its tuning thread's sleep, which grows to a minute: cancelling it wakes the
+    """`ds` without tf.data's autotuning, as every stream Corolla trains, validates or
+    predicts on is (not the data check's scans of one file each, nor Keras' own over a frozen
+    head's features in memory: the sleep below grows with an iterator's life, and theirs are
+    short). With it, deleting an iterator that lived a while
+    (fit's, as a phase ends; a validation pass's) could wait out its tuning thread's sleep,
+    which grows to a minute (`benchmarks/input_teardown.py`): cancelling it wakes the
     thread before TensorFlow marks the cancellation done (CancellationManager runs its
     callbacks first), so the thread finds nothing cancelled and sleeps again. Without it, each
     AUTOTUNE parallelism is fixed at initial_parallelism (capped by TensorFlow's thread pool):
