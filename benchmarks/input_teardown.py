@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (0: none)")
     parser.add_argument("--live", type=float, default=60, help="seconds an iterator lives "
                         "before it is deleted")
-    parser.add_argument("--trials", type=int, default=4)
+    parser.add_argument("--trials", type=int, default=4, help="fits per setting (0: none)")
     parser.add_argument("--busy", type=int, default=2, help="processes that spin while the "
                         "fits run (a host as busy as a real run's: the wait needs the deleting "
                         "thread to lose its core at the wrong moment)")
@@ -83,6 +83,8 @@ def main() -> None:
         ratio = statistics.median(rates["fixed"]) / statistics.median(rates["autotuned"])
         print(f"throughput ratio fixed/autotuned = {ratio:.2f}")
 
+    if not args.trials:
+        return
     import keras
 
     class Paced(keras.callbacks.Callback):
