@@ -22,7 +22,9 @@ def _start_training(tiny_petals, run, start):
                "--epochs", "500", "--batch-size", "8", "--runs-dir", str(run.parent),
                "--name", run.name]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+                               text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+                                               # a crash's Python stacks in the failure's text
+                                               "PYTHONFAULTHANDLER": "1"},
                                preexec_fn=start)
     deadline = time.monotonic() + 240
     while not (run / paths.BACKUP / paths.STATE).is_file():  # an epoch is done
