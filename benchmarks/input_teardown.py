@@ -42,8 +42,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--batches", type=int, default=100, help="timed batches per round")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (0: none)")
-    parser.add_argument("--live", type=float, default=60, help="seconds an iterator lives "
-                        "before it is deleted")
+    parser.add_argument("--live", type=float, default=60, help="seconds each fit trains "
+                        "(its iterator's life)")
     parser.add_argument("--trials", type=int, default=4, help="fits per setting (0: none)")
     parser.add_argument("--busy", type=int, default=2, help="processes that spin while the "
                         "fits run (a host as busy as a real run's: the wait needs the deleting "
@@ -107,18 +107,21 @@ def main() -> None:
     model.compile("adam", "categorical_crossentropy")
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 for _ in range(args.busy)]
-    for name, ds in streams.items():
-        waits = []
-        for _ in range(args.trials):
-            paced = Paced()
-            model.fit(ds, epochs=1, steps_per_epoch=100_000, verbose=0, callbacks=[paced])
-            gc.collect()  # fit's iterator, wherever a cycle still held it
-            waits.append(time.monotonic() - paced.ended)
-            print(f"fit's return {name:9s} after {args.live:.0f} s: {waits[-1]:6.2f} s", flush=True)
-        print(f"fit's return {name:9s} worst {max(waits):.2f} s, median "
-              f"{statistics.median(waits):.2f} s of {args.trials}")
-    for spinner in spinners:
-        spinner.kill()
+    try:
+        for name, ds in streams.items():
+            waits = []
+            for _ in range(args.trials):
+                paced = Paced()
+                model.fit(ds, epochs=1, steps_per_epoch=100_000, verbose=0, callbacks=[paced])
+                gc.collect()  # fit's iterator, wherever a cycle still held it
+                waits.append(time.monotonic() - paced.ended)
+                print(f"fit's return {name:9s} after {args.live:.0f} s: {waits[-1]:6.2f} s",
+                      flush=True)
+            print(f"fit's return {name:9s} worst {max(waits):.2f} s, median "
+                  f"{statistics.median(waits):.2f} s of {args.trials}")
+    finally:  # (a stopped benchmark leaves no process spinning)
+        for spinner in spinners:
+            spinner.kill()
 
 
 if __name__ == "__main__":
