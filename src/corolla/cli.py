@@ -19,7 +19,7 @@ from corolla.commands import (arguments, bench, check_data, check_submission, co
                               ensemble, evaluate, explain, export, info, lr_find, predict, report,
                               submit, train)
 from corolla.commands.errors import as_user_errors
-from corolla.errors import UserError, clear_stop, request_stop
+from corolla.errors import UserError, clear_stop, request_stop, scrub
 from corolla.runtime import tflog
 
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         if received:
             return _interrupted(received)
-        print(f"corolla: error: {e}", file=sys.stderr)
+        print(f"corolla: error: {scrub(str(e))}", file=sys.stderr)  # a quoted URL's password
         return 2
     except Exception:
         if received:  # a stop that landed in a library which turned it into its own error

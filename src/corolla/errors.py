@@ -4,6 +4,8 @@ The CLI prints its message on one line and exits with status 2; anything else is
 its traceback. Messages say what was received and what to do about it.
 """
 
+import re
+
 
 class UserError(Exception):
     """A mistake in the input (flags, config, data, environment), not a bug in Corolla."""
@@ -23,13 +25,26 @@ NO_TENSORFLOW = ('TensorFlow is not installed, and Corolla reads its data with t
 
 def first_line(error: BaseException, limit: int = 200, typed: bool = False) -> str:
     """A library's exception as a few words for a one-line message: the first line of its
-    text (its type's name when it has none), cut at `limit`; `typed`: led by its type's name
-    (where the type says what went wrong: ConnectionError, MlflowException)."""
+    text (its type's name when it has none), secrets scrubbed, cut at `limit`; `typed`: led by
+    its type's name (where the type says what went wrong: ConnectionError, MlflowException)."""
     text = str(error).strip().splitlines()
-    line = text[0] if text else ""
+    line = scrub(text[0]) if text else ""
     if typed or not line:
         line = f"{type(error).__name__}: {line}" if line else type(error).__name__
     return line[:limit]
+
+
+# What a library's message may quote of an address a user configured: the password of
+# scheme://user:password@host, and the values of query parameters that name a credential.
+_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&;][\w.-]*(?:token|key|secret|password|passwd|pwd|auth|signature|sig|credential)"
+    r"[\w.-]*=)[^&\s#'\"]+")
+
+
+def scrub(text: str) -> str:
+    """`text` with the credentials of every URL in it replaced by ***."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("***@", text))
 
 
 class Interrupted(KeyboardInterrupt):

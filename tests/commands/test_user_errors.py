@@ -243,7 +243,11 @@ def test_lr_mistakes_are_one_line_naming_the_flag(tmp_path, tiny_petals, capsys)
                    "--folds", "corolla lr-find")
     one_line_error(capsys, ["lr-find", *data, "--start", "1", "--end", "0.1"],
                    "--start (1) must be below --end (0.1)")
-    one_line_error(capsys, ["lr-find", *data, "--steps", "5"], "--steps must be at least")
+    one_line_error(capsys, ["lr-find", *data, "--steps", "5"],
+                   "--steps must be a whole number from 20")
+    # A sweep sized by the user keeps one entry a step: a billion is refused before any array.
+    one_line_error(capsys, ["lr-find", *data, "--steps", "1000000000"], "to 10000",
+                   "got 1000000000")
     assert not (tmp_path / "runs").exists()
     import corolla
     from corolla.errors import UserError
@@ -252,3 +256,5 @@ def test_lr_mistakes_are_one_line_naming_the_flag(tmp_path, tiny_petals, capsys)
         corolla.train(resume=tmp_path / "r", learning_rate="find")
     with pytest.raises(UserError, match=r"^start= \(1\) must be below end= \(0.1\)"):
         corolla.lr_find(data=tiny_petals, start=1, end=0.1)
+    with pytest.raises(UserError, match=r"^steps= must be a whole number .* got 10000000000.0"):
+        corolla.lr_find(data=tiny_petals, steps=1e10)

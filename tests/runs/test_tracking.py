@@ -10,6 +10,7 @@ import time
 import pytest
 
 from corolla import config
+from corolla.errors import UserError, scrub
 from corolla.runs import tracking
 from helpers.cli import one_line_error
 from helpers.processes import free_ports
@@ -119,6 +120,49 @@ def test_a_tracker_that_fails_says_so_once_and_stops(tmp_path):
     assert lines == ["mlflow tracking stopped (logging an epoch: ConnectionError: server gone); "
                      "the run goes on without it"]
     assert Gone.calls == 1
+
+
+def test_a_failing_tracker_quotes_no_password_nor_token_of_its_address():
+    """A library's error quotes the URL it failed on, with whatever credentials it held."""
+    lines = []
+
+    class Gone:
+        def log_batch(self, *args, **kwargs):
+            raise ConnectionError("API request to http://user:s3cr3tPW@127.0.0.1:5055/api/2.0/"
+                                  "mlflow/runs/log-batch?token=s3cr3tTOKEN&run=1 failed")
+
+        def get_metric_history(self, *args):
+            return []
+
+    tracking._MLflow(Gone(), "abc", {}, lines.append).log_epochs([{"epoch": 1, "loss": 1.0}])
+    assert len(lines) == 1 and "s3cr3t" not in lines[0], lines
+    assert "http://***@127.0.0.1:5055/api/2.0/mlflow/runs/log-batch?token=***&run=1" in lines[0]
+
+
+@pytest.mark.parametrize("text, scrubbed", [
+    ("https://me:pw@host:5000/x", "https://***@host:5000/x"),
+    ("https://me@host/x", "https://***@host/x"),
+    ("GET https://h/x?a=1&api_key=k1 and https://h/y?access_token=t1#f",
+     "GET https://h/x?a=1&api_key=*** and https://h/y?access_token=***#f"),
+    ("https://h/x?secret=s&password=p&sig=g", "https://h/x?secret=***&password=***&sig=***"),
+    ("http://127.0.0.1:5000/x?experiment=key&run=3", "http://127.0.0.1:5000/x?experiment=key&run=3"),
+    ("user@example.com wrote a:b@c", "user@example.com wrote a:b@c"),  # no URL: nothing to hide
+])
+def test_secrets_are_scrubbed_from_any_quoted_address(text, scrubbed):
+    assert scrub(text) == scrubbed
+
+
+def test_a_user_error_quoting_a_password_prints_without_it(capsys, monkeypatch):
+    """The CLI's last line of defence: whatever a UserError quotes passes the same scrubbing."""
+    from corolla import cli
+
+    def fails(args):
+        raise UserError("the server at http://me:s3cr3tPW@127.0.0.1:1/ said no")
+
+    monkeypatch.setattr(cli.COMMANDS["info"], "main", fails)
+    code = cli.main(["info"])
+    err = capsys.readouterr().err
+    assert code == 2 and "s3cr3tPW" not in err and "http://***@127.0.0.1:1/" in err, err
 
 
 def test_a_stop_inside_an_uninterrupted_block_comes_after_it_to_the_handler_that_was_there():

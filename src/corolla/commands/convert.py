@@ -22,7 +22,8 @@ def convert(src: str, out: str, settings: convert_lib.Settings) -> Path:
     source = sources.scan(src)
     copies = None
     if settings.dedupe or convert_lib.needs_split(source):  # copies are kept in one split
-        copies = survey.copies(src, datasets.checks_dir())
+        copies = survey.copies(src, datasets.checks_dir(),
+                               max_megapixels=settings.max_megapixels)
     convert_lib.convert(source, out, settings, copies=copies)
     return Path(out)
 

@@ -15,6 +15,9 @@ DIVERGED = 4.0  # stop once the smoothed loss is above this times its best
 SKIP_BEGIN, SKIP_END = 10, 1  # what the steepest descent leaves out (Lightning's)
 SLOPE_SPAN = 10  # steepest: a point's slope is measured across a tenth of the steps around it
 MIN_STEPS = 20  # below this the rule has nothing to read (SKIP_BEGIN + a few)
+# A point is a training step: 10,000 is far past any curve worth reading (fastai's and
+# Lightning's 100), and bounds the per-point arrays the test keeps.
+MAX_STEPS = 10_000
 RULES = {"steepest": "steepest descent of the smoothed loss",
          "minimum": "the smoothed loss's minimum / 10"}
 
@@ -41,9 +44,11 @@ class RangeSettings:
         if self.start >= self.end:
             raise UserError(f"{name('start')} ({self.start:g}) must be below {name('end')} "
                             f"({self.end:g}): the rate grows from one to the other")
-        if not isinstance(self.steps, int) or self.steps < MIN_STEPS:
-            raise UserError(f"{name('steps')} must be at least {MIN_STEPS} (the steepest "
-                            f"descent leaves out the first {SKIP_BEGIN}), got {self.steps!r}")
+        if not isinstance(self.steps, int) or isinstance(self.steps, bool) \
+                or not MIN_STEPS <= self.steps <= MAX_STEPS:
+            raise UserError(f"{name('steps')} must be a whole number from {MIN_STEPS} (the "
+                            f"steepest descent leaves out the first {SKIP_BEGIN}) to {MAX_STEPS} "
+                            f"(each is a training step), got {self.steps!r}")
         if self.rule not in RULES:
             raise UserError(f"{name('rule')} must be one of {', '.join(RULES)}, got "
                             f"{self.rule!r}")

@@ -247,6 +247,9 @@ def apply(config: RunConfig, updates: dict[str, Any],
 
 MAX_EPOCHS = 10_000  # more is a typo, not a plan
 MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, not a plan)
+# Records held to shuffle: TensorFlow reserves a slot for each up front (1e8: 3 GB for any data;
+# 1e12: std::bad_alloc). The pipeline also holds no more than the split has.
+MAX_SHUFFLE_BUFFER = 1_000_000
 
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 
@@ -290,7 +293,7 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
     t = config.train
     ranges = {"train.epochs": (t.epochs, 1, MAX_EPOCHS),
               "train.batch_size": (t.batch_size, 1, None),
-              "data.shuffle_buffer": (config.data.shuffle_buffer, 1, None),
+              "data.shuffle_buffer": (config.data.shuffle_buffer, 1, MAX_SHUFFLE_BUFFER),
               "train.global_batch_size": (t.global_batch_size, 0, None),
               "train.steps_per_epoch": (t.steps_per_epoch, 0, None),
               "train.time_steps": (t.time_steps, 0, None),

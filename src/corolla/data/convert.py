@@ -57,6 +57,26 @@ TPU_CORES = 8  # a TPU v3-8: enough files for every core to read its own
 MIN_FILE_MB = 2  # ... unless that makes files smaller than this
 
 
+# The largest image decoded, in megapixels, wherever a file from elsewhere is read (convert,
+# the data check, train on a folder, predict and explain): any camera's photo (150 MP medium
+# format, a 200 MP phone mode), not a file whose pixels take a machine's memory (a 0.9 MB PNG
+# can declare 31000 x 31000, 961 MP, 2.9 GB decoded). Checked on the header, before decoding.
+MAX_MEGAPIXELS = 200.0
+
+
+@contextlib.contextmanager
+def opened(file, max_megapixels: float = MAX_MEGAPIXELS):
+    """The Pillow image of `file` (a path or a binary file), only its header read: one over
+    `max_megapixels` raises ValueError before any pixel is decoded."""
+    Image.MAX_IMAGE_PIXELS = None  # Pillow's own guard off: the limit is the caller's, here
+    with Image.open(file) as image:
+        width, height = image.size
+        if width * height > max_megapixels * 1e6:
+            raise ValueError(f"{width}x{height} is {width * height / 1e6:.0f} megapixels, over "
+                             f"the limit of {max_megapixels:g} (--max-megapixels)")
+        yield image
+
+
 @dataclass(frozen=True)
 class Settings:
     image_sizes: tuple[int, ...] = (224,)
@@ -68,10 +88,8 @@ class Settings:
     shard_mb: float = 150.0  # target file size: cloud storage reads 100-200 MB files best
     strict: bool = False  # the first unreadable image is an error (default: skip and list)
     workers: int = 0  # encoding processes; 0 = every core
-    # The largest image read, in megapixels: any photo (a 400-megapixel panorama too; JPEGs
-    # are decoded scaled down, at a fraction of that), but not a file that would take the
-    # memory of a whole machine (Pillow's own guard, a "decompression bomb", stops at 179).
-    max_megapixels: float = 1000.0
+    # The largest image read (`MAX_MEGAPIXELS`); --max-megapixels raises it for larger scans.
+    max_megapixels: float = MAX_MEGAPIXELS
     dedupe: bool = False  # keep one image of each group of exact copies (see `Copies`)
 
     def check(self) -> Settings:
@@ -110,12 +128,7 @@ def open_rgb(path: str, largest: int, max_megapixels: float = Settings.max_megap
     """The file as an upright RGB Pillow image, decoded at the smallest JPEG scale (1/2 .. 1/8)
     that still covers `largest` on both sides (libjpeg's DCT scaling: several times faster).
     An image over `max_megapixels` is refused before it is decoded."""
-    Image.MAX_IMAGE_PIXELS = None  # the limit is ours (Settings.max_megapixels), said below
-    with Image.open(path) as image:
-        megapixels = image.size[0] * image.size[1] / 1e6
-        if megapixels > max_megapixels:
-            raise ValueError(f"{image.size[0]}x{image.size[1]} is {megapixels:.0f} megapixels, "
-                             f"over the limit of {max_megapixels:g} (--max-megapixels)")
+    with opened(path, max_megapixels) as image:
         image.draft(None, (largest, largest))
         image.load()  # a truncated or corrupt file fails here
         with contextlib.suppress(Exception):  # a broken EXIF block: keep the pixels as stored
@@ -146,9 +159,10 @@ def _fit(image, size: int, fit: str):
     return canvas
 
 
-def load_image(path: str, size: int, fit: str = "crop") -> np.ndarray:
+def load_image(path: str, size: int, fit: str = "crop",
+               max_megapixels: float = MAX_MEGAPIXELS) -> np.ndarray:
     """The pixels a conversion at `size` writes for `path` (before JPEG): uint8 [S, S, 3]."""
-    return np.asarray(_fit(open_rgb(path, size), size, fit))
+    return np.asarray(_fit(open_rgb(path, size, max_megapixels), size, fit))
 
 
 def _encode(task) -> tuple[int, list[bytes] | None, str]:

@@ -226,6 +226,8 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     # A batch's augmentation is seeded by (epoch seed, batch index): batches must not straddle
     # epochs, so an epoch is cut into sub-batches when it is not a whole number of batches.
     batch = math.gcd(epoch_examples, global_batch)
+    # A buffer past the split's size shuffles no better, and TensorFlow reserves it whole.
+    shuffle_buffer = max(1, min(shuffle_buffer, count))
 
     def one_epoch(epoch):
         es = epoch_seed(seed, epoch)

@@ -221,7 +221,7 @@ def scan_csv(path: str | Path) -> ImageSource:
     integers = all(_is_int(x) for x in given)
     if names is None:
         if integers:
-            names = tuple(str(i) for i in range(max(int(x) for x in given) + 1))
+            names = tuple(str(i) for i in range(_integer_classes(given, csv_path)))
         else:
             names = tuple(sorted(set(given)))
     index = {name: i for i, name in enumerate(names)}
@@ -247,6 +247,29 @@ def scan_csv(path: str | Path) -> ImageSource:
 
 def _is_int(text: str) -> bool:
     return text.lstrip("-").isdigit()
+
+
+# Integer labels without class names make classes 0..max: the largest label sizes the class
+# list and the model's head. Gaps are allowed (flowers5's 5 classes sit in the competition's
+# 104), but a list mostly of classes no row has is a typo or an id column, not a class count.
+DENSE_UP_TO = 1024  # any largest label below this is taken as it is (the competition's 103)
+MAX_CLASSES = 100_000  # ImageNet-21k has 21,841
+
+
+def _integer_classes(given: list[str], csv_path: Path) -> int:
+    """How many classes integer labels make (the largest + 1), or a one-line UserError when
+    that many would be mostly empty."""
+    distinct = set(given)
+    # A label of more digits than MAX_CLASSES has is refused before int() reads it whole.
+    top = max((int(x) if len(x.lstrip("-")) <= 6 else MAX_CLASSES for x in distinct),
+              default=0) + 1
+    if top > MAX_CLASSES or (top > DENSE_UP_TO and top > 4 * len(distinct)):
+        largest = max(distinct, key=lambda x: (len(x.lstrip("-")), x))
+        raise UserError(f"label {largest[:20]} in {csv_path.name}, but only {len(distinct)} "
+                        f"distinct labels: integer labels number the classes from 0, so give "
+                        f"class names as labels or list the classes in "
+                        f"{csv_path.parent / CLASSES_FILE}")
+    return top
 
 
 def _label(text: str, index: dict[str, int], integers: bool, csv_path: Path, line: int) -> int:

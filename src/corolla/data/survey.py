@@ -29,7 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PIL import Image
 
 from corolla.data import convert, duplicates, sources
 from corolla.data.duplicates import Fingerprint, Group
@@ -65,7 +64,7 @@ def _measure(entry: Entry, open_image) -> Entry:
 
 
 def _rgb(data: bytes):
-    with Image.open(io.BytesIO(data)) as image:
+    with convert.opened(io.BytesIO(data)) as image:
         return image.convert("RGB")
 
 
@@ -74,13 +73,14 @@ def _measure_record(job) -> Entry:
     return _measure(entry, lambda: _rgb(data))
 
 
-def _read_items(items, progress) -> list[Entry]:
-    """Image files (a folder's or a CSV's), decoded as `corolla convert` decodes them."""
+def _read_items(items, progress, max_megapixels: float) -> list[Entry]:
+    """Image files (a folder's or a CSV's), decoded as `corolla convert` decodes them (one
+    over `max_megapixels` is unreadable, found on its header)."""
     entries = [Entry(i.id, i.split or UNSPLIT, i.label, i.path) for i in items]
     whole = 1 << 30  # no draft scaling: exact copies are the same full-size pixels
 
     def read(entry):
-        return _measure(entry, lambda: convert.open_rgb(entry.path, whole))
+        return _measure(entry, lambda: convert.open_rgb(entry.path, whole, max_megapixels))
     return _in_threads(entries, read, progress)
 
 
@@ -242,8 +242,10 @@ def _progress(total: int):
     return convert._Progress(total)
 
 
-def survey(path: str, features=None, log=print) -> Survey:
-    """Reads every image of the data at `path` once (see the module)."""
+def survey(path: str, features=None, log=print,
+           max_megapixels: float = convert.MAX_MEGAPIXELS) -> Survey:
+    """Reads every image of the data at `path` once (see the module); image files over
+    `max_megapixels` are not decoded (unreadable)."""
     from corolla.data import layout as layout_lib
 
     kind = sources.kind_of(path)
@@ -261,7 +263,7 @@ def survey(path: str, features=None, log=print) -> Survey:
                       time.monotonic() - start)
     source = sources.scan(path, log)
     log(f"checking {len(source.items)} images of {source.path}")
-    entries = _read_items(source.items, _progress(len(source.items)))
+    entries = _read_items(source.items, _progress(len(source.items)), max_megapixels)
     result = Survey(path, kind, source.path, source.class_names, entries,
                     time.monotonic() - start)
     _split_as_training_does(result, source)
@@ -300,19 +302,21 @@ def copies_in(result: Survey) -> convert.Copies:
                                         if len(ids) > 1))
 
 
-def copies(path: str, root: str | Path, log=print) -> convert.Copies:
+def copies(path: str, root: str | Path, log=print,
+           max_megapixels: float = convert.MAX_MEGAPIXELS) -> convert.Copies:
     """The copies among the images of an image folder or CSV (surveyed once, `cached`)."""
-    return copies_in(cached(path, root, log=log)[0])
+    return copies_in(cached(path, root, log=log, max_megapixels=max_megapixels)[0])
 
 
 # ---- the cache ----
 
-def key(path: str, features=None) -> str:
-    """The data's key: changes when a file is added, removed, relabelled or touched."""
+def key(path: str, features=None, max_megapixels: float = convert.MAX_MEGAPIXELS) -> str:
+    """The data's key: changes when a file is added, removed, relabelled or touched (or the
+    largest image read, which decides what is unreadable)."""
     from corolla.data import layout as layout_lib
 
     digest = hashlib.sha256(f"{VERSION}\n{duplicates.THRESHOLD}\n{duplicates.FINE_THRESHOLD}\n"
-                            .encode())
+                            f"{max_megapixels:g}\n".encode())
     if sources.kind_of(path) == "layout":
         import tensorflow as tf
 
@@ -356,15 +360,16 @@ def _from_cache(saved: dict) -> Survey:
                   entries, saved["seconds"], saved["note"])
 
 
-def cached(path: str, root: str | Path, features=None, log=print) -> tuple[Survey, bool]:
+def cached(path: str, root: str | Path, features=None, log=print,
+           max_megapixels: float = convert.MAX_MEGAPIXELS) -> tuple[Survey, bool]:
     """(the survey of `path`, whether it came from the cache `root/<key>.json`)."""
-    file = Path(root) / f"{key(path, features)}.json"
+    file = Path(root) / f"{key(path, features, max_megapixels)}.json"
     if file.is_file():
         try:
             return _from_cache(json.loads(file.read_text())), True
         except (ValueError, KeyError, TypeError):  # a damaged cache file: checked again
             pass
-    result = survey(path, features, log)
+    result = survey(path, features, log, max_megapixels)
     try:
         Path(root).mkdir(parents=True, exist_ok=True)
         write_text_atomic(file, json.dumps(_to_cache(result)))

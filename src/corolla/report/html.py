@@ -11,7 +11,8 @@ and never runs a model. Three kinds of folder have one:
   pictures, with the config and plan of the run named in its metrics.json;
 - an ensemble folder (`corolla ensemble`): its members and weights instead of config and plan.
 
-All text from files is HTML-escaped (class names, paths and config values are data).
+Every value read from a file is data, whatever its type (a tampered metrics.json may hold
+markup where a number belongs): `_table` escapes each cell itself, so no caller can forget.
 """
 
 from __future__ import annotations
@@ -133,15 +134,19 @@ def _e(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _f(value) -> str:
-    """A score as the terminal prints it (4 decimals)."""
-    return f"{value:.4f}" if isinstance(value, (int, float)) else _e(value)
+def _f(value, digits: int = 4) -> str:
+    """A score as the terminal prints it (4 decimals); anything else as it is (unescaped: the
+    table escapes it)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.{digits}f}"
+    return str(value)
 
 
 def _table(header: list[str], rows: list[list], numeric_from: int = 1) -> str:
+    """Cells are raw values, escaped here."""
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(
-        f'<td class="{"num" if i >= numeric_from else "txt"}">{cell}</td>'
+        f'<td class="{"num" if i >= numeric_from else "txt"}">{_e(cell)}</td>'
         for i, cell in enumerate(row)) + "</tr>\n" for row in rows)
     return (f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}'
             f"</tbody>\n</table></div>")
@@ -166,23 +171,25 @@ def _header(src: Sources) -> str:
 def _interval(m: dict) -> str:
     """The bootstrap interval of a macro F1 (`evaluation.metrics.macro_f1_interval`)."""
     interval = m.get("f1_macro_ci95")
-    return f"{interval[0]:.4f} to {interval[1]:.4f}" if interval else ""
+    if isinstance(interval, list) and len(interval) == 2:
+        return f"{_f(interval[0])} to {_f(interval[1])}"
+    return _f(interval) if interval else ""
 
 
 def _metrics(m: dict) -> str:
-    rows = [[_e(label), _f(m[key])] for key, label in SUMMARY if key in m]
+    rows = [[label, _f(m[key])] for key, label in SUMMARY if key in m]
     if m.get("f1_macro_ci95"):  # beside the competition's figure: how much it may move
-        rows.insert(2, [_e("Macro F1, 95% bootstrap interval over images"), _interval(m)])
+        rows.insert(2, ["Macro F1, 95% bootstrap interval over images", _interval(m)])
     counts = [("num_examples", "Images"), ("num_classes_present", "Classes present"),
               ("num_classes_scored", "Classes scored (true or predicted)")]
-    rows += [[_e(label), _e(m[key])] for key, label in counts if key in m]
+    rows += [[label, m[key]] for key, label in counts if key in m]
     note = f'<p class="note">{_e(m["note"])}</p>' if m.get("note") else ""
     return "<h2>Metrics</h2>\n" + _table(["metric", "value"], rows) + note
 
 
 def _members(m: dict) -> str:
-    rows = [[_e(member["folder"]), f"{member['weight']:.3f}", _f(member["f1_macro"]),
-             _interval(member)] for member in m["members"]]
+    rows = [[member.get("folder", "?"), _f(member.get("weight", "?"), 3),
+             _f(member.get("f1_macro", "?")), _interval(member)] for member in m["members"]]
     return ("<h2>Members and weights</h2>\n" + _table(["member", "weight", "val macro F1",
                                                       "95% interval"], rows)
             + f"<p>Weights: {_e(m.get('weights_search', ''))}</p>")
@@ -203,8 +210,9 @@ def _pictures(folder: Path) -> str:
 
 
 def _per_class(m: dict) -> str:
-    rows = [[_e(r["name"].strip()), r["label"], r["support"], _f(r["precision"]),
-             _f(r["recall"]), _f(r["f1"])] for r in m.get("per_class", [])]
+    rows = [[str(r.get("name", "")).strip(), r.get("label", ""), r.get("support", ""),
+             _f(r.get("precision", "")), _f(r.get("recall", "")), _f(r.get("f1", ""))]
+            for r in m.get("per_class", [])]
     if not rows:
         return ""
     return ("<h2>Per class</h2>\n"
@@ -230,8 +238,8 @@ def _label_review(folder: Path) -> str:
     if not rows:
         return "<h2>Labels to review</h2>\n" + intro
     table = _table(["rank", "id", "given", "model", "p(given)", "p(model)"], [
-        [_e(r["rank"]), _e(r["id"]), _e(r["given"]), _e(r["suggested"]),
-         _f(float(r["p_given"])), _f(float(r["p_suggested"]))] for r in rows[:REVIEW_ROWS]],
+        [r.get("rank"), r.get("id"), r.get("given"), r.get("suggested"),
+         _number(r.get("p_given")), _number(r.get("p_suggested"))] for r in rows[:REVIEW_ROWS]],
         numeric_from=4)
     return "<h2>Labels to review</h2>\n" + intro + table
 
@@ -242,11 +250,10 @@ def _data_check(run_dir: Path | None) -> str:
     if path is None or not path.is_file():
         return ""
     check = read_json(path, "train the run again to check its data, or remove the file")
-    rows = [[_e(name), _e(s["images"]), _e(s["unreadable"]),
-             _e(len(s.get("classes", {})) - len(s.get("classes_missing", [])) or "-"),
-             _e(f"{s['imbalance']:.1f}x" if "imbalance" in s else "-"),
-             _e(f"{s['width']['min']}-{s['width']['max']}" if "width" in s else "-"),
-             _e(f"{s['height']['min']}-{s['height']['max']}" if "height" in s else "-")]
+    rows = [[name, s.get("images"), s.get("unreadable"),
+             len(s.get("classes", {})) - len(s.get("classes_missing", [])) or "-",
+             f"{_f(s['imbalance'], 1)}x" if "imbalance" in s else "-",
+             _span(s.get("width")), _span(s.get("height"))]
             for name, s in check.get("splits", {}).items()]
     d = check.get("duplicates", {})
     leaked = ", ".join(f"{n} of {split}" for split, n in d.get("across_images", {}).items())
@@ -268,17 +275,27 @@ def _data_check(run_dir: Path | None) -> str:
                 f"too good)" if leaked else "") + ".</p>\n")
     if shown:
         text += _table(["kind", "copies (split/id, class)"], [
-            [_e(("exact" if g["exact"] else "near")
-                + (", labels differ" if g.get("labels_differ") else "")),
-             _e(" = ".join(survey.where(m) for m in g["members"]))]
+            [("exact" if g["exact"] else "near")
+             + (", labels differ" if g.get("labels_differ") else ""),
+             " = ".join(survey.where(m) for m in g["members"])]
             for g in shown[:REVIEW_ROWS]], numeric_from=99)
     return text
 
 
+def _span(extent) -> str:
+    """A data check's "width" or "height" ({"min": .., "max": ..}) as min-max."""
+    return f"{extent.get('min')}-{extent.get('max')}" if isinstance(extent, dict) else "-"
+
+
 def _sessions(run_dir: Path) -> list[dict]:
     path = run_dir / paths.PLAN
-    return read_json(path, "move it away to write the report without the sessions").get(
-        "sessions", []) if path.is_file() else []
+    if not path.is_file():
+        return []
+    fix = "move it away to write the report without the sessions"
+    sessions = read_json(path, fix).get("sessions", [])
+    if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
+        raise UserError(f"{path} is damaged: its sessions are not a list of sessions; {fix}")
+    return sessions
 
 
 def _when(text: str) -> datetime | None:
@@ -299,18 +316,18 @@ def _timings(src: Sources) -> str:
     run_dir, rows = src.run_dir, []
     sessions = _sessions(run_dir)
     for i, session in enumerate(sessions):
-        rows.append([_e(f"session {i + 1} started"), _e(session.get("started", "?"))])
+        rows.append([f"session {i + 1} started", session.get("started", "?")])
     evaluated = datetime.fromtimestamp((src.folder / paths.METRICS).stat().st_mtime).astimezone()
-    rows.append([_e("evaluation written"), _e(evaluated.strftime("%Y-%m-%dT%H:%M:%S%z"))])
+    rows.append(["evaluation written", evaluated.strftime("%Y-%m-%dT%H:%M:%S%z")])
     finished = run_dir / paths.FINISHED
     end = _when(finished.read_text()) if finished.is_file() else None
     if end is not None:
-        rows.append([_e("run finished"), _e(end.strftime("%Y-%m-%dT%H:%M:%S%z"))])
+        rows.append(["run finished", end.strftime("%Y-%m-%dT%H:%M:%S%z")])
     start = _when(sessions[0].get("started", "")) if sessions else None
     if start is not None and src.kind == "run":
         stop, what = (end, "finish") if end is not None else (evaluated, "evaluation")
-        rows.append([_e(f"wall time, first start to {what}"),
-                     _e(_duration((stop - start).total_seconds()))])
+        rows.append([f"wall time, first start to {what}",
+                     _duration((stop - start).total_seconds())])
     history = _history(run_dir)
     text = "<h2>Timings</h2>\n" + _table(["event", "time"], rows)
     if history:
@@ -332,8 +349,8 @@ def _number(text: str) -> str:
     try:
         value = float(text)
     except (TypeError, ValueError):
-        return _e(text)
-    return _e(text) if value.is_integer() and "." not in text else f"{value:.4g}"
+        return str(text)
+    return text if value.is_integer() and "." not in text else f"{value:.4g}"
 
 
 def _plan(run_dir: Path) -> str:
@@ -343,22 +360,26 @@ def _plan(run_dir: Path) -> str:
     keys = ("accelerator", "backend", "strategy", "replicas", "num_processes",
             "batch_per_replica", "global_batch", "precision", "steps_per_execution",
             "jit_compile")
-    rows = [[_e(s.get("started", "?"))] + [_e(s.get("plan", {}).get(k, "")) for k in keys]
-            for s in sessions]
+    rows = [[s.get("started", "?")] + [_plan_of(s).get(k, "") for k in keys] for s in sessions]
     text = ("<h2>Hardware plan (plan.json)</h2>\n"
             + _table(["session started", *keys], rows, numeric_from=99))
-    hardware = sessions[-1].get("plan", {}).get("hardware", {})
+    hardware = _plan_of(sessions[-1]).get("hardware", {})
     if hardware:
         text += "<h3>Hardware found</h3>\n" + _table(
-            ["device", "found"], [[_e(k), _e(v)] for k, v in hardware.items()
+            ["device", "found"], [[k, v] for k, v in hardware.items()
                                   if v not in (None, "", 0, [])],  # not "tpu None"
             numeric_from=99)
     versions = sessions[-1].get("versions", {})
     if versions:
         text += "<h3>Versions</h3>\n" + _table(
-            ["package", "version"], [[_e(k), _e(v)] for k, v in versions.items()],
+            ["package", "version"], [[k, v] for k, v in versions.items()],
             numeric_from=99)
     return text
+
+
+def _plan_of(session: dict) -> dict:
+    plan = session.get("plan", {})
+    return plan if isinstance(plan, dict) else {}
 
 
 def _config_values(run_dir: Path) -> dict:
