@@ -22,6 +22,18 @@ def run_python(code: str, env: dict | None = None, timeout: int = 300, cwd=None)
                           capture_output=True, text=True, timeout=timeout)
 
 
+def run_capped(code: str, gib: float, setup: str = "", timeout: int = 300):
+    """`run_python` with `gib` GiB of address space left to `code` (RLIMIT_AS, set once `setup`
+    has run, e.g. TensorFlow's import, which maps gigabytes of its own): code that would take
+    more fails there with a MemoryError (or an abort) instead of taking the host's memory."""
+    return run_python(f"{setup}\nimport resource\n"
+                      "status = open('/proc/self/status').read()\n"
+                      "mapped = int(status.split('VmSize:')[1].split()[0])\n"
+                      f"cap = mapped * 1024 + int({gib} * 2**30)\n"
+                      "resource.setrlimit(resource.RLIMIT_AS, (cap, cap))\n" + code,
+                      env={"TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=timeout)
+
+
 def free_ports(n: int) -> list[int]:
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:

@@ -76,8 +76,9 @@ def add_arguments(p) -> None:
     g.add_argument("--steps", type=int, default=range_test.STEPS,
                    help=f"rates tried, growing exponentially from --start to --end, one "
                         f"training step each (default {range_test.STEPS}; at least "
-                        f"{range_test.MIN_STEPS}, at most {range_test.MAX_STEPS}); the test stops early once the smoothed loss "
-                        f"is over {range_test.DIVERGED:g}x its best")
+                        f"{range_test.MIN_STEPS}, at most {range_test.MAX_STEPS}); the test "
+                        f"stops early once the smoothed loss is over {range_test.DIVERGED:g}x "
+                        f"its best")
     g.add_argument("--rule", choices=list(range_test.RULES), default="steepest",
                    help="how the rate is read from the curve: steepest (default; the steepest "
                         "descent of the smoothed loss) or minimum (the smoothed loss's "

@@ -1,0 +1,146 @@
+"""Files from elsewhere cannot take the host's memory: an image that declares more pixels than
+the limit is refused on its header before any pixel is decoded, on every path that decodes
+photos (the data check, conversion, predict and explain); integer CSV labels cannot size a
+class list far past the labels given; the shuffle buffer holds no more than the split. Each
+runs under a memory cap, so a regression fails rather than exhausting the host."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from corolla import config
+from corolla.errors import UserError
+from helpers.processes import run_capped
+
+
+def _png_header(path: Path, width: int, height: int) -> Path:
+    """A small PNG file that declares `width` x `height` RGB pixels (its data a few rows): what
+    a decompression bomb shows before it is decoded."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data)))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+                     + chunk(b"IDAT", zlib.compress(b"\0" * 4096)) + chunk(b"IEND", b""))
+    return path
+
+
+@pytest.fixture
+def bomb_folder(photos, tmp_path) -> Path:
+    """Two real photos of a class and, beside them, a 0.x kB PNG declaring 31000 x 31000."""
+    root, _ = photos
+    folder = tmp_path / "photos" / "aster"
+    folder.mkdir(parents=True)
+    for name in ("00.jpg", "04.jpg"):
+        shutil.copy(root / "aster" / name, folder / name)
+    _png_header(folder / "bomb.png", 31_000, 31_000)
+    _png_header(folder / "large.png", 10_000, 10_000)  # 100 megapixels
+    return folder.parent
+
+
+def _ok(result) -> dict:
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_every_photo_path_refuses_an_image_over_the_limit_on_its_header(bomb_folder):
+    """961 megapixels would be 3.8 GB decoded: with 1 GiB left, each path says why it
+    skips the file, and reads the real photos beside it."""
+    bomb = bomb_folder / "aster" / "bomb.png"
+    found = _ok(run_capped(f"""
+import json
+from corolla.data import convert, photos, survey
+result = survey.survey({str(bomb_folder)!r}, log=lambda *a: None)
+errors = {{e.id: e.error for e in result.entries}}
+images, failed = photos.read_many([{str(bomb)!r}, {str(bomb_folder / 'aster/00.jpg')!r}], 64)
+try:
+    convert.open_rgb({str(bomb)!r}, 64)
+    opened = "decoded"
+except ValueError as e:
+    opened = str(e)
+print(json.dumps({{"survey": errors, "read": len(images), "failed": list(failed.values()),
+                  "open_rgb": opened}}))
+""", gib=1, setup="import tensorflow"))
+    over = "31000x31000 is 961 megapixels, over the limit of 200"
+    assert [e for i, e in found["survey"].items() if i.endswith("bomb.png")] == [
+        f"{over} (--max-megapixels)"]
+    assert [e for i, e in found["survey"].items() if i.endswith(".jpg")] == ["", ""] or \
+        [e for i, e in found["survey"].items() if i.endswith(".jpg")] == [None, None]
+    assert found["read"] == 1 and len(found["failed"]) == 1 and over in found["failed"][0]
+    assert over in found["open_rgb"]
+
+
+def test_the_data_check_and_conversion_honour_a_lower_limit_before_decoding(bomb_folder):
+    """--max-megapixels 50: the 100-megapixel PNG is skipped by the check that runs before a
+    conversion as by the conversion, both on its header (1 GiB left: 400 MB decoded would pass
+    it, the limit is what stops it)."""
+    large = bomb_folder / "aster" / "large.png"
+    found = _ok(run_capped(f"""
+import json
+from corolla.data import convert, survey
+result = survey.survey({str(bomb_folder)!r}, log=lambda *a: None, max_megapixels=50)
+try:
+    convert.open_rgb({str(large)!r}, 64, 50)
+    opened = "decoded"
+except ValueError as e:
+    opened = str(e)
+print(json.dumps({{"survey": {{e.id: e.error for e in result.entries}}, "open_rgb": opened}}))
+""", gib=1, setup="import tensorflow"))
+    over = "10000x10000 is 100 megapixels, over the limit of 50"
+    assert [e for i, e in found["survey"].items() if i.endswith("large.png")] == [
+        f"{over} (--max-megapixels)"]
+    assert over in found["open_rgb"]
+
+
+def test_integer_labels_far_past_their_count_are_one_line(tmp_path, photos):
+    """Labels 0 and 1000000000 would make a billion classes (5 GB of names): one line, under a
+    512 MiB cap; labels in the competition's 104 classes, with gaps, are kept as they are."""
+    root, _ = photos
+    image, other = root / "aster" / "00.jpg", root / "aster" / "04.jpg"
+    table = tmp_path / "labels.csv"
+    table.write_text(f"path,label\n{image},0\n{other},1000000000\n")
+    result = run_capped(f"""
+from corolla.data import sources
+from corolla.errors import UserError
+try:
+    sources.scan_csv({str(table)!r})
+except UserError as e:
+    print(e)
+""", gib=0.5)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == (
+        f"label 1000000000 in labels.csv, but only 2 distinct labels: integer labels number the "
+        f"classes from 0, so give class names as labels or list the classes in "
+        f"{tmp_path / 'classes.txt'}")
+    from corolla.data import sources
+
+    table.write_text(f"path,label\n{image},103\n{other},4\n")
+    assert len(sources.scan_csv(table).class_names) == 104
+    table.write_text(f"path,label\n{image},0\n{other},2999\n")  # 3,000 classes, 2 given
+    with pytest.raises(UserError, match="label 2999 in labels.csv, but only 2 distinct"):
+        sources.scan_csv(table)
+    table.write_text(f"path,label\n{image},{'9' * 5000}\n")  # more digits than int() reads
+    with pytest.raises(UserError, match="label 99999999999999999999 in labels.csv"):
+        sources.scan_csv(table)
+
+
+def test_a_shuffle_buffer_past_the_split_holds_only_the_split(tiny_petals):
+    """TensorFlow reserves a shuffle buffer whole: a billion slots (24 GB) with 4 GiB left
+    train as the split's 64 would; the config refuses more than a million in one line."""
+    result = run_capped(f"""
+from corolla.data import datasets, pipeline
+split = datasets.open_data({str(tiny_petals)!r}).split("train")
+ds = pipeline.train_dataset(split, 32, 8, epoch_examples=16, shuffle_buffer=10**9)
+print(sum(int(images.shape[0]) for images, _ in ds.take(2)))
+""", gib=4, setup="import tensorflow")
+    assert result.returncode == 0 and result.stdout.strip().endswith("16"), result.stderr[-2000:]
+    with pytest.raises(UserError, match=r"data.shuffle_buffer must be at most 1000000, got "
+                                        r"1000000000000"):
+        config.load(overrides={"data.shuffle_buffer": 10**12})
