@@ -144,3 +144,35 @@ print(sum(int(images.shape[0]) for images, _ in ds.take(2)))
     with pytest.raises(UserError, match=r"data.shuffle_buffer must be at most 1000000, got "
                                         r"1000000000000"):
         config.load(overrides={"data.shuffle_buffer": 10**12})
+
+
+def _declaring(jpeg: bytes, width: int, height: int) -> bytes:
+    """The JPEG with its frame header (SOF0) declaring `width` x `height`; its data unchanged."""
+    at = jpeg.index(b"\xff\xc0") + 5  # marker, length (2), precision (1), then height, width
+    return jpeg[:at] + struct.pack(">HH", height, width) + jpeg[at + 4:]
+
+
+def test_a_record_whose_jpeg_declares_a_giant_size_is_refused_before_decoding(tmp_path):
+    """In the records, a JPEG's header is checked against the folder's size before the image
+    is decoded: 60000 x 60000 (10 GB decoded) is the one-line data error, with 1 GiB left."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (32, 32), (10, 200, 30)).save(buffer, format="JPEG")
+    (tmp_path / "right.jpg").write_bytes(buffer.getvalue())
+    (tmp_path / "giant.jpg").write_bytes(_declaring(buffer.getvalue(), 60000, 60000))
+    result = run_capped(f"""
+import tensorflow as tf
+from corolla.data import records
+for name in ("right.jpg", "giant.jpg"):
+    try:
+        jpeg = tf.io.read_file({str(tmp_path)!r} + "/" + name)
+        print(records.decode_image(jpeg, 32).shape)
+    except tf.errors.InvalidArgumentError as e:
+        print(e.message.splitlines()[0][:200])
+""", gib=1, setup="import tensorflow")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "(32, 32, 3)" and "an image in the records is not 32x32" in lines[1], lines

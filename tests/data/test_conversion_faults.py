@@ -70,7 +70,7 @@ def test_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys):
 @pytest.mark.slow
 def test_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
     """Pillow would drop a 400-megapixel photo as a 'decompression bomb'; Corolla reads images
-    up to --max-megapixels (1000 by default) and skips larger ones, listed, with the setting."""
+    up to --max-megapixels (200 by default) and skips larger ones, listed, with the setting."""
     from PIL import Image
 
     from corolla.data import convert

@@ -104,6 +104,20 @@ def scaled_decode(jpeg: tf.Tensor, image_size: int,
                             tf.image.extract_jpeg_shape(jpeg)[:2]), whole)
 
 
+def _not_stored(stored: int) -> str:
+    return (f"{DATA_ERROR}: an image in the records is not {stored}x{stored}; the images under "
+            f"tfrecords-jpeg-{stored}x{stored}/ must all be that size")
+
+
+def _declares(jpeg: tf.Tensor, stored: int) -> tf.Tensor:
+    """False for a JPEG whose header declares another size than `stored`: found before it is
+    decoded, since a header may declare 65535 x 65535 pixels (12 GB decoded) in a few bytes.
+    Other formats are checked once decoded."""
+    return tf.cond(tf.equal(tf.strings.substr(jpeg, 0, 2), _MAGIC[0]),
+                   lambda: tf.reduce_all(tf.equal(tf.image.extract_jpeg_shape(jpeg)[:2], stored)),
+                   lambda: tf.constant(True))
+
+
 def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None,
                  decode=None, stored_size: int = 0) -> tf.Tensor:
     """JPEG bytes -> uint8 [S, S, 3] with a static shape (TPUs need one). The records hold
@@ -120,6 +134,7 @@ def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None,
             f"{DATA_ERROR}: ", *where, " holds no image: its bytes do not start like a JPEG "
             f"(nor like another format TensorFlow decodes); {SKIP_HINT}"]))
     stored = stored_size or image_size
+    checks.append(tf.debugging.Assert(_declares(jpeg, stored), [_not_stored(stored)]))
     with tf.control_dependencies(checks):
         if decode is None and stored == image_size:
             image = tf.io.decode_jpeg(jpeg, channels=3)
@@ -128,10 +143,7 @@ def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None,
             image, size = scaled_decode(jpeg, image_size, stored)
         else:
             image, size = decode(jpeg), tf.image.extract_jpeg_shape(jpeg)[:2]
-    check = tf.debugging.Assert(
-        tf.reduce_all(tf.equal(size, stored)),
-        [f"{DATA_ERROR}: an image in the records is not {stored}x{stored}; the images "
-         f"under tfrecords-jpeg-{stored}x{stored}/ must all be that size"])
+    check = tf.debugging.Assert(tf.reduce_all(tf.equal(size, stored)), [_not_stored(stored)])
     with tf.control_dependencies([check]):
         return tf.ensure_shape(tf.identity(image), [image_size, image_size, 3])
 
