@@ -75,13 +75,17 @@ def test_pip_install_beside_tensorflow_cpu_keeps_one_tensorflow(tmp_path, source
 
 def test_the_readmes_set_up_command_on_a_fresh_machine(tmp_path, source):
     """`pip install ".[tensorflow]"` in an empty environment: one TensorFlow, the full build,
-    and the demo's command line works (`corolla demo --tiny`, a few seconds of training)."""
+    keras-hub for the default CPU fine-tune (`cpu-finetune`'s EfficientNet-Lite0), and the
+    demo's command line works (`corolla demo --tiny`, a few seconds of training)."""
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", venv)
     python, corolla = venv / "bin" / "python", venv / "bin" / "corolla"
     _run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
          f"{source}[tensorflow]")
     assert _tensorflows(python) == ["tensorflow"]
+    listed = json.loads(_run(python, "-m", "pip", "list", "--format", "json").stdout)
+    hub = {p["name"].lower().replace("_", "-"): p["version"] for p in listed}.get("keras-hub")
+    assert hub and tuple(int(p) for p in hub.split(".")[:2]) >= (0, 32), hub
     demo = subprocess.run([str(corolla), "demo", "--tiny"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=900, check=False,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})

@@ -136,7 +136,9 @@ def test_report_renders_in_a_headless_browser(tiny_run_copy, tmp_path):
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         if os.environ.get("CI"):
             pytest.fail("CI must render the report: install chromium and chromium-driver")
-        pytest.skip("no /usr/bin/chromium and /usr/bin/chromedriver")
+        pytest.skip("no /usr/bin/chromium and /usr/bin/chromedriver: on Debian or Ubuntu, "
+                    "`sudo apt-get install chromium chromium-driver` (as .ci/run does; see "
+                    "docs/contributing.md) renders report.html in this test")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -1,0 +1,110 @@
+"""The documentation's references are generated from the code (docs/gen_reference.py, an MkDocs
+hook) and miss nothing: every flag of every command's parser, every config key of the schema
+with its default. And the README stays a quick start: its set-up commands on the first screen,
+the test command the one .ci/run runs, its links into docs/ resolving. Fast, no network, no
+MkDocs needed (`mkdocs build --strict` in .ci/run renders the pages)."""
+
+import argparse
+import dataclasses
+import importlib.util
+import re
+
+import pytest
+
+from corolla import cli
+from corolla.config import schema
+from helpers.processes import REPO
+
+README = REPO / "README.md"
+SET_UP = 'pip install ".[tensorflow]" && corolla demo'
+TESTS = 'pip install -e ".[test]" && python -m pytest'
+
+
+@pytest.fixture(scope="module")
+def reference():
+    path = REPO / "docs" / "gen_reference.py"
+    spec = importlib.util.spec_from_file_location("gen_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def pages(reference):
+    return reference.pages()
+
+
+def _sections(page: str) -> dict[str, str]:
+    """'corolla train' -> its section of the commands page."""
+    parts = re.split(r"^## (corolla [a-z -]+)$", page, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser, nested ones (bench data) included, walked here on their own."""
+    found = {}
+
+    def walk(parser, prefix):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found[f"{prefix}{name}"] = sub
+                    walk(sub, f"{prefix}{name} ")
+
+    walk(cli.build_parser(), "corolla ")
+    return found
+
+
+def test_every_command_and_flag_is_in_the_commands_reference(pages, reference):
+    sections = _sections(pages[reference.COMMANDS_PAGE])
+    parsers = _parsers()
+    assert set(parsers) == set(sections), set(parsers) ^ set(sections)
+    assert {f"corolla {name}" for name in cli.COMMANDS} <= set(sections)
+    for name, parser in parsers.items():
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            for flag in action.option_strings:
+                assert f"`{flag}`" in sections[name], (name, flag)
+            if not action.option_strings:  # a positional, by its name
+                assert f"| {action.dest} |" in sections[name], (name, action.dest)
+            if action.help and action.help != argparse.SUPPRESS:  # its help text, laid flat
+                first = reference._cell(" ".join(action.help.split())[:30].split("%")[0])
+                assert first in sections[name], (name, action.dest, first)
+
+
+def test_every_config_key_is_in_the_config_reference(pages, reference):
+    page = pages[reference.CONFIG_PAGE]
+    config = schema.RunConfig()
+    for section in dataclasses.fields(config):
+        assert f"## [{section.name}]" in page
+        for field in dataclasses.fields(getattr(config, section.name)):
+            key = f"{section.name}.{field.name}"
+            rows = [line for line in page.splitlines() if line.startswith(f"| `{key}` |")]
+            assert len(rows) == 1, key
+            default = getattr(getattr(config, section.name), field.name)
+            shown = reference._toml(default)
+            assert f"`{shown}`" in rows[0], (key, shown, rows[0])
+    # The ranges are read from the rule that enforces them: one of them, as a sample.
+    epochs = next(line for line in page.splitlines() if line.startswith("| `train.epochs` |"))
+    assert f"1 to {schema.MAX_EPOCHS}" in epochs and "`--epochs`" in epochs
+    backend = next(line for line in page.splitlines() if line.startswith("| `runtime.backend`"))
+    assert all(f"`{choice}`" in backend for choice in schema.BACKENDS)
+
+
+def test_the_references_are_deterministic(reference):
+    assert reference.pages() == reference.pages()
+
+
+def test_the_readme_is_a_quick_start():
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= 200, len(lines)
+    first_screen = "\n".join(lines[:30])
+    assert SET_UP in first_screen and TESTS in first_screen
+    assert "../shared" not in text  # a user has no ../shared
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert TESTS in ci  # CI runs the README's test command verbatim
+    assert "mkdocs build --strict" in ci
+    for target in re.findall(r"\]\((docs/[^)#\s]+)", text):
+        assert (REPO / target).is_file(), target
