@@ -3,7 +3,9 @@ package or an unreachable MLflow server is one line, in seconds, before a run fo
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -211,3 +213,37 @@ def _config(tmp_path, line):
     path = tmp_path / "c.toml"
     path.write_text(f"[output]\n{line}\n")
     return path
+
+
+_START_MLFLOW = """
+import sys
+from pathlib import Path
+from corolla import config
+from corolla.runs import tracking
+runs = Path(sys.argv[1])
+cfg = config.load(overrides={"output.runs_dir": str(runs), "output.track": "mlflow",
+                             "output.name": "q"})
+tracking.check("mlflow", runs)
+(runs / "q").mkdir(parents=True)
+tracking.start(cfg, runs / "q", resume=False, log=print)
+tracking.finish(runs / "q")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("asked", [False, True])
+def test_mlflows_store_set_up_lines_show_only_when_asked_for(tmp_path, asked):
+    """A fresh interpreter (MLflow configures its logging at import): making the local store
+    logs "Creating initial MLflow database tables..." at INFO, kept off unless the user asked
+    for MLflow's logs."""
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_LOGGING_LEVEL"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    if asked:
+        env["MLFLOW_LOGGING_LEVEL"] = "INFO"
+    result = subprocess.run([sys.executable, "-c", _START_MLFLOW, str(tmp_path / "runs")],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "tracking with MLflow" in result.stdout
+    assert ("Creating initial MLflow database tables" in result.stderr) == asked, result.stderr
+    if not asked:
+        assert " INFO " not in result.stderr, result.stderr

@@ -29,6 +29,7 @@ default) neither is ever imported.
 from __future__ import annotations
 
 import contextlib
+import logging
 import netrc
 import os
 import shutil
@@ -399,6 +400,7 @@ def _import(kind: str):
     try:
         if kind == MLFLOW:
             import mlflow
+            _quiet_mlflow_logs()
             return mlflow
         import wandb
         return wandb
@@ -424,6 +426,7 @@ def _mlflow_client(runs_dir):
     import mlflow
 
     _bound_mlflow_http()
+    _quiet_mlflow_logs()
     uri, local = _mlflow_uri(runs_dir)
     if local:
         Path(runs_dir).mkdir(parents=True, exist_ok=True)
@@ -448,6 +451,22 @@ def _mlflow_experiment(client, runs_dir, local: bool) -> str:
         return client.create_experiment(name, artifact_location=where)
     except MlflowException:  # made meanwhile by another run
         return client.get_experiment_by_name(name).experiment_id
+
+
+# MLflow's INFO lines about its store ("Creating initial MLflow database tables...", alembic's
+# migrations): MLflow's own stderr handler would print them among Corolla's lines.
+_MLFLOW_CHATTER = ("mlflow.store.db.utils", "alembic")
+
+
+def _quiet_mlflow_logs() -> None:
+    """Keeps MLflow's store set-up (INFO) off the terminal; its warnings still show. Left alone
+    when the user asked for MLflow's logs (MLFLOW_LOGGING_LEVEL) or set those loggers' level."""
+    if os.environ.get("MLFLOW_LOGGING_LEVEL"):
+        return
+    for name in _MLFLOW_CHATTER:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
 
 
 def _bound_mlflow_http() -> None:
