@@ -22,6 +22,7 @@ CLI calls as well, with the same one-line errors (a `UserError`) for bad input.
 
 from __future__ import annotations
 
+import contextlib
 from html import escape
 from pathlib import Path
 
@@ -43,6 +44,15 @@ from corolla.runtime import tflog
 
 # What evaluate and predict take: the machine's runtime and the inference batch.
 _INFERENCE = ("runtime.", "train.batch_size", "train.global_batch_size")
+
+
+@contextlib.contextmanager
+def _command():
+    """What every call below runs under, as the CLI's commands do: TensorFlow's C++ start-up
+    lines kept off the notebook (whichever call first imports it) and library errors as one
+    `UserError`."""
+    with tflog.quiet_tensorflow(), as_user_errors():
+        yield
 
 
 class Report:
@@ -85,7 +95,7 @@ class Run:
         macro F1 into bias.json). `runtime`: backend, strategy, precision, batch_size,
         global_batch_size."""
         flags, names = from_keywords(runtime, "Run.evaluate()", _INFERENCE)
-        with tflog.quiet_tensorflow(), as_user_errors():
+        with _command():
             return evaluate.evaluate(self.path, flags, names, data=_text(data), out=out,
                                      tta=tta, fit_bias=fit_bias)
 
@@ -96,7 +106,7 @@ class Run:
         "fitted": decided with the offsets of `evaluate(fit_bias=True)`) and returns its
         path."""
         flags, names = from_keywords(runtime, "Run.predict()", _INFERENCE)
-        with tflog.quiet_tensorflow(), as_user_errors():
+        with _command():
             return predict.predict(self.path, flags, names, data=_text(data), out=out,
                                    force=force, tta=tta, bias=bias)
 
@@ -107,7 +117,7 @@ class Run:
         folders and CSVs of paths), as `corolla predict RUN PATH...`: one dict a photo,
         {"path", "top": [{"class", "label", "probability"}, ...]}."""
         flags, names = from_keywords(runtime, "Run.predict_photos()", _INFERENCE)
-        with as_user_errors():
+        with _command():
             return predict.predict_photos(self.path, photos, flags, names,
                                           top=top_k, out=out, as_json=json, strict=strict,
                                           force=force, tta=tta, bias=bias)
@@ -116,7 +126,7 @@ class Run:
                quantize: str = "none", check_images: int = 64) -> Path:
         """The model for deployment, as `corolla export`: `format` savedmodel, tflite or
         onnx (`quantize`: none, dynamic or float16, tflite only); returns the folder."""
-        with as_user_errors():
+        with _command():
             return export.export(self.path, format, out=out, quantize=quantize,
                                  check_images=check_images)
 
@@ -126,13 +136,14 @@ class Run:
         `corolla explain`; returns the files written."""
         images = [images] if isinstance(images, (str, Path)) else list(images)
         flags, names = from_keywords(runtime, "Run.explain()", _INFERENCE)
-        with as_user_errors():
+        with _command():
             return explain.explain(self.path, [str(i) for i in images], flags, names, out=out,
                                    force=force)
 
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""
-        return Report(report.report(self.path))
+        with _command():
+            return Report(report.report(self.path))
 
     def _repr_html_(self) -> str:
         if self.metrics is None:
@@ -161,7 +172,7 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     splits (the data check before training) are an error; `keywords`: the command line's flags
     by their Python names (data=, model=, epochs=, time="10m" instead of epochs=, ...)."""
     flags, names = from_keywords(keywords, "corolla.train()")
-    with tflog.quiet_tensorflow(), as_user_errors():
+    with _command():
         run_dir, _ = train_command.train(_text(config), flags, names, resume=resume, log=log,
                                          strict=strict)
     return Run(run_dir) if run_dir is not None else None
@@ -178,7 +189,7 @@ def lr_find(config: str | Path | None = None, start: float = range_test.START,
     made; `corolla.train(..., learning_rate="find")` trains at the suggestion."""
     flags, names = from_keywords(keywords, "corolla.lr_find()")
     names.update({key: f"{key}=" for key in ("start", "end", "steps", "rule", "out")})
-    with tflog.quiet_tensorflow(), as_user_errors():
+    with _command():
         return lr_find_command.lr_find(_text(config), flags, names,
                                        RangeSettings(start, end, steps, rule), out=out, log=log)
 
@@ -189,7 +200,7 @@ def check_data(data: str | Path, out: str | Path | None = None, strict: bool = F
     class counts and imbalance, image sizes, images that do not decode), prints the table and
     returns everything found (`out`: also written to that new JSON file; `strict`: copies
     across splits are an error)."""
-    with tflog.quiet_tensorflow(), as_user_errors():
+    with _command():
         return check_command.check_data(str(data), out=out, strict=strict, log=log)
 
 

@@ -68,6 +68,26 @@ def test_the_python_api_in_a_fresh_interpreter_prints_no_tensorflow_lines(tmp_pa
 
 
 @pytest.mark.slow
+def test_a_runs_methods_in_a_fresh_interpreter_print_no_tensorflow_lines(tiny_run, tmp_path):
+    """open_run(...).predict_photos() imports TensorFlow first in this process: before, it
+    printed TensorFlow's 9 start-up lines (absl's banner, oneDNN, CUDA) where train() and
+    evaluate() printed none."""
+    from PIL import Image
+
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (40, 30), (200, 40, 90)).save(photo)
+    code = ("import corolla\n"
+            f"rows = corolla.open_run({str(tiny_run)!r}).predict_photos({str(photo)!r}, "
+            "top_k=2)\n"
+            "print('TOP', rows[0]['top'][0]['class'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=300, check=False, cwd=tmp_path)
+    assert "TOP " in result.stdout, result.stderr
+    assert tensorflow_lines(result.stderr) == [], result.stderr
+
+
+@pytest.mark.slow
 def test_a_user_error_after_tensorflow_loaded_is_one_line(tmp_path):
     result = corolla("train", "--data", str(tmp_path / "nonexistent"))
     assert result.returncode == 2
