@@ -114,10 +114,11 @@ def fragment(src: Sources | str | Path) -> str:
         src = sources(src)
     parts = [f"<style>{_CSS}</style>",
              f"<h1>Corolla {src.kind} report: {_e(src.folder.resolve().name)}</h1>",
-             _header(src), _metrics(src.metrics)]
+             _header(src), _metrics(src.metrics), _limits(src.run_dir),
+             _per_class(src.metrics)]
     if src.kind == "ensemble":
         parts.append(_members(src.metrics))
-    parts += [_pictures(src.folder), _per_class(src.metrics)]
+    parts.append(_pictures(src.folder))
     parts += [_label_review(src.folder), _data_check(src.run_dir)]
     if src.run_dir is not None:
         parts += [_timings(src), _plan(src.run_dir), _config(src.run_dir)]
@@ -148,7 +149,7 @@ def _table(header: list[str], rows: list[list], numeric_from: int = 1) -> str:
     body = "".join("<tr>" + "".join(
         f'<td class="{"num" if i >= numeric_from else "txt"}">{_e(cell)}</td>'
         for i, cell in enumerate(row)) + "</tr>\n" for row in rows)
-    return (f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}'
+    return (f'<div class="wide"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}'
             f"</tbody>\n</table></div>")
 
 
@@ -207,6 +208,53 @@ def _pictures(folder: Path) -> str:
         figures.append(f'<figure><img src="data:image/png;base64,{data}" alt="{_e(caption)}">'
                        f"<figcaption>{_e(caption)} ({_e(path.name)})</figcaption></figure>")
     return "<h2>Pictures</h2>\n" + "\n".join(figures)
+
+
+# Below this many training photos a class, its scores rest on too few examples to learn from.
+FEW_PHOTOS = 10
+
+
+def _limits(run_dir: Path | None) -> str:
+    """Where the data, not the model, bounds the score, with the measured figures: training
+    photos smaller than the model's input (upscaling adds no detail) and classes with few
+    training photos. From data_check.json and config.toml; nothing when neither shows."""
+    path = None if run_dir is None else run_dir / paths.DATA_CHECK
+    if path is None or not path.is_file():
+        return ""
+    splits = read_json(path, "train the run again to check its data, or remove the file").get(
+        "splits", {})
+    train = splits.get("train") if isinstance(splits, dict) else None
+    if not isinstance(train, dict):
+        return ""
+    found = []
+    input_size = _number_of(_read_config(run_dir).get("model input size"))
+    sides = [_number_of(train.get(k, {}).get("median")) if isinstance(train.get(k), dict)
+             else None for k in ("width", "height")]
+    if input_size and all(sides) and min(sides) < input_size:
+        size = f"{sides[0]:g} px" if sides[0] == sides[1] else f"{sides[0]:g} x {sides[1]:g} px"
+        found.append(f"The training photos are {size} (median), smaller than the model's "
+                     f"{input_size:g} px input: enlarging them adds no detail.")
+    counts = train.get("classes", {})
+    if isinstance(counts, dict) and counts:
+        few = sorted((n, name) for name, n in counts.items()
+                     if isinstance(n, int) and n < FEW_PHOTOS)
+        if few:
+            fewest = ", ".join(f"{str(name).strip()} ({n})" for n, name in few[:5])
+            found.append(f"{len(few)} of {len(counts)} classes have fewer than {FEW_PHOTOS} "
+                         f"training photos (fewest: {fewest}): their scores rest on a few "
+                         f"examples.")
+    if not found:
+        return ""
+    return ("<h3>What limits the score</h3>\n"
+            + "".join(f'<p class="note">{_e(line)}</p>\n' for line in found))
+
+
+def _number_of(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
 
 
 def _per_class(m: dict) -> str:
@@ -323,6 +371,9 @@ def _timings(src: Sources) -> str:
     end = _when(finished.read_text()) if finished.is_file() else None
     if end is not None:
         rows.append(["run finished", end.strftime("%Y-%m-%dT%H:%M:%S%z")])
+    # In the order they happened (an evaluation run again after the finish comes last); a
+    # time that does not parse keeps its place after those that do.
+    rows.sort(key=_in_time_order)
     start = _when(sessions[0].get("started", "")) if sessions else None
     if start is not None and src.kind == "run":
         stop, what = (end, "finish") if end is not None else (evaluated, "evaluation")
@@ -334,8 +385,19 @@ def _timings(src: Sources) -> str:
         header = list(history[0])
         text += (f"<h3>Training history ({len(history)} epoch{'s' * (len(history) != 1)}, "
                  f"history.csv)</h3>\n"
-                 + _table(header, [[_number(r[k]) for k in header] for r in history]))
+                 + _table([HISTORY_LABELS.get(k, k) for k in header],
+                          [[_number(r[k]) for k in header] for r in history]))
     return text
+
+
+# history.csv's columns whose name alone misleads: `seconds` is the training time so far, not
+# the epoch's.
+HISTORY_LABELS = {"seconds": "seconds (cumulative)"}
+
+
+def _in_time_order(row: list) -> tuple:
+    when = _when(str(row[1]))
+    return (0, when.timestamp()) if when is not None else (1, 0.0)
 
 
 def _history(run_dir: Path) -> list[dict]:
@@ -384,6 +446,15 @@ def _plan_of(session: dict) -> dict:
 
 def _config_values(run_dir: Path) -> dict:
     """A few headline settings of the run (the whole config.toml is shown further down)."""
+    found = _read_config(run_dir)
+    for key in ("data image size", "model input size"):
+        if key in found:
+            found[key] = f"{found[key]} px"
+    return found
+
+
+def _read_config(run_dir: Path) -> dict:
+    """The headline settings as config.toml holds them (sizes as numbers)."""
     try:
         cfg = tomllib.loads((run_dir / paths.CONFIG).read_text())
     except (OSError, tomllib.TOMLDecodeError):
@@ -393,8 +464,7 @@ def _config_values(run_dir: Path) -> dict:
     # made before it was resolved means the data's).
     input_size = cfg.get("model", {}).get("input_size") or data_size
     found = {"model": cfg.get("model", {}).get("name"),
-             "data image size": f"{data_size} px" if data_size else None,
-             "model input size": f"{input_size} px" if input_size else None,
+             "data image size": data_size or None, "model input size": input_size or None,
              "epochs": cfg.get("train", {}).get("epochs")}
     return {k: v for k, v in found.items() if v is not None}
 
@@ -410,9 +480,11 @@ _CSS = """
 .corolla-report h1 { font-size: 1.6em; border-bottom: 2px solid #2f6db5; padding-bottom: 6px; }
 .corolla-report h2 { font-size: 1.25em; margin-top: 1.6em; color: #2f6db5; }
 .corolla-report h3 { font-size: 1.05em; margin-top: 1.2em; }
-.corolla-report .scroll { max-width: 100%; overflow-x: auto; }
-.corolla-report table { border-collapse: collapse; margin: 8px 0; font-size: 0.92em; }
-.corolla-report th, .corolla-report td { border: 1px solid #d5dbe3; padding: 3px 9px; }
+.corolla-report .wide { max-width: 100%; }
+.corolla-report table { border-collapse: collapse; margin: 8px 0; font-size: 0.92em;
+  max-width: 100%; table-layout: auto; }
+.corolla-report th, .corolla-report td { border: 1px solid #d5dbe3; padding: 3px 9px;
+  overflow-wrap: anywhere; word-break: break-word; }
 .corolla-report thead th { background: #eef3f9; text-align: left; }
 .corolla-report table.facts th { text-align: left; background: #f6f8fb; font-weight: 600; }
 .corolla-report td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -420,7 +492,7 @@ _CSS = """
 .corolla-report img { max-width: 100%; height: auto; border: 1px solid #d5dbe3; }
 .corolla-report figcaption { font-size: 0.85em; color: #555; }
 .corolla-report pre { background: #f6f8fb; border: 1px solid #d5dbe3; padding: 8px;
-  overflow-x: auto; font-size: 0.88em; }
+  white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.88em; }
 .corolla-report .note { color: #8a5a00; }
 .corolla-report .foot { margin-top: 2em; font-size: 0.8em; color: #777; }
 """
