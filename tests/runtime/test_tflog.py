@@ -192,3 +192,22 @@ def test_drop_noise_keeps_every_other_byte():
                   b"_MISMATCH\n", b"Traceback (most recent call last):\n", b"\n", b"tail"]
     assert tflog.drop_noise(b"".join(known[:2] + kept[:2] + known[2:] + kept[2:])) == \
         b"".join(kept)
+
+
+@pytest.mark.slow
+def test_tensorflows_python_info_lines_stay_off_in_an_interactive_shell():
+    """Jupyter is an interactive shell (`sys.ps1`), where TensorFlow's Python logger starts at
+    INFO on stdout: a notebook's export printed "INFO:tensorflow:Assets written to" twice."""
+    code = ("import sys\n"
+            "sys.ps1 = '>>> '\n"
+            "from corolla.runtime import tflog\n"
+            "with tflog.quiet_tensorflow_import():\n"
+            "    import tensorflow as tf\n"
+            "tf.get_logger().info('an info line')\n"
+            "tf.get_logger().warning('a warning line')\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "an info line" not in result.stdout + result.stderr
+    assert "WARNING:tensorflow:a warning line" in result.stdout + result.stderr

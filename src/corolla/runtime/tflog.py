@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.util
+import logging
 import os
 import re
 import subprocess
@@ -189,6 +190,18 @@ class _FilteredLoader(importlib.abc.Loader):
         module.__loader__ = module.__spec__.loader = self.loader
         with filtered_stderr():
             self.loader.exec_module(module)
+        if module.__name__ == "tensorflow":
+            python_logs_at_warning(module)
+
+
+def python_logs_at_warning(tensorflow) -> None:
+    """In an interactive shell (Jupyter, where `sys.ps1` is set) TensorFlow's Python logger
+    starts at INFO and prints to stdout ("INFO:tensorflow:Assets written to: ..." on every
+    export); elsewhere it shows warnings only. Made the same everywhere: warnings only."""
+    with contextlib.suppress(Exception):  # an older or stripped TensorFlow: left as it is
+        logger = tensorflow.get_logger()  # configures it, as its first use would
+        if logger.level == logging.INFO:
+            logger.setLevel(logging.WARNING)
 
 
 def _replay() -> None:
