@@ -18,7 +18,8 @@ ATTACK = '<script>alert(1)</script><img src=x onerror="alert(2)">'
 
 # Every element the report writes itself; anything else came from a file.
 OWN_TAGS = {"div", "style", "h1", "h2", "h3", "p", "table", "thead", "tbody", "tr", "th", "td",
-            "pre", "figure", "img", "figcaption", "html", "head", "body", "meta", "title"}
+            "pre", "figure", "img", "figcaption", "html", "head", "body", "meta", "title",
+            "wbr"}
 
 
 class _Elements(HTMLParser):

@@ -40,7 +40,8 @@ def _run(folder, *, photo_size=(128, 128), input_size=224, counts=None, evaluate
         {"started": _stamp(START), "plan": {"backend": "tensorflow"}},
         {"started": _stamp(START + timedelta(seconds=100)), "plan": {"backend": "tensorflow"}}]}))
     (folder / paths.FINISHED).write_text(_stamp(START + timedelta(seconds=200)) + "\n")
-    (folder / paths.HISTORY).write_text("epoch,loss,seconds\n1,1.2,50.5\n2,0.9,101.0\n")
+    (folder / paths.HISTORY).write_text("epoch,loss,seconds,val_f1_macro\n"
+                                        "1,1.2,50.5,0.4\n2,0.9,101.0,0.5\n")
     width, height = photo_size
     size = {"min": min(photo_size), "median": width, "max": max(photo_size)}
     (folder / paths.DATA_CHECK).write_text(json.dumps({
@@ -87,7 +88,8 @@ def test_an_evaluation_before_the_finish_is_listed_before_it(tmp_path):
 def test_the_history_seconds_column_says_it_is_cumulative(tmp_path):
     page = _page(_run(tmp_path / "run"))
     history = page.split("Training history (2 epochs")[1].split("</thead>")[0]
-    assert re.findall(r"<th>([^<]*)</th>", history) == ["epoch", "loss", "seconds (cumulative)"]
+    assert re.findall(r"<th>(.*?)</th>", history) == [
+        "epoch", "loss", "seconds (cumulative)", "val_<wbr>f1_<wbr>macro"]
 
 
 def test_photos_smaller_than_the_models_input_are_named_with_their_sizes(tmp_path):
@@ -116,4 +118,16 @@ def test_wide_tables_and_the_config_wrap_instead_of_scrolling(tmp_path):
     assert "overflow-x" not in page
     assert re.search(r"\.corolla-report th, \.corolla-report td \{[^}]*overflow-wrap: anywhere",
                      page)
+    assert re.search(r"\.corolla-report td\.num \{[^}]*white-space: nowrap", page)  # no 0.93 / 98
+    assert "<th>val_<wbr>f1_<wbr>macro</th>" in page  # a header breaks between words
     assert re.search(r"\.corolla-report pre \{[^}]*white-space: pre-wrap", page)
+
+
+def test_the_plan_has_a_row_a_setting_and_a_column_a_session(tmp_path):
+    page = _page(_run(tmp_path / "run"))
+    plan = page.split("<h2>Hardware plan (plan.json)</h2>")[1].split("</table>")[0]
+    assert re.findall(r"<th>([^<]*)</th>", plan) == [
+        "setting", f"session 1, started {_stamp(START)}",
+        f"session 2, started {_stamp(START + timedelta(seconds=100))}"]
+    assert '<td class="txt">backend</td><td class="txt">tensorflow</td>' \
+        '<td class="txt">tensorflow</td>' in plan

@@ -144,8 +144,9 @@ def _f(value, digits: int = 4) -> str:
 
 
 def _table(header: list[str], rows: list[list], numeric_from: int = 1) -> str:
-    """Cells are raw values, escaped here."""
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    """Cells are raw values, escaped here. A header may break after an underscore
+    (`steps_per_<wbr>execution`), so a wide table narrows without splitting words."""
+    head = "".join(f"<th>{_e(h).replace('_', '_<wbr>')}</th>" for h in header)
     body = "".join("<tr>" + "".join(
         f'<td class="{"num" if i >= numeric_from else "txt"}">{_e(cell)}</td>'
         for i, cell in enumerate(row)) + "</tr>\n" for row in rows)
@@ -231,7 +232,8 @@ def _limits(run_dir: Path | None) -> str:
     sides = [_number_of(train.get(k, {}).get("median")) if isinstance(train.get(k), dict)
              else None for k in ("width", "height")]
     if input_size and all(sides) and min(sides) < input_size:
-        size = f"{sides[0]:g} px" if sides[0] == sides[1] else f"{sides[0]:g} x {sides[1]:g} px"
+        size = f"{sides[0]:.0f} px" if sides[0] == sides[1] else \
+            f"{sides[0]:.0f} x {sides[1]:.0f} px"
         found.append(f"The training photos are {size} (median), smaller than the model's "
                      f"{input_size:g} px input: enlarging them adds no detail.")
     counts = train.get("classes", {})
@@ -422,9 +424,11 @@ def _plan(run_dir: Path) -> str:
     keys = ("accelerator", "backend", "strategy", "replicas", "num_processes",
             "batch_per_replica", "global_batch", "precision", "steps_per_execution",
             "jit_compile")
-    rows = [[s.get("started", "?")] + [_plan_of(s).get(k, "") for k in keys] for s in sessions]
-    text = ("<h2>Hardware plan (plan.json)</h2>\n"
-            + _table(["session started", *keys], rows, numeric_from=99))
+    # A row a setting, a column a session: ten settings side by side would not fit a page.
+    header = ["setting", *(f"session {i + 1}, started {s.get('started', '?')}"
+                           for i, s in enumerate(sessions))]
+    rows = [[k, *(_plan_of(s).get(k, "") for s in sessions)] for k in keys]
+    text = "<h2>Hardware plan (plan.json)</h2>\n" + _table(header, rows, numeric_from=99)
     hardware = _plan_of(sessions[-1]).get("hardware", {})
     if hardware:
         text += "<h3>Hardware found</h3>\n" + _table(
@@ -483,11 +487,12 @@ _CSS = """
 .corolla-report .wide { max-width: 100%; }
 .corolla-report table { border-collapse: collapse; margin: 8px 0; font-size: 0.92em;
   max-width: 100%; table-layout: auto; }
-.corolla-report th, .corolla-report td { border: 1px solid #d5dbe3; padding: 3px 9px;
-  overflow-wrap: anywhere; word-break: break-word; }
+.corolla-report th, .corolla-report td { border: 1px solid #d5dbe3; padding: 3px 9px; }
+.corolla-report th, .corolla-report td { overflow-wrap: anywhere; }
 .corolla-report thead th { background: #eef3f9; text-align: left; }
 .corolla-report table.facts th { text-align: left; background: #f6f8fb; font-weight: 600; }
-.corolla-report td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.corolla-report td.num { text-align: right; font-variant-numeric: tabular-nums;
+  white-space: nowrap; }
 .corolla-report figure { display: inline-block; margin: 8px 12px 8px 0; vertical-align: top; }
 .corolla-report img { max-width: 100%; height: auto; border: 1px solid #d5dbe3; }
 .corolla-report figcaption { font-size: 0.85em; color: #555; }
