@@ -131,6 +131,20 @@ def hold_lock(path: str | Path) -> int:
     return fd
 
 
+@contextlib.contextmanager
+def locked(path: str | Path):
+    """Holds the lock file `path` (made if missing) for the block, waiting while another
+    process holds it."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases it
+
+
 def lock_is_free(path: str | Path) -> bool:
     """Whether no live process holds the lock file `path` (which must exist)."""
     try:
