@@ -145,6 +145,10 @@ def test_online_wandb_without_an_api_key_is_one_line_before_training(capsys, tin
     netrc.unlink()
     monkeypatch.setenv("WANDB_MODE", "offline")
     tracking.check("wandb", tmp_path / "runs")
+    monkeypatch.setenv("WANDB_MODE", "bogus")  # a typo is named as such, not as a missing key
+    one_line_error(capsys, ["train", "--data", str(tiny_petals), "--epochs", "1", "--runs-dir",
+                            str(tmp_path / "runs"), "--track", "wandb"],
+                   "WANDB_MODE='bogus' is not a W&B mode", "offline")
 
 
 def test_a_tracker_that_fails_says_so_once_and_stops(tmp_path):

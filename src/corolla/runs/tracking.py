@@ -551,13 +551,19 @@ def _wandb_dir(runs_dir) -> str | None:
     return str(Path(runs_dir).resolve())
 
 
+_WANDB_MODES = ("", "online", "offline", "disabled", "dryrun", "shared")  # wandb.Settings.mode
+
+
 def _wandb_logged_in() -> None:
     """Online W&B needs an API key: without one, wandb.init asks for it at a terminal (a
     prompt that blocks the command: ultralytics#2973) or fails after the run folder is made.
     Where W&B keeps one (WANDB_API_KEY, or the netrc file `wandb login` writes, NETRC or
     ~/.netrc, for WANDB_BASE_URL's host), or offline, training goes on; else one line now."""
-    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") \
-            or os.environ.get("WANDB_API_KEY"):
+    mode = os.environ.get("WANDB_MODE", "")
+    if mode.lower() not in _WANDB_MODES:
+        raise UserError(f"WANDB_MODE={mode!r} is not a W&B mode; set it to one of "
+                        f"{', '.join(m for m in _WANDB_MODES if m)}, or unset it (online)")
+    if mode.lower() in ("offline", "disabled", "dryrun") or os.environ.get("WANDB_API_KEY"):
         return
     host = urllib.parse.urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
     path = Path(os.environ.get("NETRC") or Path.home() / ".netrc").expanduser()
