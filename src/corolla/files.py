@@ -207,10 +207,14 @@ def check_folder(folder: str | Path, flag: str = "") -> Path:
     return folder
 
 
-def make_folder(folder: str | Path) -> Path:
+def make_folder(folder: str | Path, own: bool = False) -> Path:
     """The folder, made if missing (not its parents: a mistyped path is not built), with a
-    refusal of the system as one line."""
+    refusal of the system as one line. `own`: a folder Corolla names inside a run (its
+    predictions/), which a link must not send elsewhere: a link there is refused."""
     folder = Path(folder)
+    if own and folder.is_symlink():
+        raise UserError(f"{folder} is a link (to {os.readlink(folder)}); Corolla writes a run's "
+                        f"files only inside the run: remove the link and run the command again")
     try:
         folder.mkdir(exist_ok=True)
     except FileNotFoundError:

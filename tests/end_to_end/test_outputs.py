@@ -206,6 +206,19 @@ def test_a_tampered_identity_record_in_the_model_is_one_line(tiny_run, tmp_path,
                    f"{identity.ENTRY}", "put the run's own model back")
 
 
+def test_a_link_in_place_of_the_predictions_folder_is_never_written_through(
+        tiny_run_copy, tmp_path, capsys):
+    """RUN/predictions pointing elsewhere: evaluate refuses in one line and writes nothing
+    there (a run's files are written only inside the run)."""
+    run, elsewhere = tiny_run_copy, tmp_path / "elsewhere"
+    shutil.move(run / paths.PREDICTIONS, elsewhere)
+    (run / paths.PREDICTIONS).symlink_to(elsewhere)
+    before = {p.name: p.stat().st_mtime_ns for p in elsewhere.iterdir()}
+    one_line_error(capsys, ["evaluate", str(run)], f"{run / paths.PREDICTIONS} is a link",
+                   "remove the link")
+    assert {p.name: p.stat().st_mtime_ns for p in elsewhere.iterdir()} == before
+
+
 def test_an_unwritable_folder_is_one_line(tiny_run, tmp_path, capsys, no_model_loading):
     run = tiny_run
     locked = tmp_path / "locked"

@@ -208,7 +208,14 @@ def _coerce(label: str, value: Any, kind: type) -> Any:
             pass
     elif kind is str and isinstance(value, (str, int, float)):
         return str(value)
-    raise UserError(f"{label} must be {_ARTICLE[kind]}, got {value!r}")
+    raise UserError(f"{label} must be {_ARTICLE[kind]}, got {brief(value)}")
+
+
+def brief(value: Any, width: int = 80) -> str:
+    """A value as an error shows it: its repr on one line, cut at `width` (an array or a
+    long string given by mistake would fill the terminal)."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _types(section) -> dict[str, type]:
@@ -241,7 +248,8 @@ def apply(config: RunConfig, updates: dict[str, Any],
         else:
             value = _coerce(label, value, types[name])
         if key in _CHOICES and value not in _CHOICES[key]:
-            raise UserError(f"{label} must be one of {', '.join(_CHOICES[key])}, got {value!r}")
+            raise UserError(f"{label} must be one of {', '.join(_CHOICES[key])}, got "
+                            f"{brief(value)}")
         setattr(section, name, value)
     _check(config, labels)
     return config
@@ -291,7 +299,7 @@ def format_duration(seconds: float) -> str:
 
 def _check(config: RunConfig, labels: dict[str, str]) -> None:
     def fail(key, rule, value):
-        raise UserError(f"{labels.get(key, key)} must {rule}, got {value!r}")
+        raise UserError(f"{labels.get(key, key)} must {rule}, got {brief(value)}")
 
     t = config.train
     ranges = {"train.epochs": (t.epochs, 1, MAX_EPOCHS),
