@@ -148,8 +148,10 @@ def test_a_backbone_with_no_padding_to_change_is_a_one_line_error():
 
     inputs = keras.Input((8, 8, 3))
     model = keras.Model(inputs, keras.layers.Conv2D(4, 3, 2, padding="same")(inputs))
-    with pytest.raises(UserError, match="trained with TensorFlow's SAME padding.*symmetric"):
+    with pytest.raises(UserError, match="trained with TensorFlow's SAME padding.*symmetric") \
+            as e:
         padding.honour(model, padding.SAME, "the preset")
+    assert str(e.value).startswith("the preset (Functional)") and "\n" not in str(e.value)
 
 
 # The shared TensorFlow-trained Lite0, built the way Corolla builds it.
