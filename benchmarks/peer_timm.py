@@ -3,11 +3,12 @@ for the same wall-clock budget as `corolla train --time T`, written as a compete
 
     python benchmarks/peer_timm.py --time 6m [--seed 42] [--size 192] [--batch 32]
         [--lr 1e-3] [--data ../shared/data/flowers5]
-        [--weights ../shared/weights/efficientnet_lite0_imagenet] [--tiny]
+        [--weights ../shared/weights/efficientnet_lite0_imagenet] [--tiny] [--check]
 
-Needs torch and timm beside Corolla's packages (a benchmark's extra, not the package's):
-`pip install torch timm` into the environment Corolla is installed in (TensorFlow reads the
-records: the same bytes Corolla trains on).
+Needs torch, torchvision and timm beside Corolla's packages (a benchmark's extra, not the
+package's): `pip install torch torchvision timm` into the environment Corolla is installed in
+(TensorFlow reads the records: the same bytes Corolla trains on; torchvision's wheel must match
+torch's build, so take both from the same index).
 
 - The model: timm's `tf_efficientnet_lite0` (TensorFlow's SAME padding, batch-norm epsilon
   1e-3: what these TensorFlow-trained weights were trained with), its backbone's weights copied
@@ -29,6 +30,7 @@ Printed: each epoch's seconds, loss and val macro F1, the best, the seconds used
 and the host's load (os.getloadavg) beside them. PyTorch's CPU step slows several times as soon
 as another process shares the cores: measure it on an idle host, one run after the other.
 `--tiny`: a smoke test (synthetic 32 px data and random weights); its figures mean nothing.
+`--check`: only the weights' copy and its comparison with the reference outputs.
 """
 
 from __future__ import annotations
@@ -152,6 +154,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--weights", type=Path, default=WEIGHTS)
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--check", action="store_true",
+                        help="only copy the weights and compare with the reference outputs")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import numpy as np
@@ -160,6 +164,12 @@ def main() -> None:
     from sklearn.metrics import f1_score
     from torchvision.transforms import v2
 
+    if args.check:
+        model = timm.create_model("tf_efficientnet_lite0", pretrained=False, num_classes=5)
+        copied = copy_weights(model, keras_layers(args.weights))
+        print(f"copied {copied} convolutions and batch norms; pooled features of the reference "
+              f"photos differ from features_same by at most {check_copy(model):.2e}")
+        return
     budget = seconds(args.time)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
@@ -184,6 +194,7 @@ def main() -> None:
         copied = copy_weights(model, keras_layers(args.weights))
         print(f"copied {copied} convolutions and batch norms; pooled features of the reference "
               f"photos differ from features_same by at most {check_copy(model):.2e}", flush=True)
+
     augment = v2.Compose([v2.RandomResizedCrop(size, scale=(0.35, 1.0), antialias=True),
                           v2.RandomHorizontalFlip()])
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
@@ -212,7 +223,7 @@ def main() -> None:
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total += float(loss)
+            total += loss.item()
         return total / steps
 
     def validate() -> float:
