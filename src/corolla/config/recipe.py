@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from corolla.config import schema as config_lib
-from corolla.errors import UserError
+from corolla.errors import UserError, did_you_mean
 
 FOLDER = Path(__file__).parent / "recipes"  # the shipped recipes, one TOML file each
 SECTIONS = ("data", "model", "train")  # what a recipe may set: runtime and output are not its
@@ -61,9 +61,10 @@ def load(name_or_path: str) -> Recipe:
     shipped = FOLDER / f"{name_or_path}.toml"
     if not is_file(name_or_path):
         if not shipped.is_file():
-            raise UserError(f"unknown recipe {name_or_path!r}; choose one of: "
-                            f"{', '.join(['auto', *names()])} (corolla info --recipes), or "
-                            f"pass a recipe file's path")
+            hint = did_you_mean(name_or_path, ["auto", *names()])
+            raise UserError(f"unknown recipe {name_or_path!r}; {hint + ' ' if hint else ''}"
+                            f"choose one of: {', '.join(['auto', *names()])} (corolla info "
+                            f"--recipes), or pass a recipe file's path")
         path, name = shipped, name_or_path
     else:
         path, name = Path(name_or_path), canonical(name_or_path)
