@@ -77,6 +77,10 @@ def train_config(config_file: str | config_lib.ConfigFile | None = None, flags: 
         return _continued(resume, run_cfg, flags, names), resume
     cfg = config_lib.load(config_file, flags, names)
     again = Path(cfg.output.runs_dir) / cfg.output.name
+    if "output.name" in flags and rundir.status(again) == rundir.FINISHED_STATUS:
+        # Said first, before the backend is chosen (a finished run is never the folder this
+        # command's chief has just made; other taken names are checked on the chief, in `train`).
+        rundir.check_free(cfg.output.runs_dir, cfg.output.name)
     if "output.name" in flags and rundir.status(again) != rundir.FINISHED_STATUS \
             and (again / paths.CONFIG).is_file():
         # The same named command after a kill (preemption): continue that run.
@@ -92,6 +96,31 @@ def train_config(config_file: str | config_lib.ConfigFile | None = None, flags: 
                 f"{free!r}")
             cfg = config_lib.apply(cfg, {"output.name": free})
     return cfg, resume
+
+
+def check_first(cfg: config_lib.RunConfig, config_file: config_lib.ConfigFile | None,
+                flags: dict, names: dict | None, resume: Path | None = None) -> None:
+    """What can be checked without work, before the backend, the recipe's resolution, a data
+    conversion or a time probe: a new run's local data path exists, its model is known, its
+    local weights exist, keras-hub is installed where the model or the weights need it; a
+    continued run's model can be built here. The model is the one asked for, else the named
+    recipe's (`recipe auto` chooses one later, and says which)."""
+    names = names or {}
+    if resume is not None:
+        hub.require(cfg.model.name, f"run {str(resume)!r} (model {cfg.model.name})")
+        return
+    sources.check_exists(cfg.data.path)
+    asked = _asked(config_file, flags)
+    recipe = {} if cfg.train.recipe == "auto" else recipe_lib.load(cfg.train.recipe).values
+    model = asked.get("model.name") or recipe.get("model.name") or \
+        (cfg.model.name if cfg.train.recipe != "auto" else None)
+    weights = asked.get("model.weights", recipe.get("model.weights"))
+    whose = f"recipe {cfg.train.recipe}'s"  # (how the message names what the user did not type)
+    models.check_choice(model, weights,
+                        names.get("model.name", "--model") if "model.name" in asked else
+                        f"{whose} model",
+                        names.get("model.weights", "--weights") if "model.weights" in asked else
+                        f"{whose} weights")
 
 
 def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, run) -> None:
@@ -153,7 +182,16 @@ def cpu_auto(config_file: str | config_lib.ConfigFile | None, flags: dict) -> tu
                                                         finetune["model.weights"]))
     if ok:
         return recipe_lib.CPU_FINETUNE, f"{model}: {why}"
+    _refuse_unavailable(asked, model)
     return recipe_lib.AUTO["cpu"], f"no pre-trained weights to fine-tune, {why}; from scratch"
+
+
+def _refuse_unavailable(asked: dict, model: str) -> None:
+    """`--weights imagenet` asked for and not to be had now is an error, said before the recipe
+    is announced: a run "from scratch" announced, then the download tried anyway, is two lines
+    of which the second contradicts the first."""
+    if asked.get("model.weights") == "imagenet":
+        raise UserError(models.weights_unavailable(model))
 
 
 def _asked(config_file: str | config_lib.ConfigFile | None, flags: dict) -> dict:
@@ -196,6 +234,7 @@ def accelerator_auto(config_file: str | config_lib.ConfigFile | None, flags: dic
         why = f"{model}: {why}" if ok else \
             f"no pre-trained weights to fine-tune, {why}; from scratch"
     if not ok:
+        _refuse_unavailable(asked, model)
         name = recipe_lib.AUTO["cpu"]  # the from-scratch recipe
         recipe = recipe_lib.load(name).values
         if "model.weights" not in asked:
@@ -264,9 +303,12 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
         given = (names or {}).get("data.path", "--data")
         raise UserError(f"no data given; pass {given} with a folder holding tfrecords-jpeg-SxS/ "
                         f"(or data.path in {(names or {}).get('config', '--config')})")
+    check_first(cfg, config_file, flags, names, resume)
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     if plan.is_chief:  # a missing package or a server down: one line, before anything runs
         tracking.check(cfg.output.track, cfg.output.runs_dir)
+        if resume is None:  # a name taken (a finished run): before the recipe, data and probe
+            rundir.check_free(cfg.output.runs_dir, cfg.output.name)
     if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
         name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
         cfg, plan, recipe = for_plan(config_file, flags, names, plan, log)
@@ -275,7 +317,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     from corolla.data import datasets
 
     checked = check_data.for_training(cfg.data.path, datasets.features_of(cfg.data), strict,
-                                      log=log)
+                                      log=log, skip_bad_records=cfg.data.skip_bad_records)
     if kfold_rule.is_parent(cfg):
         from corolla.commands import kfold
 
