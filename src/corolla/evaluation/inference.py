@@ -101,8 +101,6 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None):
                 raise UserError(f"{run_dir / paths.MODEL} contains {what}; Corolla loads "
                                 f"models only in Keras' safe mode: rebuild the model with "
                                 f"registered layers instead") from None
-            if "parent module keras_hub." in str(e) and not hub.installed():
-                raise UserError(hub.missing(str(path))) from None
             raise
     if config is not None:
         identity.check(path, run_dir, config, model.input_shape[1])
