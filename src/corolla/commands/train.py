@@ -16,6 +16,7 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla import models, runtime
 from corolla.commands import arguments, check_data
+from corolla.config import flags as flags_lib
 from corolla.config import recipe as recipe_lib
 from corolla.config.range_test import RangeSettings
 from corolla.data import sources
@@ -111,16 +112,22 @@ def check_first(cfg: config_lib.RunConfig, config_file: config_lib.ConfigFile | 
         return
     sources.check_exists(cfg.data.path)
     asked = _asked(config_file, flags)
-    recipe = {} if cfg.train.recipe == "auto" else recipe_lib.load(cfg.train.recipe).values
+    recipe = recipe_lib.load(cfg.train.recipe).values if cfg.train.recipe != "auto" and \
+        recipe_lib.is_read(config_file) else {}
     model = asked.get("model.name") or recipe.get("model.name") or \
         (cfg.model.name if cfg.train.recipe != "auto" else None)
     weights = asked.get("model.weights", recipe.get("model.weights"))
-    whose = f"recipe {cfg.train.recipe}'s"  # (how the message names what the user did not type)
-    models.check_choice(model, weights,
-                        names.get("model.name", "--model") if "model.name" in asked else
-                        f"{whose} model",
-                        names.get("model.weights", "--weights") if "model.weights" in asked else
-                        f"{whose} weights")
+    models.check_choice(model, weights, _as_given(names, asked, cfg, "model.name", model),
+                        _as_given(names, asked, cfg, "model.weights", weights))
+
+
+def _as_given(names: dict, asked: dict, cfg: config_lib.RunConfig, key: str, value) -> str:
+    """How a message names a model or weights setting: as the user wrote it (`--model X`,
+    `model="X"`), else as the recipe's (`recipe R's model X`)."""
+    word = {"model.name": "model", "model.weights": "weights"}[key]
+    if key in asked:
+        return flags_lib.as_written(names.get(key, f"--{word}"), value)
+    return f"recipe {cfg.train.recipe}'s {word} {value}"
 
 
 def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, run) -> None:
@@ -337,8 +344,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
 
 def _find_flag(names: dict | None) -> str:
     """How the user asked for the range test: `--lr find`, `learning_rate="find"`."""
-    name = (names or {}).get("train.learning_rate", "--lr")
-    return f'{name}"{arguments.FIND}"' if name.endswith("=") else f"{name} {arguments.FIND}"
+    return flags_lib.as_written((names or {}).get("train.learning_rate", "--lr"), arguments.FIND)
 
 
 def split_lr_find(flags: dict | None, names: dict | None, resume=None):

@@ -92,6 +92,12 @@ def _recipe_keys() -> set[str]:
     return {f"{s}.{k}" for s in SECTIONS for k in defaults[s]} - {"train.recipe"}
 
 
+def is_read(file: config_lib.ConfigFile | None) -> bool:
+    """Whether a run's recipe is read: not when its config file sets every key a recipe could
+    (a run's saved config.toml: reproduced without its recipe file, which may be gone)."""
+    return not (file is not None and _recipe_keys() <= set(file.values))
+
+
 def compose(config_path: str | Path | config_lib.ConfigFile | None, overrides: dict[str, Any],
             labels: dict[str, str] | None, accelerator: str) -> tuple[config_lib.RunConfig,
                                                                        Recipe]:
@@ -103,7 +109,7 @@ def compose(config_path: str | Path | config_lib.ConfigFile | None, overrides: d
     asked = config_lib.load(file, overrides, labels)  # checks the file and the flags
     name = choose(asked.train.recipe, accelerator)
     tree = file.values if file is not None else {}
-    if _recipe_keys() <= set(tree):
+    if not is_read(file):
         recipe = Recipe(name, "(every value given by the config file)", {})
     else:
         recipe = load(name)

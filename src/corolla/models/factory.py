@@ -51,21 +51,23 @@ def _no_such_weights(weights: str, name: str | None) -> str:
             f"or the path of a local copy of the backbone's weights")
 
 
-def check_choice(name: str | None, weights: str | None, model_flag: str = "--model",
-                 weights_flag: str = "--weights") -> None:
+def check_choice(name: str | None, weights: str | None, model_as: str = "",
+                 weights_as: str = "") -> None:
     """What can be checked of a model and its weights before Keras is imported or anything is
     built or downloaded: the name is known, keras-hub is installed where it builds the model or
     reads the weights (a preset folder), local weights exist, and the weights fit the model as
     `check_weights` says. `name` None: not chosen yet (`recipe auto` chooses it later); the
-    weights are checked alone then."""
+    weights are checked alone then. `model_as`, `weights_as`: how messages name them (default
+    `--model NAME`, `--weights PATH`)."""
     spec = lookup(name) if name and not name.startswith(HUB_PREFIX) else None
     if name:
-        hub.require(name, f"{model_flag} {name}")
+        hub.require(name, model_as or f"--model {name}")
     local = weights not in (None, "", "none", "imagenet")
     if local and not os.path.exists(weights):
         raise UserError(_no_such_weights(weights, name))
     if local and hub.is_preset_folder(weights) and not hub.installed():
-        raise UserError(hub.missing(f"{weights_flag} {weights} (a keras-hub preset folder)"))
+        raise UserError(hub.missing(f"{weights_as or f'--weights {weights}'} (a keras-hub "
+                                    f"preset folder)"))
     if spec is not None:
         check_weights(spec, weights)
 
