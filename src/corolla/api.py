@@ -124,11 +124,9 @@ class Run:
                 **runtime) -> list[Path]:
         """Grad-CAM pictures of `images` (a path or a list of image files, folders, CSVs), as
         `corolla explain`; returns the files written."""
-        images = [images] if isinstance(images, (str, Path)) else list(images)
         flags, names = from_keywords(runtime, "Run.explain()", _INFERENCE)
         with as_user_errors():
-            return explain.explain(self.path, [str(i) for i in images], flags, names, out=out,
-                                   force=force)
+            return explain.explain(self.path, images, flags, names, out=out, force=force)
 
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""

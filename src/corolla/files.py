@@ -131,6 +131,20 @@ def hold_lock(path: str | Path) -> int:
     return fd
 
 
+@contextlib.contextmanager
+def locked(path: str | Path):
+    """Holds the lock file `path` (made if missing) for the block, waiting while another
+    process holds it."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases it
+
+
 def lock_is_free(path: str | Path) -> bool:
     """Whether no live process holds the lock file `path` (which must exist)."""
     try:
@@ -193,10 +207,14 @@ def check_folder(folder: str | Path, flag: str = "") -> Path:
     return folder
 
 
-def make_folder(folder: str | Path) -> Path:
+def make_folder(folder: str | Path, own: bool = False) -> Path:
     """The folder, made if missing (not its parents: a mistyped path is not built), with a
-    refusal of the system as one line."""
+    refusal of the system as one line. `own`: a folder Corolla names inside a run (its
+    predictions/), which a link must not send elsewhere: a link there is refused."""
     folder = Path(folder)
+    if own and folder.is_symlink():
+        raise UserError(f"{folder} is a link (to {os.readlink(folder)}); Corolla writes a run's "
+                        f"files only inside the run: remove the link and run the command again")
     try:
         folder.mkdir(exist_ok=True)
     except FileNotFoundError:

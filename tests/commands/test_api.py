@@ -21,6 +21,18 @@ def test_errors_name_the_keyword_a_python_caller_wrote(tmp_path):
         corolla.train(resume=tmp_path, epochs=2)
 
 
+def test_an_array_given_as_data_is_one_short_line():
+    """A notebook user passing images in memory gets the keyword and what it takes, not the
+    array printed whole."""
+    import numpy as np
+
+    with pytest.raises(UserError) as caught:
+        corolla.train(data=np.zeros((64, 32, 32, 3)))
+    message = str(caught.value)
+    assert message.startswith("data= must be a string, got array([[[[0.") and \
+        message.endswith("...") and "\n" not in message and len(message) < 120, message
+
+
 def test_the_top_level_lists_its_names_and_imports_no_keras():
     assert {"train", "open_run", "Run", "runtime", "models", "config"} <= set(dir(corolla))
     assert set(corolla.__all__) <= set(dir(corolla))

@@ -243,6 +243,9 @@ def test_lr_mistakes_are_one_line_naming_the_flag(tmp_path, tiny_petals, capsys)
                    "--folds", "corolla lr-find")
     one_line_error(capsys, ["lr-find", *data, "--start", "1", "--end", "0.1"],
                    "--start (1) must be below --end (0.1)")
+    # An unset variable (--time "$BUDGET") is refused, not taken as no budget at all.
+    one_line_error(capsys, ["train", *data, "--time", ""], "argument --time",
+                   "got an empty value")
     one_line_error(capsys, ["lr-find", *data, "--steps", "5"],
                    "--steps must be a whole number from 20")
     # A sweep sized by the user keeps one entry a step: a billion is refused before any array.

@@ -29,6 +29,12 @@ def test_overrides_are_typed_and_do_not_touch_the_original():
     ({"train.size_ramp_start": 0.8, "train.size_ramp_end": 0.5},
      r"train.size_ramp_end must not be below train.size_ramp_start \(0.8\), got 0.5"),
     ({"train.start_size": -1}, "train.start_size must not be negative"),
+    # Numbers past what anything can use are named with the bound, never taken and clamped.
+    ({"train.seed": 99999999999999999999},
+     "train.seed must be at most 4294967295, got 99999999999999999999"),
+    ({"train.warmup_epochs": 1e300}, "train.warmup_epochs must be at most 10000, got 1e"),
+    ({"train.frozen_epochs": 10**6}, "train.frozen_epochs must be at most 10000"),
+    ({"data.shuffle_buffer": 10**12}, "data.shuffle_buffer must be at most 1000000"),
 ])
 def test_bad_values_are_user_errors(updates, message):
     with pytest.raises(UserError, match=message):

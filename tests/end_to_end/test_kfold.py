@@ -121,3 +121,20 @@ def test_a_kfold_run_keeps_each_group_of_copies_in_one_fold_and_records_it(tmp_p
     assert len(by_group) == len(kept)
     # The copies that ended in train+val share their group (one or two of each three).
     assert sum(assignment.groups.count(g) > 1 for g in by_group) >= planted // 2
+
+
+def test_a_kfold_parents_refusal_names_only_files_it_has(tmp_path):
+    """Export and explain of a k-fold parent point to its averaged test predictions only where
+    the data had a test split to average."""
+    from corolla import config as config_lib
+    from corolla.errors import UserError
+    from corolla.runs.kfold import refuse_parent
+
+    parent = config_lib.apply(config_lib.RunConfig(), {"train.folds": 2})
+    with pytest.raises(UserError, match=r"metrics.json \(the data has no test split: no "
+                                        r"averaged test predictions\)$"):
+        refuse_parent(tmp_path, parent)
+    (tmp_path / paths.SUBMISSION).write_text("id,label\n")
+    with pytest.raises(UserError, match=rf"averaged test predictions in "
+                                        rf"{tmp_path / paths.SUBMISSION}$"):
+        refuse_parent(tmp_path, parent)

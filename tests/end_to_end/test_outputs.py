@@ -160,6 +160,65 @@ def test_a_model_with_a_lambda_layer_is_refused_in_one_line(tiny_run, tmp_path, 
     assert not (tmp_path / "s.csv").exists()
 
 
+def _rewritten(model: Path, entries: dict) -> None:
+    """The .keras archive at `model` with `entries` ({name: bytes}) replacing or added."""
+    import zipfile
+
+    with zipfile.ZipFile(model) as archive:
+        kept = {n: archive.read(n) for n in archive.namelist()}
+    with zipfile.ZipFile(model, "w") as archive:
+        for name, data in {**kept, **entries}.items():
+            archive.writestr(name, data)
+
+
+def test_a_model_naming_a_python_class_as_a_layer_is_one_line_and_runs_nothing(
+        tiny_run, tmp_path, capsys):
+    """A crafted model.keras whose last layer is subprocess.Popen: Keras' safe mode imports
+    nothing of it, and the command says which name it refused."""
+    import zipfile
+
+    other = tmp_path / "crafted"
+    shutil.copytree(tiny_run, other)
+    with zipfile.ZipFile(other / paths.MODEL) as archive:
+        config = json.loads(archive.read("config.json"))
+    layer = config["config"]["layers"][-1]
+    witness = tmp_path / "ran"
+    layer.update(module="subprocess", class_name="Popen",
+                 config={"args": ["touch", str(witness)]})
+    _rewritten(other / paths.MODEL, {"config.json": json.dumps(config)})
+    line = one_line_error(capsys, ["evaluate", str(other)])
+    assert line == (f"corolla: error: {other / paths.MODEL} cannot be loaded as a Keras model "
+                    f"(it names a class 'Popen' that is no registered Keras layer); put the "
+                    f"run's own model back, or train the run again")
+    assert not witness.exists()
+
+
+@pytest.mark.parametrize("record", [b'{"run_id": "x", "input_size": "abc"}', b"{not json",
+                                    b'["a", "list"]', b'{"run_id": 5}'])
+def test_a_tampered_identity_record_in_the_model_is_one_line(tiny_run, tmp_path, capsys,
+                                                              record):
+    from corolla.runs import identity
+
+    other = tmp_path / "tampered"
+    shutil.copytree(tiny_run, other)
+    _rewritten(other / paths.MODEL, {identity.ENTRY: record})
+    one_line_error(capsys, ["evaluate", str(other)], f"{other / paths.MODEL} holds a damaged "
+                   f"{identity.ENTRY}", "put the run's own model back")
+
+
+def test_a_link_in_place_of_the_predictions_folder_is_never_written_through(
+        tiny_run_copy, tmp_path, capsys):
+    """RUN/predictions pointing elsewhere: evaluate refuses in one line and writes nothing
+    there (a run's files are written only inside the run)."""
+    run, elsewhere = tiny_run_copy, tmp_path / "elsewhere"
+    shutil.move(run / paths.PREDICTIONS, elsewhere)
+    (run / paths.PREDICTIONS).symlink_to(elsewhere)
+    before = {p.name: p.stat().st_mtime_ns for p in elsewhere.iterdir()}
+    one_line_error(capsys, ["evaluate", str(run)], f"{run / paths.PREDICTIONS} is a link",
+                   "remove the link")
+    assert {p.name: p.stat().st_mtime_ns for p in elsewhere.iterdir()} == before
+
+
 def test_an_unwritable_folder_is_one_line(tiny_run, tmp_path, capsys, no_model_loading):
     run = tiny_run
     locked = tmp_path / "locked"

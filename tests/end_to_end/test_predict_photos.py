@@ -99,6 +99,31 @@ def test_the_python_api_gives_the_same_rows(run, album):
         [("alpha.png", "band one")]
 
 
+@pytest.mark.parametrize("given, kind", [
+    (np.zeros((8, 8, 3), np.uint8), "numpy.ndarray"), (None, "None"),
+    (Image.new("RGB", (8, 8)), "PIL.Image.Image"), ([np.zeros((8, 8, 3))], "numpy.ndarray")])
+def test_images_in_memory_are_one_line_naming_the_argument(run, given, kind):
+    """Photos are read from files (fitted to the model as the run's data was): an array, an
+    image or None is named for what it is, before the run is opened."""
+    import corolla
+    from corolla.errors import UserError
+
+    with pytest.raises(UserError, match=rf"^photos takes image files, .* got {kind}; save an "):
+        corolla.open_run(run).predict_photos(given)
+    with pytest.raises(UserError, match=rf"^images takes image files, .* got {kind}; "):
+        corolla.open_run(run).explain(given)
+
+
+def test_a_top_k_past_the_classes_gives_every_class_and_says_so(run, album, capsys, tmp_path):
+    root, _ = album
+    out = tmp_path / "top.csv"
+    assert main(["predict", str(run), str(root / "alpha.png"), "--top-k", "1000", "--out",
+                 str(out)]) == 0
+    assert f"(1 photos, top {len(CLASS_NAMES)})" in capsys.readouterr().out
+    header = out.read_text().splitlines()[0].split(",")
+    assert sum(name.startswith("class_") for name in header) == len(CLASS_NAMES), header
+
+
 def test_other_data_of_any_size_is_scaled_and_other_classes_named(data, run, tmp_path,
                                                                   capsys):
     """The known-answer data again at 24 px (the run's model takes 16): evaluate scores it

@@ -75,6 +75,29 @@ def test_per_class_table_lines_up():
     assert len({len(line) for line in lines}) == 1  # aligned columns
 
 
+def _row(name, f1, support=10):
+    return {"label": 0, "name": name, "support": support, "precision": f1, "recall": f1,
+            "f1": f1}
+
+
+def test_a_per_class_table_of_many_classes_is_summarised_by_its_worst():
+    """The competition's 104 classes: one line of counts, then the ten lowest F1, lowest first
+    (ties: the larger support first); 20 classes are still listed whole."""
+    low = [_row("rare", 0.5, 3), _row("zero", 0.0, 4), _row("common", 0.5, 9)]
+    low += [_row(f"weak {k}", 0.6 + k / 100) for k in range(9)]
+    per_class = [_row(f"class {k}", 1.0) for k in range(92)] + low
+    lines = plots.per_class_table(per_class)
+    assert lines[0] == ("104 classes: F1 median 1.0000, 92 at 1, 1 at 0; the 10 lowest below "
+                        "(every class in metrics.json and report.html)")
+    assert lines[1].split() == ["class", "support", "precision", "recall", "F1"]
+    assert [line.split()[0] for line in lines[2:5]] == ["zero", "common", "rare"]
+    assert [" ".join(line.split()[:2]) for line in lines[5:]] == \
+        [f"weak {k}" for k in range(7)]
+    assert len({len(line) for line in lines[1:]}) == 1  # aligned columns
+    twenty = plots.per_class_table(per_class[-20:])
+    assert len(twenty) == 21 and twenty[0].split()[0] == "class"
+
+
 @pytest.mark.parametrize("wrong, expected", [([], []), ([1, 3], [3, 1])])
 def test_most_confident_mistakes_come_first(wrong, expected):
     from corolla.evaluation.evaluate import Evaluation, most_confident_mistakes

@@ -52,6 +52,17 @@ def test_a_right_submission_passes_the_check(data, tmp_path, capsys):
     assert len(out) == 1 and out[0].startswith(f"{path}: OK, {len(TEST_LABELS)} rows")
 
 
+def test_what_kaggles_reader_takes_passes_a_bom_and_spaces_before_labels(data, tmp_path):
+    """Excel's "CSV UTF-8" starts the file with a byte-order mark, and hand edits leave
+    "id, 3": Kaggle scores both, so the check passes them and reads the labels."""
+    root, truth = data
+    lines = [f"{i}, {label}" for i, label in truth["test"].items()]
+    path = tmp_path / "excel.csv"
+    path.write_bytes("\ufeff".encode() + "\r\n".join(["id,label", *lines, ""]).encode())
+    assert submission.check(path, _test_ids(root), 4) == []
+    assert submission.read(path) == truth["test"]
+
+
 def test_the_check_finds_every_kind_of_fault(data, tmp_path):
     root, truth = data
     ids = list(truth["test"])
@@ -59,7 +70,7 @@ def test_the_check_finds_every_kind_of_fault(data, tmp_path):
     lines[0] = "id,Label"  # a wrong header
     lines[1] = f"{ids[0]},4"  # out of range: 4 classes
     lines[2] = f"{ids[1]},2.0"  # not an integer
-    lines[3] = f"{ids[2]}, 1"  # not an integer either (a space)
+    lines[3] = f"{ids[2]},one"  # not an integer either (" 1" is: Kaggle's reader takes it)
     del lines[5]  # ids[4] missing
     lines.append(f"{ids[6]},1")  # ids[6] twice
     lines.append("123456789,0")  # unknown
@@ -76,7 +87,7 @@ def test_the_check_finds_every_kind_of_fault(data, tmp_path):
     assert by_kind["duplicate"].examples == (f"{ids[6]!r} (lines 7, 15)",)
     assert by_kind["unknown"].examples == ("'123456789' (line 16)",)
     assert by_kind["out_of_range"].examples == ("line 2: 4",)
-    assert by_kind["not_integer"].examples == ("line 3: '2.0'", "line 4: ' 1'")
+    assert by_kind["not_integer"].examples == ("line 3: '2.0'", "line 4: 'one'")
     assert str(by_kind["out_of_range"]) == "1 labels outside the 4 classes [0, 3]: line 2: 4"
     assert str(by_kind["header"]) == ("the header is not exactly 'id,label': the first line is "
                                       "'id,Label'")

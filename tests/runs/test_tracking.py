@@ -76,6 +76,54 @@ def test_an_unreachable_mlflow_server_is_one_line_within_seconds(capsys, tiny_pe
     assert not (tmp_path / "runs").exists()
 
 
+def test_an_mlflow_store_that_cannot_be_made_is_one_line_before_training(capsys, tiny_petals,
+                                                                         tmp_path, monkeypatch):
+    (tmp_path / "afile").write_text("x")
+    for uri, said in ((f"sqlite:///{tmp_path}/afile/sub/mlflow.db", "is a file, not a folder"),
+                      (f"sqlite:///{tmp_path}", "is not a file")):
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        one_line_error(capsys, ["train", "--data", str(tiny_petals), "--epochs", "1",
+                                "--runs-dir", str(tmp_path / "runs"), "--track", "mlflow"],
+                       "the MLflow store", said, "MLFLOW_TRACKING_URI")
+    assert not (tmp_path / "runs").exists()
+
+
+_OPEN_STORE = """
+import sys, time
+from pathlib import Path
+from types import SimpleNamespace
+from corolla.runs import tracking
+import mlflow  # imported before the start, so that both open the store at once
+go = Path(sys.argv[1])
+(go.parent / f"ready-{sys.argv[2]}").touch()
+while not go.exists():
+    time.sleep(0.005)
+uri = "sqlite:///" + sys.argv[3]
+with tracking._store_made_once(uri):
+    client = tracking._mlflow_client(uri)
+    print(tracking._mlflow_experiment(client, str(go.parent), True))
+"""
+
+
+@pytest.mark.slow
+def test_runs_starting_together_into_a_fresh_store_both_track(tmp_path):
+    """MLflow makes a new SQLite store's tables on first use: two processes at once, both
+    opening it the moment a file appears, get one experiment and no error."""
+    import subprocess
+
+    db = tmp_path / "runs" / "mlflow.db"
+    starts = [subprocess.Popen([sys.executable, "-c", _OPEN_STORE, str(tmp_path / "go"), str(i),
+                                str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for i in range(3)]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (tmp_path / "go").touch()
+    ended = [p.communicate(timeout=180) for p in starts]
+    assert [p.returncode for p in starts] == [0, 0, 0], [err[-1500:] for _, err in ended]
+    assert len({out.strip() for out, _ in ended}) == 1, ended
+
+
 def test_online_wandb_without_an_api_key_is_one_line_before_training(capsys, tiny_petals,
                                                                      tmp_path, monkeypatch):
     """No key where W&B keeps one: one line now, not wandb.init's login prompt mid-command. A
@@ -97,6 +145,10 @@ def test_online_wandb_without_an_api_key_is_one_line_before_training(capsys, tin
     netrc.unlink()
     monkeypatch.setenv("WANDB_MODE", "offline")
     tracking.check("wandb", tmp_path / "runs")
+    monkeypatch.setenv("WANDB_MODE", "bogus")  # a typo is named as such, not as a missing key
+    one_line_error(capsys, ["train", "--data", str(tiny_petals), "--epochs", "1", "--runs-dir",
+                            str(tmp_path / "runs"), "--track", "wandb"],
+                   "WANDB_MODE='bogus' is not a W&B mode", "offline")
 
 
 def test_a_tracker_that_fails_says_so_once_and_stops(tmp_path):

@@ -64,6 +64,15 @@ def rate_or_find(text: str):
                                          f"range test's suggestion), got {text!r}") from None
 
 
+def duration(text: str) -> str:
+    """--time's value, refused when empty (`--time "$BUDGET"` with the variable unset would
+    otherwise train the whole recipe); its form is checked with the config
+    (`config.duration_seconds`)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("takes a duration (90s, 10m, 1.5h), got an empty value")
+    return text
+
+
 def scored_run(p: argparse.ArgumentParser) -> None:
     """The run that evaluate and predict score, and the data they may read instead."""
     p.add_argument("run", help="a run directory, e.g. runs/small_cnn-20261122-101500")

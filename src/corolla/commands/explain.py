@@ -23,6 +23,7 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     from corolla.evaluation.inference import input_size, load_model, open_run
     from corolla.report import plots
 
+    images = photos_lib.as_paths(images, "images")
     opened = open_run(run, flags, names, with_data=False)
     run_dir, config, plan = opened.folder, opened.config, opened.plan
     files = photos_lib.list_photos(images)

@@ -154,7 +154,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     from corolla.evaluation import bias as bias_lib
     from corolla.evaluation.inference import input_size, load_model, open_run, predict_images
 
-    photos = [str(p) for p in ([photos] if isinstance(photos, (str, Path)) else photos)]
+    photos = photos_lib.as_paths(photos)
     tta = tta_lib.check(tta)
     _check_bias(bias)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
@@ -162,6 +162,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     opened = open_run(run, flags, names, with_data=False)
     run_dir, config, plan = opened.folder, opened.config, opened.plan
     class_names = rundir.class_names(run_dir)
+    top = min(top, len(class_names))  # --top-k 1000 of 5 classes: all 5, said as such
     offsets = bias_lib.load(run_dir, class_names) if bias == "fitted" else None
     files = photos_lib.list_photos(photos)
     if not files:

@@ -436,7 +436,8 @@ def _data_and_model_flags(p, resume: bool = True) -> None:
 
 def _schedule_flags(p) -> None:
     p.add_argument("--epochs", type=int, help=_recipe_default("train.epochs"))
-    p.add_argument("--time", metavar="DURATION", help="train for this long (90s, 10m, 1.5h): "
+    p.add_argument("--time", metavar="DURATION", type=arguments.duration,
+                   help="train for this long (90s, 10m, 1.5h): "
                    "the recipe's schedule fitted to it, its epochs from a timed probe (not "
                    "with --epochs)")
     p.add_argument("--lr", dest="learning_rate", type=arguments.rate_or_find,

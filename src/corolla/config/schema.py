@@ -194,6 +194,8 @@ def _coerce(label: str, value: Any, kind: type) -> Any:
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
             return value.lower() in ("true", "1", "yes")
     elif kind is int and not isinstance(value, bool):
+        if isinstance(value, int):  # whatever its size: the ranges say what fits
+            return value
         try:
             if isinstance(value, str) or float(value) == int(value):
                 return int(value)
@@ -206,7 +208,14 @@ def _coerce(label: str, value: Any, kind: type) -> Any:
             pass
     elif kind is str and isinstance(value, (str, int, float)):
         return str(value)
-    raise UserError(f"{label} must be {_ARTICLE[kind]}, got {value!r}")
+    raise UserError(f"{label} must be {_ARTICLE[kind]}, got {brief(value)}")
+
+
+def brief(value: Any, width: int = 80) -> str:
+    """A value as an error shows it: its repr on one line, cut at `width` (an array or a
+    long string given by mistake would fill the terminal)."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _types(section) -> dict[str, type]:
@@ -239,13 +248,15 @@ def apply(config: RunConfig, updates: dict[str, Any],
         else:
             value = _coerce(label, value, types[name])
         if key in _CHOICES and value not in _CHOICES[key]:
-            raise UserError(f"{label} must be one of {', '.join(_CHOICES[key])}, got {value!r}")
+            raise UserError(f"{label} must be one of {', '.join(_CHOICES[key])}, got "
+                            f"{brief(value)}")
         setattr(section, name, value)
     _check(config, labels)
     return config
 
 
 MAX_EPOCHS = 10_000  # more is a typo, not a plan
+MAX_SEED = 2**32 - 1  # what NumPy's and scikit-learn's generators take
 MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, not a plan)
 # Records held to shuffle: TensorFlow reserves a slot for each up front (1e8: 3 GB for any data;
 # 1e12: std::bad_alloc). The pipeline also holds no more than the split has.
@@ -288,7 +299,7 @@ def format_duration(seconds: float) -> str:
 
 def _check(config: RunConfig, labels: dict[str, str]) -> None:
     def fail(key, rule, value):
-        raise UserError(f"{labels.get(key, key)} must {rule}, got {value!r}")
+        raise UserError(f"{labels.get(key, key)} must {rule}, got {brief(value)}")
 
     t = config.train
     ranges = {"train.epochs": (t.epochs, 1, MAX_EPOCHS),
@@ -298,18 +309,19 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
               "train.steps_per_epoch": (t.steps_per_epoch, 0, None),
               "train.time_steps": (t.time_steps, 0, None),
               "train.learning_rate": (t.learning_rate, 0, None),
-              "train.warmup_epochs": (t.warmup_epochs, 0, None), "train.seed": (t.seed, 0, None),
+              "train.warmup_epochs": (t.warmup_epochs, 0, MAX_EPOCHS),
+              "train.seed": (t.seed, 0, MAX_SEED),
               "data.image_size": (config.data.image_size, 0, MAX_SIZE),
               "model.input_size": (config.model.input_size, 0, MAX_SIZE),
               "train.start_learning_rate": (t.start_learning_rate, 0, None),
               "train.min_learning_rate": (t.min_learning_rate, 0, None),
-              "train.sustain_epochs": (t.sustain_epochs, 0, None),
+              "train.sustain_epochs": (t.sustain_epochs, 0, MAX_EPOCHS),
               "train.lr_decay": (t.lr_decay, 0, 1), "train.momentum": (t.momentum, 0, 1),
               "train.weight_decay": (t.weight_decay, 0, None),
               "train.label_smoothing": (t.label_smoothing, 0, 1),
               "model.dropout": (config.model.dropout, 0, 0.99),
               "train.ema_momentum": (t.ema_momentum, 0, 1),
-              "train.frozen_epochs": (t.frozen_epochs, 0, None),
+              "train.frozen_epochs": (t.frozen_epochs, 0, MAX_EPOCHS),
               "train.finetune_lr_scale": (t.finetune_lr_scale, 0, None),
               "train.unfreeze_fraction": (t.unfreeze_fraction, 0, 1),
               "train.accumulation_steps": (t.accumulation_steps, 1, None),

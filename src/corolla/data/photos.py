@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,24 @@ def _csv_paths(path: Path) -> list[str]:
         rows = rows[1:]
     return [str((path.parent / row[column].strip()).resolve()) for row in rows
             if len(row) > column and row[column].strip()]
+
+
+def as_paths(given, argument: str = "photos") -> list[str]:
+    """`given` (a path, or an iterable of them) as strings; anything else (an image in memory,
+    an array, None) is a one-line UserError naming `argument`: photos are read from files, as
+    the run's data was, so that they are fitted to the model the same way."""
+    items = [given] if isinstance(given, (str, os.PathLike)) else given
+    try:
+        items = list(items)
+    except TypeError:
+        items = [given]
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            kind = "None" if item is None else f"{type(item).__module__}.{type(item).__qualname__}"
+            raise UserError(f"{argument} takes image files, folders of them or CSVs of paths "
+                            f"(str or pathlib.Path), got {kind}; save an image in memory to a "
+                            f"file first")
+    return [os.fspath(item) for item in items]
 
 
 def list_photos(paths) -> list[str]:

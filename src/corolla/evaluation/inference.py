@@ -4,6 +4,7 @@ prediction and training's val F1 callback all run models through here."""
 
 from __future__ import annotations
 
+import re
 import sys
 import weakref
 import zipfile
@@ -17,7 +18,7 @@ from corolla.data import datasets, folds
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
-from corolla.errors import UserError, check_stop
+from corolla.errors import UserError, check_stop, first_line
 from corolla.evaluation import tta as tta_lib
 from corolla.models import hub
 from corolla.runs import identity, paths, rundir
@@ -101,13 +102,24 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None):
                 raise UserError(f"{run_dir / paths.MODEL} contains {what}; Corolla loads "
                                 f"models only in Keras' safe mode: rebuild the model with "
                                 f"registered layers instead") from None
-            raise
+            raise UserError(f"{path} cannot be loaded as a Keras model ({_why(e)}); put the "
+                            f"run's own model back, or train the run again") from None
     if config is not None:
         identity.check(path, run_dir, config, model.input_shape[1])
     if model.output_shape[-1] != num_classes:
         raise UserError(f"{run_dir / paths.MODEL} outputs {model.output_shape[-1]} classes but "
                         f"the run names {num_classes}; it is not this run's model")
     return model
+
+
+def _why(error: Exception) -> str:
+    """What Keras could not load, in a few words: its message ends with the inner error after
+    the whole config (which a crafted file fills with anything)."""
+    text = str(error).rsplit("Exception encountered:", 1)[-1].strip()
+    named = re.search(r"Could not locate (class|function) '([^']{1,80})'", text)
+    if named:  # a name outside Keras' and Corolla's registered layers: nothing is imported
+        return f"it names a {named[1]} {named[2]!r} that is no registered Keras layer"
+    return first_line(Exception(text), 160)
 
 
 def open_data(run_dir: Path, config: config_lib.RunConfig, data_path: str | None = None,

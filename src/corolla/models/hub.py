@@ -7,7 +7,8 @@ converter's config, as `save_to_preset` writes them: works offline). The model i
 backbone behind its image converter's rescaling as a plain Keras layer, so it takes raw
 [0, 255] RGB like every Corolla model; resizing is the data pipeline's job. `--weights imagenet`
 loads the preset's own pre-trained weights, `none` only its architecture, a file the backbone
-weights saved from such a model.
+weights saved from such a model. The backbone pads as its weights were trained
+(`corolla.models.padding`: TensorFlow's SAME for TensorFlow-trained weights).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from corolla.errors import UserError, first_line
 from corolla.files import is_remote
-from corolla.models import preprocessing
+from corolla.models import padding, preprocessing
 from corolla.models.registry import HUB_PREFIX, ModelSpec, register
 
 DEFAULT_SIZE = 224  # for a preset whose image converter does not fix a size
@@ -84,18 +85,23 @@ def spec(preset: str) -> ModelSpec:
     converter = _load(preset, local, lambda: keras_hub.layers.ImageConverter.from_preset(preset))
     size = converter.image_size[0] if getattr(converter, "image_size", None) else DEFAULT_SIZE
     scale, offset = _plain(converter.scale), _plain(converter.offset)
+    # keras-hub's named presets are taken as keras-hub builds them (symmetric padding).
+    trained = padding.trained_padding(preset, padding.SYMMETRIC) if local else padding.SYMMETRIC
 
     def backbone(input_shape, weights):
         model = _load(preset, local, lambda: keras_hub.models.Backbone.from_preset(
             preset, load_weights=weights == "imagenet"))
+        pad = trained
         if weights not in (None, "imagenet"):
             model.load_weights(weights)
-        return model
+            pad = padding.trained_padding(weights, trained)
+        return padding.honour(model, pad, f"keras-hub preset {preset}")
 
+    same = ", TensorFlow's SAME padding" if trained == padding.SAME else ""
     return ModelSpec(
         f"{HUB_PREFIX}{preset}", backbone,
         lambda: preprocessing.converter(scale, offset), image_size=int(size), imagenet=True,
-        description=f"keras-hub preset {preset} ({type(converter).__name__})")
+        description=f"keras-hub preset {preset} ({type(converter).__name__}{same})")
 
 
 def _plain(value):
@@ -151,6 +157,9 @@ class Named:
     # ModelSpec.activations. Lite0's are taken as EfficientNet-B0's: the same blocks without
     # squeeze-excite (benchmarks/activations.py does not see into keras-hub's nested graph).
     activations: float | None = None
+    # The padding its preset's weights were trained with (keras-hub's are timm's: PyTorch's
+    # symmetric); a local folder or file may say otherwise (corolla.models.padding).
+    padding: str = padding.SYMMETRIC
 
 
 LITE0 = Named(
@@ -230,6 +239,7 @@ def _named_spec(named: Named) -> ModelSpec:
 
         keras_hub = _keras_hub(f"--model {named.name}")
         scale, offset = named.scale, named.offset
+        pad = named.padding
         if weights == "imagenet" or (weights and os.path.isdir(weights)):
             source = named.preset if weights == "imagenet" else os.path.abspath(weights)
             local = weights != "imagenet"
@@ -243,6 +253,8 @@ def _named_spec(named: Named) -> ModelSpec:
             converter = _load(source, local,
                               lambda: keras_hub.layers.ImageConverter.from_preset(source))
             scale, offset = _plain(converter.scale), _plain(converter.offset)
+            if local:
+                pad = padding.trained_padding(source, named.padding)
             if model.count_params() != named.params:
                 raise UserError(f"--weights {weights}: the preset holds a "
                                 f"{type(model).__name__} of {model.count_params():,} parameters, "
@@ -252,6 +264,8 @@ def _named_spec(named: Named) -> ModelSpec:
             if weights:
                 model.load_weights(weights)
                 scale, offset = _folder_converter(weights, scale, offset)
+                pad = padding.trained_padding(weights, named.padding)
+        model = padding.honour(model, pad, f"--model {named.name} --weights {weights}")
         # The preprocessing belongs to the weights (a converter per preset), so it is inside
         # the backbone, as keras.applications' EfficientNets rescale inside theirs.
         inputs = keras.Input(input_shape, name="image")

@@ -145,8 +145,29 @@ def plot_explanations(images: np.ndarray, heatmaps: np.ndarray, titles: list[str
     return save_figure(fig, path)
 
 
-def per_class_table(per_class: list[dict]) -> list[str]:
-    """metrics.json's per-class rows as aligned text lines for the terminal."""
+# A log keeps a table of up to this many classes whole; of more (the competition's 104), the
+# worst few: a hundred lines would bury the log's other lines, and metrics.json and
+# report.html hold every class.
+TABLE_CLASSES = 20
+WORST_CLASSES = 10
+
+
+def per_class_table(per_class: list[dict], most: int = TABLE_CLASSES,
+                    worst: int = WORST_CLASSES) -> list[str]:
+    """metrics.json's per-class rows as aligned text lines for the terminal. Of more than
+    `most` classes, a line that counts them, then the `worst` rows by F1 (ties: the larger
+    support first), lowest first."""
+    if len(per_class) <= most:
+        return _table(per_class)
+    f1 = np.array([r["f1"] for r in per_class])
+    rows = sorted(per_class, key=lambda r: (r["f1"], -r["support"]))[:worst]
+    summary = (f"{len(per_class)} classes: F1 median {np.median(f1):.4f}, "
+               f"{int((f1 == 1).sum())} at 1, {int((f1 == 0).sum())} at 0; the {len(rows)} "
+               f"lowest below (every class in metrics.json and report.html)")
+    return [summary] + _table(rows)
+
+
+def _table(per_class: list[dict]) -> list[str]:
     width = max([len("class")] + [len(r["name"].strip()) for r in per_class])
     lines = [f"{'class':<{width}}  support  precision  recall      F1"]
     lines += [f"{r['name'].strip():<{width}}  {r['support']:>7d}  {r['precision']:>9.4f}  "

@@ -37,7 +37,7 @@ def save_predictions(path: str | Path, ids, labels, probabilities, class_names,
     predictions are a bug of the caller (ValueError), refused before anything is written."""
     p = make(ids, labels, probabilities, class_names, tta)
     path = Path(path)
-    make_folder(path.parent)
+    make_folder(path.parent, own=True)
     # np.savez appends ".npz" to a name that lacks it, and would miss the temporary file:
     # it is given the open file instead.
     with atomic_path(path) as tmp, tmp.open("wb") as f:

@@ -66,7 +66,7 @@ def write(ids, labels, path: str | Path, num_classes: int | None = None) -> Path
 
 
 def read(path: str | Path) -> dict[str, int]:
-    with Path(path).open(newline="") as f:
+    with Path(path).open(encoding="utf-8-sig", newline="") as f:
         return {row["id"]: int(row["label"]) for row in csv.DictReader(f)}
 
 
@@ -107,7 +107,7 @@ def check(path: str | Path, test_ids, num_classes: int) -> list[Problem]:
         if len(row) != 2:
             add("malformed", f"line {number}: {','.join(row)!r}")
             continue
-        example_id, label = row
+        example_id, label = row[0], row[1].strip()  # " 0": Kaggle's reader takes it
         lines.setdefault(example_id, []).append(number)
         if not _INTEGER.fullmatch(label):
             add("not_integer", f"line {number}: {label!r}")
@@ -158,7 +158,8 @@ def size_limit(test_ids, num_classes: int) -> int:
 
 
 def _text(path: str | Path, limit: int | None = None) -> str:
-    with Path(path).open(encoding="utf-8", newline="") as f:  # csv reads the line ends
+    # utf-8-sig: the byte-order mark Excel's "CSV UTF-8" writes first, which Kaggle accepts.
+    with Path(path).open(encoding="utf-8-sig", newline="") as f:  # csv reads the line ends
         # Characters, not bytes: a UTF-8 character is at least one byte, so a file within the
         # limit is read whole.
         text = f.read(-1 if limit is None else limit + 1)

@@ -25,11 +25,23 @@ def stamp(path: str | Path, run_id: str, input_size: int) -> None:
 
 
 def read(path: str | Path) -> dict | None:
-    """The record of the .keras archive at `path`, or None for a model saved without one."""
+    """The record of the .keras archive at `path`, or None for a model saved without one; one
+    that is not a record `stamp` writes is a one-line UserError naming the file."""
     with zipfile.ZipFile(path) as archive:
         if ENTRY not in archive.namelist():
             return None
-        return json.loads(archive.read(ENTRY))
+        if archive.getinfo(ENTRY).file_size > 4096:  # stamp writes a few dozen bytes
+            record = None
+        else:
+            try:
+                record = json.loads(archive.read(ENTRY))
+            except (ValueError, UnicodeDecodeError):
+                record = None
+    if not (isinstance(record, dict) and isinstance(record.get("run_id", ""), str)
+            and type(record.get("input_size", 0)) is int):
+        raise UserError(f"{path} holds a damaged {ENTRY} (not the run id and input size Corolla "
+                        f"writes); put the run's own model back, or train the run again")
+    return record
 
 
 def check(path: Path, run_dir: Path, config, model_size: int | None) -> None:

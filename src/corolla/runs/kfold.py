@@ -19,7 +19,9 @@ def refuse_parent(run_dir: str | Path, config: config_lib.RunConfig) -> None:
     """A k-fold parent (`run_dir`, its `config`) holds no model of its own: evaluate and
     predict take one of its folds."""
     if is_parent(config):
+        submission = Path(run_dir) / SUBMISSION
+        averaged = f", its averaged test predictions in {submission}" if submission.is_file() \
+            else " (the data has no test split: no averaged test predictions)"
         raise UserError(f"{run_dir} is a k-fold run: it has no model of its own; evaluate or "
                         f"predict one of its folds ({Path(run_dir) / fold_name(1)} ...). Its "
-                        f"out-of-fold scores are in {Path(run_dir) / METRICS}, its "
-                        f"averaged test predictions in {Path(run_dir) / SUBMISSION}")
+                        f"out-of-fold scores are in {Path(run_dir) / METRICS}{averaged}")

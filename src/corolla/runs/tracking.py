@@ -41,7 +41,7 @@ import urllib.request
 from pathlib import Path
 
 from corolla.errors import UserError, first_line
-from corolla.files import read_json, write_json
+from corolla.files import locked, read_json, write_json
 from corolla.runs import paths
 from corolla.runs.kfold import is_parent
 
@@ -332,8 +332,10 @@ def _new(kind: str, config, run_dir: Path, parent: Tracker | None, log) -> Track
         from mlflow.entities import Param
 
         if parent is None:
-            client, uri, local = _mlflow_client(config.output.runs_dir)
-            experiment = _mlflow_experiment(client, config.output.runs_dir, local)
+            uri, local = _mlflow_uri(config.output.runs_dir)
+            with _store_made_once(uri):
+                client = _mlflow_client(uri)
+                experiment = _mlflow_experiment(client, config.output.runs_dir, local)
         else:  # the parent's store and experiment (a fold's runs_dir is the parent folder)
             client, uri = parent.client, parent.record["tracking_uri"]
             experiment = parent.record["experiment_id"]
@@ -375,7 +377,8 @@ def _resume(record: dict, run_dir: Path, log) -> Tracker:
         _probe(uri)
         import mlflow
 
-        client = mlflow.MlflowClient(tracking_uri=uri)
+        with _store_made_once(uri):
+            client = _mlflow_client(uri)
         try:
             client.update_run(run_id, status="RUNNING")
         except mlflow.exceptions.MlflowException as e:
@@ -420,14 +423,59 @@ def _mlflow_uri(runs_dir) -> tuple[str, bool]:
     return f"sqlite:///{(Path(runs_dir) / paths.MLFLOW_DB).resolve()}", True
 
 
-def _mlflow_client(runs_dir):
+def _mlflow_client(uri: str):
     import mlflow
 
     _bound_mlflow_http()
-    uri, local = _mlflow_uri(runs_dir)
-    if local:
-        Path(runs_dir).mkdir(parents=True, exist_ok=True)
-    return mlflow.MlflowClient(tracking_uri=uri), uri, local
+    return mlflow.MlflowClient(tracking_uri=uri)
+
+
+def _sqlite_file(uri: str) -> Path | None:
+    """The database file of a SQLite store (sqlite:///relative or sqlite:////absolute)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = uri[len("sqlite:///"):].split("?")[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+@contextlib.contextmanager
+def _store_made_once(uri: str):
+    """For a SQLite store, the block (opening the store, making the experiment) run by one
+    process at a time: MLflow creates a new store's tables on first use, and two runs starting
+    together into a fresh store otherwise fail ("table experiments already exists")."""
+    db = _sqlite_file(uri)
+    if db is None:
+        yield
+        return
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with locked(db.parent / f".{db.name}.lock"):
+        yield
+
+
+def _check_sqlite(uri: str) -> None:
+    """A SQLite store's file can be written, or made where its folder can be: checked before
+    training, as MLflow would fail only once the run is made."""
+    db = _sqlite_file(uri)
+    if db is None:
+        return
+    problem = None
+    if db.exists():
+        if not db.is_file():
+            problem = "is not a file"
+        elif not os.access(db, os.R_OK | os.W_OK):
+            problem = "cannot be read and written"
+    else:
+        there = db.parent
+        while not there.exists() and there != there.parent:
+            there = there.parent
+        if not there.is_dir():
+            problem = f"cannot be made: {there} is a file, not a folder"
+        elif not os.access(there, os.W_OK | os.X_OK):
+            problem = f"cannot be made: {there} cannot be written"
+    if problem:
+        raise UserError(f"the MLflow store {db} {problem}; set MLFLOW_TRACKING_URI to a store "
+                        f"that can be written (unset: RUNS_DIR/{paths.MLFLOW_DB}), or leave out "
+                        f"--track")
 
 
 def _mlflow_experiment(client, runs_dir, local: bool) -> str:
@@ -464,9 +512,11 @@ def _bound_mlflow_http() -> None:
 def _probe(uri: str) -> None:
     """An MLflow server (http, https) must answer its /health within PROBE_SECONDS: one direct
     request, no retries (a dead server fails in milliseconds, a silent one in PROBE_SECONDS).
-    Any HTTP answer counts (one needing a login is there). Other stores are opened as used."""
+    Any HTTP answer counts (one needing a login is there). A SQLite store must be writable
+    (`_check_sqlite`); other stores are opened as used."""
     parts = urllib.parse.urlsplit(uri)
     if parts.scheme not in ("http", "https"):
+        _check_sqlite(uri)
         return
     url = urllib.parse.urlunsplit((parts.scheme, parts.hostname + (
         f":{parts.port}" if parts.port else ""), parts.path.rstrip("/") + "/health", "", ""))
@@ -501,13 +551,19 @@ def _wandb_dir(runs_dir) -> str | None:
     return str(Path(runs_dir).resolve())
 
 
+_WANDB_MODES = ("", "online", "offline", "disabled", "dryrun", "shared")  # wandb.Settings.mode
+
+
 def _wandb_logged_in() -> None:
     """Online W&B needs an API key: without one, wandb.init asks for it at a terminal (a
     prompt that blocks the command: ultralytics#2973) or fails after the run folder is made.
     Where W&B keeps one (WANDB_API_KEY, or the netrc file `wandb login` writes, NETRC or
     ~/.netrc, for WANDB_BASE_URL's host), or offline, training goes on; else one line now."""
-    if os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled", "dryrun") \
-            or os.environ.get("WANDB_API_KEY"):
+    mode = os.environ.get("WANDB_MODE", "")
+    if mode.lower() not in _WANDB_MODES:
+        raise UserError(f"WANDB_MODE={mode!r} is not a W&B mode; set it to one of "
+                        f"{', '.join(m for m in _WANDB_MODES if m)}, or unset it (online)")
+    if mode.lower() in ("offline", "disabled", "dryrun") or os.environ.get("WANDB_API_KEY"):
         return
     host = urllib.parse.urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
     path = Path(os.environ.get("NETRC") or Path.home() / ".netrc").expanduser()
