@@ -314,7 +314,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     if plan.is_chief:  # a missing package or a server down: one line, before anything runs
         tracking.check(cfg.output.track, cfg.output.runs_dir)
-        if resume is None:  # a name taken (a finished run): before the recipe, data and probe
+        if resume is None:  # a name taken: said before the recipe, the data check, a probe
             rundir.check_free(cfg.output.runs_dir, cfg.output.name)
     if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
         name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
