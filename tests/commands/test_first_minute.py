@@ -49,6 +49,9 @@ def test_the_suggestion_is_the_closest_choice_or_none():
 def test_a_missing_data_path_is_said_first(tmp_path, capsys):
     said_first(capsys, ["train", "--data", str(tmp_path / "nope"), "--runs-dir",
                         str(tmp_path / "runs")], f"data path '{tmp_path / 'nope'}' does not exist")
+    said_first(capsys, ["lr-find", "--data", str(tmp_path / "nope"), "--out",
+                        str(tmp_path / "out")], f"data path '{tmp_path / 'nope'}' does not exist")
+    assert not (tmp_path / "out").exists()
     from corolla.data import sources
 
     sources.check_exists("gs://bucket/petals")  # a bucket is not looked for on this disk
