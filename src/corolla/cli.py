@@ -19,7 +19,7 @@ from corolla.commands import (arguments, bench, check_data, check_submission, co
                               ensemble, evaluate, explain, export, info, lr_find, predict, report,
                               submit, train)
 from corolla.commands.errors import as_user_errors
-from corolla.errors import UserError, clear_stop, request_stop, scrub
+from corolla.errors import UserError, clear_stop, closest, did_you_mean, request_stop, scrub
 from corolla.runtime import tflog
 
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).
@@ -30,8 +30,41 @@ COMMANDS = {module.__name__.rpartition(".")[2].replace("_", "-"): module for mod
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors that suggest the flag, command or choice meant (Python
+    3.11's argparse suggests none)."""
+
     def error(self, message):  # one line, exit 2 (argparse would print the usage block too)
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _check_value(self, action, value):  # a value outside `choices`: a command, a format
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as e:
+            hint = did_you_mean(value, action.choices)
+            raise argparse.ArgumentError(action, f"{e.message}; {hint}" if hint else
+                                         e.message) from None
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:  # said by the command's own parser, which knows the flags meant
+            parser = _chosen(self, parsed)
+            flags = [s for a in parser._actions for s in a.option_strings]
+            meant = [closest(arg.partition("=")[0], flags) for arg in unknown
+                     if arg.startswith("-")]
+            meant = " and ".join(m for m in meant if m)
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}"
+                         f"{f'; did you mean {meant}?' if meant else ''}")
+        return parsed
+
+
+def _chosen(parser: argparse.ArgumentParser, parsed) -> argparse.ArgumentParser:
+    """The innermost parser of the (sub)command `parsed` names: `corolla bench data`'s."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(parsed, action.dest, None)
+            if name in action.choices:
+                return _chosen(action.choices[name], parsed)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:

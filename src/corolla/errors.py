@@ -4,6 +4,7 @@ The CLI prints its message on one line and exits with status 2; anything else is
 its traceback. Messages say what was received and what to do about it.
 """
 
+import difflib
 import re
 
 
@@ -21,6 +22,20 @@ DATA_ERROR = "corolla data error"
 NO_TENSORFLOW = ('TensorFlow is not installed, and Corolla reads its data with tf.data on every '
                  'backend; run: pip install "corolla[tensorflow]" (or tensorflow-cpu on a TPU '
                  'host or beside jax[cuda12])')
+
+
+def closest(word: str, choices) -> str | None:
+    """The choice closest to `word` (a misspelt flag, model, recipe or format; case aside), or
+    None when none is close."""
+    lowered = {str(c).lower(): str(c) for c in choices}
+    close = difflib.get_close_matches(str(word).lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[close[0]] if close else None
+
+
+def did_you_mean(word: str, choices) -> str:
+    """"did you mean X?" (`closest`), or "": every "unknown ..." message asks it here."""
+    found = closest(word, choices)
+    return f"did you mean {found}?" if found else ""
 
 
 def first_line(error: BaseException, limit: int = 200, typed: bool = False) -> str:

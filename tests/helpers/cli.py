@@ -27,3 +27,16 @@ def one_line(capsys, code, *needles) -> str:
     for needle in needles:
         assert needle in err, err
     return err
+
+
+def said_first(capsys, argv, *needles) -> str:
+    """`one_line_error`, and nothing said before it: no recipe announced, no data checked, no
+    time probed (standard output empty). Returns the line."""
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    lines = [line for line in captured.err.splitlines() if line.startswith("corolla")]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]

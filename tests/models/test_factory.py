@@ -12,7 +12,11 @@ from corolla.runs import paths
 def test_registry_lists_a_cpu_model_and_the_tutorial_backbones():
     assert {"small_cnn", "vgg16", "efficientnet_b0"} <= set(models.names())
     assert models.get("vgg16").image_size == 224 and models.get("small_cnn").image_size == 64
-    with pytest.raises(UserError, match="unknown model 'resnet9000'; choose one of: .*small_cnn"):
+    with pytest.raises(UserError, match="unknown model 'nosuchnet'; choose one of: .*small_cnn"):
+        models.get("nosuchnet")
+    # A near miss is answered with the one meant, not buried in the list of every model.
+    with pytest.raises(UserError, match=r"unknown model 'resnet9000'; did you mean resnet50\? "
+                                        r"\(every model: corolla info --models"):
         models.get("resnet9000")
 
 

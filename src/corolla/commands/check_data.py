@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corolla.data import sources, survey
+from corolla.data import survey
 from corolla.errors import UserError
 from corolla.files import write_json
 from corolla.runs import paths
@@ -49,17 +49,20 @@ def check_data(data: str, out: str | Path | None = None, strict: bool = False,
     return summary
 
 
-def for_training(data: str, features=None, strict: bool = False, log=print) -> dict | None:
+def for_training(data: str, features=None, strict: bool = False, log=print,
+                 skip_bad_records: bool = False) -> dict | None:
     """The check `corolla train` runs before training: once per data set (cached), one line;
-    with `strict`, copies across splits are an error. Data the check cannot read (a damaged
-    file) is said in one line and left to training, which names the fault as it always has
-    (or skips damaged records with --skip-bad-records): None then."""
+    with `strict`, copies across splits are an error. Data that is no data at all (no images,
+    a CSV without labels) is an error, said once. A file the check cannot read (a damaged
+    one) is the error training would end with, said now; with `skip_bad_records`, said in one
+    line and left to training, which skips its damaged records: None then."""
     from corolla.data import datasets
 
-    sources.kind_of(data)  # a path that is no data at all: its own error, first
     try:
         result, _ = survey.cached(data, datasets.checks_dir(), features, log=log)
-    except UserError as e:
+    except survey.Unreadable as e:
+        if not skip_bad_records:
+            raise
         log(f"data check: not done ({e})")
         return None
     log(survey.one_line(result, f"corolla check-data --data {data}"))

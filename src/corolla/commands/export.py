@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla import runtime
-from corolla.errors import UserError
+from corolla.errors import UserError, did_you_mean
 from corolla.evaluation import exported
 from corolla.files import check_folder, make_folder
 from corolla.report import export as writer
@@ -38,7 +38,9 @@ def default_out(run_dir: Path, fmt: str, quantize: str) -> Path:
 
 def _check_args(fmt: str, quantize: str) -> None:
     if fmt not in exported.FORMATS:
-        raise UserError(f"--format must be one of {', '.join(exported.FORMATS)}, got {fmt!r}")
+        hint = did_you_mean(fmt, exported.FORMATS)
+        raise UserError(f"--format must be one of {', '.join(exported.FORMATS)}, got {fmt!r}"
+                        f"{'; ' + hint if hint else ''}")
     if quantize not in exported.QUANTIZE:
         raise UserError(f"--quantize must be one of {', '.join(exported.QUANTIZE)}, got "
                         f"{quantize!r}")

@@ -46,6 +46,7 @@ def lr_find(config_file: str | None = None, flags: dict | None = None,
     if not cfg.data.path:
         raise UserError(f"no data given; pass {names.get('data.path', '--data')} with a folder "
                         f"holding tfrecords-jpeg-SxS/, an image folder or a CSV")
+    train_command.check_first(cfg, config_file, flags, names)
     check_folder(make_folder(out), out_flag)  # before the work
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     cfg, plan, recipe = train_command.for_plan(config_file, flags, names, plan, log)

@@ -16,6 +16,7 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla import models, runtime
 from corolla.commands import arguments, check_data
+from corolla.config import flags as flags_lib
 from corolla.config import recipe as recipe_lib
 from corolla.config.range_test import RangeSettings
 from corolla.data import sources
@@ -77,6 +78,10 @@ def train_config(config_file: str | config_lib.ConfigFile | None = None, flags: 
         return _continued(resume, run_cfg, flags, names), resume
     cfg = config_lib.load(config_file, flags, names)
     again = Path(cfg.output.runs_dir) / cfg.output.name
+    if "output.name" in flags and rundir.status(again) == rundir.FINISHED_STATUS:
+        # Said first, before the backend is chosen (a finished run is never the folder this
+        # command's chief has just made; other taken names are checked on the chief, in `train`).
+        rundir.check_free(cfg.output.runs_dir, cfg.output.name)
     if "output.name" in flags and rundir.status(again) != rundir.FINISHED_STATUS \
             and (again / paths.CONFIG).is_file():
         # The same named command after a kill (preemption): continue that run.
@@ -92,6 +97,37 @@ def train_config(config_file: str | config_lib.ConfigFile | None = None, flags: 
                 f"{free!r}")
             cfg = config_lib.apply(cfg, {"output.name": free})
     return cfg, resume
+
+
+def check_first(cfg: config_lib.RunConfig, config_file: config_lib.ConfigFile | None,
+                flags: dict, names: dict | None, resume: Path | None = None) -> None:
+    """What can be checked without work, before the backend, the recipe's resolution, a data
+    conversion or a time probe: a new run's local data path exists, its model is known, its
+    local weights exist, keras-hub is installed where the model or the weights need it; a
+    continued run's model can be built here. The model is the one asked for, else the named
+    recipe's (`recipe auto` chooses one later, and says which)."""
+    names = names or {}
+    if resume is not None:
+        hub.require(cfg.model.name, f"run {str(resume)!r} (model {cfg.model.name})")
+        return
+    sources.check_exists(cfg.data.path)
+    asked = _asked(config_file, flags)
+    recipe = recipe_lib.load(cfg.train.recipe).values if cfg.train.recipe != "auto" and \
+        recipe_lib.is_read(config_file) else {}
+    model = asked.get("model.name") or recipe.get("model.name") or \
+        (cfg.model.name if cfg.train.recipe != "auto" else None)
+    weights = asked.get("model.weights", recipe.get("model.weights"))
+    models.check_choice(model, weights, _as_given(names, asked, cfg, "model.name", model),
+                        _as_given(names, asked, cfg, "model.weights", weights))
+
+
+def _as_given(names: dict, asked: dict, cfg: config_lib.RunConfig, key: str, value) -> str:
+    """How a message names a model or weights setting: as the user wrote it (`--model X`,
+    `model="X"`), else as the recipe's (`recipe R's model X`)."""
+    word = {"model.name": "model", "model.weights": "weights"}[key]
+    if key in asked:
+        return flags_lib.as_written(names.get(key, f"--{word}"), value)
+    return f"recipe {cfg.train.recipe}'s {word} {value}"
 
 
 def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, run) -> None:
@@ -153,7 +189,16 @@ def cpu_auto(config_file: str | config_lib.ConfigFile | None, flags: dict) -> tu
                                                         finetune["model.weights"]))
     if ok:
         return recipe_lib.CPU_FINETUNE, f"{model}: {why}"
+    _refuse_unavailable(asked, model)
     return recipe_lib.AUTO["cpu"], f"no pre-trained weights to fine-tune, {why}; from scratch"
+
+
+def _refuse_unavailable(asked: dict, model: str) -> None:
+    """`--weights imagenet` asked for and not to be had now is an error, said before the recipe
+    is announced: a run "from scratch" announced, then the download tried anyway, is two lines
+    of which the second contradicts the first."""
+    if asked.get("model.weights") == "imagenet":
+        raise UserError(models.weights_unavailable(model))
 
 
 def _asked(config_file: str | config_lib.ConfigFile | None, flags: dict) -> dict:
@@ -196,6 +241,7 @@ def accelerator_auto(config_file: str | config_lib.ConfigFile | None, flags: dic
         why = f"{model}: {why}" if ok else \
             f"no pre-trained weights to fine-tune, {why}; from scratch"
     if not ok:
+        _refuse_unavailable(asked, model)
         name = recipe_lib.AUTO["cpu"]  # the from-scratch recipe
         recipe = recipe_lib.load(name).values
         if "model.weights" not in asked:
@@ -264,9 +310,12 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
         given = (names or {}).get("data.path", "--data")
         raise UserError(f"no data given; pass {given} with a folder holding tfrecords-jpeg-SxS/ "
                         f"(or data.path in {(names or {}).get('config', '--config')})")
+    check_first(cfg, config_file, flags, names, resume)
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     if plan.is_chief:  # a missing package or a server down: one line, before anything runs
         tracking.check(cfg.output.track, cfg.output.runs_dir)
+        if resume is None:  # a name taken: said before the recipe, the data check, a probe
+            rundir.check_free(cfg.output.runs_dir, cfg.output.name)
     if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
         name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
         cfg, plan, recipe = for_plan(config_file, flags, names, plan, log)
@@ -275,7 +324,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
     from corolla.data import datasets
 
     checked = check_data.for_training(cfg.data.path, datasets.features_of(cfg.data), strict,
-                                      log=log)
+                                      log=log, skip_bad_records=cfg.data.skip_bad_records)
     if kfold_rule.is_parent(cfg):
         from corolla.commands import kfold
 
@@ -295,8 +344,7 @@ def train(config_file: str | None = None, flags: dict | None = None, names: dict
 
 def _find_flag(names: dict | None) -> str:
     """How the user asked for the range test: `--lr find`, `learning_rate="find"`."""
-    name = (names or {}).get("train.learning_rate", "--lr")
-    return f'{name}"{arguments.FIND}"' if name.endswith("=") else f"{name} {arguments.FIND}"
+    return flags_lib.as_written((names or {}).get("train.learning_rate", "--lr"), arguments.FIND)
 
 
 def split_lr_find(flags: dict | None, names: dict | None, resume=None):

@@ -62,6 +62,12 @@ def _one_batch(flags: dict, names: dict) -> None:
                         f"the batch; pass one of them")
 
 
+def as_written(name: str, value) -> str:
+    """A setting as the user wrote it, its `name` from the names above: `--model x` on the
+    command line, `model="x"` from Python."""
+    return f'{name}"{value}"' if name.endswith("=") else f"{name} {value}"
+
+
 def keyword_names() -> dict[str, str]:
     """Config key -> "keyword=" for every setting: how errors name them to a Python caller."""
     names = {key: f"{name}=" for name, key in FLAG_KEYS.items()}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from corolla.config import schema as config_lib
-from corolla.errors import UserError
+from corolla.errors import UserError, did_you_mean
 
 FOLDER = Path(__file__).parent / "recipes"  # the shipped recipes, one TOML file each
 SECTIONS = ("data", "model", "train")  # what a recipe may set: runtime and output are not its
@@ -61,9 +61,10 @@ def load(name_or_path: str) -> Recipe:
     shipped = FOLDER / f"{name_or_path}.toml"
     if not is_file(name_or_path):
         if not shipped.is_file():
-            raise UserError(f"unknown recipe {name_or_path!r}; choose one of: "
-                            f"{', '.join(['auto', *names()])} (corolla info --recipes), or "
-                            f"pass a recipe file's path")
+            hint = did_you_mean(name_or_path, ["auto", *names()])
+            raise UserError(f"unknown recipe {name_or_path!r}; {hint + ' ' if hint else ''}"
+                            f"choose one of: {', '.join(['auto', *names()])} (corolla info "
+                            f"--recipes), or pass a recipe file's path")
         path, name = shipped, name_or_path
     else:
         path, name = Path(name_or_path), canonical(name_or_path)
@@ -91,6 +92,12 @@ def _recipe_keys() -> set[str]:
     return {f"{s}.{k}" for s in SECTIONS for k in defaults[s]} - {"train.recipe"}
 
 
+def is_read(file: config_lib.ConfigFile | None) -> bool:
+    """Whether a run's recipe is read: not when its config file sets every key a recipe could
+    (a run's saved config.toml: reproduced without its recipe file, which may be gone)."""
+    return not (file is not None and _recipe_keys() <= set(file.values))
+
+
 def compose(config_path: str | Path | config_lib.ConfigFile | None, overrides: dict[str, Any],
             labels: dict[str, str] | None, accelerator: str) -> tuple[config_lib.RunConfig,
                                                                        Recipe]:
@@ -102,7 +109,7 @@ def compose(config_path: str | Path | config_lib.ConfigFile | None, overrides: d
     asked = config_lib.load(file, overrides, labels)  # checks the file and the flags
     name = choose(asked.train.recipe, accelerator)
     tree = file.values if file is not None else {}
-    if _recipe_keys() <= set(tree):
+    if not is_read(file):
         recipe = Recipe(name, "(every value given by the config file)", {})
     else:
         recipe = load(name)

@@ -68,6 +68,25 @@ def is_image_file(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")
 
 
+def check_exists(path: str) -> None:
+    """A local data path that is no data at all (missing, or a file but not a CSV) as one
+    line; checked before any work (`corolla train` checks it first thing). A remote path is
+    not checked here."""
+    path = path.rstrip("/") or path
+    if is_remote(path):
+        return
+    local = Path(path)
+    if local.is_file():
+        if local.suffix.lower() == ".csv":
+            return
+        raise UserError(f"data path {path!r} is a file but not a .csv; pass a CSV with the "
+                        f"columns path,label, an image folder or a TFRecord layout")
+    if not local.is_dir():
+        raise UserError(f"data path {path!r} does not exist; pass --data with a folder "
+                        f"(TFRecord layout, or images in one subfolder per class) or a CSV "
+                        f"of path,label")
+
+
 def kind_of(path: str) -> str:
     """"layout", "folder", "csv" or "tfrecords" (a folder of .tfrec files not in the layout)."""
     import tensorflow as tf
@@ -77,16 +96,9 @@ def kind_of(path: str) -> str:
     path = path.rstrip("/") or path
     if is_remote(path):  # a bucket: only TFRecords are read from there
         return "layout"
-    local = Path(path)
-    if local.is_file():
-        if local.suffix.lower() == ".csv":
-            return "csv"
-        raise UserError(f"data path {path!r} is a file but not a .csv; pass a CSV with the "
-                        f"columns path,label, an image folder or a TFRecord layout")
-    if not local.is_dir():
-        raise UserError(f"data path {path!r} does not exist; pass --data with a folder "
-                        f"(TFRecord layout, or images in one subfolder per class) or a CSV "
-                        f"of path,label")
+    check_exists(path)
+    if Path(path).is_file():
+        return "csv"
     try:
         layout_lib.available_sizes(path)
         return "layout"

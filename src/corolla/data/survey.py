@@ -130,9 +130,14 @@ def _read_layout(layout, progress) -> list[Entry]:
             except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
                 # As training says it: a damaged file, or records whose features have other
                 # names (read through [data] image_feature = ... in a config)
-                raise UserError(check.damaged_error(file.path, split.labelled, e,
-                                               layout.features)) from None
+                raise Unreadable(check.damaged_error(file.path, split.labelled, e,
+                                                layout.features)) from None
     return out
+
+
+class Unreadable(UserError):
+    """A file the check cannot read to its end (a damaged one): training reads the same file
+    and says the same of it, or skips its damaged records (--skip-bad-records)."""
 
 
 @dataclass

@@ -41,10 +41,35 @@ def check_weights(spec: ModelSpec, weights: str) -> str | None:
                         f"keras-hub preset folder goes to --model efficientnet_lite0 --weights "
                         f"FOLDER, or to --model hub:FOLDER (its own weights come with it)")
     if not Path(weights).is_file():
-        folder = " or keras-hub preset folder" if spec.name in hub.NAMED else ""
-        raise UserError(f"weights file{folder} {weights!r} does not exist; pass --weights none, "
-                        f"imagenet, or the path of a local copy of the backbone's weights")
+        raise UserError(_no_such_weights(weights, spec.name))
     return weights
+
+
+def _no_such_weights(weights: str, name: str | None) -> str:
+    folder = " or keras-hub preset folder" if name is None or name in hub.NAMED else ""
+    return (f"weights file{folder} {weights!r} does not exist; pass --weights none, imagenet, "
+            f"or the path of a local copy of the backbone's weights")
+
+
+def check_choice(name: str | None, weights: str | None, model_as: str = "",
+                 weights_as: str = "") -> None:
+    """What can be checked of a model and its weights before Keras is imported or anything is
+    built or downloaded: the name is known, keras-hub is installed where it builds the model or
+    reads the weights (a preset folder), local weights exist, and the weights fit the model as
+    `check_weights` says. `name` None: not chosen yet (`recipe auto` chooses it later); the
+    weights are checked alone then. `model_as`, `weights_as`: how messages name them (default
+    `--model NAME`, `--weights PATH`)."""
+    spec = lookup(name) if name and not name.startswith(HUB_PREFIX) else None
+    if name:
+        hub.require(name, model_as or f"--model {name}")
+    local = weights not in (None, "", "none", "imagenet")
+    if local and not os.path.exists(weights):
+        raise UserError(_no_such_weights(weights, name))
+    if local and hub.is_preset_folder(weights) and not hub.installed():
+        raise UserError(hub.missing(f"{weights_as or f'--weights {weights}'} (a keras-hub "
+                                    f"preset folder)"))
+    if spec is not None:
+        check_weights(spec, weights)
 
 
 def create_model(name: str, num_classes: int, image_size: int | None = None,
@@ -144,6 +169,15 @@ def download_failed(name: str, message: str) -> str:
     return (f"could not download ImageNet weights for {name} (no network?); use --weights FILE "
             f"with a local copy of {file_name} (Keras caches it as {cache}/{file_name}), or "
             f"--weights none")
+
+
+def weights_unavailable(name: str) -> str:
+    """The one line for `--weights imagenet` of model `name` when `weights_available` says they
+    cannot be had now: the package to install, or the local copy to pass."""
+    if name in hub.NAMED:
+        return hub.download_failed(hub.NAMED[name]) if hub.installed() else \
+            hub.missing(f"--weights imagenet ({name}'s keras-hub preset)")
+    return download_failed(name, "")
 
 
 KERAS_DOWNLOAD_HOST = ("storage.googleapis.com", 443)  # where keras.applications' weights are

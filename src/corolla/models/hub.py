@@ -36,8 +36,30 @@ def _keras_hub(what: str = "--model hub:PRESET"):
     try:
         import keras_hub
     except ImportError:
-        raise UserError(f'{what} needs keras-hub: pip install "corolla[hub]"') from None
+        raise UserError(missing(what)) from None
     return keras_hub
+
+
+def missing(what: str) -> str:
+    """The one line for a model that keras-hub builds, asked for where it is not installed."""
+    return f'{what} needs keras-hub, which is not installed; run: pip install "corolla[hub]"'
+
+
+def installed() -> bool:
+    """Whether keras-hub can be imported, found without importing it (it imports Keras, whose
+    backend is not chosen yet when commands check their input)."""
+    return importlib.util.find_spec("keras_hub") is not None
+
+
+def needs_keras_hub(model: str) -> bool:
+    """A model keras-hub builds: a hub: preset or a named keras-hub backbone (`NAMED`)."""
+    return model.startswith(HUB_PREFIX) or model in NAMED
+
+
+def require(model: str, what: str) -> None:
+    """`missing(what)` as an error when `model` needs keras-hub and it is not installed."""
+    if needs_keras_hub(model) and not installed():
+        raise UserError(missing(what))
 
 
 def _is_local(preset: str) -> bool:
@@ -198,7 +220,7 @@ def availability(named: Named, weights: str | None) -> tuple[bool, str]:
     download that the network allows."""
     if weights in (None, "", "none"):
         return False, "--weights none"
-    if importlib.util.find_spec("keras_hub") is None:
+    if not installed():
         return False, 'keras-hub is not installed (pip install "corolla[hub]")'
     if weights != "imagenet":
         ok = os.path.exists(weights)

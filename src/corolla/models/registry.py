@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from corolla.errors import UserError
+from corolla.errors import UserError, did_you_mean
 
 HUB_PREFIX = "hub:"
 
@@ -49,6 +49,10 @@ def names() -> list[str]:
 def lookup(name: str) -> ModelSpec:
     """A registered model (`get` also resolves hub: presets)."""
     if name not in _REGISTRY:
+        hint = did_you_mean(name, names())
+        if hint:  # the whole list would bury the one meant
+            raise UserError(f"unknown model {name!r}; {hint} (every model: corolla info "
+                            f"--models; or hub:PRESET, a keras-hub preset)")
         raise UserError(f"unknown model {name!r}; choose one of: {', '.join(names())}, "
                         f"or hub:PRESET (a keras-hub preset)")
     return _REGISTRY[name]

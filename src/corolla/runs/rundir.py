@@ -24,17 +24,12 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
     """A new, empty run directory. An explicit name that exists is an error; a generated one
     gets a numeric suffix instead (two runs started in the same second)."""
     runs_dir = Path(runs_dir)
-    if runs_dir.exists() and not runs_dir.is_dir():
-        raise UserError(f"--runs-dir {str(runs_dir)!r} is a file, not a folder; pass a folder "
-                        f"(made if missing)")
+    check_free(runs_dir, name)
     try:
         if name:
             path = runs_dir / name
             if _unstarted(path):  # a kill came between its mkdir and its config.toml
                 return path
-            if path.exists():
-                raise UserError(f"run directory {str(path)!r} already exists; choose another "
-                                f"--name or move the old run away")
             path.mkdir(parents=True)
             return path
         base = f"{default_prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -51,6 +46,25 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
         raise UserError(f"cannot create a run directory in {str(runs_dir)!r} ({e.strerror}); "
                         f"pass --runs-dir with a folder you can write") from None
     raise UserError(f"could not create a new run directory under {str(runs_dir)!r}")
+
+
+def check_free(runs_dir: str | Path, name: str) -> None:
+    """Refuses what `create` would: --runs-dir a file, or an explicit name taken (a finished
+    run, any other folder; `train` continues an unfinished run of the same name before this).
+    Checked before a run's work (recipe, data, time probe) too, so that the refusal comes first."""
+    runs_dir, path = Path(runs_dir), Path(runs_dir) / name
+    try:
+        is_file = runs_dir.exists() and not runs_dir.is_dir()
+        taken = bool(name) and path.exists() and not _unstarted(path)
+    except OSError:  # a folder that cannot be read: `create` says so as it fails to make one
+        return
+    if is_file:
+        raise UserError(f"--runs-dir {str(runs_dir)!r} is a file, not a folder; pass a folder "
+                        f"(made if missing)")
+    if taken:
+        finished = " (a finished run)" if status(path) == FINISHED_STATUS else ""
+        raise UserError(f"run directory {str(path)!r} already exists{finished}; choose another "
+                        f"--name or move the old run away")
 
 
 def _unstarted(path: Path) -> bool:

@@ -1,0 +1,138 @@
+"""A new user's first minute: what can be checked without work (a path, a name, a flag, an
+installed package) is said first, in one line, before any recipe is announced, data checked or
+converted, or time probed; no line is contradicted by the next."""
+
+import sys
+
+import pytest
+
+from corolla.cli import main
+from corolla.runs import paths
+from helpers.cli import one_line_error, said_first
+
+HUB = 'needs keras-hub, which is not installed; run: pip install "corolla[hub]"'
+
+
+@pytest.fixture
+def no_keras_hub(monkeypatch):
+    """keras-hub as a machine without it has it: `import keras_hub` raises ImportError."""
+    monkeypatch.setitem(sys.modules, "keras_hub", None)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["train", "--epohcs", "3"], "unrecognized arguments: --epohcs 3; did you mean --epochs?"),
+    (["train", "--epohcs=3", "--nmae", "x"], "did you mean --epochs and --name?"),
+    (["trian"], "did you mean train?"),
+    (["export", "run", "--format", "tflit"], "did you mean tflite?"),
+])
+def test_a_misspelt_flag_command_or_choice_suggests_the_one_meant(capsys, argv, says):
+    one_line_error(capsys, argv, says)
+
+
+def test_a_misspelt_model_or_recipe_suggests_the_one_meant_first(tiny_petals, tmp_path, capsys):
+    runs = ["--data", str(tiny_petals), "--runs-dir", str(tmp_path)]
+    line = said_first(capsys, ["train", "--model", "efficientnet_lite", *runs],
+                      "unknown model 'efficientnet_lite'; did you mean efficientnet_lite0?")
+    assert "convnext_base" not in line  # the one meant, not buried in the list of all
+    said_first(capsys, ["train", "--recipe", "cpu-finetun", *runs],
+               "unknown recipe 'cpu-finetun'; did you mean cpu-finetune?")
+    assert not tmp_path.joinpath("runs").exists()
+
+
+def test_the_suggestion_is_the_closest_choice_or_none():
+    from corolla.errors import did_you_mean
+
+    assert did_you_mean("Small_CNN", ["small_cnn", "small_resnet"]) == "did you mean small_cnn?"
+    assert did_you_mean("zzz", ["small_cnn", "small_resnet"]) == ""
+
+
+def test_a_missing_data_path_is_said_first(tmp_path, capsys):
+    said_first(capsys, ["train", "--data", str(tmp_path / "nope"), "--runs-dir",
+                        str(tmp_path / "runs")], f"data path '{tmp_path / 'nope'}' does not exist")
+    said_first(capsys, ["lr-find", "--data", str(tmp_path / "nope"), "--out",
+                        str(tmp_path / "out")], f"data path '{tmp_path / 'nope'}' does not exist")
+    assert not (tmp_path / "out").exists()
+    from corolla.data import sources
+
+    sources.check_exists("gs://bucket/petals")  # a bucket is not looked for on this disk
+
+
+def test_a_finished_runs_name_is_refused_before_the_time_probe(tiny_run, tiny_petals, capsys):
+    said_first(capsys, ["train", "--data", str(tiny_petals), "--time", "45s", "--name",
+                        tiny_run.name, "--runs-dir", str(tiny_run.parent)],
+               f"run directory '{tiny_run}' already exists (a finished run)", "--name")
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda d: (d / "a.csv").write_text("path,kind\nx.jpg,rose\n") and d / "a.csv",
+     "has no 'label' column"),
+    (lambda d: (d / "empty").mkdir() or d / "empty", "no images in"),
+], ids=["csv_without_labels", "empty_folder"])
+def test_data_that_is_no_data_is_said_once(tmp_path, capsys, make, says):
+    """Not once as the data check's note and again as training's error."""
+    code = main(["train", "--data", str(make(tmp_path)), "--recipe", "cpu", "--runs-dir",
+                 str(tmp_path / "runs")])
+    captured = capsys.readouterr()
+    assert code == 2 and says in captured.err and says not in captured.out, captured
+    assert not (tmp_path / "runs").exists()
+
+
+def test_weights_that_do_not_exist_are_said_first(tiny_petals, tmp_path, capsys):
+    said_first(capsys, ["train", "--data", str(tiny_petals), "--weights", str(tmp_path / "no"),
+                        "--runs-dir", str(tmp_path / "runs")],
+               f"'{tmp_path / 'no'}' does not exist")
+
+
+def test_imagenet_weights_offline_are_refused_before_a_recipe_is_announced(
+        tiny_petals, tmp_path, capsys, monkeypatch):
+    """Not "recipe auto: cpu (...; from scratch)" first and the download tried after it."""
+    from corolla.models import hub
+
+    monkeypatch.setattr(hub, "reachable", lambda *a, **k: False)
+    monkeypatch.setattr(hub, "cached", lambda named: False)
+    said_first(capsys, ["train", "--data", str(tiny_petals), "--weights", "imagenet",
+                        "--runs-dir", str(tmp_path)], "efficientnet_lite0", "--weights")
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--weights", "FOLDER"], "--weights FOLDER (a keras-hub preset folder) " + HUB),
+    (["--model", "efficientnet_lite0"], "--model efficientnet_lite0 " + HUB),
+    (["--model", "hub:resnet_18_imagenet"], "--model hub:resnet_18_imagenet " + HUB),
+    (["--recipe", "cpu-finetune"], "recipe cpu-finetune's model efficientnet_lite0 " + HUB),
+], ids=["preset_folder", "lite0", "hub_preset", "lite0_recipe"])
+def test_training_without_keras_hub_says_which_package_first(tiny_petals, tmp_path, capsys,
+                                                             no_keras_hub, flags, says):
+    """Not a switch to small_cnn from scratch that then refuses the preset folder."""
+    preset = tmp_path / "preset"
+    preset.mkdir()
+    (preset / "config.json").write_text("{}")  # what makes a folder a keras-hub preset
+    flags = [str(preset) if f == "FOLDER" else f for f in flags]
+    said_first(capsys, ["train", "--data", str(tiny_petals), *flags, "--runs-dir",
+                        str(tmp_path / "runs")], says.replace("FOLDER", str(preset)))
+
+
+@pytest.fixture
+def hub_run(tiny_run_copy):
+    """A run whose config says its model is keras-hub's Lite0, as one trained elsewhere (the
+    model is named by config.toml, which is read before model.keras is)."""
+    config = tiny_run_copy / paths.CONFIG
+    config.write_text(config.read_text().replace('name = "small_cnn"',
+                                                 'name = "efficientnet_lite0"'))
+    return tiny_run_copy
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["predict"], ["explain", "IMAGE"],
+                                     ["export", "--format", "savedmodel"]],
+                         ids=lambda command: command[0])
+def test_a_runs_model_that_needs_keras_hub_is_one_line_without_it(hub_run, photos, capsys,
+                                                                   no_keras_hub, command):
+    """Keras' own error would be a page of layer configs (and exit 1)."""
+    image = next(p for p in photos[0].rglob("*") if p.is_file())
+    argv = [command[0], str(hub_run), *[str(image) if c == "IMAGE" else c for c in command[1:]]]
+    one_line_error(capsys, argv, f"run '{hub_run}' (model efficientnet_lite0) {HUB}")
+
+
+def test_continuing_a_run_that_needs_keras_hub_says_so_first(hub_run, capsys, no_keras_hub):
+    for name in (paths.FINISHED, paths.MODEL):  # a run stopped before its end
+        (hub_run / name).unlink()
+    said_first(capsys, ["train", "--resume", str(hub_run)], f"(model efficientnet_lite0) {HUB}")
