@@ -15,7 +15,8 @@ import sys
 import pytest
 
 from corolla.errors import NO_TENSORFLOW
-from helpers.processes import REPO
+from helpers.images import make_photos
+from helpers.processes import REPO, SHARED
 
 pytestmark = pytest.mark.install
 
@@ -75,8 +76,9 @@ def test_pip_install_beside_tensorflow_cpu_keeps_one_tensorflow(tmp_path, source
 
 def test_the_readmes_set_up_command_on_a_fresh_machine(tmp_path, source):
     """`pip install ".[tensorflow]"` in an empty environment: one TensorFlow, the full build,
-    keras-hub for the default CPU fine-tune (`cpu-finetune`'s EfficientNet-Lite0), and the
-    demo's command line works (`corolla demo --tiny`, a few seconds of training)."""
+    keras-hub for the default CPU fine-tune (`cpu-finetune`'s EfficientNet-Lite0), the demo's
+    command line works (`corolla demo --tiny`, a few seconds of training), and a photo folder
+    fine-tunes from a local preset folder."""
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", venv)
     python, corolla = venv / "bin" / "python", venv / "bin" / "corolla"
@@ -90,6 +92,23 @@ def test_the_readmes_set_up_command_on_a_fresh_machine(tmp_path, source):
                           text=True, timeout=900, check=False,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert demo.returncode == 0, demo.stderr[-3000:]
+    # The default path on a CPU, as the README's tour gives it: a photo folder fine-tuned from a
+    # local keras-hub preset folder (CI has the shared Lite0 weights; elsewhere this part skips).
+    weights = SHARED / "weights" / "efficientnet_lite0_imagenet"
+    if not weights.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must fine-tune from {weights}")
+        pytest.skip(f"no {weights}: the fine-tune from a preset folder is CI's")
+    make_photos(tmp_path / "photos", per_class=8)
+    tuned = subprocess.run([str(corolla), "train", "--data", str(tmp_path / "photos"),
+                            "--weights", str(weights), "--epochs", "1", "--steps-per-epoch", "2",
+                            "--batch-size", "4", "--name", "tuned"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=900, check=False,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    assert "efficientnet_lite0" in tuned.stdout and "from scratch" not in tuned.stdout, \
+        tuned.stdout[-3000:]
+    assert (tmp_path / "runs" / "tuned" / "model.keras").is_file()
 
 
 # The CUDA libraries a GPU stack needs as pip wheels (JAX's documented `jax[cuda12]` install).
