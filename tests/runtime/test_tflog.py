@@ -88,6 +88,37 @@ def test_a_runs_methods_in_a_fresh_interpreter_print_no_tensorflow_lines(tiny_ru
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("call", [
+    "corolla.runtime.detect().backend",
+    "corolla.models.create_model('small_cnn', num_classes=3, image_size=32).name",
+], ids=["runtime_detect", "create_model"])
+def test_the_lower_level_pieces_in_a_fresh_interpreter_print_no_tensorflow_lines(call):
+    """The guide's `corolla.runtime.detect()` (and a model built before it) import TensorFlow
+    first in this process: before, they printed its start-up lines (absl's banner, CUDA, the
+    CPU-feature notice) where the notebook API printed none."""
+    code = f"import corolla\nprint('DONE', {call})\n"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0 and "DONE " in result.stdout, result.stderr
+    assert tensorflow_lines(result.stderr) == [], result.stderr
+
+
+def test_a_quiet_call_inside_a_command_filters_the_import_once(monkeypatch):
+    """`tflog.quiet` inside the CLI's or the notebook API's block adds no second filter (and
+    no second helper process) around the same import."""
+    monkeypatch.delitem(sys.modules, "tensorflow", raising=False)  # as a fresh process has it
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")
+    before = list(sys.meta_path)
+    with tflog.quiet_tensorflow_import():
+        outer = [f for f in sys.meta_path if f not in before]
+        assert len(outer) == 1
+        with tflog.quiet_tensorflow_import():
+            assert [f for f in sys.meta_path if f not in before] == outer
+    assert sys.meta_path == before
+
+
+@pytest.mark.slow
 def test_a_user_error_after_tensorflow_loaded_is_one_line(tmp_path):
     result = corolla("train", "--data", str(tmp_path / "nonexistent"))
     assert result.returncode == 2

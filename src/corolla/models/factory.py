@@ -12,6 +12,7 @@ from pathlib import Path
 from corolla.errors import UserError, first_line
 from corolla.models import hub
 from corolla.models.registry import HUB_PREFIX, ModelSpec, lookup
+from corolla.runtime import tflog
 
 
 def get(name: str) -> ModelSpec:
@@ -72,6 +73,7 @@ def check_choice(name: str | None, weights: str | None, model_as: str = "",
         check_weights(spec, weights)
 
 
+@tflog.quiet  # `import keras` imports TensorFlow: quiet if it is the first
 def create_model(name: str, num_classes: int, image_size: int | None = None,
                  weights: str | None = None, train_backbone: bool = True, dropout: float = 0.0,
                  any_size: bool = False):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from corolla.errors import NO_TENSORFLOW, UserError
 from corolla.runtime import compile_cache as compile_cache_lib
-from corolla.runtime import hardware
+from corolla.runtime import hardware, tflog
 from corolla.runtime.decide import Decision, decide
 from corolla.runtime.hardware import Cluster, Hardware
 from corolla.runtime.multiworker import apply_keras_multiworker_fixes
@@ -198,6 +198,7 @@ def probe(backend: str = "auto") -> tuple[Hardware, Cluster, str | None]:
     return Hardware(**found), cluster, env_backend
 
 
+@tflog.quiet  # it imports TensorFlow, often first: as quiet as the commands
 def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto",
            batch_size: int = 16, global_batch_size: int = 0, jit_compile: str = "auto",
            steps_per_execution: int = 0, deterministic: bool = False,

@@ -25,6 +25,7 @@ without our end marker, replays everything it got.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.abc
 import importlib.util
 import logging
@@ -127,6 +128,18 @@ def quiet_tensorflow():
     return quiet_import
 
 
+def quiet(function):
+    """`function` run under `quiet_tensorflow`: for the public entry points outside the
+    notebook API that may be the first to import TensorFlow (`runtime.detect`,
+    `models.create_model`), so that they are as quiet as `corolla.train()`."""
+    @functools.wraps(function)
+    def quietly(*args, **kwargs):
+        with quiet_tensorflow():
+            return function(*args, **kwargs)
+
+    return quietly
+
+
 def quiet_logs() -> None:
     """Keeps TensorFlow's C++ logging (CUDA probes on CPU machines) off the terminal, unless the
     user asked for it with TF_CPP_MIN_LOG_LEVEL."""
@@ -136,14 +149,16 @@ def quiet_logs() -> None:
 def quiet_tensorflow_import():
     """A context manager under which the first `import tensorflow`, wherever it happens, runs
     inside `filtered_stderr`. It does nothing if the user asked for every line
-    (TF_CPP_MIN_LOG_LEVEL=0) or TensorFlow is already imported. (Notebooks often set 2, and
-    the start-up lines below ignore it: they are still filtered then.)
+    (TF_CPP_MIN_LOG_LEVEL=0), TensorFlow is already imported, or an outer block filters the
+    import already. (Notebooks often set 2, and the start-up lines below ignore it: they are
+    still filtered then.)
 
     The import is wrapped where it happens, rather than done up front, because it must follow
     the Keras backend choice (`runtime.detect` makes it) and because a command that ends early
     (a user error found before detection) should not pay for it.
     """
-    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0" or "tensorflow" in sys.modules:
+    if os.environ.get("TF_CPP_MIN_LOG_LEVEL", "").strip() == "0" or "tensorflow" in sys.modules \
+            or any(isinstance(f, _QuietFirstImport) for f in sys.meta_path):
         return contextlib.nullcontext()
     return _finder_installed(_QuietFirstImport("tensorflow"))
 
