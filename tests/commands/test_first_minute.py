@@ -2,11 +2,13 @@
 installed package) is said first, in one line, before any recipe is announced, data checked or
 converted, or time probed; no line is contradicted by the next."""
 
+import subprocess
 import sys
 
 import pytest
 
-from corolla.cli import main
+from corolla.data import sources
+from corolla.errors import UserError
 from corolla.runs import paths
 from helpers.cli import one_line_error, said_first
 
@@ -52,9 +54,6 @@ def test_a_missing_data_path_is_said_first(tmp_path, capsys):
     said_first(capsys, ["lr-find", "--data", str(tmp_path / "nope"), "--out",
                         str(tmp_path / "out")], f"data path '{tmp_path / 'nope'}' does not exist")
     assert not (tmp_path / "out").exists()
-    from corolla.data import sources
-
-    sources.check_exists("gs://bucket/petals")  # a bucket is not looked for on this disk
 
 
 def test_a_finished_runs_name_is_refused_before_the_time_probe(tiny_run, tiny_petals, capsys):
@@ -63,18 +62,78 @@ def test_a_finished_runs_name_is_refused_before_the_time_probe(tiny_run, tiny_pe
                f"run directory '{tiny_run}' already exists (a finished run)", "--name")
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda d: (d / "a.csv").write_text("path,kind\nx.jpg,rose\n") and d / "a.csv",
-     "has no 'label' column"),
-    (lambda d: (d / "empty").mkdir() or d / "empty", "no images in"),
-], ids=["csv_without_labels", "empty_folder"])
-def test_data_that_is_no_data_is_said_once(tmp_path, capsys, make, says):
-    """Not once as the data check's note and again as training's error."""
-    code = main(["train", "--data", str(make(tmp_path)), "--recipe", "cpu", "--runs-dir",
-                 str(tmp_path / "runs")])
-    captured = capsys.readouterr()
-    assert code == 2 and says in captured.err and says not in captured.out, captured
+def _csv(text):
+    return lambda d: (d / "a.csv").write_text(text) and d / "a.csv"
+
+
+def _folder(*names):
+    """A photo folder holding `names` (empty files; a name ending in / is a folder)."""
+    def make(d):
+        root = d / "photos"
+        root.mkdir()
+        for name in names:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).mkdir() if name.endswith("/") else (root / name).touch()
+        return root
+    return make
+
+
+NO_DATA = {
+    "csv_without_labels": (_csv("path,kind\nx.jpg,rose\n"), "has no 'label' column"),
+    "csv_without_rows": (_csv("path,label\n"), "has a header but no rows"),
+    "empty_folder": (_folder(), "no images in"),
+    "class_folders_without_images": (_folder("rose/notes.txt", "tulip/"), "no images in"),
+    "tfrecords_outside_the_layout": (_folder("train/00-8x8-5.tfrec"),
+                                     "holds .tfrec files but not in the layout"),
+}
+
+
+@pytest.mark.parametrize("make, says", NO_DATA.values(), ids=NO_DATA)
+def test_data_that_is_no_data_is_said_first_and_once(tmp_path, capsys, make, says):
+    """Before any recipe line (not after the recipe, as the data check's note and again as
+    training's error)."""
+    said_first(capsys, ["train", "--data", str(make(tmp_path)), "--runs-dir",
+                        str(tmp_path / "runs")], says)
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("make, says", NO_DATA.values(), ids=NO_DATA)
+def test_data_that_is_no_data_is_said_before_tensorflow_is_imported(tmp_path, make, says):
+    """In a fresh process (this one has TensorFlow already): the check needs no TensorFlow, so
+    the line comes in a second, not after its import's ~10 s."""
+    code = ("import sys\n"
+            "from corolla.cli import main\n"
+            f"code = main(['train', '--data', {str(make(tmp_path))!r}, '--runs-dir', "
+            f"{str(tmp_path / 'runs')!r}])\n"
+            "print(code, 'tensorflow' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.stdout == "2 False\n" and says in result.stderr, result
+
+
+def test_the_first_check_finds_images_behind_linked_class_folders(tmp_path):
+    """A tree walk does not follow links, while the listing takes linked class folders (and
+    skips links back into the folder): the check must not call such a folder empty."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "rose").mkdir(parents=True)
+    (elsewhere / "rose" / "01.jpg").touch()
+    flat, split = tmp_path / "flat", tmp_path / "split" / "train"
+    flat.mkdir()
+    split.mkdir(parents=True)
+    (flat / "rose").symlink_to(elsewhere / "rose")
+    (split / "rose").symlink_to(elsewhere / "rose")
+    for folder in (flat, split.parent):
+        sources.check_source(str(folder))
+    (elsewhere / "rose" / "01.jpg").unlink()
+    (flat / "loop").symlink_to(flat)  # skipped, as the listing skips it: no endless walk
+    for folder in (flat, split.parent):
+        with pytest.raises(UserError, match="no images in"):
+            sources.check_source(str(folder))
+
+
+def test_a_bucket_is_not_looked_for_on_this_disk():
+    assert sources.kind_of("gs://bucket/petals/") == "layout"
+    sources.check_source("gs://bucket/petals")
 
 
 def test_weights_that_do_not_exist_are_said_first(tiny_petals, tmp_path, capsys):

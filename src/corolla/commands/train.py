@@ -101,16 +101,17 @@ def train_config(config_file: str | config_lib.ConfigFile | None = None, flags: 
 
 def check_first(cfg: config_lib.RunConfig, config_file: config_lib.ConfigFile | None,
                 flags: dict, names: dict | None, resume: Path | None = None) -> None:
-    """What can be checked without work, before the backend, the recipe's resolution, a data
-    conversion or a time probe: a new run's local data path exists, its model is known, its
-    local weights exist, keras-hub is installed where the model or the weights need it; a
-    continued run's model can be built here. The model is the one asked for, else the named
-    recipe's (`recipe auto` chooses one later, and says which)."""
+    """What can be checked without work, before the backend (and TensorFlow), the recipe's
+    resolution, a data conversion or a time probe: a new run's local data path can be data
+    (`sources.check_source`: it exists, a CSV has the columns, a folder an image), its model is
+    known, its local weights exist, keras-hub is installed where the model or the weights need
+    it; a continued run's model can be built here. The model is the one asked for, else the
+    named recipe's (`recipe auto` chooses one later, and says which)."""
     names = names or {}
     if resume is not None:
         hub.require(cfg.model.name, f"run {str(resume)!r} (model {cfg.model.name})")
         return
-    sources.check_exists(cfg.data.path)
+    sources.check_source(cfg.data.path)
     asked = _asked(config_file, flags)
     recipe = recipe_lib.load(cfg.train.recipe).values if cfg.train.recipe != "auto" and \
         recipe_lib.is_read(config_file) else {}

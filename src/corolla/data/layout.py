@@ -16,10 +16,10 @@ import tensorflow as tf
 
 from corolla.data.records import COMPETITION, Features
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES, parse_classes_file
+from corolla.data.sources import size_folders
 from corolla.errors import UserError
 
 SPLITS = ("train", "val", "test")
-_SIZE_DIR = re.compile(r"^tfrecords-jpeg-(\d+)x(\d+)$")
 _FILE = re.compile(r"^\d+-(\d+)x(\d+)-(\d+)\.tfrec$")
 
 
@@ -100,14 +100,7 @@ def available_sizes(path: str) -> dict[int, str]:
     if not tf.io.gfile.isdir(path):
         raise UserError(f"data path {path!r} does not exist or is not a folder; pass --data "
                         f"with a folder holding tfrecords-jpeg-SxS/{{train,val,test}}/")
-    own = _SIZE_DIR.match(path.rsplit("/", 1)[-1])
-    if own:
-        return {int(own.group(1)): path}
-    sizes = {}
-    for name in tf.io.gfile.listdir(path):
-        match = _SIZE_DIR.match(name.rstrip("/"))
-        if match and match.group(1) == match.group(2):
-            sizes[int(match.group(1))] = f"{path}/{name.rstrip('/')}"
+    sizes = size_folders(path, tf.io.gfile.listdir)
     if not sizes:
         raise UserError(f"no tfrecords-jpeg-SxS folder in {path!r}; expected the competition "
                         f"layout {path}/tfrecords-jpeg-192x192/{{train,val,test}}/*.tfrec")

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +36,8 @@ from corolla.files import is_remote
 # What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SPLIT_FOLDERS = ("train", "val", "test")
+# The competition layout's size folders, tfrecords-jpeg-SxS (`size_folders`).
+SIZE_DIR = re.compile(r"^tfrecords-jpeg-(\d+)x(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -68,47 +72,78 @@ def is_image_file(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")
 
 
-def check_exists(path: str) -> None:
-    """A local data path that is no data at all (missing, or a file but not a CSV) as one
-    line; checked before any work (`corolla train` checks it first thing). A remote path is
-    not checked here."""
+def size_folders(path: str, list_names) -> dict[int, str]:
+    """{image size: folder} of the competition layout at `path`: `path` itself when it is a
+    tfrecords-jpeg-SxS folder, else the entries `list_names(path)` names that are (the same S
+    twice). Names only: `kind_of` lists a local folder with os.listdir, without TensorFlow;
+    `data.layout` lists a bucket with tf.io.gfile."""
+    own = SIZE_DIR.match(path.rsplit("/", 1)[-1])
+    if own:
+        return {int(own.group(1)): path}
+    sizes = {}
+    for name in list_names(path):
+        match = SIZE_DIR.match(name.rstrip("/"))
+        if match and match.group(1) == match.group(2):
+            sizes[int(match.group(1))] = f"{path}/{name.rstrip('/')}"
+    return sizes
+
+
+def kind_of(path: str) -> str:
+    """"layout", "folder" or "csv"; a local path that is no data (missing, a file but not a
+    CSV, .tfrec files outside the layout) is a one-line UserError. Decided without TensorFlow,
+    so that `corolla train` can say so before importing it. A remote path is taken as a layout
+    (only TFRecords are read from a bucket) and not looked at here."""
     path = path.rstrip("/") or path
     if is_remote(path):
-        return
+        return "layout"
     local = Path(path)
     if local.is_file():
         if local.suffix.lower() == ".csv":
-            return
+            return "csv"
         raise UserError(f"data path {path!r} is a file but not a .csv; pass a CSV with the "
                         f"columns path,label, an image folder or a TFRecord layout")
     if not local.is_dir():
         raise UserError(f"data path {path!r} does not exist; pass --data with a folder "
                         f"(TFRecord layout, or images in one subfolder per class) or a CSV "
                         f"of path,label")
-
-
-def kind_of(path: str) -> str:
-    """"layout", "folder", "csv" or "tfrecords" (a folder of .tfrec files not in the layout)."""
-    import tensorflow as tf
-
-    from corolla.data import layout as layout_lib
-
-    path = path.rstrip("/") or path
-    if is_remote(path):  # a bucket: only TFRecords are read from there
+    if size_folders(path, os.listdir):
         return "layout"
-    check_exists(path)
-    if Path(path).is_file():
-        return "csv"
-    try:
-        layout_lib.available_sizes(path)
-        return "layout"
-    except UserError:
-        pass
-    if tf.io.gfile.glob(f"{path}/*/*.tfrec"):
+    if next(local.glob("*/*.tfrec"), None) is not None:
         raise UserError(f"{path!r} holds .tfrec files but not in the layout "
                         f"tfrecords-jpeg-SxS/{{train,val,test}}/NN-SxS-COUNT.tfrec; move them "
                         f"into that layout (the size folder names the image size)")
     return "folder"
+
+
+def check_source(path: str) -> None:
+    """A data path that cannot be data, as one line, found without work (no image read, no
+    TensorFlow: `corolla train` checks it first thing): what `kind_of` refuses, a CSV whose
+    header lacks path or label or that has no rows, a folder without a single image. The rest
+    (each row's file, each class folder) is listed when the source is converted (`scan`)."""
+    kind = kind_of(path)
+    if kind == "csv":
+        _read_csv(Path(path).resolve(), rows=1)
+    elif kind == "folder":
+        root = Path(path).resolve()
+        if not any(p.is_file() and is_image_file(p) for p in _where_images_may_be(root)):
+            raise UserError(_no_images(root))
+
+
+def _where_images_may_be(root: Path):
+    """Every file `scan_folder` could list as an image, and more, lazily (the check stops at the
+    first image): `root`'s own entries, the trees of its folders, and the class folders of split
+    folders, which may be links (a tree walk does not follow them)."""
+    yield from root.iterdir()
+    for top in _class_folders(root, root, log=lambda *args: None):  # the scan says what it skips
+        yield from top.rglob("*")
+        for linked in _class_folders(top, root, log=lambda *args: None):
+            if linked.is_symlink():
+                yield from linked.rglob("*")
+
+
+def _no_images(root: Path) -> str:
+    return (f"no images in {root} (looked for {', '.join(IMAGE_SUFFIXES)} files in class "
+            f"folders: {root}/CLASS/*.jpg or {root}/train/CLASS/*.jpg)")
 
 
 def _read_classes(folder: Path) -> tuple[str, ...] | None:
@@ -191,8 +226,7 @@ def scan_folder(path: str | Path, log=print) -> ImageSource:
                       for p in files]
     items += [Item(str(p), p.relative_to(root).as_posix(), None, "test") for p in unlabelled]
     if not items:
-        raise UserError(f"no images in {root} (looked for {', '.join(IMAGE_SUFFIXES)} files in "
-                        f"class folders: {root}/CLASS/*.jpg or {root}/train/CLASS/*.jpg)")
+        raise UserError(_no_images(root))
     if not any(i.label is not None for i in items):
         raise UserError(f"no labelled images in {root}: put training images in class folders")
     return ImageSource(str(root), "folder", tuple(items),
@@ -203,21 +237,7 @@ def scan_csv(path: str | Path) -> ImageSource:
     """Lists a CSV of `path,label[,split]` rows (header required)."""
     csv_path = Path(path).resolve()
     base = csv_path.parent
-    try:
-        with csv_path.open(newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            columns = [c.strip() for c in reader.fieldnames or []]
-            rows = [({k.strip(): (v or "").strip() for k, v in row.items() if k is not None},
-                     reader.line_num) for row in reader]
-    except UnicodeDecodeError:
-        raise UserError(f"{csv_path} is not a UTF-8 text CSV") from None
-    missing = [c for c in ("path", "label") if c not in columns]
-    if missing:
-        raise UserError(f"{csv_path} has no {' and no '.join(repr(c) for c in missing)} column "
-                        f"(its header is {','.join(columns) or 'empty'}); the first line must "
-                        f"name the columns path,label (and optionally split)")
-    if not rows:
-        raise UserError(f"{csv_path} has a header but no rows")
+    columns, rows = _read_csv(csv_path)
     has_split = "split" in columns
     for row, line in rows:
         if not row["path"]:
@@ -255,6 +275,27 @@ def scan_csv(path: str | Path) -> ImageSource:
                           (row["split"] or None) if has_split else None))
     return ImageSource(str(csv_path), "csv", tuple(items),
                        check_names(names, f"the labels of {csv_path}"))
+
+
+def _read_csv(csv_path: Path, rows: int | None = None) -> tuple[list[str], list]:
+    """(columns, [(row, line number), ...]) of a CSV whose header names path and label and
+    which has rows; `rows`: read only that many (`check_source` reads one)."""
+    try:
+        with csv_path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            columns = [c.strip() for c in reader.fieldnames or []]
+            read = [({k.strip(): (v or "").strip() for k, v in row.items() if k is not None},
+                     reader.line_num) for row in itertools.islice(reader, rows)]
+    except UnicodeDecodeError:
+        raise UserError(f"{csv_path} is not a UTF-8 text CSV") from None
+    missing = [c for c in ("path", "label") if c not in columns]
+    if missing:
+        raise UserError(f"{csv_path} has no {' and no '.join(repr(c) for c in missing)} column "
+                        f"(its header is {','.join(columns) or 'empty'}); the first line must "
+                        f"name the columns path,label (and optionally split)")
+    if not read:
+        raise UserError(f"{csv_path} has a header but no rows")
+    return columns, read
 
 
 def _is_int(text: str) -> bool:
