@@ -116,33 +116,20 @@ def remove_partials(folder: str | Path) -> list[str]:
     return [p.name for p in found]
 
 
-def hold_lock(path: str | Path) -> int:
-    """An open file (made if missing) locked (flock) by this process; BlockingIOError when
-    another holds it. The kernel drops the lock with its process, however that ends, so a
+def hold_lock(path: str | Path, wait: bool = False) -> int:
+    """An open file (made if missing) locked (flock) by this process until it is closed (closing
+    releases it). Without `wait`, BlockingIOError when another process holds it; with `wait`,
+    this waits for it. The kernel drops the lock with its process, however that ends, so a
     killed writer leaves a lock anyone can take (`lock_is_free`)."""
     import fcntl  # POSIX only: importing corolla.files must work where it is missing
 
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BaseException:
         os.close(fd)
         raise
     return fd
-
-
-@contextlib.contextmanager
-def locked(path: str | Path):
-    """Holds the lock file `path` (made if missing) for the block, waiting while another
-    process holds it."""
-    import fcntl
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases it
 
 
 def lock_is_free(path: str | Path) -> bool:

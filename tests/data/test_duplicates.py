@@ -170,7 +170,7 @@ def test_copies_with_different_labels_come_first_everywhere(tmp_path, cache, cap
 
     (tmp_path / "run").mkdir()
     shutil.copy(tmp_path / "found.json", tmp_path / "run" / paths.DATA_CHECK)
-    section = html._data_check(tmp_path / "run")
+    section = html._data_check(html.Sources(tmp_path / "run", "run", {}, tmp_path / "run"))
     assert "Copies with different labels: 1 group(s)" in section
     assert "near, labels differ" in section or "exact, labels differ" in section
     assert "rose/11.png" in section and "tulip/z.png" in section

@@ -228,6 +228,21 @@ def test_a_wrong_stored_size_is_still_found_when_scaling(size):
             records.decode_image(image, size, stored_size=32)
 
 
+def test_a_wrong_stored_size_is_found_when_cropping():
+    """The crop's own size says nothing of the stored image's: the JPEG's header is checked,
+    eagerly and in a graph (as tf.data runs it)."""
+    from corolla.data import augment
+
+    seed = tf.constant([1, 2], tf.int64)
+    decode = tf.function(lambda jpeg: records.decode_image(
+        jpeg, 16, decode=lambda j: augment.decode_crop(j, 16, seed), stored_size=32))
+    for run in (decode.python_function, decode):
+        right = tf.io.encode_jpeg(tf.zeros([32, 32, 3], tf.uint8))
+        assert run(right).shape == (16, 16, 3)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="is not 32x32"):
+            run(tf.io.encode_jpeg(tf.zeros([48, 48, 3], tf.uint8)))  # in a 32x32 folder
+
+
 def test_png_records_are_scaled_too():
     """decode_jpeg reads PNG as well, but only JPEG scales in the decoder: PNG is resized."""
     image = np.random.default_rng(0).integers(0, 256, (32, 32, 3)).astype(np.uint8)

@@ -1,7 +1,8 @@
 """A run is opened once per command: its config.toml parsed once, its data opened once, each
-argument checked once, whether the command is `evaluate RUN`, `predict RUN`, `predict RUN
-PATH...` or the evaluation and prediction at the end of `train` (whose --config file is parsed
-once too). Counted by wrapping the one config reader, the data openers and the checks."""
+argument and the packages its model needs checked once, whether the command is `evaluate RUN`,
+`predict RUN`, `predict RUN PATH...` or the evaluation and prediction at the end of `train`
+(whose --config file is parsed once too). Counted by wrapping the one config reader, the data
+openers and the checks."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from corolla.config import schema
 from corolla.data import datasets
 from corolla.data import layout as layout_lib
 from corolla.evaluation import tta
+from corolla.models import hub
 from corolla.runs import paths
 
 
 class Counts:
-    """Calls of the config reader by file, of the data openers and of the TTA check."""
+    """Calls of the config reader by file, of the data openers, of the TTA check and of the
+    check that the model's packages are installed."""
 
     def __init__(self, monkeypatch):
         self.parses = collections.Counter()
@@ -38,6 +41,7 @@ class Counts:
         self._count(monkeypatch, layout_lib, "open_layout")
         self._count(monkeypatch, datasets, "open_recorded")
         self._count(monkeypatch, tta, "check")
+        self._count(monkeypatch, hub, "require")
 
     def _count(self, monkeypatch, module, name):
         real = getattr(module, name)
@@ -80,6 +84,7 @@ def test_evaluate_opens_the_run_once(trained, monkeypatch, args):
     assert counts.of(run / paths.CONFIG) == 1
     assert counts.calls["open_layout"] == 1
     assert counts.calls["check"] == 1
+    assert counts.calls["require"] == 1
 
 
 @pytest.mark.parametrize("args", [[], ["--bias", "fitted"], ["--tta", "2", "--out", "-"]])
@@ -92,6 +97,7 @@ def test_predict_opens_the_run_once(trained, monkeypatch, args):
     assert counts.of(run / paths.CONFIG) == 1
     assert counts.calls["open_layout"] == 1
     assert counts.calls["check"] == 1
+    assert counts.calls["require"] == 1
 
 
 def test_predictions_on_photos_read_the_run_once_and_open_no_data(trained, monkeypatch,
@@ -103,3 +109,4 @@ def test_predictions_on_photos_read_the_run_once_and_open_no_data(trained, monke
     assert counts.of(run / paths.CONFIG) == 1
     assert counts.calls["open_layout"] == 0
     assert counts.calls["check"] == 1
+    assert counts.calls["require"] == 1

@@ -118,7 +118,7 @@ def test_the_hardware_found_lists_what_was_found_not_empty_fields(tmp_path):
         "started": "2026-11-26 06:00:00", "plan": {"accelerator": "cpu", "hardware": {
             "tpu": None, "tpu_cores": 0, "gpus": 0, "cpu_devices": 2, "jax_platform": "cpu",
             "device_name": ""}}}]}))
-    section = html._plan(tmp_path)
+    section = html._plan(html.Sources(tmp_path, "run", {}, tmp_path))
     found = section.split("Hardware found")[1]
     assert '<td class="txt">cpu_devices</td><td class="txt">2</td>' in found
     assert "None" not in found and "tpu" not in found and "device_name" not in found

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +73,22 @@ def test_the_per_class_table_comes_right_after_the_metrics(tmp_path):
     pictures = page.index("<h2>Pictures</h2>")
     assert metrics < per_class < pictures
     assert "<h2>" not in page[metrics + 1:per_class]  # nothing between them
+
+
+def test_each_file_of_the_run_is_read_once(tmp_path, monkeypatch):
+    """Several sections show config.toml, data_check.json and plan.json: one read each."""
+    folder = _run(tmp_path / "run")
+    reads, read_text = Counter(), Path.read_text
+
+    def counted(self, *args, **kwargs):
+        reads[self.name] += 1
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    page = _page(folder)
+    assert "What limits the score" in page and "Hardware plan" in page  # all of them shown
+    assert {name: reads[name] for name in (paths.CONFIG, paths.DATA_CHECK, paths.PLAN)} == {
+        paths.CONFIG: 1, paths.DATA_CHECK: 1, paths.PLAN: 1}
 
 
 def test_timings_are_listed_in_the_order_they_happened(tmp_path):

@@ -107,6 +107,29 @@ with tracking._store_made_once(uri):
 """
 
 
+def test_a_held_lock_is_refused_at_once_or_waited_for(tmp_path):
+    """`hold_lock` refuses a lock another holder has, or, with `wait` (as the store's is
+    taken), gets it when that holder lets it go. flock: two opens conflict in one process."""
+    import threading
+
+    from corolla.files import hold_lock
+
+    lock = tmp_path / ".mlflow.db.lock"
+    held = hold_lock(lock)
+    with pytest.raises(BlockingIOError):
+        hold_lock(lock)
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(hold_lock(lock, wait=True)),
+                              daemon=True)
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and not got
+    os.close(held)
+    waiter.join(30)
+    assert not waiter.is_alive() and len(got) == 1
+    os.close(got[0])
+
+
 @pytest.mark.slow
 def test_runs_starting_together_into_a_fresh_store_both_track(tmp_path):
     """MLflow makes a new SQLite store's tables on first use: two processes at once, both

@@ -95,8 +95,9 @@ def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, chec
                  log) -> Path:
     import keras
 
-    from corolla.evaluation.inference import load_model
+    from corolla.evaluation.inference import check_packages, load_model
 
+    check_packages(run_dir, config)  # export opens the run without `open_run`
     plan = runtime.detect(backend="tensorflow", strategy="default", precision="float32")
     class_names = rundir.class_names(run_dir)
     model = exported.as_float32(load_model(run_dir, plan, len(class_names), config))

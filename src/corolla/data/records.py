@@ -109,13 +109,13 @@ def _not_stored(stored: int) -> str:
             f"tfrecords-jpeg-{stored}x{stored}/ must all be that size")
 
 
-def _declares(jpeg: tf.Tensor, stored: int) -> tf.Tensor:
-    """False for a JPEG whose header declares another size than `stored`: found before it is
-    decoded, since a header may declare 65535 x 65535 pixels (12 GB decoded) in a few bytes.
-    Other formats are checked once decoded."""
+def _declared_size(jpeg: tf.Tensor, stored: int) -> tf.Tensor:
+    """[height, width] that a JPEG's header declares, read before it is decoded, since a header
+    may declare 65535 x 65535 pixels (12 GB decoded) in a few bytes. Other formats declare
+    `stored` here and are checked once decoded."""
     return tf.cond(tf.equal(tf.strings.substr(jpeg, 0, 2), _MAGIC[0]),
-                   lambda: tf.reduce_all(tf.equal(tf.image.extract_jpeg_shape(jpeg)[:2], stored)),
-                   lambda: tf.constant(True))
+                   lambda: tf.image.extract_jpeg_shape(jpeg)[:2],
+                   lambda: tf.constant([stored, stored], tf.int32))
 
 
 def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None,
@@ -134,15 +134,19 @@ def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None,
             f"{DATA_ERROR}: ", *where, " holds no image: its bytes do not start like a JPEG "
             f"(nor like another format TensorFlow decodes); {SKIP_HINT}"]))
     stored = stored_size or image_size
-    checks.append(tf.debugging.Assert(_declares(jpeg, stored), [_not_stored(stored)]))
+    declared = _declared_size(jpeg, stored)
+    checks.append(tf.debugging.Assert(tf.reduce_all(tf.equal(declared, stored)),
+                                      [_not_stored(stored)]))
     with tf.control_dependencies(checks):
-        if decode is None and stored == image_size:
+        if decode is not None:
+            # Checked already, on the header read above (a crop's own size says nothing of
+            # the stored image's); `decode` reads only JPEGs, and fails on other formats.
+            return tf.ensure_shape(decode(jpeg), [image_size, image_size, 3])
+        if stored == image_size:
             image = tf.io.decode_jpeg(jpeg, channels=3)
             size = tf.shape(image)[:2]
-        elif decode is None:
-            image, size = scaled_decode(jpeg, image_size, stored)
         else:
-            image, size = decode(jpeg), tf.image.extract_jpeg_shape(jpeg)[:2]
+            image, size = scaled_decode(jpeg, image_size, stored)
     check = tf.debugging.Assert(tf.reduce_all(tf.equal(size, stored)), [_not_stored(stored)])
     with tf.control_dependencies([check]):
         return tf.ensure_shape(tf.identity(image), [image_size, image_size, 3])

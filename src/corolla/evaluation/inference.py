@@ -45,7 +45,7 @@ def open_run(run, flags: dict | None = None, names: dict | None = None, *,
     has, training's), then, `with_data`, its data (`open_data`; `log` hears how it is read).
     `config`: the run's config when the caller has read it already (`rundir.read`)."""
     folder, config = rundir.load(run, config)
-    _check_packages(folder, config)  # before the data is read
+    check_packages(folder, config)  # before the data is read
     if plan is None:
         plan = inference_plan(config, flags, names)  # first: it picks the Keras backend
     layout = open_data(folder, config, data_path, log) if with_data else None
@@ -63,23 +63,24 @@ def inference_plan(config: config_lib.RunConfig, flags: dict | None = None,
                                        names or {}))
 
 
-def _check_packages(run_dir: Path, config: config_lib.RunConfig) -> None:
+def check_packages(run_dir: Path, config: config_lib.RunConfig) -> None:
     """A run whose model keras-hub builds, where keras-hub is not installed: one line (Keras'
-    own error is a page of layer configs)."""
+    own error is a page of layer configs). Once per run opened, before its model is loaded:
+    `open_run` does it, and a caller of `load_model` that does not open the run (export)."""
     hub.require(config.model.name, f"run {str(run_dir)!r} (model {config.model.name})")
 
 
 def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None):
     """The run's model, checked to output one probability per class of the run: a model of
     another width would pair its outputs with the wrong names (or none). With the run's
-    `config`, also checked to be the run's own (`runs.identity`: its id and input size)."""
+    `config`, also checked to be the run's own (`runs.identity`: its id and input size).
+    Whether the model's packages are installed is checked once, when the run is opened
+    (`check_packages`)."""
     import keras
 
     import corolla.models.layers  # noqa: F401  (registers Corolla's layers for loading)
 
     path = run_dir / paths.MODEL
-    if config is not None:
-        _check_packages(run_dir, config)
     if not zipfile.is_zipfile(path):  # Keras would say "File not found" of a damaged file
         last = run_dir / paths.LAST
         other = f"copy {last} (the last epoch's model) over it if that one is whole, or " \

@@ -24,6 +24,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from importlib import metadata
 from pathlib import Path
 
@@ -57,12 +58,50 @@ SUMMARY = (
 @dataclass
 class Sources:
     """What a report is made of: the folder, its kind, its metrics and, for runs and their
-    evaluations, the run folder holding config.toml, plan.json and history.csv."""
+    evaluations, the run folder holding config.toml, plan.json, data_check.json and
+    history.csv. Several sections show each of these files: each is read once, by the first
+    section that asks for it (where a damaged one fails), and kept for the others."""
 
     folder: Path
     kind: str  # "run", "evaluation" or "ensemble"
     metrics: dict
     run_dir: Path | None
+
+    @cached_property
+    def config_text(self) -> str:
+        """config.toml as written (the run's: only asked for where there is a run)."""
+        return (self.run_dir / paths.CONFIG).read_text()
+
+    @cached_property
+    def settings(self) -> dict:
+        """The headline settings as config.toml holds them (sizes as numbers); none where
+        there is no run or its config.toml does not parse."""
+        if self.run_dir is None:
+            return {}
+        try:
+            return _settings(tomllib.loads(self.config_text))
+        except (OSError, tomllib.TOMLDecodeError):
+            return {}
+
+    @cached_property
+    def data_check(self) -> dict | None:
+        """The run's data_check.json; None where there is none."""
+        path = None if self.run_dir is None else self.run_dir / paths.DATA_CHECK
+        if path is None or not path.is_file():
+            return None
+        return read_json(path, "train the run again to check its data, or remove the file")
+
+    @cached_property
+    def sessions(self) -> list[dict]:
+        """The training sessions of the run's plan.json; none where it has none."""
+        path = None if self.run_dir is None else self.run_dir / paths.PLAN
+        if path is None or not path.is_file():
+            return []
+        fix = "move it away to write the report without the sessions"
+        sessions = read_json(path, fix).get("sessions", [])
+        if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
+            raise UserError(f"{path} is damaged: its sessions are not a list of sessions; {fix}")
+        return sessions
 
 
 def sources(folder: str | Path) -> Sources:
@@ -114,14 +153,14 @@ def fragment(src: Sources | str | Path) -> str:
         src = sources(src)
     parts = [f"<style>{_CSS}</style>",
              f"<h1>Corolla {src.kind} report: {_e(src.folder.resolve().name)}</h1>",
-             _header(src), _metrics(src.metrics), _limits(src.run_dir),
+             _header(src), _metrics(src.metrics), _limits(src),
              _per_class(src.metrics)]
     if src.kind == "ensemble":
         parts.append(_members(src.metrics))
     parts.append(_pictures(src.folder))
-    parts += [_label_review(src.folder), _data_check(src.run_dir)]
+    parts += [_label_review(src.folder), _data_check(src)]
     if src.run_dir is not None:
-        parts += [_timings(src), _plan(src.run_dir), _config(src.run_dir)]
+        parts += [_timings(src), _plan(src), _config(src)]
     elif src.kind == "evaluation":
         parts.append("<p>The run of this evaluation was not found: no config or plan.</p>")
     version = metadata.version("corolla")
@@ -163,7 +202,7 @@ def _header(src: Sources) -> str:
         facts.append(("data", m["data"]))
     facts.append(("split", m.get("split", "val")))
     if src.run_dir is not None:
-        cfg = _config_values(src.run_dir)
+        cfg = _config_values(src)
         facts += [(k, cfg[k]) for k in ("model", "data image size", "model input size",
                                          "epochs") if k in cfg]
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
@@ -215,20 +254,18 @@ def _pictures(folder: Path) -> str:
 FEW_PHOTOS = 10
 
 
-def _limits(run_dir: Path | None) -> str:
+def _limits(src: Sources) -> str:
     """Where the data, not the model, bounds the score, with the measured figures: training
     photos smaller than the model's input (upscaling adds no detail) and classes with few
     training photos. From data_check.json and config.toml; nothing when neither shows."""
-    path = None if run_dir is None else run_dir / paths.DATA_CHECK
-    if path is None or not path.is_file():
+    if src.data_check is None:
         return ""
-    splits = read_json(path, "train the run again to check its data, or remove the file").get(
-        "splits", {})
+    splits = src.data_check.get("splits", {})
     train = splits.get("train") if isinstance(splits, dict) else None
     if not isinstance(train, dict):
         return ""
     found = []
-    input_size = _number_of(_read_config(run_dir).get("model input size"))
+    input_size = _number_of(src.settings.get("model input size"))
     sides = [_number_of(train.get(k, {}).get("median")) if isinstance(train.get(k), dict)
              else None for k in ("width", "height")]
     if input_size and all(sides) and min(sides) < input_size:
@@ -294,12 +331,11 @@ def _label_review(folder: Path) -> str:
     return "<h2>Labels to review</h2>\n" + intro + table
 
 
-def _data_check(run_dir: Path | None) -> str:
+def _data_check(src: Sources) -> str:
     """data_check.json of the run: splits, classes, duplicates within and across splits."""
-    path = None if run_dir is None else run_dir / paths.DATA_CHECK
-    if path is None or not path.is_file():
+    check = src.data_check
+    if check is None:
         return ""
-    check = read_json(path, "train the run again to check its data, or remove the file")
     rows = [[name, s.get("images"), s.get("unreadable"),
              len(s.get("classes", {})) - len(s.get("classes_missing", [])) or "-",
              f"{_f(s['imbalance'], 1)}x" if "imbalance" in s else "-",
@@ -337,17 +373,6 @@ def _span(extent) -> str:
     return f"{extent.get('min')}-{extent.get('max')}" if isinstance(extent, dict) else "-"
 
 
-def _sessions(run_dir: Path) -> list[dict]:
-    path = run_dir / paths.PLAN
-    if not path.is_file():
-        return []
-    fix = "move it away to write the report without the sessions"
-    sessions = read_json(path, fix).get("sessions", [])
-    if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
-        raise UserError(f"{path} is damaged: its sessions are not a list of sessions; {fix}")
-    return sessions
-
-
 def _when(text: str) -> datetime | None:
     try:
         return datetime.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S%z")
@@ -364,7 +389,7 @@ def _timings(src: Sources) -> str:
     """What the run recorded about time: when each session started, when the evaluation was
     written and when the run finished, and the epochs of history.csv."""
     run_dir, rows = src.run_dir, []
-    sessions = _sessions(run_dir)
+    sessions = src.sessions
     for i, session in enumerate(sessions):
         rows.append([f"session {i + 1} started", session.get("started", "?")])
     evaluated = datetime.fromtimestamp((src.folder / paths.METRICS).stat().st_mtime).astimezone()
@@ -417,8 +442,8 @@ def _number(text: str) -> str:
     return text if value.is_integer() and "." not in text else f"{value:.4g}"
 
 
-def _plan(run_dir: Path) -> str:
-    sessions = _sessions(run_dir)
+def _plan(src: Sources) -> str:
+    sessions = src.sessions
     if not sessions:
         return ""
     keys = ("accelerator", "backend", "strategy", "replicas", "num_processes",
@@ -448,21 +473,17 @@ def _plan_of(session: dict) -> dict:
     return plan if isinstance(plan, dict) else {}
 
 
-def _config_values(run_dir: Path) -> dict:
+def _config_values(src: Sources) -> dict:
     """A few headline settings of the run (the whole config.toml is shown further down)."""
-    found = _read_config(run_dir)
+    found = dict(src.settings)  # a copy: the sizes are given units here only
     for key in ("data image size", "model input size"):
         if key in found:
             found[key] = f"{found[key]} px"
     return found
 
 
-def _read_config(run_dir: Path) -> dict:
-    """The headline settings as config.toml holds them (sizes as numbers)."""
-    try:
-        cfg = tomllib.loads((run_dir / paths.CONFIG).read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
+def _settings(cfg: dict) -> dict:
+    """The headline settings of a parsed config.toml (sizes as numbers)."""
     data_size = cfg.get("data", {}).get("image_size")
     # The size the model takes: the data's unless scaled down (model.input_size; 0 in a run
     # made before it was resolved means the data's).
@@ -473,9 +494,8 @@ def _read_config(run_dir: Path) -> dict:
     return {k: v for k, v in found.items() if v is not None}
 
 
-def _config(run_dir: Path) -> str:
-    path = run_dir / paths.CONFIG
-    return f"<h2>Config (config.toml)</h2>\n<pre>{_e(path.read_text())}</pre>"
+def _config(src: Sources) -> str:
+    return f"<h2>Config (config.toml)</h2>\n<pre>{_e(src.config_text)}</pre>"
 
 
 _CSS = """

@@ -42,7 +42,7 @@ import urllib.request
 from pathlib import Path
 
 from corolla.errors import UserError, first_line
-from corolla.files import locked, read_json, write_json
+from corolla.files import hold_lock, read_json, write_json
 from corolla.runs import paths
 from corolla.runs.kfold import is_parent
 
@@ -451,8 +451,11 @@ def _store_made_once(uri: str):
         yield
         return
     db.parent.mkdir(parents=True, exist_ok=True)
-    with locked(db.parent / f".{db.name}.lock"):
+    lock = hold_lock(db.parent / f".{db.name}.lock", wait=True)
+    try:
         yield
+    finally:
+        os.close(lock)  # releases it
 
 
 def _check_sqlite(uri: str) -> None:
