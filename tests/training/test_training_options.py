@@ -188,3 +188,21 @@ def test_a_progressive_run_resumes_at_the_size_of_its_next_epoch(progressive_run
     assert [r["epoch"] for r in history(tmp / "b")] == ["1", "2", "3"]
     assert same(saved_weights(tmp / "a" / paths.LAST),
                  saved_weights(tmp / "b" / paths.LAST))
+
+
+def test_a_progressive_run_resumed_after_its_size_changed_trains_as_the_uninterrupted_one(
+        train_tiny, tmp_path):
+    """Epochs 1-2 at 16 px, 3-4 at 32 on one optimizer: killed after epoch 3, the run resumes
+    with its schedule counted from that optimizer's first epoch, not from the 32 px part's (the
+    optimizer's restored step counts from there: counted from epoch 3, epoch 4's rates were
+    those of an epoch 6)."""
+    overrides = {"train.epochs": 4, "train.start_size": 16, "train.size_ramp_start": 0.0,
+                 "train.size_ramp_end": 0.5, "train.deterministic": True,
+                 "train.schedule": "cosine", "train.warmup_epochs": 0}
+    _fit(train_tiny, tmp_path, "a", overrides)
+    _fit(train_tiny, tmp_path, "b", overrides, crash_after=2)
+    _fit(train_tiny, tmp_path, "b", {}, resume=True)
+    rates = [[r["learning_rate"] for r in history(tmp_path / name)] for name in "ab"]
+    assert rates[0] == rates[1] and len(set(rates[0])) == 4
+    assert same(saved_weights(tmp_path / "a" / paths.LAST),
+                saved_weights(tmp_path / "b" / paths.LAST))

@@ -25,8 +25,13 @@ Epochs come whole, so the most that fit can leave most of an epoch unused (at 3 
 2-core CPU, cpu-finetune's one trained epoch used 56% of the budget): where one epoch more fits
 at SHORTEST of its steps or more, the plan takes it with fewer steps each (`fill`).
 
-A plan is a forecast: a run that falls behind it (a host busier than the probe found) stops
-short of it where the next epoch would end past the budget (`Deadline`).
+A plan is a forecast, and the margin it keeps for that left a quarter of the budget unused on an
+idle host (flowers5 at 6 minutes ended at 75-81%). So the plan is made again after the first
+epoch that trains on images (`replanned`), from that epoch's measured pace, to fill
+REPLAN_SHARE of the budget: more epochs on a host faster than the probe found, fewer on a
+busier one, the schedule's shape kept, so that its learning rate still ends at its floor. A run
+that falls behind after that (a host that turned busier) stops short of its plan where the next
+epoch would end past the budget (`Deadline`).
 
 This module is the arithmetic (plain Python): `probe` measures, `time_plan` applies,
 `callbacks.StopInTime` stops.
@@ -34,6 +39,7 @@ This module is the arithmetic (plain Python): `probe` measures, `time_plan` appl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -49,6 +55,10 @@ PROBE_STEPS = 4  # timed steps per kind of epoch, after its first (the tracing)
 # a tiny 2-fold run beside CI's installs at 102% of 40 s.
 MARGIN = 0.8
 SIZE_STEP = 16  # a short budget's input size steps down by this (`candidates`)
+# What a plan made again from a trained epoch's measured pace fills (`replanned`): the pace is
+# known then, and `Deadline` stops a run that falls behind it; its check of the next epoch with
+# a tenth more still passes on pace at this share.
+REPLAN_SHARE = 0.95
 # One epoch more, each shorter, where the whole epochs that fit leave time unused (`shortened`),
 # if an epoch keeps at least this share of its steps: at 3 minutes on a 2-core CPU, whole epochs
 # of cpu-finetune fit 1 trained one in 56% of the budget; shortened, its frozen head and a
@@ -235,11 +245,29 @@ class Deadline:
     `total`: the budget in seconds; `planned`: each epoch's planned seconds
     (`epoch_seconds`), from `planned_at` seconds spent when the plan was made; `save`: the
     final save's. Only the session that made the plan has it: a resumed run continues its
-    plan as it was made."""
+    plan as it was made. For the plan to be made again (`replanned`), what it was made of:
+    the probe's `costs`, the `caching` of frozen phases, the `steps` of an epoch, and the
+    epoch (counted from 1) after which it is made again (`replan_after`; 0: never)."""
     total: float
     planned: tuple
     planned_at: float
     save: float
+    costs: Costs = field(default_factory=Costs)
+    caching: Caching | None = None
+    steps: int = 0
+    replan_after: int = 0
+
+    def took(self, history: list[dict]) -> tuple:
+        """The seconds each epoch of `history` took."""
+        ends = [self.planned_at] + [row["seconds"] for row in history]
+        return tuple(b - a for a, b in zip(ends, ends[1:]))
+
+    def remade(self, history: list[dict], planned: list[float]) -> Deadline:
+        """This deadline for the plan made again after the epochs of `history`: those epochs
+        as they took (the new plan's pace is theirs: their lag is not counted again), the new
+        plan's `planned` seconds after them."""
+        return dataclasses.replace(self, planned=self.took(history) + tuple(planned),
+                                   replan_after=0)
 
     def behind(self, history: list[dict]) -> float:
         """How many times their planned seconds the epochs of `history` took: on the whole or
@@ -250,10 +278,9 @@ class Deadline:
         planned = self.planned[:done]
         if not history or sum(planned) <= 0:
             return 1.0
-        ends = [self.planned_at] + [row["seconds"] for row in history]
-        ratios = [(ends[-1] - ends[0]) / sum(planned)]
-        ratios += [(ends[k + 1] - ends[k]) / planned[k] for k in range(max(0, done - 2), done)
-                   if planned[k] > 0]
+        took = self.took(history)
+        ratios = [sum(took) / sum(planned)]
+        ratios += [took[k] / planned[k] for k in range(max(0, done - 2), done) if planned[k] > 0]
         return max(1.0, *ratios)
 
     def next_end(self, history: list[dict]) -> float | None:
@@ -266,6 +293,57 @@ class Deadline:
             return None
         return history[-1]["seconds"] + 1.1 * self.planned[done] * self.behind(history) + \
             self.save
+
+
+def reshaped(train: config_lib.TrainConfig, epochs: int) -> dict:
+    """`shaped` for a plan made again mid-run: the frozen epochs of a run that thaws are
+    trained already, and stay as they were."""
+    out = shaped(train, epochs)
+    if train.frozen_epochs < train.epochs:
+        out["train.frozen_epochs"] = train.frozen_epochs
+    return out
+
+
+def remaining(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
+              pace: float, epochs: int) -> list[float]:
+    """The planned seconds of each epoch after the first `done` of the run's plan made again
+    for `epochs` epochs, at `pace` times the probe's estimates. Other epochs than the plan's
+    trace the training step again (the schedule's rates are constants of the compiled step):
+    the epoch after `done` pays it, unless it starts a phase, which pays it anyway."""
+    final, t = config.model.input_size, config.train
+    train = config_lib.apply(config, reshaped(t, epochs)).train
+    plan_phases = phases_of(train, final)
+    each = epoch_seconds(plan_phases, deadline.costs, final, deadline.steps,
+                         deadline.caching)[done:]
+    if epochs != t.epochs and each:
+        phase = next(p for p in plan_phases if p.end > done)
+        if phase.start < done:
+            each[0] += deadline.costs.first[(phase.frozen, phase.size or final)]
+    return [pace * s for s in each]
+
+
+def replanned(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
+              pace: float, spent: float) -> int:
+    """The epochs of the run's plan made again after its first `done` epochs, `spent` seconds
+    into the budget, at `pace` times the probe's estimates (what the last epoch took, over
+    what was planned for it): the most whose epochs after `done` (`remaining`) and the final
+    save end by REPLAN_SHARE of the budget; `done` (the run ends) where not one more does.
+    `phases_of` as in `most_epochs`."""
+    left = REPLAN_SHARE * deadline.total - spent - pace * deadline.save
+    planned = config.train.epochs
+
+    def fits(epochs):
+        return sum(remaining(config, phases_of, deadline, done, pace, epochs)) <= left
+
+    # Leaving the plan's own epochs aside (they need no new tracing), the time grows with
+    # the epochs: the most that fit by doubling, then halving.
+    low, high = done, done + 1
+    while high <= MAX_EPOCHS and fits(high):
+        low, high = high, min(2 * high, MAX_EPOCHS + 1)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return planned if low < planned and fits(planned) else low
 
 
 def candidates(config: config_lib.RunConfig) -> list[int]:

@@ -146,6 +146,8 @@ class StopInTime(keras.callbacks.Callback):
         self.budget_text, self.log = budget_text, log
 
     def on_epoch_end(self, epoch, logs=None):
+        if epoch + 1 == self.deadline.replan_after:  # the plan is made again after it
+            return
         history = self.checkpoint.state.history
         end = self.deadline.next_end(history)
         over = end is not None and end > self.deadline.total

@@ -43,11 +43,17 @@ def compile_phase(model, backbone, phase: phases_lib.Phase, plan: Plan,
     LearningRateSchedule of the optimizer's micro-steps: the range test's)."""
     if backbone is not None:
         phases_lib.freeze(backbone, phase, train.unfreeze_fraction, frozen_bn)
-    updates = steps // train.accumulation_steps  # what schedules count
     if schedule is None:
-        schedule = schedule_lib.for_training(train, updates, train.accumulation_steps,
-                                             first_epoch=phase.start, scale=phase.lr_scale)
+        schedule = phase_schedule(phase, train, steps)
     compile_model(model, plan, schedule, steps_per_execution, train=train)
+
+
+def phase_schedule(phase: phases_lib.Phase, train: config_lib.TrainConfig, steps: int):
+    """The learning-rate schedule of `phase` as its optimizer calls it: over epochs of `steps`
+    steps (schedules count updates), from the phase's first epoch, x its rate's scale."""
+    return schedule_lib.for_training(train, steps // train.accumulation_steps,
+                                     train.accumulation_steps, first_epoch=phase.start,
+                                     scale=phase.lr_scale)
 
 
 def compile_head(head, model, plan: Plan, steps_per_execution: int) -> None:

@@ -20,7 +20,7 @@ from corolla.training import saving, summary
 from corolla.training.preparing import Prepared, prepare
 from corolla.training.run_folder import open_folder
 from corolla.training.saving import TrainResult
-from corolla.training.time_plan import plan_time
+from corolla.training.time_plan import plan_time, replan
 from corolla.training.trainer import Trainer
 
 
@@ -64,10 +64,14 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         tracker.log_epochs(checkpoint.state.history)
     summary.log_training(ready, plan, log)
     try:
-        trainer.fit_phases()
+        # A plan made in this session is made again from the pace of its first epoch trained
+        # on images (`time_plan.replan`).
+        if trainer.fit_phases(until=ready.deadline.replan_after if ready.deadline else 0):
+            replan(trainer, run_dir, log)
+            trainer.fit_phases()
         result = saving.save(trainer.model, saved, checkpoint.state, plan, run_dir, backup_dir,
                              ready.config.output.run_id, log)
-        summary.log_time_spent(ready.config.train, checkpoint.spent(), log)
+        summary.log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
         return result
     except KeyboardInterrupt:  # the message says how to continue the run
         tracking.finish(run_dir, log, status="KILLED")

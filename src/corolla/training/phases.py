@@ -51,6 +51,19 @@ def phases(train: config_lib.TrainConfig, train_backbone: bool, size: int = 0) -
     return out
 
 
+def optimizer_start(plan_phases: list[Phase], epoch: int) -> int:
+    """The first epoch of the optimizer that trains `epoch` (from 0): the phases before it
+    that share it (`same_optimizer`: progressive resizing splits a phase where the size
+    changes) count their steps on it from their first."""
+    at = [k for k, p in enumerate(plan_phases) if p.start <= epoch < p.end]
+    if not at:
+        return epoch
+    k = at[0]
+    while k and plan_phases[k - 1].same_optimizer(plan_phases[k]):
+        k -= 1
+    return plan_phases[k].start
+
+
 def of_config(config: config_lib.RunConfig) -> list[Phase]:
     """The phases of a run's config, at its input size."""
     return phases(config.train, config.model.train_backbone, config.model.input_size)

@@ -1,6 +1,7 @@
 """A run fitted to its time budget (`train.time_budget`, `--time`): measured by the probe
 (`probe`), planned by `budget`'s arithmetic, at the largest input size that leaves the recipe
-train.time_min_epochs (else the smallest it allows), and recorded in its config."""
+train.time_min_epochs (else the smallest it allows), and recorded in its config; planned again
+after its first epoch trained on images, from that epoch's pace (`replan`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import time
 
 from corolla import config as config_lib
+from corolla.runs import paths
 from corolla.runtime import collective
 from corolla.training import budget, probe
 from corolla.training.phases import Phase, of_config, phases
@@ -58,10 +60,58 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
                                        "train.time_plan": line.partition(": ")[2]})
     # The plan's epochs, each as measured, for the run to stop short of them where it falls
     # behind (`budget.Deadline`).
-    each = budget.epoch_seconds(of_config(planned), costs, size, epoch_steps, caching)
+    plan_phases = of_config(planned)
+    each = budget.epoch_seconds(plan_phases, costs, size, epoch_steps, caching)
     deadline = budget.Deadline(config_lib.duration_seconds(t.time_budget), tuple(each), spent,
-                               costs.backup)
+                               costs.backup, costs, caching, epoch_steps,
+                               _replan_after(trainer, plan_phases))
     return ready.planned(planned, epoch_steps, deadline)
+
+
+def _replan_after(trainer: Trainer, plan_phases) -> int:
+    """The epoch (counted from 1) after which the plan is made again (`replan`): the first
+    that trains on images (a frozen phase on cached features measures nothing of them), unless
+    it is the last; 0 where there is none."""
+    for p in plan_phases:
+        if not trainer.frozen.usable(p, say=False):
+            return p.start + 1 if p.start + 1 < plan_phases[-1].end else 0
+    return 0
+
+
+def replan(trainer: Trainer, run_dir, log) -> None:
+    """The trainer's plan made again after its epoch `replan_after` (`budget.replanned`), from
+    the pace that epoch measured: where its epochs change, recorded in the run's config (a
+    resumed run continues the new plan) and the optimizer put on the new schedule. Every
+    process takes the chief's epochs."""
+    ready = trainer.ready
+    config, deadline, t = ready.config, ready.deadline, ready.config.train
+    history = trainer.checkpoint.state.history
+    done, spent = len(history), history[-1]["seconds"]
+    pace = deadline.took(history)[-1] / max(deadline.planned[done - 1], 1e-9)
+
+    def phases_of(train, size):
+        return phases(train, config.model.train_backbone, size)
+
+    epochs = budget.replanned(config, phases_of, deadline, done, pace, spent)
+    if trainer.plan.multi_worker:
+        epochs = int(collective.chief_hex(trainer.plan, f"{epochs:x}"), 16)
+    after = budget.remaining(config, phases_of, deadline, done, pace, epochs)
+    made = deadline.remade(history, after)
+    if epochs == t.epochs:
+        log(f"time {t.time_budget}: epoch {done} took {pace:.2f}x the probe's estimate; "
+            f"the plan of {epochs} epochs stands")
+        trainer.follow(ready.planned(config, ready.steps, made))
+        return
+    line = (f"made again after epoch {done}, which took {pace:.2f}x the probe's estimate: "
+            f"{epochs} epoch{'s' * (epochs != 1)}, ~{(spent + sum(after)) / 60:.1f} min in all")
+    log(f"time {t.time_budget}: plan {line}" + (" (none more fits)" if epochs == done else ""))
+    planned = config_lib.apply(config, {**budget.reshaped(t, epochs),
+                                        "train.time_plan": f"{t.time_plan}; {line}"})
+    if run_dir is not None:
+        config_lib.save(planned, run_dir / paths.CONFIG)
+    trainer.follow(ready.planned(planned, ready.steps, made))
+    if epochs > done:
+        trainer.reschedule()
 
 
 def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs):

@@ -6,6 +6,7 @@ methods: the backend is chosen first."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,9 +16,10 @@ from corolla.evaluation.inference import stop_check
 from corolla.runs import paths
 from corolla.runtime import Plan
 from corolla.training import budget, resuming
-from corolla.training.compiling import compile_phase
+from corolla.training.compiling import compile_phase, phase_schedule
 from corolla.training.optimizer import finalize_ema
-from corolla.training.phases import Phase, backbone_of, batchnorm_inference, epochs_text
+from corolla.training.phases import (Phase, backbone_of, batchnorm_inference, epochs_text,
+                                     optimizer_start)
 from corolla.training.preparing import Prepared
 from corolla.training.stream import TrainingStream
 
@@ -64,6 +66,19 @@ class Trainer:
     def follow(self, ready: Prepared) -> None:
         """Trains as `ready` (this run's, with a time plan's settings) says from now on."""
         self.ready = ready
+        for callback in self.own:
+            if hasattr(callback, "deadline"):  # `callbacks.StopInTime`: the plan's own
+                callback.deadline = ready.deadline
+
+    def reschedule(self) -> None:
+        """The optimizer, its state kept, on the schedule the run's config says now (a time
+        plan made again: other epochs), its training step traced again (the schedule's rates
+        are constants of the compiled step)."""
+        with self.plan.scope():
+            self.model.optimizer.learning_rate = phase_schedule(
+                self._from_optimizer_start(self.current), self.ready.config.train,
+                self.ready.steps)
+            self.model.make_train_function(force=True)
 
     def saved_model(self):
         """What the run saves: the model at its input size (the same layers and weights)."""
@@ -85,8 +100,14 @@ class Trainer:
 
     def _compile(self, model, backbone, phase: Phase, schedule=None, train=None) -> None:
         ready = self.ready
-        compile_phase(model, backbone, phase, self.plan, train or ready.config.train,
-                      ready.steps, ready.steps_per_execution, self.frozen_bn, schedule)
+        compile_phase(model, backbone, self._from_optimizer_start(phase), self.plan,
+                      train or ready.config.train, ready.steps, ready.steps_per_execution,
+                      self.frozen_bn, schedule)
+
+    def _from_optimizer_start(self, phase: Phase) -> Phase:
+        """`phase` from its optimizer's first epoch (`phases.optimizer_start`): the schedule
+        counts from there, as does the optimizer's step a backup restores."""
+        return dataclasses.replace(phase, start=optimizer_start(self.ready.phases, phase.start))
 
     def start(self) -> None:
         """Ready to fit, before the run's folder is made (a pipeline that cannot be built
@@ -143,8 +164,9 @@ class Trainer:
                       self.current)
         return twin
 
-    def fit_phases(self) -> None:
-        """Fits every phase not yet trained (or until early stopping)."""
+    def fit_phases(self, until: int = 0) -> bool:
+        """Fits every phase not yet trained (or until early stopping), or (`until`) up to that
+        epoch, counted from 1: whether it stopped there with epochs still to train."""
         from corolla.training.callbacks import RunProgress
         from corolla.training.checkpoint import stops_early
 
@@ -155,6 +177,9 @@ class Trainer:
             if phase.end <= done or stops_early(self.checkpoint.state,
                                                 t.early_stopping_patience):
                 continue
+            if until and done >= until:
+                return True
+            end = min(phase.end, until) if until else phase.end
             if not phase.same_optimizer(self.current):
                 # The model enters the phase as a finished one leaves it: on its EMA weights.
                 finalize_ema(self.model)
@@ -168,13 +193,16 @@ class Trainer:
             else:
                 data = self.first_data if first == self.ready.state.epochs_done else \
                     self.data(first, phase.size)
-                self.model.fit(data, epochs=phase.end,
+                self.model.fit(data, epochs=end,
                                initial_epoch=first, steps_per_epoch=self.ready.steps,
                                callbacks=self.own + self.extra + [RunProgress(t.epochs),
                                                                   stop_check()],
                                shuffle=False, verbose=verbose)
             if self.model.stop_training:
                 break
+        done = self.checkpoint.state.epochs_done
+        return bool(until) and done >= until and not self.model.stop_training and \
+            done < self.ready.config.train.epochs
 
     def _say(self, phase: Phase) -> None:
         """The phase's line in the log: what it trains, at which rate and size."""
