@@ -175,11 +175,13 @@ def test_a_timed_run_stops_before_an_epoch_that_would_end_past_its_budget():
     assert deadline.next_end(history(8.0, 9.0, 10.0)) == pytest.approx(10.0 + 1.1 + 0.5)
     # Ahead of it: the plan is not shrunk (its margin stays).
     assert deadline.next_end(history(7.0, 7.5)) == pytest.approx(7.5 + 1.1 + 0.5)
-    # 1.5 times as slow as planned (a busier host than the probe met): so is the next epoch.
-    # After epoch 2 the next still fits; after epoch 3 it would end past the budget.
+    # 1.5 times as slow as planned (a busier host than the probe met): so are the next epoch
+    # and the save. After epoch 2 the next still fits; after epoch 3 it would end past the
+    # budget.
     assert deadline.behind(history(9.5, 11.0)) == pytest.approx(1.5)
-    assert deadline.next_end(history(9.5, 11.0)) == pytest.approx(11.0 + 1.1 * 1.5 + 0.5)
-    assert deadline.next_end(history(9.5, 11.0, 12.5)) == pytest.approx(12.5 + 1.1 * 1.5 + 0.5)
+    assert deadline.next_end(history(9.5, 11.0)) == pytest.approx(11.0 + (1.1 + 0.5) * 1.5)
+    assert deadline.next_end(history(9.5, 11.0, 12.5)) == pytest.approx(12.5 + 1.6 * 1.5)
+    assert 12.5 + 1.6 * 1.5 > 14
     # The first epoch's tracing quicker than planned, then every epoch twice as slow: 1.2 on
     # the whole, but the last epochs say 2.
     assert deadline.behind(history(7.0, 9.0, 11.0)) == pytest.approx(2.0)
@@ -227,3 +229,57 @@ def test_a_short_budget_may_train_smaller_down_to_the_recipes_least_size():
                                  "train.time_min_size": 160})
     assert budget.candidates(cfg) == [192, 176, 160]
     assert budget.candidates(config.apply(cfg, {"train.time_min_epochs": 0})) == [192]
+
+
+def _cosine(epochs: int, frozen: int = 0) -> config.RunConfig:
+    return config.load(overrides={"train.epochs": epochs, "train.frozen_epochs": frozen,
+                                  "train.warmup_epochs": 1, "model.input_size": 64,
+                                  "train.schedule": "cosine"})
+
+
+def _made(cfg, replan_after=2) -> budget.Deadline:
+    """A deadline of a 100 s budget planned at 10 s on `cfg`: epochs of 10 steps of 0.5 s (5.6
+    s with validation and commit), a phase's tracings 3 s."""
+    costs = budget.Costs(step={(True, 64): 0.5, (False, 64): 0.5},
+                         first={(True, 64): 2.0, (False, 64): 2.0},
+                         epoch={(True, 64): 0.0, (False, 64): 0.0}, val={64: 0.5},
+                         val_first={64: 1.0}, backup=0.1)
+    each = budget.epoch_seconds(_phases_of(cfg.train, 64), costs, 64, 10)
+    return budget.Deadline(100.0, tuple(each), 10.0, costs.backup, costs, None, 10,
+                           replan_after)
+
+
+def test_a_plan_made_again_from_a_pace_fills_the_budget_and_keeps_the_trained_frozen_epochs():
+    cfg = _cosine(10, frozen=1)
+    deadline = _made(cfg)
+
+    def again(pace, spent=25.0, retrace=1.0):
+        return budget.replanned(cfg, _phases_of, deadline, 2, pace, retrace, spent)
+
+    # 95 s of 100 less 25 spent and the save: at the probe's pace 12 epochs of 5.6 s after the
+    # first 2 and a retrace of 1 s (68.2 s) fit, 13 do not; at twice its pace, 6; at half, 26.
+    assert again(1.0) == 14 and again(2.0) == 8 and again(0.5) == 26
+    more = budget.remaining(cfg, _phases_of, deadline, 2, 1.0, 1.0, 14)
+    assert more == pytest.approx([5.6 + 1.0] + [5.6] * 11)
+    # The plan's own epochs trace nothing again: they stand where they fit and one more does
+    # not with its retrace.
+    assert budget.remaining(cfg, _phases_of, deadline, 2, 1.0, 1.0, 10) == \
+        pytest.approx([5.6] * 8)
+    assert budget.replanned(cfg, _phases_of, deadline, 2, 1.0, 40.0, 45.0) == 10
+    # Not one epoch more: the run ends after the epochs it trained.
+    assert again(1.0, spent=93.0) == 2
+    # The trained frozen epoch stays one; the rest of the schedule keeps its shape.
+    shape = budget.reshaped(cfg.train, 20)
+    assert shape["train.frozen_epochs"] == 1 and shape["train.warmup_epochs"] == 2
+    # A run that never thaws stays frozen over the new epochs.
+    assert budget.reshaped(_cosine(10, frozen=10).train, 20)["train.frozen_epochs"] == 20
+
+
+def test_a_plan_made_again_counts_the_epochs_so_far_as_they_took():
+    deadline = _made(_cosine(4))
+    history = [{"epoch": 1, "seconds": 19.0}, {"epoch": 2, "seconds": 30.0}]
+    assert deadline.took(history) == pytest.approx((9.0, 11.0))
+    remade = deadline.remade(history, [5.0, 5.0])
+    assert remade.planned == pytest.approx((9.0, 11.0, 5.0, 5.0)) and remade.replan_after == 0
+    # The lag of the epochs before is not counted again: on the new plan's pace, none.
+    assert remade.behind(history + [{"epoch": 3, "seconds": 35.0}]) == 1.0

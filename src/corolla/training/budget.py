@@ -27,7 +27,7 @@ at SHORTEST of its steps or more, the plan takes it with fewer steps each (`fill
 
 A plan is a forecast, and the margin it keeps for that left a quarter of the budget unused on an
 idle host (flowers5 at 6 minutes ended at 75-81%). So the plan is made again after the first
-epoch that trains on images (`replanned`), from that epoch's measured pace, to fill
+epoch that trains on images and traces nothing (`replanned`), from its measured pace, to fill
 REPLAN_SHARE of the budget: more epochs on a host faster than the probe found, fewer on a
 busier one, the schedule's shape kept, so that its learning rate still ends at its floor. A run
 that falls behind after that (a host that turned busier) stops short of its plan where the next
@@ -285,14 +285,15 @@ class Deadline:
 
     def next_end(self, history: list[dict]) -> float | None:
         """When the epoch after those of `history` (history.csv's rows: `seconds` is the
-        training time up to each epoch's commit) would end, its final save included, in
-        seconds of the budget, with a tenth more (the epochs of a tiny run on a busy host vary
-        by that much); None after the last epoch."""
+        training time up to each epoch's commit) would end, its final save included (both as
+        far behind as the epochs: a tiny run on a busy host ended at 101% of its budget with
+        the save as planned), in seconds of the budget, with a tenth more for the epoch (the
+        epochs of a tiny run on a busy host vary by that much); None after the last epoch."""
         done = len(history)
         if not history or done >= len(self.planned):
             return None
-        return history[-1]["seconds"] + 1.1 * self.planned[done] * self.behind(history) + \
-            self.save
+        behind = self.behind(history)
+        return history[-1]["seconds"] + (1.1 * self.planned[done] + self.save) * behind
 
 
 def reshaped(train: config_lib.TrainConfig, epochs: int) -> dict:
@@ -305,35 +306,35 @@ def reshaped(train: config_lib.TrainConfig, epochs: int) -> dict:
 
 
 def remaining(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
-              pace: float, epochs: int) -> list[float]:
+              pace: float, retrace: float, epochs: int) -> list[float]:
     """The planned seconds of each epoch after the first `done` of the run's plan made again
     for `epochs` epochs, at `pace` times the probe's estimates. Other epochs than the plan's
-    trace the training step again (the schedule's rates are constants of the compiled step):
-    the epoch after `done` pays it, unless it starts a phase, which pays it anyway."""
+    trace the training step again (the schedule's rates are constants of the compiled step),
+    in `retrace` seconds: the epoch after `done` pays them, unless it starts a phase, which
+    traces anyway."""
     final, t = config.model.input_size, config.train
     train = config_lib.apply(config, reshaped(t, epochs)).train
     plan_phases = phases_of(train, final)
-    each = epoch_seconds(plan_phases, deadline.costs, final, deadline.steps,
-                         deadline.caching)[done:]
-    if epochs != t.epochs and each:
-        phase = next(p for p in plan_phases if p.end > done)
-        if phase.start < done:
-            each[0] += deadline.costs.first[(phase.frozen, phase.size or final)]
-    return [pace * s for s in each]
+    each = [pace * s for s in epoch_seconds(plan_phases, deadline.costs, final, deadline.steps,
+                                            deadline.caching)[done:]]
+    if epochs != t.epochs and each and next(p for p in plan_phases if p.end > done).start < done:
+        each[0] += retrace
+    return each
 
 
 def replanned(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
-              pace: float, spent: float) -> int:
+              pace: float, retrace: float, spent: float) -> int:
     """The epochs of the run's plan made again after its first `done` epochs, `spent` seconds
     into the budget, at `pace` times the probe's estimates (what the last epoch took, over
-    what was planned for it): the most whose epochs after `done` (`remaining`) and the final
-    save end by REPLAN_SHARE of the budget; `done` (the run ends) where not one more does.
-    `phases_of` as in `most_epochs`."""
+    what was planned for it) with `retrace` seconds of tracing for other epochs than the
+    plan's (`remaining`): the most whose epochs after `done` and the final save end by
+    REPLAN_SHARE of the budget; `done` (the run ends) where not one more does. `phases_of` as
+    in `most_epochs`."""
     left = REPLAN_SHARE * deadline.total - spent - pace * deadline.save
     planned = config.train.epochs
 
     def fits(epochs):
-        return sum(remaining(config, phases_of, deadline, done, pace, epochs)) <= left
+        return sum(remaining(config, phases_of, deadline, done, pace, retrace, epochs)) <= left
 
     # Leaving the plan's own epochs aside (they need no new tracing), the time grows with
     # the epochs: the most that fit by doubling, then halving.

@@ -70,32 +70,41 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
 
 def _replan_after(trainer: Trainer, plan_phases) -> int:
     """The epoch (counted from 1) after which the plan is made again (`replan`): the first
-    that trains on images (a frozen phase on cached features measures nothing of them), unless
-    it is the last; 0 where there is none."""
+    that trains on images (a frozen phase on cached features measures nothing of them) and
+    traces nothing, its phase's second, unless it is the last; 0 where there is none. A phase's
+    first epoch is no measure of the pace: its step is traced again, often in a fraction of
+    the probe's first tracing (which set up what the run reuses), so a tiny run's took half its
+    plan, and the plan made from it ran twice its pace."""
     for p in plan_phases:
-        if not trainer.frozen.usable(p, say=False):
-            return p.start + 1 if p.start + 1 < plan_phases[-1].end else 0
+        if p.end - p.start > 1 and not trainer.frozen.usable(p, say=False):
+            return p.start + 2 if p.start + 2 < plan_phases[-1].end else 0
     return 0
 
 
 def replan(trainer: Trainer, run_dir, log) -> None:
     """The trainer's plan made again after its epoch `replan_after` (`budget.replanned`), from
-    the pace that epoch measured: where its epochs change, recorded in the run's config (a
-    resumed run continues the new plan) and the optimizer put on the new schedule. Every
-    process takes the chief's epochs."""
+    the pace that epoch measured (what it took, over its plan): where its epochs change,
+    recorded in the run's config (a resumed run continues the new plan) and the optimizer put
+    on the new schedule. Every process takes the chief's epochs."""
     ready = trainer.ready
     config, deadline, t = ready.config, ready.deadline, ready.config.train
     history = trainer.checkpoint.state.history
-    done, spent = len(history), history[-1]["seconds"]
-    pace = deadline.took(history)[-1] / max(deadline.planned[done - 1], 1e-9)
+    done, spent, took = len(history), history[-1]["seconds"], deadline.took(history)
+    pace = took[-1] / max(deadline.planned[done - 1], 1e-9)
+    # The step traced again on a new schedule: as long as the phase's first epoch took beyond
+    # the next one, its share of the tracings the probe found there (the rest is validation's).
+    costs, kind = deadline.costs, (trainer.current.frozen, trainer.current.size or
+                                   config.model.input_size)
+    traced = costs.first[kind] + costs.val_first[kind[1]]
+    retrace = max(took[-2] - took[-1], 0.0) * costs.first[kind] / max(traced, 1e-9)
 
     def phases_of(train, size):
         return phases(train, config.model.train_backbone, size)
 
-    epochs = budget.replanned(config, phases_of, deadline, done, pace, spent)
+    epochs = budget.replanned(config, phases_of, deadline, done, pace, retrace, spent)
     if trainer.plan.multi_worker:
         epochs = int(collective.chief_hex(trainer.plan, f"{epochs:x}"), 16)
-    after = budget.remaining(config, phases_of, deadline, done, pace, epochs)
+    after = budget.remaining(config, phases_of, deadline, done, pace, retrace, epochs)
     made = deadline.remade(history, after)
     if epochs == t.epochs:
         log(f"time {t.time_budget}: epoch {done} took {pace:.2f}x the probe's estimate; "
