@@ -72,7 +72,9 @@ class Costs:
     tracing) and for every epoch's first step beyond that (its new pass over the data), by
     kind (frozen, size); per validation pass by size, and a phase's first pass beyond that
     (its tracing); per epoch's commit (`backup`: the checkpoint's files); per batch of the
-    frozen features' caching pass (`Caching`) by size, and its tracing beyond that."""
+    frozen features' caching pass (`Caching`) by size, and its tracing beyond that; the final
+    save (`save`: last.keras and model.keras, each a whole model where a commit writes weights;
+    0: as a commit, `final_save`)."""
     step: dict = field(default_factory=dict)
     first: dict = field(default_factory=dict)
     epoch: dict = field(default_factory=dict)
@@ -81,6 +83,11 @@ class Costs:
     backup: float = 0.0
     cache: dict = field(default_factory=dict)
     cache_first: dict = field(default_factory=dict)
+    save: float = 0.0
+
+    def final_save(self) -> float:
+        """The final save's seconds: as measured, else as a commit's."""
+        return self.save or self.backup
 
 
 def cached_views(flips: bool, epochs: int) -> int:
@@ -131,7 +138,7 @@ def kinds(plan_phases, final: int) -> set:
 def seconds(plan_phases, costs: Costs, final: int, steps: int,
             caching: Caching | None = None) -> float:
     """The training time of phases (`epoch_seconds`) and the final save (about a commit)."""
-    return costs.backup + sum(epoch_seconds(plan_phases, costs, final, steps, caching))
+    return costs.final_save() + sum(epoch_seconds(plan_phases, costs, final, steps, caching))
 
 
 def epoch_seconds(plan_phases, costs: Costs, final: int, steps: int,

@@ -63,7 +63,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     plan_phases = of_config(planned)
     each = budget.epoch_seconds(plan_phases, costs, size, epoch_steps, caching)
     deadline = budget.Deadline(config_lib.duration_seconds(t.time_budget), tuple(each), spent,
-                               costs.backup, costs, caching, epoch_steps,
+                               costs.final_save(), costs, caching, epoch_steps,
                                _replan_after(trainer, plan_phases))
     return ready.planned(planned, epoch_steps, deadline)
 
@@ -171,5 +171,5 @@ def _probe_line(costs: budget.Costs, batch: int) -> str:
          f"epoch's start)" for frozen, at in sorted(costs.step)]) \
         + ", validation " + ", ".join(f"{v:.2g} s at {at} px (+{costs.val_first[at]:.0f} s "
                                       f"tracing)" for at, v in costs.val.items()) \
-        + f", an epoch's commit {costs.backup:.2f} s"
+        + f", an epoch's commit {costs.backup:.2f} s, the final save {costs.final_save():.2f} s"
 
