@@ -29,6 +29,13 @@ torch's build, so take both from the same index).
 Printed: each epoch's seconds, loss and val macro F1, the best, the seconds used of the budget
 and the host's load (os.getloadavg) beside them. PyTorch's CPU step slows several times as soon
 as another process shares the cores: measure it on an idle host, one run after the other.
+Step time (batch 32, 192 px, measured 2026-11-27 with a second engineer's jobs on the host,
+load 1.7-3.7): the model and its input are channels-last (one thread: 5.3 s a step NCHW ->
+3.0-3.3 s; conv backward 3.0 s -> 1.2 s), the records and weights are read by TensorFlow in a
+child process (TF in this process cost 5-10% of a step at one thread), validation runs under
+inference_mode. Augmentation is about 1% of a step and timm's SAME padding (5 stride-2
+convolutions) under a tenth, so both are kept. With two threads a busy second core makes the
+step several times slower and noisy (2-13 s): time the peer only on an idle host.
 `--tiny`: a smoke test (synthetic 32 px data and random weights); its figures mean nothing.
 `--check`: only the weights' copy and its comparison with the reference outputs.
 """
@@ -90,6 +97,48 @@ def keras_layers(weights: Path):
     return found
 
 
+def dump(args, out: Path) -> None:
+    """`--dump`: in a process of its own (TensorFlow and Keras are imported here and only here),
+    the train and val splits as uint8 arrays and the preset's weights, into the .npz `out`."""
+    import numpy as np
+
+    arrays = {}
+    if not args.check:
+        for split in ("train", "val"):
+            arrays[f"{split}_x"], arrays[f"{split}_y"] = read_split(args.data, split, args.size)
+    found = keras_layers(args.weights)
+    arrays["kinds"] = np.array([kind for kind, _ in found])
+    for i, (_, weights) in enumerate(found):
+        for j, w in enumerate(weights):
+            arrays[f"w{i}_{j}"] = w
+    np.savez(out, **arrays)
+
+
+def read_in_subprocess(args) -> tuple[dict, list]:
+    """`dump` run in a child process: TensorFlow's thread pools (and its oneDNN) never share
+    this process with PyTorch's. Returns (the arrays, the weights as `keras_layers` gives them)."""
+    import subprocess
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "read.npz"
+        command = [sys.executable, __file__, "--dump", str(out), "--data", str(args.data),
+                   "--weights", str(args.weights), "--size", str(args.size)]
+        subprocess.run(command + (["--check"] if args.check else []), check=True)
+        with np.load(out) as stored:
+            arrays = {key: stored[key] for key in stored.files}
+    found, i = [], 0
+    for i, kind in enumerate(arrays["kinds"]):
+        weights, j = [], 0
+        while f"w{i}_{j}" in arrays:
+            weights.append(arrays[f"w{i}_{j}"])
+            j += 1
+        found.append((str(kind), weights))
+    return arrays, found
+
+
 def copy_weights(model, found) -> int:
     """Copies `found` (keras_layers) into the timm model's convolutions and batch norms, in
     order; returns how many modules were copied. A count or shape that differs is an error."""
@@ -125,10 +174,14 @@ def copy_weights(model, found) -> int:
 
 
 def to_input(images):
-    """uint8 NHWC numpy -> float NCHW (x - 127) / 128, as the weights were trained."""
+    """uint8 NHWC (numpy or a tensor) -> float (x - 127) / 128, as the weights were trained:
+    NCHW in shape, channels-last in memory (as the model is kept: oneDNN's convolutions, the
+    depthwise ones above all, are several times faster so than in NCHW on a CPU)."""
     import torch
 
-    return (torch.from_numpy(images).permute(0, 3, 1, 2).float() - 127.0) / 128.0
+    images = torch.as_tensor(images)
+    return ((images.permute(0, 3, 1, 2).float() - 127.0) / 128.0).contiguous(
+        memory_format=torch.channels_last)
 
 
 def check_copy(model) -> float:
@@ -138,7 +191,7 @@ def check_copy(model) -> float:
 
     reference = np.load(REFERENCE)
     model.eval()
-    with torch.no_grad():
+    with torch.inference_mode():
         pooled = model.forward_head(model.forward_features(to_input(reference["images"])),
                                     pre_logits=True).numpy()
     return float(np.abs(pooled - reference["features_same"]).max())
@@ -156,24 +209,27 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--check", action="store_true",
                         help="only copy the weights and compare with the reference outputs")
+    parser.add_argument("--dump", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.dump:
+        return dump(args, args.dump)
     import numpy as np
     import timm
     import torch
     from sklearn.metrics import f1_score
     from torchvision.transforms import v2
 
+    torch.set_num_threads(os.cpu_count() or 1)
     if args.check:
         model = timm.create_model("tf_efficientnet_lite0", pretrained=False, num_classes=5)
-        copied = copy_weights(model, keras_layers(args.weights))
+        copied = copy_weights(model, read_in_subprocess(args)[1])
         print(f"copied {copied} convolutions and batch norms; pooled features of the reference "
               f"photos differ from features_same by at most {check_copy(model):.2e}")
         return
     budget = seconds(args.time)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    torch.set_num_threads(os.cpu_count() or 1)
     if args.tiny:
         rng = np.random.default_rng(0)
         size = 32
@@ -182,8 +238,9 @@ def main() -> None:
         val_x, val_y = train_x[:16], train_y[:16]
     else:
         size = args.size
-        train_x, train_y = read_split(args.data, "train", size)
-        val_x, val_y = read_split(args.data, "val", size)
+        arrays, found = read_in_subprocess(args)
+        train_x, train_y = arrays["train_x"], arrays["train_y"]
+        val_x, val_y = arrays["val_x"], arrays["val_y"]
     classes = np.unique(np.concatenate([train_y, val_y]))
     index = {c: i for i, c in enumerate(classes)}
     train_y = np.array([index[c] for c in train_y])
@@ -191,9 +248,10 @@ def main() -> None:
     model = timm.create_model("tf_efficientnet_lite0", pretrained=False,
                               num_classes=len(classes))
     if not args.tiny:
-        copied = copy_weights(model, keras_layers(args.weights))
+        copied = copy_weights(model, found)
         print(f"copied {copied} convolutions and batch norms; pooled features of the reference "
               f"photos differ from features_same by at most {check_copy(model):.2e}", flush=True)
+    model = model.to(memory_format=torch.channels_last)
 
     augment = v2.Compose([v2.RandomResizedCrop(size, scale=(0.35, 1.0), antialias=True),
                           v2.RandomHorizontalFlip()])
@@ -214,11 +272,13 @@ def main() -> None:
         total = 0.0
         for i in range(steps):
             batch = order[i * args.batch:(i + 1) * args.batch]
+            # Per image, on uint8 tensors: about 1% of a step (a DataLoader's workers would
+            # only take cores from the model's threads).
             images = torch.stack([augment(image) for image in
                                   torch.from_numpy(train_x[batch]).permute(0, 3, 1, 2)])
             for group in optimizer.param_groups:
                 group["lr"] = rate(epoch * steps + i, epochs)
-            loss = loss_fn(model((images.float() - 127.0) / 128.0),
+            loss = loss_fn(model(to_input(images.permute(0, 2, 3, 1))),
                            torch.from_numpy(train_y[batch]))
             optimizer.zero_grad()
             loss.backward()
@@ -229,7 +289,7 @@ def main() -> None:
     def validate() -> float:
         model.eval()
         predicted = []
-        with torch.no_grad():
+        with torch.inference_mode():
             for i in range(0, len(val_x), 64):
                 predicted.append(model(to_input(val_x[i:i + 64])).argmax(1).numpy())
         return float(f1_score(val_y, np.concatenate(predicted), average="macro"))
