@@ -68,16 +68,17 @@ def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tin
         return
     assert len(rows) == train["epochs"] >= 2
     # The cosine ends at its floor in the last epoch (its last update is one step before the
-    # end), not cut off on the way down.
+    # end), not cut off on the way down (the first epoch may still be warming up).
     assert _down(rows[-1]["learning_rate"], train) <= _last_step_left(train) < \
-        _down(rows[0]["learning_rate"], train)
+        _down(max(r["learning_rate"] for r in rows), train)
 
 
 def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(tiny_petals,
                                                                          tmp_path):
     # Three epochs or more, so that one is left after the kill: ~7 s of start-up and probe,
-    # ~4 s of tracing and ~2 s an epoch on a slow 2-core host.
-    args = ["--data", tiny_petals, *TINY, "--time", "24s", "--runs-dir", tmp_path, "--name",
+    # ~4 s of tracing and ~2 s an epoch on a slow 2-core host; beside another test, 12 s and
+    # ~10 s.
+    args = ["--data", tiny_petals, *TINY, "--time", "30s", "--runs-dir", tmp_path, "--name",
             "k"]
     killed = crash_train("epoch_end:1", "train", *args, timeout=120)
     assert killed.returncode == 3 and "CRASH after epoch 1" in killed.stdout, killed.stderr[-2000:]

@@ -1,6 +1,6 @@
 """Runs the `corolla` command with the chief's training epochs each SECONDS longer than its
-time probe measured from the third on (its host busier once the plan was made again after the
-second): a time plan falls behind.
+time probe measured from the third on (its host busier once the plan was made again, after the
+first or the second): a time plan falls behind.
 
     python busy_chief.py SECONDS corolla-args...
 """

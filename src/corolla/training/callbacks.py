@@ -4,6 +4,7 @@ when the optimizer keeps them."""
 from __future__ import annotations
 
 import contextlib
+import time
 
 import keras
 import numpy as np
@@ -138,12 +139,32 @@ class StopInTime(keras.callbacks.Callback):
     """Stops a timed run after the epoch whose next one would end past its budget
     (`budget.Deadline`), with a line that says why. Placed after the checkpoint: it reads the
     row just committed. Every process stops where the chief does (its clock decides: the
-    processes' own differ)."""
+    processes' own differ). In the epoch after which the plan is made again, it times the
+    ends of the training batches (`measured`)."""
 
     def __init__(self, deadline, checkpoint, plan, budget_text: str, log):
         super().__init__()
         self.deadline, self.checkpoint, self.plan = deadline, checkpoint, plan
         self.budget_text, self.log = budget_text, log
+        self.began, self.ends = 0.0, []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.began, self.ends = time.monotonic(), []
+
+    def on_train_batch_end(self, batch, logs=None):
+        if len(self.checkpoint.state.history) + 1 == self.deadline.replan_after:
+            self.ends.append((batch, time.monotonic()))
+
+    def measured(self) -> tuple[float, float] | None:
+        """(seconds a step, seconds of tracing) of the epoch just trained, from the ends of its
+        executions of steps: a step as the executions after the first took, the tracing as
+        the first took beyond its steps (the epoch's start with it); None where it had fewer
+        than three executions."""
+        if len(self.ends) < 3:
+            return None
+        (first, at), (last, end) = self.ends[0], self.ends[-1]
+        step = (end - at) / (last - first)
+        return step, max(at - self.began - (first + 1) * step, 0.0)
 
     def on_epoch_end(self, epoch, logs=None):
         if epoch + 1 == self.deadline.replan_after:  # the plan is made again after it

@@ -64,20 +64,24 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     each = budget.epoch_seconds(plan_phases, costs, size, epoch_steps, caching)
     deadline = budget.Deadline(config_lib.duration_seconds(t.time_budget), tuple(each), spent,
                                costs.final_save(), costs, caching, epoch_steps,
-                               _replan_after(trainer, plan_phases))
+                               _replan_after(trainer, plan_phases, epoch_steps))
     return ready.planned(planned, epoch_steps, deadline)
 
 
-def _replan_after(trainer: Trainer, plan_phases) -> int:
+def _replan_after(trainer: Trainer, plan_phases, steps: int) -> int:
     """The epoch (counted from 1) after which the plan is made again (`replan`): the first
-    that trains on images (a frozen phase on cached features measures nothing of them) and
-    traces nothing, its phase's second, unless it is the last; 0 where there is none. A phase's
-    first epoch is no measure of the pace: its step is traced again, often in a fraction of
-    the probe's first tracing (which set up what the run reuses), so a tiny run's took half its
-    plan, and the plan made from it ran twice its pace."""
+    that trains on images (a frozen phase on cached features measures nothing of them), timed
+    step by step (`callbacks.StopInTime.measured`), or where its `steps` are fewer than three
+    executions, the phase's second, which traces nothing; unless it is the last; 0 where there
+    is none. A phase's first epoch as a whole is no measure of the pace: its step is traced
+    again, often in a fraction of the probe's first tracing (which set up what the run reuses),
+    so a tiny run's took half its plan, and the plan made from it ran twice its pace."""
+    timed = steps // trainer.ready.steps_per_execution >= 3
     for p in plan_phases:
-        if p.end - p.start > 1 and not trainer.frozen.usable(p, say=False):
-            return p.start + 2 if p.start + 2 < plan_phases[-1].end else 0
+        if trainer.frozen.usable(p, say=False) or (not timed and p.end - p.start < 2):
+            continue
+        after = p.start + (1 if timed else 2)
+        return after if after < plan_phases[-1].end else 0
     return 0
 
 
@@ -90,13 +94,17 @@ def replan(trainer: Trainer, run_dir, log) -> None:
     config, deadline, t = ready.config, ready.deadline, ready.config.train
     history = trainer.checkpoint.state.history
     done, spent, took = len(history), history[-1]["seconds"], deadline.took(history)
-    pace = took[-1] / max(deadline.planned[done - 1], 1e-9)
-    # The step traced again on a new schedule: as long as the phase's first epoch took beyond
-    # the next one, its share of the tracings the probe found there (the rest is validation's).
     costs, kind = deadline.costs, (trainer.current.frozen, trainer.current.size or
                                    config.model.input_size)
-    traced = costs.first[kind] + costs.val_first[kind[1]]
-    retrace = max(took[-2] - took[-1], 0.0) * costs.first[kind] / max(traced, 1e-9)
+    measured = trainer.stop_in_time.measured()
+    if measured is not None:  # the pace of its steps; the step's tracing as it took
+        step, retrace = measured
+        pace = step / max(costs.step[kind], 1e-9)
+    else:  # a phase's second epoch: its pace as a whole; the tracing as long as the first
+        # epoch took beyond it, the probe's share of the train step in its tracings
+        pace = took[-1] / max(deadline.planned[done - 1], 1e-9)
+        traced = costs.first[kind] + costs.val_first[kind[1]]
+        retrace = max(took[-2] - took[-1], 0.0) * costs.first[kind] / max(traced, 1e-9)
 
     def phases_of(train, size):
         return phases(train, config.model.train_backbone, size)

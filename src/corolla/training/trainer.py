@@ -51,6 +51,7 @@ class Trainer:
         self.current: Phase | None = None
         self.own: list = []  # Corolla's callbacks, with their checkpoint and val F1: `callbacks`
         self.checkpoint, self.val_f1 = None, None
+        self.stop_in_time = None  # `callbacks.StopInTime`, where a plan made here stops
         self.first_data = None  # the stream the run starts (or resumes) with: `start`
         self.stream = TrainingStream(config, ready.layout, plan, log)
         self.frozen = FrozenPath(self.model, plan, config.data.augment, log)
@@ -66,9 +67,8 @@ class Trainer:
     def follow(self, ready: Prepared) -> None:
         """Trains as `ready` (this run's, with a time plan's settings) says from now on."""
         self.ready = ready
-        for callback in self.own:
-            if hasattr(callback, "deadline"):  # `callbacks.StopInTime`: the plan's own
-                callback.deadline = ready.deadline
+        if self.stop_in_time is not None:
+            self.stop_in_time.deadline = ready.deadline
 
     def reschedule(self) -> None:
         """The optimizer, its state kept, on the schedule the run's config says now (a time
@@ -147,8 +147,9 @@ class Trainer:
         if tracker is not None:
             self.own.append(TrackEpochs(tracker, checkpoint))
         if self.ready.deadline is not None:
-            self.own.append(StopInTime(self.ready.deadline, checkpoint, plan, t.time_budget,
-                                       self.log))
+            self.stop_in_time = StopInTime(self.ready.deadline, checkpoint, plan,
+                                           t.time_budget, self.log)
+            self.own.append(self.stop_in_time)
         self.checkpoint = checkpoint
         return checkpoint
 
