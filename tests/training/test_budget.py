@@ -283,3 +283,15 @@ def test_a_plan_made_again_counts_the_epochs_so_far_as_they_took():
     assert remade.planned == pytest.approx((9.0, 11.0, 5.0, 5.0)) and remade.replan_after == 0
     # The lag of the epochs before is not counted again: on the new plan's pace, none.
     assert remade.behind(history + [{"epoch": 3, "seconds": 35.0}]) == 1.0
+
+
+def test_a_phases_second_epoch_gives_the_pace_and_the_steps_tracing_at_any_size():
+    """Progressive resizing: the phase at 48 px of a 64 px model, validated at 64 px."""
+    costs = budget.Costs(step={(False, 48): 0.5}, first={(False, 48): 3.0},
+                         epoch={(False, 48): 0.0}, val={64: 0.5}, val_first={64: 1.0},
+                         backup=0.1)
+    deadline = budget.Deadline(100.0, (9.6, 5.6, 5.6), 10.0, 0.1, costs, None, 10, 2)
+    history = [{"epoch": 1, "seconds": 18.0}, {"epoch": 2, "seconds": 24.0}]
+    pace, retrace = deadline.second_epoch_pace(history, (False, 48), 64)
+    # Epoch 2 took 6 s of 5.6; epoch 1 took 2 s more, three quarters of it the step's tracing.
+    assert pace == pytest.approx(6.0 / 5.6) and retrace == pytest.approx(1.5)

@@ -27,8 +27,8 @@ at SHORTEST of its steps or more, the plan takes it with fewer steps each (`fill
 
 A plan is a forecast, and the margin it keeps for that left a quarter of the budget unused on an
 idle host (flowers5 at 6 minutes ended at 75-81%). So the plan is made again after the first
-epoch that trains on images and traces nothing (`replanned`), from its measured pace, to fill
-REPLAN_SHARE of the budget: more epochs on a host faster than the probe found, fewer on a
+epoch that trains on images (`replanned`), from the pace of its steps (`time_plan.replan`), to
+fill REPLAN_SHARE of the budget: more epochs on a host faster than the probe found, fewer on a
 busier one, the schedule's shape kept, so that its learning rate still ends at its floor. A run
 that falls behind after that (a host that turned busier) stops short of its plan where the next
 epoch would end past the budget (`Deadline`).
@@ -276,6 +276,17 @@ class Deadline:
         return dataclasses.replace(self, planned=self.took(history) + tuple(planned),
                                    replan_after=0)
 
+    def second_epoch_pace(self, history: list[dict], kind: tuple, final: int) -> tuple:
+        """(pace, seconds of tracing) from the last epoch of `history`, a phase's second, of
+        `kind` (frozen, size): its seconds over its plan's; the training step's tracing as long
+        as the phase's first epoch took beyond it, by the share of the step's in the tracings
+        the probe found there (the rest is validation's, at the `final` size)."""
+        took, done = self.took(history), len(history)
+        pace = took[-1] / max(self.planned[done - 1], 1e-9)
+        first = self.costs.first[kind]
+        share = first / max(first + self.costs.val_first[final], 1e-9)
+        return pace, max(took[-2] - took[-1], 0.0) * share
+
     def behind(self, history: list[dict]) -> float:
         """How many times their planned seconds the epochs of `history` took: on the whole or
         in either of the last two, whichever is more (a host that turned busier lately; a
@@ -332,11 +343,10 @@ def remaining(config: config_lib.RunConfig, phases_of, deadline: Deadline, done:
 def replanned(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
               pace: float, retrace: float, spent: float) -> int:
     """The epochs of the run's plan made again after its first `done` epochs, `spent` seconds
-    into the budget, at `pace` times the probe's estimates (what the last epoch took, over
-    what was planned for it) with `retrace` seconds of tracing for other epochs than the
-    plan's (`remaining`): the most whose epochs after `done` and the final save end by
-    REPLAN_SHARE of the budget; `done` (the run ends) where not one more does. `phases_of` as
-    in `most_epochs`."""
+    into the budget, at `pace` times the probe's estimates (as measured: `time_plan.replan`)
+    with `retrace` seconds of tracing for other epochs than the plan's (`remaining`): the most
+    whose epochs after `done` and the final save end by REPLAN_SHARE of the budget; `done`
+    (the run ends) where not one more does. `phases_of` as in `most_epochs`."""
     left = REPLAN_SHARE * deadline.total - spent - pace * deadline.save
     planned = config.train.epochs
 

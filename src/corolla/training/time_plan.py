@@ -87,24 +87,22 @@ def _replan_after(trainer: Trainer, plan_phases, steps: int) -> int:
 
 def replan(trainer: Trainer, run_dir, log) -> None:
     """The trainer's plan made again after its epoch `replan_after` (`budget.replanned`), from
-    the pace that epoch measured (what it took, over its plan): where its epochs change,
-    recorded in the run's config (a resumed run continues the new plan) and the optimizer put
-    on the new schedule. Every process takes the chief's epochs."""
+    the pace that epoch measured (its steps' against the probe's, or where they were not
+    timed, the epoch's against its plan): where its epochs change, recorded in the run's
+    config (a resumed run continues the new plan) and the optimizer put on the new schedule.
+    Every process takes the chief's epochs."""
     ready = trainer.ready
     config, deadline, t = ready.config, ready.deadline, ready.config.train
     history = trainer.checkpoint.state.history
-    done, spent, took = len(history), history[-1]["seconds"], deadline.took(history)
+    done, spent = len(history), history[-1]["seconds"]
     costs, kind = deadline.costs, (trainer.current.frozen, trainer.current.size or
                                    config.model.input_size)
     measured = trainer.stop_in_time.measured()
     if measured is not None:  # the pace of its steps; the step's tracing as it took
         step, retrace = measured
         pace = step / max(costs.step[kind], 1e-9)
-    else:  # a phase's second epoch: its pace as a whole; the tracing as long as the first
-        # epoch took beyond it, the probe's share of the train step in its tracings
-        pace = took[-1] / max(deadline.planned[done - 1], 1e-9)
-        traced = costs.first[kind] + costs.val_first[kind[1]]
-        retrace = max(took[-2] - took[-1], 0.0) * costs.first[kind] / max(traced, 1e-9)
+    else:
+        pace, retrace = deadline.second_epoch_pace(history, kind, config.model.input_size)
 
     def phases_of(train, size):
         return phases(train, config.model.train_backbone, size)
