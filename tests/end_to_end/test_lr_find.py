@@ -59,9 +59,9 @@ def test_train_lr_find_trains_from_the_weights_before_the_test_at_the_rate_found
         tested.append(run_trainer.model)
         return real_find(run_trainer, settings, log)
 
-    def fit_phases(self):
+    def fit_phases(self, until=0):
         fitted.append((self.model, weights(self.model)))
-        return real_fit(self)
+        return real_fit(self, until)
 
     monkeypatch.setattr(fit.lr_find_lib, "find_rate", find_rate)
     monkeypatch.setattr(trainer.Trainer, "fit_phases", fit_phases)
