@@ -115,6 +115,10 @@ def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | Non
     if layout.source:
         evaluation.metrics["data_converted"] = layout.root
     evaluation.metrics["run"] = str(run_dir.resolve())  # the report of an --out folder finds it
+    refit = (run_dir / paths.REFIT).is_file()
+    if refit:  # the scores are the validated model's: the refit trained on val
+        evaluation.metrics["model"] = f"{paths.MODEL} (validated; {paths.REFIT}, trained " \
+            f"again on train + val, predicts the test split)"
     result = predictions.make(evaluation.ids, evaluation.y_true, evaluation.probabilities,
                               layout.class_names, tta=tta)
     # Training curves belong with the run's own record, not with scores on other data.
@@ -125,7 +129,8 @@ def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | Non
     log(f"val: accuracy {m['accuracy']:.4f}  {metrics_lib.f1_text(m)}  "
         f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "
         f"({m['num_examples']} images, {m['num_classes_present']} classes"
-        f"{f', mean of {tta} views' if tta > 1 else ''})")
+        f"{f', mean of {tta} views' if tta > 1 else ''}"
+        f"{'; the validated model, before its refit on train + val' if refit else ''})")
     for line in plots.per_class_table(m["per_class"]):
         log(f"  {line}")
     for path in written.values():

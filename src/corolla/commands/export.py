@@ -100,7 +100,8 @@ def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, chec
     check_packages(run_dir, config)  # export opens the run without `open_run`
     plan = runtime.detect(backend="tensorflow", strategy="default", precision="float32")
     class_names = rundir.class_names(run_dir)
-    model = exported.as_float32(load_model(run_dir, plan, len(class_names), config))
+    model = exported.as_float32(load_model(run_dir, plan, len(class_names), config,
+                                           final=True))
     size = model.input_shape[1]
     # Written under a temporary name beside OUT and renamed last: a folder named OUT is whole.
     partial = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")

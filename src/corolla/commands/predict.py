@@ -97,7 +97,7 @@ def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, lo
     from corolla.data import check
     from corolla.evaluation import bias as bias_lib
     from corolla.evaluation import predict as predict_lib
-    from corolla.evaluation.inference import load_model
+    from corolla.evaluation.inference import load_model, model_path
     from corolla.report import scored
 
     run_dir, config, layout, plan = opened.folder, opened.config, opened.layout, opened.plan
@@ -114,7 +114,7 @@ def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, lo
             raise
         saved_in = None  # a run this user may not write into: the submission goes to `out`
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names),
-                                                           config)
+                                                           config, final=True)
     result = predict_lib.predict(model, layout, plan,
                                  skip_bad_records=config.data.skip_bad_records, tta=tta, log=log)
     if saved_in is not None:
@@ -126,7 +126,9 @@ def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, lo
         f"test predictions not saved: cannot write into {run_dir}")
     y_pred = result.y_pred if offsets is None else bias_lib.decide(result.probabilities, offsets)
     submission.write(result.ids, y_pred, path, num_classes=len(layout.class_names))
+    by_refit = model_path(run_dir, final=True).name == paths.REFIT
     log(f"wrote {path} ({len(result.ids)} test images"
+        f"{', by the refit on train + val' if by_refit else ''}"
         f"{f', mean of {tta} views' if tta > 1 else ''}"
         f"{'; decided with the fitted offsets' if offsets is not None else ''}; checked)")
     if report_skipped:
@@ -181,7 +183,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
         else None
     json_path = output_path(run_dir, csv_path.with_suffix(".json"), force, inputs, config) \
         if as_json and csv_path is not None else None
-    model = load_model(run_dir, plan, len(class_names), config)
+    model = load_model(run_dir, plan, len(class_names), config, final=True)
     size = input_size(model, config.model.input_size or config.data.image_size)
     fit = photos_lib.fit_of(config.data.converted or config.data.path)
     kept, probabilities, skipped = [], [], {}

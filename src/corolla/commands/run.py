@@ -16,6 +16,7 @@ from corolla.evaluation import inference
 from corolla.files import read_json
 from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan, collective
+from corolla.training import refit
 
 
 def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
@@ -41,6 +42,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         # reloads the saved model to run alone, outside the collective strategy.
         run_dir, model = result.run_dir, None if plan.multi_worker else result.model
     try:
+        _refit(run_dir, plan, log)
         return run_dir, _evaluate_predict(run_dir, plan, model, log)
     except KeyboardInterrupt:  # say how to finish the run: it is trained
         tracking.finish(run_dir, log, status="KILLED")
@@ -62,6 +64,13 @@ def draw_lr_find(run_dir: Path) -> None:
         plots.plot_lr_find(read_json(record, "train a new run"), picture)
 
 
+def _refit(run_dir: Path, plan: Plan, log) -> None:
+    """The run's refit on train + val (`training.refit`) where it asks for one and has none
+    yet (a run killed in its refit continues it)."""
+    if rundir.read(run_dir)[1].train.refit and not (run_dir / paths.REFIT).is_file():
+        refit.train(run_dir, plan, log)
+
+
 def _evaluate_predict(run_dir: Path, plan: Plan, model, log) -> dict:
     """Scores the trained run on val, predicts its test split, writes FINISHED last; returns the
     val metrics."""
@@ -69,8 +78,9 @@ def _evaluate_predict(run_dir: Path, plan: Plan, model, log) -> dict:
     opened = inference.open_run(run_dir, plan=plan, log=log)  # once, for both
     layout = opened.layout
     metrics = evaluate_run(opened, model=model, log=log, report_skipped=False)
-    if layout.has_split("test"):
-        predict_run(opened, model=model, log=log, report_skipped=False)
+    if layout.has_split("test"):  # with the refit where the run has one
+        predict_run(opened, model=None if (run_dir / paths.REFIT).is_file() else model,
+                    log=log, report_skipped=False)
     else:
         log(f"no test split in {layout.size_dir}: no submission.csv written")
     # Damaged records skipped (data.skip_bad_records): one line per file, at the end.

@@ -505,6 +505,9 @@ def _recipe_flags(p) -> None:
     g.add_argument("--class-weight", metavar="none|balanced|FILE", help="weigh the loss per "
                    "class: balanced (inverse class frequency in train) or a file of "
                    "class,weight lines; default none")
+    g.add_argument("--refit", action="store_true", default=None, help="once validated, train "
+                   "the model again on train + val for the epochs found, and predict the test "
+                   "split with it (val scores stay the validated model's; --time covers both)")
 
 
 def _phase_flags(g) -> None:

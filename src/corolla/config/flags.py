@@ -34,7 +34,7 @@ FLAG_KEYS = {
     "unfreeze_fraction": "train.unfreeze_fraction",
     "accumulation_steps": "train.accumulation_steps",
     "early_stopping_patience": "train.early_stopping_patience",
-    "class_weight": "train.class_weight",
+    "class_weight": "train.class_weight", "refit": "train.refit",
 }
 
 # Settings that are not config keys but are named in errors: the config file and the run to

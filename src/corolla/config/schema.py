@@ -133,6 +133,11 @@ class TrainConfig:
     # `time_steps`.
     time_budget: str = ""
     time_plan: str = ""  # set by Corolla: the plan decided for time_budget ("" = none yet)
+    # Refit: once validated, the run trains a second model from the same start on train + val
+    # for the epochs the validated one took (its schedule, its epochs of the same length in
+    # photos), and predicts the test split with it (training.refit). With a time budget, the
+    # two share it. The val scores stay the validated model's.
+    refit: bool = False
     # Set by Corolla: the plan's steps per epoch where it shortened them to fit one epoch more
     # (training.budget.fill); 0 = steps_per_epoch, which stays what was asked.
     time_steps: int = 0
@@ -369,6 +374,10 @@ def _check_folds(config: RunConfig, labels: dict[str, str]) -> None:
     if folds == 1 or not 0 <= folds <= MAX_FOLDS:
         raise UserError(f"{labels.get('train.folds', 'train.folds')} must be 0 (no k-fold) or "
                         f"a number of folds from 2 to {MAX_FOLDS}, got {folds!r}")
+    if config.train.refit and (folds or fold):
+        raise UserError(f"{labels.get('train.refit', 'train.refit')} trains one model on train + "
+                        f"val; k-fold ({labels.get('train.folds', 'train.folds')}) already "
+                        f"predicts the test split with every fold's model: use one or the other")
     if not 0 <= fold <= folds or (fold and not config.data.folds_file):
         raise UserError(f"data.fold is set by k-fold training (a fold from 1 to train.folds, "
                         f"with data.folds_file); got fold {fold!r} of {folds!r}: leave both "

@@ -5,7 +5,8 @@ the assignment once, as data, to its `folds.csv` (`id,label,fold`, folds 1..K, i
 pooled split is read); each fold's run names that file and its fold in its config
 (`data.folds_file`, `data.fold`). `restrict` turns the data's layout into the fold's: its "val"
 split is the records of fold k, its "train" split those of the other folds, its "test" split
-the data's own. The records are streamed from the data's own files and kept by id (a
+the data's own. (`with_val_in_train` pools them the other way, for a refit: its "train" is
+both.) The records are streamed from the data's own files and kept by id (a
 `tf.lookup.StaticHashTable` id -> fold in a `Dataset.filter`, see `FoldSplit.keeper`): nothing
 is copied or held in memory but the ids.
 """
@@ -176,6 +177,22 @@ class WholeLayout(Layout):
 def whole(layout: Layout) -> Layout:
     fields = {f.name: getattr(layout, f.name) for f in dataclasses.fields(Layout)}
     return WholeLayout(**fields)
+
+
+@dataclass(frozen=True)
+class RefitLayout(Layout):
+    """A refit's data (`training.refit`): its "train" is every labelled image (train's files,
+    then val's); val and test are the data's own."""
+
+    def split(self, name: str) -> Split:
+        if name != "train":
+            return super().split(name)
+        return dataclasses.replace(pooled(self), name="train")
+
+
+def with_val_in_train(layout: Layout) -> Layout:
+    fields = {f.name: getattr(layout, f.name) for f in dataclasses.fields(Layout)}
+    return RefitLayout(**fields)
 
 
 def restrict(layout: Layout, data_config) -> Layout:

@@ -70,17 +70,24 @@ def check_packages(run_dir: Path, config: config_lib.RunConfig) -> None:
     hub.require(config.model.name, f"run {str(run_dir)!r} (model {config.model.name})")
 
 
-def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None):
-    """The run's model, checked to output one probability per class of the run: a model of
-    another width would pair its outputs with the wrong names (or none). With the run's
-    `config`, also checked to be the run's own (`runs.identity`: its id and input size).
-    Whether the model's packages are installed is checked once, when the run is opened
-    (`check_packages`)."""
+def model_path(run_dir: Path, final: bool = False) -> Path:
+    """The run's model.keras, or (`final`) the model the run predicts its test split with and
+    deploys: its refit on train + val (`training.refit`) where it has one."""
+    refit = run_dir / paths.REFIT
+    return refit if final and refit.is_file() else run_dir / paths.MODEL
+
+
+def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None, final: bool = False):
+    """The run's model (`model_path`; `final`: the one it predicts with), checked to output one
+    probability per class of the run: a model of another width would pair its outputs with
+    the wrong names (or none). With the run's `config`, also checked to be the run's own
+    (`runs.identity`: its id and input size). Whether the model's packages are installed is
+    checked once, when the run is opened (`check_packages`)."""
     import keras
 
     import corolla.models.layers  # noqa: F401  (registers Corolla's layers for loading)
 
-    path = run_dir / paths.MODEL
+    path = model_path(run_dir, final)
     if not zipfile.is_zipfile(path):  # Keras would say "File not found" of a damaged file
         last = run_dir / paths.LAST
         other = f"copy {last} (the last epoch's model) over it if that one is whole, or " \
@@ -100,7 +107,7 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None):
             # anything); Corolla's own models hold only registered layers.
             if str(e).startswith("Requested the deserialization of a"):
                 what = "a Lambda layer" if "`Lambda` layer" in str(e) else "a Python lambda"
-                raise UserError(f"{run_dir / paths.MODEL} contains {what}; Corolla loads "
+                raise UserError(f"{path} contains {what}; Corolla loads "
                                 f"models only in Keras' safe mode: rebuild the model with "
                                 f"registered layers instead") from None
             raise UserError(f"{path} cannot be loaded as a Keras model ({_why(e)}); put the "
@@ -108,7 +115,7 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None):
     if config is not None:
         identity.check(path, run_dir, config, model.input_shape[1])
     if model.output_shape[-1] != num_classes:
-        raise UserError(f"{run_dir / paths.MODEL} outputs {model.output_shape[-1]} classes but "
+        raise UserError(f"{path} outputs {model.output_shape[-1]} classes but "
                         f"the run names {num_classes}; it is not this run's model")
     return model
 

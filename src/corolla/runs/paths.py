@@ -6,6 +6,9 @@
         history.csv  logs/                       one row per epoch; TensorBoard's events
         model.keras  last.keras                  the best epoch's model (marks the run trained),
                                                  the last epoch's
+        refit.keras  refit.json  refit-history.csv   --refit: the model trained again on
+                                                 train + val, which predicts the test split;
+                                                 its plan; its epochs (refit-backup/ meanwhile)
         metrics.json  *.png  report.html        scores on val, pictures, the offline page
         data_check.json                          the check of the data before training
         lr_find.json  lr_find.png                the range test of `--lr find`: the rate found
@@ -59,6 +62,10 @@ EXPORT_PREFIX = "export-"  # RUN/export-<format>[-<quantize>]/: `corolla export`
 ENSEMBLE_PREFIX = "ensemble"  # runs/ensemble-<timestamp>/
 LR_FIND = "lr_find.json"  # the range test (`--lr find`): rates, losses, the rate suggested
 LR_FIND_PICTURE = "lr_find.png"  # ... its loss against the rate
+REFIT = "refit.keras"  # --refit: the model trained again on train + val (predicts the test split)
+REFIT_PLAN = "refit.json"  # ... its epochs and steps, decided once (a resumed refit keeps them)
+REFIT_HISTORY = "refit-history.csv"  # ... one row per epoch
+REFIT_BACKUP = "refit-backup"  # ... its backup while it trains
 TRACKING = "tracking.json"  # the tracker (mlflow, wandb) and its run's id: a resume continues it
 MLFLOW_DB = "mlflow.db"  # <runs_dir>/mlflow.db: MLflow's store when MLFLOW_TRACKING_URI is unset
 MLFLOW_ARTIFACTS = "mlartifacts"  # <runs_dir>/mlartifacts/: that store's artefacts

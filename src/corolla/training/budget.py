@@ -66,6 +66,14 @@ REPLAN_SHARE = 0.95
 SHORTEST = 0.5
 
 
+def validated_share(train: int, val: int) -> float:
+    """The share of a budget's time left at the plan that a run refit afterwards
+    (`train.refit`) gives its validated training: an epoch of the refit passes over train and
+    val (`train` + `val` images) where a validated one trains on `train` alone (and validates,
+    which the refit does not), so that its epochs fit in the rest."""
+    return train / (2 * train + val)
+
+
 @dataclass
 class Costs:
     """Measured seconds: per training step, for a phase's first step beyond that (its
@@ -373,10 +381,10 @@ def candidates(config: config_lib.RunConfig) -> list[int]:
     return list(range(size, t.time_min_size - 1, -SIZE_STEP))
 
 
-def least(spent: float, one: float) -> int:
-    """The least budget that holds one epoch of `one` s after `spent` s of start-up and probe,
-    rounded up to 10 s."""
-    return math.ceil((spent + one / MARGIN) / 10) * 10
+def least(spent: float, one: float, share: float = 1.0) -> int:
+    """The least budget that holds one epoch of `one` s after `spent` s of start-up and probe
+    in the `share` of its time left the run has (`validated_share`), rounded up to 10 s."""
+    return math.ceil((spent + one / (MARGIN * share)) / 10) * 10
 
 
 class TooShort(UserError):
@@ -384,10 +392,12 @@ class TooShort(UserError):
     `budget`, `measured`: the budget, and what the probe found in words (a k-fold run words
     its own error with them)."""
 
-    def __init__(self, budget: str, spent: float, one: float, recipe: str):
-        self.budget, self.least = budget, least(spent, one)
+    def __init__(self, budget: str, spent: float, one: float, recipe: str, share: float = 1.0):
+        self.budget, self.least = budget, least(spent, one, share)
         self.measured = (f"{spent:.0f} s went on starting and measuring, and one epoch would "
-                         f"take ~{one:.0f} s more")
+                         f"take ~{one:.0f} s more" + ("" if share == 1 else
+                                                      f" in the {share:.0%} of the time left "
+                                                      f"before the refit"))
         super().__init__(
             f"--time {budget} (train.time_budget) is too short for one epoch of recipe "
             f"{recipe} here: {self.measured}; give at least --time "

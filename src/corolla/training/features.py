@@ -160,30 +160,33 @@ class FrozenPath:
         """Trains the head alone on the backbone's cached features for epochs [first,
         phase.end): computed once per size, with their mirror images' where flips augment a
         phase of more than one epoch (`budget.cached_views`). `val_f1`: the run's
-        `callbacks.ValMacroF1`, which validates on the val features meanwhile; `callbacks`
-        see the full model (`OnModel`)."""
+        `callbacks.ValMacroF1`, which validates on the val features meanwhile (None: a refit,
+        which does not validate); `callbacks` see the full model (`OnModel`)."""
         config, plan, t, layout = ready.config, self.plan, ready.config.train, ready.layout
         flips = budget.cached_views("flip" in config.data.augment, phase.end - phase.start) > 1
         if self.cached_size != phase.size:
             began = time.monotonic()
             extractor, self.head = self.halves()
-            train_split, val_split = layout.split("train"), val_f1.split
+            train_split = layout.split("train")
+            val_split = val_f1.split if val_f1 is not None else None
             batch, skip = plan.inference_batch, config.data.skip_bad_records
             self.cached = (extract(extractor, train_split, phase.size, batch, flips, skip),
                            pipeline.metadata(train_split, skip)["labels"],
+                           None if val_split is None else
                            extract(extractor, val_split, config.model.input_size, batch, False,
                                    skip))
             self.cached_size = phase.size
+            val_text = "" if val_split is None else f" and {val_split.count} val images"
             self.log(f"frozen backbone: features of {train_split.count} training images"
-                     f"{' and their mirror images' if flips else ''} and {val_split.count} "
-                     f"val images cached in {time.monotonic() - began:.0f} s; the head trains "
-                     f"on them")
+                     f"{' and their mirror images' if flips else ''}{val_text} cached in "
+                     f"{time.monotonic() - began:.0f} s; the head trains on them")
         train_features, labels, val_features = self.cached
         with plan.scope():
             compile_head(self.head, self.model, plan, ready.steps_per_execution)
         data = dataset(train_features, labels, len(layout.class_names), plan.global_batch,
                        ready.steps, first, phase.end, t.seed, class_weights)
-        val_f1.cached = (self.head, val_features)
+        if val_f1 is not None:
+            val_f1.cached = (self.head, val_features)
         try:
             self.head.fit(data, epochs=phase.end, initial_epoch=first,
                           steps_per_epoch=ready.steps,
@@ -191,4 +194,5 @@ class FrozenPath:
                                      stop_check()],
                           shuffle=False, verbose=verbose)
         finally:
-            val_f1.cached = None
+            if val_f1 is not None:
+                val_f1.cached = None

@@ -16,7 +16,7 @@ from corolla.files import write_json
 from corolla.runs import paths, tracking
 from corolla.runtime import Plan
 from corolla.training import lr_find as lr_find_lib
-from corolla.training import saving, summary
+from corolla.training import refit, saving, summary
 from corolla.training.preparing import Prepared, prepare
 from corolla.training.run_folder import open_folder
 from corolla.training.saving import TrainResult
@@ -36,6 +36,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     The run's model.keras is its best epoch by val macro F1; last.keras its last epoch."""
     began = time.monotonic()  # a time budget counts from here (`budget`)
     log = log if plan.is_chief else (lambda *args: None)
+    if config.train.refit:
+        refit.check_plan(plan)
     ready = prepare(config, plan, log, resume)
     # Data and model come first: a failure there (a split smaller than one batch, weights that
     # will not load) leaves no empty run behind.
@@ -57,7 +59,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     # (`tracking.finish` ends it).
     tracker = tracking.start(ready.config, run_dir, resume is not None, log) \
         if plan.is_chief else None
-    checkpoint = trainer.callbacks(run_dir, backup_dir, saved, val_split, val_labels, began,
+    checkpoint = trainer.callbacks(run_dir, backup_dir, saved, (val_split, val_labels), began,
                                    tracker)
     trainer.restore(checkpoint)
     if tracker is not None:  # committed epochs a kill kept from their tracked run
@@ -72,6 +74,9 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         result = saving.save(trainer.model, saved, checkpoint.state, plan, run_dir, backup_dir,
                              ready.config.output.run_id, log)
         summary.log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
+        if ready.config.train.refit and resume is None:  # a resumed one: `refit.train`
+            refit.plan_in_time(run_dir, trainer.ready, checkpoint.state.history, began,
+                               val_split.count, log)
         return result
     except KeyboardInterrupt:  # the message says how to continue the run
         tracking.finish(run_dir, log, status="KILLED")

@@ -39,10 +39,8 @@ def save(model, saved, final: BackupState, plan: Plan, run_dir: Path | None, bac
     model_path = run_dir / paths.MODEL if plan.is_chief else backup_dir.parent / paths.MODEL
     finalize_ema(model)  # (what fit did already, unless no epoch was left to train)
 
-    def write(model, path: Path) -> None:  # the model, marked as this run's (runs.identity)
-        with files.atomic_path(path) as tmp:
-            model.save(tmp)
-            identity.stamp(tmp, run_id, model.input_shape[1] or 0)
+    def write(model, path: Path) -> None:
+        _write(model, path, run_id)
 
     write(saved, model_path.with_name(paths.LAST))
     last_epoch = final.epochs_done - 1
@@ -64,3 +62,17 @@ def save(model, saved, final: BackupState, plan: Plan, run_dir: Path | None, bac
     shutil.rmtree(backup_dir, ignore_errors=True)
     history = {k: [row.get(k) for row in final.history] for row in final.history for k in row}
     return TrainResult(run_dir=run_dir, model=result, history=history)
+
+
+def write_final(model, saved, path: Path, run_id: str) -> None:
+    """The trained `model` as it ends (on its EMA weights where it keeps them), written to
+    `path` as `saved` (`model` at the run's input size)."""
+    finalize_ema(model)
+    _write(saved, path, run_id)
+
+
+def _write(model, path: Path, run_id: str) -> None:
+    """`model` written to `path` whole, marked as the run's (`runs.identity`)."""
+    with files.atomic_path(path) as tmp:
+        model.save(tmp)
+        identity.stamp(tmp, run_id, model.input_shape[1] or 0)

@@ -26,7 +26,10 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     config, steps = ready.config, ready.steps
     t = config.train
     costs = budget.Costs()
-    fitted, caching = _fitting(trainer, val_split, began, costs)
+    share = budget.validated_share(ready.layout.split("train").count, val_split.count) \
+        if t.refit else 1.0
+    total = _own_seconds(t, share, began, log)
+    fitted, caching = _fitting(trainer, val_split, began, costs, total)
     # Several processes must agree on the plan: they all probe (the probe's steps are
     # collective), at the recipe's size alone, and take the chief's epochs and steps.
     multi = trainer.plan.multi_worker
@@ -45,7 +48,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
                                for n in (epochs, epoch_steps))
     spent = time.monotonic() - began
     if not epochs:
-        raise budget.TooShort(t.time_budget, spent, estimate, t.recipe)
+        raise budget.TooShort(t.time_budget, spent, estimate, t.recipe, share)
     note = "" if size == sizes[0] else \
         f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
     if epoch_steps != steps:
@@ -62,7 +65,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     # behind (`budget.Deadline`).
     plan_phases = of_config(planned)
     each = budget.epoch_seconds(plan_phases, costs, size, epoch_steps, caching)
-    deadline = budget.Deadline(config_lib.duration_seconds(t.time_budget), tuple(each), spent,
+    deadline = budget.Deadline(total, tuple(each), spent,
                                costs.final_save(), costs, caching, epoch_steps,
                                _replan_after(trainer, plan_phases, epoch_steps))
     return ready.planned(planned, epoch_steps, deadline)
@@ -129,15 +132,26 @@ def replan(trainer: Trainer, run_dir, log) -> None:
         trainer.reschedule()
 
 
-def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs):
+def _own_seconds(t: config_lib.TrainConfig, share: float, began: float, log) -> float:
+    """The seconds from `began` by which the run's own training ends: its budget, or where a
+    refit follows it (`train.refit`), its `share` of the time left (`budget.validated_share`)."""
+    total = config_lib.duration_seconds(t.time_budget)
+    if share == 1:
+        return total
+    spent = time.monotonic() - began
+    log(f"time {t.time_budget}: {share:.0%} of the time left for the validated training, the "
+        f"rest for its refit on train + val")
+    return spent + share * (total - spent)
+
+
+def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, total: float):
     """(`fitted`, the run's `budget.Caching` or None). `fitted(size)`: (the run's config at
     `size` px, and `budget.fill`'s epochs, steps per epoch and estimated seconds in the time
-    left), on costs the probe adds to `costs` at that size, or, `scaled_from` another size
-    measured, estimated from those (`budget.scaled`)."""
+    left before `total` seconds from `began`), on costs the probe adds to `costs` at that
+    size, or, `scaled_from` another size measured, estimated from those (`budget.scaled`)."""
     ready = trainer.ready
     config, steps = ready.config, ready.steps
     t = config.train
-    total = config_lib.duration_seconds(t.time_budget)
 
     def phases_of(train, size):
         return phases(train, config.model.train_backbone, size)

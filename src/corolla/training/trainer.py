@@ -119,10 +119,12 @@ class Trainer:
         self.first_data = self.data(done, resumed.size)
         self.configure(next(p for p in plan_phases if p.end > max(done - 1, 0)))
 
-    def callbacks(self, run_dir: Path | None, backup_dir: Path, saved, val_split, val_labels,
-                  began: float, tracker=None) -> Checkpoint:
+    def callbacks(self, run_dir: Path | None, backup_dir: Path, saved, val: tuple | None,
+                  began: float, tracker=None, history: Path | None = None) -> Checkpoint:
         """Corolla's own callbacks; returns their checkpoint, whose state says what was trained
-        (and, from `began`, in how long). `tracker`: the run's experiment tracker
+        (and, from `began`, in how long). `val`: (the val split, its labels), validated after
+        every epoch; None for a refit (`refit`), which trains on them, and whose `history`
+        goes to its own file (no TensorBoard's). `tracker`: the run's experiment tracker
         (`runs.tracking`), sent each epoch once it is committed."""
         from corolla.training.callbacks import (EpochTensorBoard, StopInTime, SwapEMA,
                                                 TrackEpochs, ValMacroF1)
@@ -133,16 +135,17 @@ class Trainer:
         # Validation and the best model use the EMA weights.
         swap = SwapEMA() if t.ema else None
         checkpoint = Checkpoint(backup_dir, self.ready.state,
-                                run_dir / paths.HISTORY if plan.is_chief else None, swap=swap,
-                                patience=t.early_stopping_patience, log=self.log, saved=saved,
-                                chiefs_file=self.ready.chiefs_file, began=began)
-        self.val_f1 = ValMacroF1(val_split, config.model.input_size, val_labels, plan, swap,
-                                 config.data.skip_bad_records)
+                                (history or run_dir / paths.HISTORY) if plan.is_chief else None,
+                                swap=swap, patience=t.early_stopping_patience, log=self.log,
+                                saved=saved, chiefs_file=self.ready.chiefs_file, began=began)
+        self.val_f1 = None if val is None else \
+            ValMacroF1(val[0], config.model.input_size, val[1], plan, swap,
+                       config.data.skip_bad_records)
         # F1 first: the checkpoint records it and keeps the best epoch.
-        self.own = [self.val_f1, checkpoint]
+        self.own = [checkpoint] if val is None else [self.val_f1, checkpoint]
         if swap is not None:
             self.own.insert(0, swap)
-        if plan.is_chief:
+        if plan.is_chief and val is not None:
             self.own.append(EpochTensorBoard(str(run_dir / paths.LOGS), write_graph=False))
         if tracker is not None:
             self.own.append(TrackEpochs(tracker, checkpoint))

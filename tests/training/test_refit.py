@@ -1,0 +1,120 @@
+"""Refit (--refit): the validated model keeps the val scores; a second model, trained from the
+same start on train + val for the validated model's epochs, predicts the test split; in a time
+budget it takes the epochs that fit; killed midway it continues from its own backup."""
+
+import json
+
+import numpy as np
+import pytest
+
+from corolla import config
+from corolla.files import read_history
+from corolla.runs import paths
+from corolla.training import budget, refit
+from helpers.cli import one_line_error
+from helpers.runs import same, saved_weights
+
+
+def test_a_refit_run_predicts_the_test_split_with_its_model_trained_on_train_and_val(
+        train_tiny, tmp_path):
+    from corolla.evaluation import inference
+    from corolla.evaluation.predict import predict
+
+    run = train_tiny(tmp_path, "--epochs", 2, "--refit", name="r")
+    plan = json.loads((run / paths.REFIT_PLAN).read_text())
+    # tiny_petals: 64 train and 32 val photos; epochs of 2 steps over 64 are 3 over 96
+    assert plan["photos"] == 96 and plan["settings"]["train.time_steps"] == 3
+    rows = read_history(run / paths.REFIT_HISTORY)
+    assert len(rows) == plan["epochs"] == refit.validated_epochs(read_history(
+        run / paths.HISTORY)) >= 1
+    assert "val_f1_macro" not in rows[0]  # the refit trains on val: nothing to validate on
+    metrics = json.loads((run / paths.METRICS).read_text())
+    assert metrics["model"].startswith(f"{paths.MODEL} (validated")
+    opened = inference.open_run(run, log=lambda *a: None)
+    saved = np.load(run / paths.PREDICTIONS / "test.npz")["probabilities"]
+    by = {name: predict(inference.load_model(run, opened.plan, 4, final=final), opened.layout,
+                        opened.plan).probabilities
+          for name, final in (("refit", True), ("validated", False))}
+    np.testing.assert_allclose(saved, by["refit"], atol=1e-6)
+    assert not np.allclose(saved, by["validated"], atol=1e-3)
+    assert (run / paths.FINISHED).is_file() and not (run / paths.REFIT_BACKUP).exists()
+
+
+def test_the_validated_epochs_end_at_the_first_best_val_f1():
+    rows = [{"val_f1_macro": f} for f in (0.5, 0.9, 0.9, 0.3)]
+    assert refit.validated_epochs(rows) == 2
+    assert refit.validated_epochs([{"loss": 1.0}] * 3) == 3  # no val scores: all of them
+
+
+def _history(run_dir, epochs: int) -> None:
+    from corolla.training.checkpoint import write_history
+
+    run_dir.mkdir()
+    write_history([{"epoch": e + 1, "val_f1_macro": 0.1 * e} for e in range(epochs)],
+                  run_dir / paths.HISTORY)
+
+
+def test_a_refit_in_a_time_budget_takes_the_epochs_that_fit_on_its_schedule_reshaped(tmp_path):
+    cfg = config.load(overrides={"train.epochs": 10, "train.warmup_epochs": 2,
+                                 "train.time_budget": "1m"})
+    said = []
+    _history(tmp_path / "a", 10)
+    # 64 train and 32 val photos: a refit epoch is 1.5 validated ones (5 s): 7.5 s each, after
+    # 2 s of tracing: 3 epochs in 25 s
+    plan = refit.make_plan(tmp_path / "a", cfg, 4, (64, 32), said.append, (25.0, [5.0] * 10,
+                                                                            2.0))
+    assert plan["epochs"] == 3 and plan["settings"]["train.time_steps"] == 6
+    assert {k: plan["settings"][k] for k in budget.shaped(cfg.train, 3)} == \
+        budget.shaped(cfg.train, 3)
+    assert plan["settings"]["train.epochs"] == 3 and "room for 3 of the 10 epochs" in said[0]
+    assert json.loads((tmp_path / "a" / paths.REFIT_PLAN).read_text()) == plan
+    _history(tmp_path / "b", 10)
+    none = refit.make_plan(tmp_path / "b", cfg, 4, (64, 32), said.append, (5.0, [5.0] * 10,
+                                                                           2.0))
+    assert none["epochs"] == 0 and "the validated model predicts" in said[-1]
+    _history(tmp_path / "c", 10)
+    room = refit.make_plan(tmp_path / "c", cfg, 4, (64, 32), said.append, (200.0, [5.0] * 10,
+                                                                           2.0))
+    assert room["epochs"] == 10 and "train.epochs" not in room["settings"]
+
+
+def test_a_budget_shared_with_a_refit_gives_the_validated_training_its_part():
+    assert budget.validated_share(64, 32) == pytest.approx(64 / 160)
+    # the least budget holds the epoch in that part: 10 s + 8 s / (0.8 x 0.4)
+    assert budget.least(10, 8, 0.4) == 40 and budget.least(10, 8) == 20
+    assert "before the refit" in str(budget.TooShort("20s", 10, 8, "cpu", 0.4))
+
+
+def test_refit_with_k_fold_is_refused(tiny_petals, tmp_path, capsys):
+    one_line_error(capsys, ["train", "--data", str(tiny_petals), "--refit", "--folds", "2",
+                            "--runs-dir", str(tmp_path)], "--refit", "--folds")
+
+
+def test_a_refit_killed_midway_continues_from_its_backup_as_the_uninterrupted_one(
+        train_tiny, tmp_path, monkeypatch):
+    monkeypatch.setattr(refit, "validated_epochs", len)  # 2 epochs, whatever val says
+    overrides = {"train.epochs": 2, "train.refit": True, "train.deterministic": True}
+    for name in "ab":
+        train_tiny.fit(tmp_path, name, overrides)
+    quiet = (lambda *a: None)
+    _, plan = train_tiny.fit(tmp_path, "c", {"train.epochs": 1})  # (a plan for this process)
+    refit.train(tmp_path / "a", plan, quiet)
+
+    class Killed(refit.Trainer):
+        def fit_phases(self, until=0):
+            super().fit_phases(until=1)
+            raise KeyboardInterrupt
+
+    real = refit.Trainer
+    monkeypatch.setattr(refit, "Trainer", Killed)
+    with pytest.raises(KeyboardInterrupt):
+        refit.train(tmp_path / "b", plan, quiet)
+    assert not (tmp_path / "b" / paths.REFIT).exists()
+    assert [r["epoch"] for r in read_history(tmp_path / "b" / paths.REFIT_HISTORY)] == [1]
+    monkeypatch.setattr(refit, "Trainer", real)
+    said = []
+    refit.train(tmp_path / "b", plan, said.append)
+    assert "continuing after epoch 1" in said[0]
+    assert [r["epoch"] for r in read_history(tmp_path / "b" / paths.REFIT_HISTORY)] == [1, 2]
+    assert same(saved_weights(tmp_path / "a" / paths.REFIT),
+                saved_weights(tmp_path / "b" / paths.REFIT))
