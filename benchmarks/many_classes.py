@@ -137,7 +137,9 @@ def train(args) -> None:
     import json
 
     for seed in args.seeds:
-        name = f"many-{args.time}-{seed}"
+        # Runs of other flags beside each other: their flags in the name.
+        tag = "".join(c if c.isalnum() else "-" for c in args.extra.replace("--", "")).strip("-")
+        name = f"many-{args.time}-{seed}" + (f"-{tag}" if tag else "")
         command = [sys.executable, "-m", "corolla.cli", "train", "--data",
                    str(args.out / "labels.csv"), "--weights", str(args.weights), "--time",
                    args.time, "--seed", str(seed), "--runs-dir", str(args.out / "runs"),

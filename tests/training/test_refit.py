@@ -25,8 +25,7 @@ def test_a_refit_run_predicts_the_test_split_with_its_model_trained_on_train_and
     # tiny_petals: 64 train and 32 val photos; epochs of 2 steps over 64 are 3 over 96
     assert plan["photos"] == 96 and plan["settings"]["train.time_steps"] == 3
     rows = read_history(run / paths.REFIT_HISTORY)
-    assert len(rows) == plan["epochs"] == refit.validated_epochs(read_history(
-        run / paths.HISTORY)) >= 1
+    assert len(rows) == plan["epochs"] == len(read_history(run / paths.HISTORY)) == 2
     assert "val_f1_macro" not in rows[0]  # the refit trains on val: nothing to validate on
     metrics = json.loads((run / paths.METRICS).read_text())
     assert metrics["model"].startswith(f"{paths.MODEL} (validated")
@@ -40,10 +39,16 @@ def test_a_refit_run_predicts_the_test_split_with_its_model_trained_on_train_and
     assert (run / paths.FINISHED).is_file() and not (run / paths.REFIT_BACKUP).exists()
 
 
-def test_the_validated_epochs_end_at_the_first_best_val_f1():
+def test_a_refit_trains_every_validated_epoch_or_up_to_the_best_where_early_stopping_ended():
     rows = [{"val_f1_macro": f} for f in (0.5, 0.9, 0.9, 0.3)]
-    assert refit.validated_epochs(rows) == 2
-    assert refit.validated_epochs([{"loss": 1.0}] * 3) == 3  # no val scores: all of them
+    six = config.load(overrides={"train.epochs": 6}).train
+    assert refit.refit_epochs(rows, six) == 4  # the whole schedule trained so far
+    stopped = config.load(overrides={"train.epochs": 6,
+                                     "train.early_stopping_patience": 2}).train
+    assert refit.refit_epochs(rows, stopped) == 2  # the first of the best
+    assert refit.refit_epochs(rows * 2, config.load(overrides={
+        "train.epochs": 8, "train.early_stopping_patience": 2}).train) == 8  # not stopped
+    assert refit.refit_epochs([{"loss": 1.0}] * 3, stopped) == 3  # no val scores: all of them
 
 
 def _history(run_dir, epochs: int) -> None:
@@ -59,27 +64,41 @@ def test_a_refit_in_a_time_budget_takes_the_epochs_that_fit_on_its_schedule_resh
                                  "train.time_budget": "1m"})
     said = []
     _history(tmp_path / "a", 10)
-    # 64 train and 32 val photos: a refit epoch is 1.5 validated ones (5 s): 7.5 s each, after
-    # 2 s of tracing: 3 epochs in 25 s
-    plan = refit.make_plan(tmp_path / "a", cfg, 4, (64, 32), said.append, (25.0, [5.0] * 10,
-                                                                            2.0))
+    # 64 train and 32 val photos: epochs of 4 steps are 6; refit epochs of 9.5 s (the first,
+    # which traces) and 7.5 s: 3 of them in 25 s
+    plan = refit.make_plan(tmp_path / "a", cfg, 4, (64, 32), said.append,
+                           (25.0, [9.5] + [7.5] * 9))
     assert plan["epochs"] == 3 and plan["settings"]["train.time_steps"] == 6
     assert {k: plan["settings"][k] for k in budget.shaped(cfg.train, 3)} == \
         budget.shaped(cfg.train, 3)
     assert plan["settings"]["train.epochs"] == 3 and "room for 3 of the 10 epochs" in said[0]
     assert json.loads((tmp_path / "a" / paths.REFIT_PLAN).read_text()) == plan
     _history(tmp_path / "b", 10)
-    none = refit.make_plan(tmp_path / "b", cfg, 4, (64, 32), said.append, (5.0, [5.0] * 10,
-                                                                           2.0))
+    none = refit.make_plan(tmp_path / "b", cfg, 4, (64, 32), said.append, (5.0, [7.5] * 10))
     assert none["epochs"] == 0 and "the validated model predicts" in said[-1]
     _history(tmp_path / "c", 10)
-    room = refit.make_plan(tmp_path / "c", cfg, 4, (64, 32), said.append, (200.0, [5.0] * 10,
-                                                                           2.0))
+    room = refit.make_plan(tmp_path / "c", cfg, 4, (64, 32), said.append, (200.0, [7.5] * 10))
     assert room["epochs"] == 10 and "train.epochs" not in room["settings"]
 
 
 def test_a_budget_shared_with_a_refit_gives_the_validated_training_its_part():
-    assert budget.validated_share(64, 32) == pytest.approx(64 / 160)
+    from corolla.training.phases import phases
+
+    cfg = config.load(overrides={"train.epochs": 2, "model.input_size": 32})
+    costs = budget.Costs(step={(False, 32): 1.0}, first={(False, 32): 3.0},
+                         epoch={(False, 32): 0.0}, val={32: 2.0}, val_first={32: 1.0})
+
+    def phases_of(train, size):
+        return phases(train, True, size)
+
+    # validated: 3 + 1 (tracing) + 2 x (4 steps + 2 s val) = 16 s and the final save (0 here);
+    # refit: 3 (tracing) + 2 x 6 steps, no validation = 15 s
+    share = budget.validated_share(cfg, phases_of, costs, 4, None, 64, 32)
+    assert share == pytest.approx(16 / 31)
+    refit_costs, _ = budget.refit_costs(costs, None, 64, 32)
+    assert refit_costs.val == {32: 0.0} and costs.val == {32: 2.0}  # (the run's own kept)
+    cached, caching = budget.refit_costs(costs, budget.Caching(True, 8, 4), 64, 32)
+    assert caching == budget.Caching(True, 12, 0)  # train + val cached, none validated
     # the least budget holds the epoch in that part: 10 s + 8 s / (0.8 x 0.4)
     assert budget.least(10, 8, 0.4) == 40 and budget.least(10, 8) == 20
     assert "before the refit" in str(budget.TooShort("20s", 10, 8, "cpu", 0.4))
@@ -92,11 +111,13 @@ def test_refit_with_k_fold_is_refused(tiny_petals, tmp_path, capsys):
 
 def test_a_refit_killed_midway_continues_from_its_backup_as_the_uninterrupted_one(
         train_tiny, tmp_path, monkeypatch):
-    monkeypatch.setattr(refit, "validated_epochs", len)  # 2 epochs, whatever val says
     overrides = {"train.epochs": 2, "train.refit": True, "train.deterministic": True}
     for name in "ab":
         train_tiny.fit(tmp_path, name, overrides)
-    quiet = (lambda *a: None)
+
+    def quiet(*args):
+        pass
+
     _, plan = train_tiny.fit(tmp_path, "c", {"train.epochs": 1})  # (a plan for this process)
     refit.train(tmp_path / "a", plan, quiet)
 

@@ -66,14 +66,6 @@ REPLAN_SHARE = 0.95
 SHORTEST = 0.5
 
 
-def validated_share(train: int, val: int) -> float:
-    """The share of a budget's time left at the plan that a run refit afterwards
-    (`train.refit`) gives its validated training: an epoch of the refit passes over train and
-    val (`train` + `val` images) where a validated one trains on `train` alone (and validates,
-    which the refit does not), so that its epochs fit in the rest."""
-    return train / (2 * train + val)
-
-
 @dataclass
 class Costs:
     """Measured seconds: per training step, for a phase's first step beyond that (its
@@ -172,6 +164,34 @@ def epoch_seconds(plan_phases, costs: Costs, final: int, steps: int,
         each = steps * costs.step[kind] + costs.epoch[kind] + costs.val[final] + costs.backup
         out += [costs.first[kind] + costs.val_first[final] + each] + [each] * (epochs - 1)
     return out
+
+
+def refit_costs(costs: Costs, caching: Caching | None, train: int,
+                val: int) -> tuple[Costs, Caching | None]:
+    """The costs of a refit's epochs (`training.refit`), from the validated run's: no
+    validation pass; frozen features cached of train + val (`train`, `val` photos) alike."""
+    out = Costs(**{k: dict(v) if isinstance(v, dict) else v for k, v in vars(costs).items()})
+    out.val = {size: 0.0 for size in costs.val}
+    out.val_first = {size: 0.0 for size in costs.val_first}
+    if caching is None:
+        return out, None
+    batches = math.ceil(caching.train * (train + val) / train)
+    return out, Caching(caching.flips, batches, 0)
+
+
+def validated_share(config: config_lib.RunConfig, phases_of, costs: Costs, steps: int,
+                    caching: Caching | None, train: int, val: int) -> float:
+    """The share of a budget's time left that a run refit afterwards (`train.refit`) gives its
+    validated training, so that its refit fits in the rest: their estimated seconds over the
+    recipe's epochs, the refit's epochs a pass over train + val (`train` + `val` photos, steps
+    scaled alike) with no validation (`refit_costs`). Arguments as in `most_epochs`."""
+    final = config.model.input_size
+    plan_phases = phases_of(config.train, final)
+    validated = seconds(plan_phases, costs, final, steps, caching)
+    costs_r, caching_r = refit_costs(costs, caching, train, val)
+    refit = seconds(plan_phases, costs_r, final, math.ceil(steps * (train + val) / train),
+                    caching_r)
+    return validated / (validated + refit)
 
 
 def scaled(costs: Costs, measured: int, size: int) -> Costs:

@@ -26,15 +26,13 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     config, steps = ready.config, ready.steps
     t = config.train
     costs = budget.Costs()
-    share = budget.validated_share(ready.layout.split("train").count, val_split.count) \
-        if t.refit else 1.0
-    total = _own_seconds(t, share, began, log)
+    total = config_lib.duration_seconds(t.time_budget)
     fitted, caching = _fitting(trainer, val_split, began, costs, total)
     # Several processes must agree on the plan: they all probe (the probe's steps are
     # collective), at the recipe's size alone, and take the chief's epochs and steps.
     multi = trainer.plan.multi_worker
     sizes = [config.model.input_size] if multi else budget.candidates(config)
-    sized, epochs, epoch_steps, estimate = fitted(sizes[0])
+    sized, epochs, epoch_steps, estimate, share = fitted(sizes[0])
     size = sizes[0]
     # Fewer epochs than the recipe wants: the size where they fit, chosen on the costs
     # estimated by the pixels, then measured there.
@@ -42,7 +40,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
         if fitted(size, scaled_from=sizes[0])[1] >= t.time_min_epochs:
             break
     if size != sizes[0]:
-        sized, epochs, epoch_steps, estimate = fitted(size)
+        sized, epochs, epoch_steps, estimate, share = fitted(size)
     if multi:
         epochs, epoch_steps = (int(collective.chief_hex(trainer.plan, f"{n:x}"), 16)
                                for n in (epochs, epoch_steps))
@@ -55,6 +53,9 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
         note += f", {epoch_steps} steps each (of {steps}: one epoch more in the time whole " \
             f"ones left)"
     log(_probe_line(costs, trainer.plan.inference_batch))
+    if share < 1:
+        log(f"time {t.time_budget}: {share:.0%} of the time left for the validated training, "
+            f"the rest for its refit on train + val (as the probe measured their epochs)")
     line = budget.describe(t.time_budget, epochs, estimate, spent, note)
     log(line)
     # train.time_steps: only a shortened epoch's (a resumed run reads it: `epoch_steps`).
@@ -65,7 +66,8 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     # behind (`budget.Deadline`).
     plan_phases = of_config(planned)
     each = budget.epoch_seconds(plan_phases, costs, size, epoch_steps, caching)
-    deadline = budget.Deadline(total, tuple(each), spent,
+    # The validated training's own part of the budget, where a refit follows it.
+    deadline = budget.Deadline(spent + share * (total - spent), tuple(each), spent,
                                costs.final_save(), costs, caching, epoch_steps,
                                _replan_after(trainer, plan_phases, epoch_steps))
     return ready.planned(planned, epoch_steps, deadline)
@@ -132,23 +134,13 @@ def replan(trainer: Trainer, run_dir, log) -> None:
         trainer.reschedule()
 
 
-def _own_seconds(t: config_lib.TrainConfig, share: float, began: float, log) -> float:
-    """The seconds from `began` by which the run's own training ends: its budget, or where a
-    refit follows it (`train.refit`), its `share` of the time left (`budget.validated_share`)."""
-    total = config_lib.duration_seconds(t.time_budget)
-    if share == 1:
-        return total
-    spent = time.monotonic() - began
-    log(f"time {t.time_budget}: {share:.0%} of the time left for the validated training, the "
-        f"rest for its refit on train + val")
-    return spent + share * (total - spent)
-
-
 def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, total: float):
     """(`fitted`, the run's `budget.Caching` or None). `fitted(size)`: (the run's config at
     `size` px, and `budget.fill`'s epochs, steps per epoch and estimated seconds in the time
-    left before `total` seconds from `began`), on costs the probe adds to `costs` at that
-    size, or, `scaled_from` another size measured, estimated from those (`budget.scaled`)."""
+    left before `total` seconds from `began`, and the share of that time the run trains in:
+    1, or where a refit follows, the validated training's `budget.validated_share`), on costs
+    the probe adds to `costs` at that size, or, `scaled_from` another size measured,
+    estimated from those (`budget.scaled`)."""
     ready = trainer.ready
     config, steps = ready.config, ready.steps
     t = config.train
@@ -160,8 +152,8 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, tot
     fast = (t.frozen_epochs or not config.model.train_backbone) and \
         trainer.frozen.usable(Phase(0, 1, True), say=False)
     batch = trainer.plan.inference_batch
-    caching = budget.Caching("flip" in config.data.augment,
-                             -(-ready.layout.split("train").count // batch),
+    counts = (ready.layout.split("train").count, val_split.count)
+    caching = budget.Caching("flip" in config.data.augment, -(-counts[0] // batch),
                              -(-val_split.count // batch)) if fast else None
 
     def fitted(size: int, scaled_from: int | None = None):
@@ -174,9 +166,12 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, tot
             probe.measure(trainer, budget.kinds(phases_of(every, size), size), costs, size,
                           val_split, cached=bool(caching))
         known = costs if scaled_from is None else budget.scaled(costs, scaled_from, size)
-        left = budget.MARGIN * (total - (time.monotonic() - began))
+        share = budget.validated_share(sized, phases_of, known, steps, caching,
+                                       *counts) if t.refit else 1.0
+        left = budget.MARGIN * share * (total - (time.monotonic() - began))
         # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
-        return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit))
+        return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit),
+                share)
 
     return fitted, caching
 
