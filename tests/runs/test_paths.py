@@ -20,7 +20,9 @@ FORMAT = {
     "FOLDS": "folds.csv", "OOF": "oof", "EVAL_PREFIX": "eval-", "BIAS": "bias.json",
     "EXPORT_PREFIX": "export-", "ENSEMBLE_PREFIX": "ensemble", "LR_FIND": "lr_find.json",
     "LR_FIND_PICTURE": "lr_find.png", "TRACKING": "tracking.json",
-    "MLFLOW_DB": "mlflow.db", "MLFLOW_ARTIFACTS": "mlartifacts",
+    "MLFLOW_DB": "mlflow.db", "MLFLOW_ARTIFACTS": "mlartifacts", "REFIT": "refit.keras",
+    "REFIT_PLAN": "refit.json", "REFIT_HISTORY": "refit-history.csv",
+    "REFIT_BACKUP": "refit-backup",
 }
 
 

@@ -42,7 +42,8 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         # reloads the saved model to run alone, outside the collective strategy.
         run_dir, model = result.run_dir, None if plan.multi_worker else result.model
     try:
-        _refit(run_dir, plan, log)
+        if config.train.refit and not (run_dir / paths.REFIT).is_file():
+            refit.train(run_dir, plan, log)  # (continued, where a kill stopped it)
         return run_dir, _evaluate_predict(run_dir, plan, model, log)
     except KeyboardInterrupt:  # say how to finish the run: it is trained
         tracking.finish(run_dir, log, status="KILLED")
@@ -62,13 +63,6 @@ def draw_lr_find(run_dir: Path) -> None:
         from corolla.report import plots
 
         plots.plot_lr_find(read_json(record, "train a new run"), picture)
-
-
-def _refit(run_dir: Path, plan: Plan, log) -> None:
-    """The run's refit on train + val (`training.refit`) where it asks for one and has none
-    yet (a run killed in its refit continues it)."""
-    if rundir.read(run_dir)[1].train.refit and not (run_dir / paths.REFIT).is_file():
-        refit.train(run_dir, plan, log)
 
 
 def _evaluate_predict(run_dir: Path, plan: Plan, model, log) -> dict:
