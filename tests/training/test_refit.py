@@ -139,3 +139,14 @@ def test_a_refit_killed_midway_continues_from_its_backup_as_the_uninterrupted_on
     assert [r["epoch"] for r in read_history(tmp_path / "b" / paths.REFIT_HISTORY)] == [1, 2]
     assert same(saved_weights(tmp_path / "a" / paths.REFIT),
                 saved_weights(tmp_path / "b" / paths.REFIT))
+
+
+def test_a_refit_plan_that_sets_other_settings_is_refused(train_tiny, tmp_path, capsys):
+    run = train_tiny(tmp_path, "--epochs", 1, name="r")
+    (run / paths.FINISHED).unlink()  # trained, its refit to come, as after a kill
+    (run / paths.REFIT_PLAN).write_text(json.dumps(
+        {"epochs": 1, "photos": 96, "settings": {"data.path": "/elsewhere"}}))
+    cfg = config.load(run / paths.CONFIG)
+    config.save(config.apply(cfg, {"train.refit": True}), run / paths.CONFIG)
+    one_line_error(capsys, ["train", "--resume", str(run)], "refit.json",
+                   "not a refit plan")

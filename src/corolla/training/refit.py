@@ -119,11 +119,10 @@ def train(run_dir: Path, plan: Plan, log) -> Path | None:
     check_plan(plan)
     config, layout = resolve(rundir.read(run_dir)[1], plan, resume=True, log=lambda *args: None)
     record_path = run_dir / paths.REFIT_PLAN
-    record = read_json(record_path, "remove it to plan the refit again") \
-        if record_path.is_file() else \
+    record = _read_plan(record_path, config) if record_path.is_file() else \
         make_plan(run_dir, config, epoch_steps(config.train, plan, lambda *a: None)[0],
                   (layout.split("train").count, layout.split("val").count), log)
-    epochs = int(record["epochs"])
+    epochs = record["epochs"]
     if epochs < 1:
         return None
     config = config_lib.apply(config, record["settings"])
@@ -150,3 +149,19 @@ def train(run_dir: Path, plan: Plan, log) -> Path | None:
     log(f"refit: {path} written ({(time.monotonic() - began) / 60:.1f} min); it predicts the "
         f"test split, model.keras (validated) keeps the val scores")
     return path
+
+
+def _read_plan(path: Path, config: config_lib.RunConfig) -> dict:
+    """refit.json as `make_plan` wrote it, checked (a run folder comes from anywhere): its
+    epochs a count, its settings only those a plan sets."""
+    record = read_json(path, "remove it to plan the refit again")
+    allowed = {"train.early_stopping_patience", "train.time_steps",
+               *budget.shaped(config.train, 1)}
+    settings = record.get("settings") if isinstance(record, dict) else None
+    epochs = record.get("epochs") if isinstance(record, dict) else None
+    if type(epochs) is not int or not 0 <= epochs <= budget.MAX_EPOCHS or \
+            not isinstance(settings, dict) or not set(settings) <= allowed or \
+            "photos" not in record:
+        raise UserError(f"{path} is not a refit plan Corolla wrote; remove it to plan the "
+                        f"refit again")
+    return record
