@@ -134,9 +134,9 @@ class TrainConfig:
     time_budget: str = ""
     time_plan: str = ""  # set by Corolla: the plan decided for time_budget ("" = none yet)
     # Refit: once validated, the run trains a second model from the same start on train + val
-    # for the epochs the validated one took (its schedule, its epochs of the same length in
-    # photos), and predicts the test split with it (training.refit). With a time budget, the
-    # two share it. The val scores stay the validated model's.
+    # for the epochs the validated one trained (its schedule; each epoch a pass over train +
+    # val), and predicts the test split with it (training.refit). With a time budget, the two
+    # share it. The val scores stay the validated model's.
     refit: bool = False
     # Set by Corolla: the plan's steps per epoch where it shortened them to fit one epoch more
     # (training.budget.fill); 0 = steps_per_epoch, which stays what was asked.
