@@ -13,6 +13,20 @@ The workflow in a few lines (`corolla.api`; pictures show inline in Jupyter):
     run = corolla.train(data="/data/petals", epochs=12)   # train, evaluate on val, submission
     run.predict(tta=4); run.report()
     run = corolla.open_run("runs/<run>")
+
+    api: the workflow from Python in a few lines (`train`, `open_run`, `Run`), for notebooks
+    cli: the `corolla` command: its parser built from the command modules, and the dispatch
+    commands: one module per `corolla` command; the only layer that combines stages and logs
+    config: what a run is asked to do, as data (schema, flags, recipes), checked before it runs
+    data: the competition layout -> parsed records -> `tf.data` pipelines -> augmentation
+    errors: `UserError`, the exception for what the user asked that cannot work (one line)
+    evaluation: a trained run's model applied to data: scores, predictions, TTA, ensembles
+    files: atomic file writes, folders checked before work, a run's JSON and CSV records read
+    models: the model registry, the factory behind one generic head, keras-hub presets
+    report: writers, data -> files: metrics, pictures, report.html, submission.csv, exports
+    runs: the run folder: its format, its life (made, locked, recorded, opened), k-fold parents
+    runtime: hardware detection and the distribution plan (backend, strategy, batch, precision)
+    training: a run's settings resolved once, then its model trained, checkpointed and saved
 """
 
 import importlib

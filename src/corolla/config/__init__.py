@@ -4,6 +4,12 @@
 the CLI and the Python API), `policies` (augmentation names), `recipe` (training choices as
 TOML data, `recipes/*.toml`). `corolla.config` itself is the schema: `corolla.config.load`,
 `RunConfig`, `apply`, `save`. No TensorFlow, Keras or hardware here.
+
+    flags: the one table from a command-line flag (or API keyword) to the config key it sets
+    policies: augmentation names and policies: what `data.augment` may say
+    range_test: the settings of the learning-rate range test, checked before anything heavy
+    recipe: recipes, training choices as TOML data shipped with the package (`recipes/*.toml`)
+    schema: one typed config per run: defaults < TOML file < overrides, checked, saved
 """
 
 from corolla.config.schema import (BACKENDS, JIT_COMPILES, LR_SCALINGS, OPTIMIZERS,
