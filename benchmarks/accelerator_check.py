@@ -41,7 +41,7 @@ its switches are process-wide and would slow every other figure):
 4. checkpoint: seconds (median of `--rounds`) and bytes of `model.save` (.keras, with the
    optimizer: what a run's model.keras holds), of the per-epoch backup
    (`training.checkpoint.save_backup`: .npz) and its loading, and of Keras' `save_weights`
-   (.weights.h5: the backup before issue 20) and `load_weights` beside them.
+   (.weights.h5: the format of earlier versions' backups) and `load_weights` beside them.
 5. predict: images/s of `model.predict` on the model at its fixed size, fed the same images as
    uint8 and as float32 arrays (median of `--rounds` passes over `--predict-batches` batches);
    the model casts to float on the device, so uint8 moves a quarter of the bytes.

@@ -1,4 +1,4 @@
-"""Pretrained backbones, measured (issue 21): val macro F1 per epoch and minutes of the
+"""Pretrained backbones, measured: val macro F1 per epoch and minutes of the
 fine-tuning recipes on real ImageNet weights, against a linear probe of the same features.
 
     python benchmarks/finetune.py probe    [--size 224] [--train-images 1000]
@@ -30,7 +30,7 @@ fine-tuning recipes on real ImageNet weights, against a linear probe of the same
   else `cpu` trained here) labels the test images it predicts with a top probability of at
   least `--threshold` (its saved predictions/test.npz), and `cpu` trains again on the
   enlarged split with the teacher's steps per epoch (the same compute; the same val split).
-- budget (issue 34): `corolla train --recipe R --weights W --time T` for each T and seed:
+- budget (--time): `corolla train --recipe R --weights W --time T` for each T and seed:
   the plan's line, the minutes of training the run reports (within the budget?) and val
   macro F1 per T. `--weights none`: from scratch. `--busy`: beside a busy loop (one more
   process that spins a core for the whole run), the loaded host the plan must also fit.
@@ -71,7 +71,7 @@ GPU_RECIPES = ("effnet-b7-finetune", "densenet201-finetune", "xception")
 # Candidate re-tunings of the from-scratch cpu recipe (flags over it), for ~15 minutes of
 # training on an idle 2-core CPU where a small_cnn epoch takes ~8 s at 96 px, ~17 s at 176 and
 # ~25 s at 192 (small_resnet about twice small_cnn's compute). Best val macro F1 of the first
-# five on an H100 (JAX, float32; issue 21's note), in order: 0.853 (cpu before its re-tuning:
+# five on an H100 (JAX, float32), in order: 0.853 (cpu before its re-tuning:
 # 64 -> 128 px, 32 epochs), 0.883, 0.862, 0.823, 0.899; on this CPU (TensorFlow 2.21, seed 42,
 # minutes of training): #4 0.887 with --cache (12.8), #6 0.884 (13.3), #8 stopped after 24
 # epochs at val 0.55, #9 0.898 (12.4: cpu now, so #0 is the same run), #10 0.894 (14.2).
@@ -117,7 +117,7 @@ SCRATCH = {
 # 2-core CPU, where (measured, TensorFlow 2.21) the frozen phase's feature caching takes ~1
 # min and an epoch of the whole net ~57 s at 160 px, 70-86 s at 192 px (the data's own size);
 # of its top 70% ~60 s, of its top half ~52 s. Best val macro F1 of the first eight on an H100
-# (JAX, float32; issue 21's note), in order: 0.930, not run, 0.950 (seed 7: 0.948), not run,
+# (JAX, float32), in order: 0.930, not run, 0.950 (seed 7: 0.948), not run,
 # 0.938, 0.940, 0.944, 0.941; of the last four on this CPU (seed 42, minutes of training):
 # 0.9555 (16.9 on a host loaded by another job), not run, 0.9462 (10.0, its first epochs
 # loaded too), 0.9527 (9.2, idle: cpu-finetune now).

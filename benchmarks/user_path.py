@@ -1,4 +1,4 @@
-"""The user's path on one GPU, timed, beside what users would pick instead (issue 33, item 4).
+"""The user's path on one GPU, timed, beside what users would pick instead.
 
     python benchmarks/user_path.py [--data ../shared/data/flowers5]
         [--weights ../shared/weights/efficientnet_lite0_imagenet] [--backend auto]

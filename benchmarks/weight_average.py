@@ -1,4 +1,4 @@
-"""Does the from-scratch `cpu` recipe's plateau move without more training (issue 21)? One
+"""Does the from-scratch `cpu` recipe's plateau move without more training? One
 `corolla train` run, then its val macro F1 scored side by side: the best epoch (the run's
 model.keras), the last epoch, and the mean of the last K epochs' weights (stochastic weight
 averaging, Izmailov et al. 2018), each with the BatchNorm statistics as saved (for a mean, the

@@ -1,6 +1,6 @@
 """benchmarks/weight_average.py runs: it trains, keeps every epoch's backup as the run writes
 it, and scores the best epoch, the last, and weight means with BatchNorm as saved and
-recomputed, each without and with flip TTA (issue 21's figures of the plateau)."""
+recomputed, each without and with flip TTA (the figures of the `cpu` recipe's plateau)."""
 
 from __future__ import annotations
 

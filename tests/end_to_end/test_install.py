@@ -1,4 +1,4 @@
-"""The dependency layout, installed for real (issue 24, item 4): pyproject names no TensorFlow
+"""The dependency layout, installed for real: pyproject names no TensorFlow
 distribution, so `pip install .` beside tensorflow-cpu (Kaggle's TPU image) adds no second one,
 and without any TensorFlow a command ends with one line naming what to install.
 

@@ -109,7 +109,7 @@ class TrainConfig:
     # their order from the input): 1 = all of it. Below it no gradient is computed, which
     # makes a step cheaper (on a CPU ~2x for EfficientNet-Lite0's top half).
     unfreeze_fraction: float = 1.0
-    # Fine-tuning a pre-trained backbone (issue 21). BatchNorm of a trained backbone: "auto" =
+    # Fine-tuning a pre-trained backbone. BatchNorm of a trained backbone: "auto" =
     # "inference" for pre-trained weights (moving statistics and scales kept, Keras' transfer-
     # learning guide: small batches would overwrite ImageNet's statistics) and "train" from
     # scratch. While the backbone is frozen its BatchNorm always runs in inference mode.
@@ -125,7 +125,7 @@ class TrainConfig:
     # Loss weight per class (corolla.data.class_weights): "none", "balanced" (inverse class
     # frequency in the training split, as scikit-learn's) or a file of "class,weight" lines.
     class_weight: str = "none"
-    # Train for a time instead of a number of epochs (issue 34): "90s", "10m", "1.5h"; "" = off.
+    # Train for a time instead of a number of epochs: "90s", "10m", "1.5h"; "" = off.
     # The recipe's epochs are then the shape of the schedule (its warm-up, frozen epochs, size
     # ramp and decay keep their share of the run), and the number of epochs follows from a
     # timed probe of this machine (training.budget); what it decided is written into this

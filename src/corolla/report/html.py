@@ -306,7 +306,7 @@ def _per_class(m: dict) -> str:
             + _table(["class", "label", "support", "precision", "recall", "F1"], rows))
 
 
-# ---- the data check and the labels to review (issue 23) ----
+# ---- the data check and the labels to review ----
 
 REVIEW_ROWS = 20  # rows of label_review.csv shown; the file has them all
 
