@@ -156,94 +156,138 @@ def apply_keras_multiworker_fixes():
 
         import keras
 
-        version = _version_tuple(keras.__version__)
-        if not (_MIN_KERAS <= version < _MAX_KERAS_EXCLUSIVE):
-            warnings.warn(
-                "corolla: keras %s is outside the range this multi-worker "
-                "patch supports (>=3.9,<4); not applying it."
-                % keras.__version__,
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        if not _keras_supported(keras):
             return False
-        if keras.backend.backend() != "tensorflow":
-            return False
-        if version[:2] > _LAST_VERIFIED_KERAS[:2]:
-            warnings.warn(
-                "corolla: keras %s is newer than the last version the "
-                "multi-worker patch was verified with (%s). Check whether "
-                "keras-team/keras#20585 is fixed and delete the patch if so."
-                % (
-                    keras.__version__,
-                    ".".join(map(str, _LAST_VERIFIED_KERAS)),
-                ),
-                RuntimeWarning,
-                stacklevel=2,
-            )
 
-        import tensorflow as tf
-        from keras.src import tree
         from keras.src.backend.tensorflow import trainer as tf_trainer
 
-        trainer_cls = tf_trainer.TensorFlowTrainer
-        if getattr(trainer_cls._maybe_symbolic_build, _MARKER, False):
+        if getattr(tf_trainer.TensorFlowTrainer._maybe_symbolic_build, _MARKER, False):
             # Already patched (e.g. this module was reloaded).
             _applied = True
             return True
 
-        def _in_multi_worker_mode(strategy):
-            return isinstance(
-                strategy, tf.distribute.MultiWorkerMirroredStrategy
-            ) and strategy.extended._in_multi_worker_mode()
-
-        def _first_local(strategy, value):
-            if isinstance(value, tf.distribute.DistributedValues):
-                return strategy.experimental_local_results(value)[0]
-            return value
-
-        original_build = trainer_cls._maybe_symbolic_build
-
-        def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-            strategy = getattr(self, "_distribute_strategy", None)
-            if iterator is not None and _in_multi_worker_mode(strategy):
-                # keras>=3.12 yields (begin, end, it); 3.9-3.11 (step, it).
-                for item in iterator:
-                    batch = next(item[-1])
-                    data_batch = tree.map_structure(
-                        lambda v: _first_local(strategy, v), batch
-                    )
-                    break
-                iterator = None
-            return original_build(
-                self, iterator=iterator, data_batch=data_batch
-            )
-
-        original_reduce = tf_trainer.reduce_per_replica
-
-        def reduce_per_replica(values, strategy, reduction):
-            if reduction in ("auto", "mean") and _in_multi_worker_mode(
-                strategy
-            ):
-
-                def _reduce(v):
-                    rank = _first_local(strategy, v).shape.rank
-                    axis = None if rank == 0 else 0  # upstream: always 0
-                    return strategy.reduce("MEAN", v, axis=axis)
-
-                return tree.map_structure(_reduce, values)
-            return original_reduce(values, strategy, reduction)
-
-        for fn, orig in (
-            (_maybe_symbolic_build, original_build),
-            (reduce_per_replica, original_reduce),
-        ):
-            fn.__wrapped__ = orig
-            fn.__doc__ = orig.__doc__
-            setattr(fn, _MARKER, True)
-
-        trainer_cls._maybe_symbolic_build = _maybe_symbolic_build
-        # Looked up as a module global at trace time by _make_function and
-        # make_predict_function, so replacing the module attribute suffices.
-        tf_trainer.reduce_per_replica = reduce_per_replica
+        _patch_symbolic_build(tf_trainer.TensorFlowTrainer)
+        _patch_reduce_per_replica(tf_trainer)
         _applied = True
         return True
+
+
+def _keras_supported(keras):
+    """Whether the patch applies to this Keras: a version whose code it was written against
+    (3.9 to 4, a warning outside it) on the TensorFlow backend (the only one with MWMS).
+
+    Warns, without refusing, for a version newer than the last verified one: its code may be
+    fixed upstream by then, and the patch would then be dead weight to delete.
+    """
+    version = _version_tuple(keras.__version__)
+    # stacklevel 3: the warning names the caller of apply_keras_multiworker_fixes.
+    if not (_MIN_KERAS <= version < _MAX_KERAS_EXCLUSIVE):
+        warnings.warn(
+            "corolla: keras %s is outside the range this multi-worker "
+            "patch supports (>=3.9,<4); not applying it."
+            % keras.__version__,
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    if keras.backend.backend() != "tensorflow":
+        return False
+    if version[:2] > _LAST_VERIFIED_KERAS[:2]:
+        warnings.warn(
+            "corolla: keras %s is newer than the last version the "
+            "multi-worker patch was verified with (%s). Check whether "
+            "keras-team/keras#20585 is fixed and delete the patch if so."
+            % (
+                keras.__version__,
+                ".".join(map(str, _LAST_VERIFIED_KERAS)),
+            ),
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return True
+
+
+def _in_multi_worker_mode(strategy):
+    """The one case the wrappers change: MWMS with two or more workers."""
+    import tensorflow as tf
+
+    return isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ) and strategy.extended._in_multi_worker_mode()
+
+
+def _first_local(strategy, value):
+    """The first local replica's component of a distributed value (a plain value as it is)."""
+    import tensorflow as tf
+
+    if isinstance(value, tf.distribute.DistributedValues):
+        return strategy.experimental_local_results(value)[0]
+    return value
+
+
+def _patch_symbolic_build(trainer_cls):
+    """Fix 1: ``_maybe_symbolic_build`` gets the first local replica's batch as ``data_batch``.
+
+    Upstream all-reduces the whole ``(x, y)`` batch, and ``Strategy.reduce`` takes no nested
+    structure; the batch is needed only for its shapes and dtypes, the same on every worker,
+    so no collective is issued at all (nor integer labels averaged).
+    """
+    from keras.src import tree
+
+    original_build = trainer_cls._maybe_symbolic_build
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        strategy = getattr(self, "_distribute_strategy", None)
+        if iterator is not None and _in_multi_worker_mode(strategy):
+            # keras>=3.12 yields (begin, end, it); 3.9-3.11 (step, it).
+            for item in iterator:
+                batch = next(item[-1])
+                data_batch = tree.map_structure(
+                    lambda v: _first_local(strategy, v), batch
+                )
+                break
+            iterator = None
+        return original_build(
+            self, iterator=iterator, data_batch=data_batch
+        )
+
+    trainer_cls._maybe_symbolic_build = _marked(_maybe_symbolic_build, original_build)
+
+
+def _patch_reduce_per_replica(tf_trainer):
+    """Fix 2: ``reduce_per_replica`` averages scalar logs with ``axis=None``.
+
+    Upstream's multi-worker branch reduces every step output along ``axis=0``, which a scalar
+    (loss, metric) lacks; an all-reduced mean gives every worker the same logs, so callbacks
+    that decide on them (EarlyStopping, ReduceLROnPlateau) decide alike. Values with a batch
+    dimension keep upstream's ``axis=0``; the other reductions are left as they are.
+    """
+    from keras.src import tree
+
+    original_reduce = tf_trainer.reduce_per_replica
+
+    def reduce_per_replica(values, strategy, reduction):
+        if reduction in ("auto", "mean") and _in_multi_worker_mode(
+            strategy
+        ):
+
+            def _reduce(v):
+                rank = _first_local(strategy, v).shape.rank
+                axis = None if rank == 0 else 0  # upstream: always 0
+                return strategy.reduce("MEAN", v, axis=axis)
+
+            return tree.map_structure(_reduce, values)
+        return original_reduce(values, strategy, reduction)
+
+    # Looked up as a module global at trace time by _make_function and
+    # make_predict_function, so replacing the module attribute suffices.
+    tf_trainer.reduce_per_replica = _marked(reduce_per_replica, original_reduce)
+
+
+def _marked(wrapper, original):
+    """The wrapper, carrying the original's docstring, the original itself (``__wrapped__``)
+    and the marker that says Keras is patched already."""
+    wrapper.__wrapped__ = original
+    wrapper.__doc__ = original.__doc__
+    setattr(wrapper, _MARKER, True)
+    return wrapper
