@@ -268,7 +268,7 @@ def device_name(plan) -> str:
 
 
 def synthetic_data(folder: Path, size: int, train: int) -> Path:
-    from corolla.data import synthetic
+    from corolla.data.synthetic import dataset as synthetic
 
     spec = synthetic.PetalsSpec(image_size=size, num_classes=10, train=train, val=8, test=8,
                                 shards=4, seed=0)
@@ -286,7 +286,7 @@ def in_memory(size: int, batch: int, seed: int):
     import numpy as np
     import tensorflow as tf
 
-    from corolla.data import petals
+    from corolla.data.synthetic import petals
 
     images, labels = petals.generate(batch, image_size=size, seed=seed, num_classes=10)
     onehot = np.eye(NUM_CLASSES, dtype="float32")[labels]
@@ -343,7 +343,7 @@ def predict_figures(model, counter: Counter, size: int, batch: int, batches: int
                     seed: int) -> dict:
     import numpy as np
 
-    from corolla.data import petals
+    from corolla.data.synthetic import petals
 
     base, _ = petals.generate(batch, image_size=size, seed=seed + 1, num_classes=10)
     x8 = np.concatenate([base] * batches)

@@ -112,7 +112,7 @@ def _hash_robustness(data: Path, n: int) -> None:
 
 
 def main() -> None:
-    from corolla.data import duplicates, survey
+    from corolla.data.audit import duplicates, survey
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DEFAULT_DATA))

@@ -319,7 +319,7 @@ def parse(p: argparse.ArgumentParser, argv, epochs: int = 2):
 def tiny(args, epochs: int = 2) -> None:
     """`--tiny`: synthetic petals under args.runs_dir, and flags for a few 2-step epochs."""
     from corolla.commands import demo
-    from corolla.data import synthetic
+    from corolla.data.synthetic import dataset as synthetic
 
     args.data = synthetic.write(args.runs_dir / "petals", demo.TINY.data)
     args.extra += ["--epochs", str(epochs), "--steps-per-epoch", "2", "--batch-size", "8"]

@@ -23,8 +23,8 @@ classes (8,677 photos, 31-800 a class; its BACKGROUND_Google clutter left out), 
   `--model hub:WEIGHTS` builds it, with the padding its weights were trained with) of the
   train + val photos, a scikit-learn logistic regression, scored on the test photos.
 
-Every photo is read as `corolla convert` reads it (`corolla.data.photos`: EXIF rotation,
-centre crop). Run it on an otherwise idle host: the seconds are figures too.
+Every photo is read as `corolla convert` reads it (`corolla.data.prepare.photos`: EXIF
+rotation, centre crop). Run it on an otherwise idle host: the seconds are figures too.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def probe(args) -> None:
     from sklearn.metrics import accuracy_score, f1_score
 
     from corolla import models
-    from corolla.data import photos
+    from corolla.data.prepare import photos
     from corolla.training import features
 
     began = time.monotonic()

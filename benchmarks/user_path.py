@@ -110,7 +110,7 @@ def user_path(args, work: Path, env: dict, report: dict, save) -> None:
     short = ["--epochs", args.epochs, "--steps-per-epoch", args.steps_per_epoch]
     if args.tiny:
         from corolla.commands import demo
-        from corolla.data import synthetic
+        from corolla.data.synthetic import dataset as synthetic
 
         data = synthetic.write(work / "petals", demo.TINY.data)
         train = ["--data", data, "--model", "small_cnn", "--input-size", 32, "--batch-size", 8]

@@ -39,7 +39,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 def tiny_petals(tmp_path_factory) -> Path:
     """32 px synthetic petals in the competition layout: 4 classes, 64/32/20 images (one folder
     for the session, so that the runs of shared fixtures name the data every test has)."""
-    from corolla.data import synthetic
+    from corolla.data.synthetic import dataset as synthetic
 
     from corolla.commands import demo
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from corolla.data import sources
+from corolla.data.prepare import sources
 from corolla.errors import UserError
 from corolla.runs import paths
 from helpers.cli import one_line_error, said_first

@@ -56,12 +56,13 @@ def test_every_photo_path_refuses_an_image_over_the_limit_on_its_header(bomb_fol
     bomb = bomb_folder / "aster" / "bomb.png"
     found = _ok(run_capped(f"""
 import json
-from corolla.data import convert, photos, survey
+from corolla.data.audit import survey
+from corolla.data.prepare import photos
 result = survey.survey({str(bomb_folder)!r}, log=lambda *a: None)
 errors = {{e.id: e.error for e in result.entries}}
 images, failed = photos.read_many([{str(bomb)!r}, {str(bomb_folder / 'aster/00.jpg')!r}], 64)
 try:
-    convert.open_rgb({str(bomb)!r}, 64)
+    photos.open_rgb({str(bomb)!r}, 64)
     opened = "decoded"
 except ValueError as e:
     opened = str(e)
@@ -84,10 +85,11 @@ def test_the_data_check_and_conversion_honour_a_lower_limit_before_decoding(bomb
     large = bomb_folder / "aster" / "large.png"
     found = _ok(run_capped(f"""
 import json
-from corolla.data import convert, survey
+from corolla.data.audit import survey
+from corolla.data.prepare import photos
 result = survey.survey({str(bomb_folder)!r}, log=lambda *a: None, max_megapixels=50)
 try:
-    convert.open_rgb({str(large)!r}, 64, 50)
+    photos.open_rgb({str(large)!r}, 64, 50)
     opened = "decoded"
 except ValueError as e:
     opened = str(e)
@@ -107,7 +109,7 @@ def test_integer_labels_far_past_their_count_are_one_line(tmp_path, photos):
     table = tmp_path / "labels.csv"
     table.write_text(f"path,label\n{image},0\n{other},1000000000\n")
     result = run_capped(f"""
-from corolla.data import sources
+from corolla.data.prepare import sources
 from corolla.errors import UserError
 try:
     sources.scan_csv({str(table)!r})
@@ -119,7 +121,7 @@ except UserError as e:
         f"label 1000000000 in labels.csv, but only 2 distinct labels: integer labels number the "
         f"classes from 0, so give class names as labels or list the classes in "
         f"{tmp_path / 'classes.txt'}")
-    from corolla.data import sources
+    from corolla.data.prepare import sources
 
     table.write_text(f"path,label\n{image},103\n{other},4\n")
     assert len(sources.scan_csv(table).class_names) == 104

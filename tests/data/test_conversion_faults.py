@@ -13,11 +13,12 @@ from helpers.images import class_folders
 def test_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, monkeypatch):
     """Two conversions into one OUT: the one that renames second is told OUT exists (one line),
     and the cache's loser reads the winner's conversion."""
-    from corolla.data import convert, sources
+    from corolla.data.prepare import cache, convert, sources
+    from corolla.data.prepare.settings import Settings
     from corolla.errors import UserError
 
     source = sources.scan(class_folders(tmp_path / "src"))
-    settings = convert.Settings(image_sizes=(8,), val_fraction=0.5)
+    settings = Settings(image_sizes=(8,), val_fraction=0.5)
     other = tmp_path / "other"
     convert.convert(source, other, settings, log=lambda *a: None)
     real = convert.assign_splits
@@ -34,12 +35,13 @@ def test_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, monke
     with pytest.raises(UserError, match="already exists .another process wrote it meanwhile"):
         convert.convert(source, out, settings, log=lambda *a: None)
     assert not list(tmp_path.glob(".out.partial-*"))  # the loser's copy is gone
-    out = convert.cache_folder(source, settings, tmp_path / "cache")
-    assert convert.cached(source, settings, tmp_path / "cache", log=lambda *a: None) == out
+    out = cache.cache_folder(source, settings, tmp_path / "cache")
+    assert cache.cached(source, settings, tmp_path / "cache", log=lambda *a: None) == out
 
 
 def test_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, monkeypatch):
-    from corolla.data import convert, sources
+    from corolla.data.prepare import convert, sources
+    from corolla.data.prepare.settings import Settings
 
     source = sources.scan(class_folders(tmp_path / "src"))
     real = convert.assign_splits
@@ -49,14 +51,14 @@ def test_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, monk
         return real(*args)
 
     monkeypatch.setattr(convert, "assign_splits", then_deleted)
-    summary = convert.convert(source, tmp_path / "out", convert.Settings(
+    summary = convert.convert(source, tmp_path / "out", Settings(
         image_sizes=(8,), val_fraction=0.5, workers=1), log=lambda *a: None)
     assert [i for i, _ in summary.skipped] == ["daisy/3.png"]
     assert summary.images == 11 and (tmp_path / "out" / "convert.json").is_file()
 
 
 def test_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys):
-    from corolla.data import sources
+    from corolla.data.prepare import sources
 
     src = class_folders(tmp_path / "src")
     (src / "toploop").symlink_to(src)
@@ -73,15 +75,15 @@ def test_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
     up to --max-megapixels (200 by default) and skips larger ones, listed, with the setting."""
     from PIL import Image
 
-    from corolla.data import convert
+    from corolla.data.prepare import photos
 
     big = tmp_path / "big.png"
     Image.new("RGB", (20000, 10000), (200, 30, 60)).save(big)  # 200 megapixels: over Pillow's
-    pixels = convert.load_image(str(big), 16)
+    pixels = photos.load_image(str(big), 16)
     assert pixels.shape == (16, 16, 3) and tuple(pixels[8, 8]) == (200, 30, 60)
     with pytest.raises(ValueError, match=r"20000x10000 is 200 megapixels, over the limit of "
                                          r"100 \(--max-megapixels\)"):
-        convert.open_rgb(str(big), 16, max_megapixels=100)
+        photos.open_rgb(str(big), 16, max_megapixels=100)
     src = class_folders(tmp_path / "src")
     big.rename(src / "daisy" / "big.png")
     assert main(["convert", str(src), str(tmp_path / "out"), "--image-size", "16",
@@ -90,7 +92,7 @@ def test_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
 
 
 def test_a_killed_conversions_folder_is_removed_a_live_ones_kept(tmp_path, capsys):
-    from corolla.data import convert
+    from corolla.data.prepare import convert
 
     stale, live = tmp_path / ".out.partial-0000dead", tmp_path / ".other.partial-00001ive"
     for folder in (stale, live):

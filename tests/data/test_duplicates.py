@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 
 from corolla.cli import main
-from corolla.data import convert, duplicates, sources, survey
+from corolla.data.audit import duplicates, findings, survey
+from corolla.data.prepare import sources
+from corolla.data.prepare.settings import Settings
+from corolla.data.prepare.splits import assign_splits
 from corolla.runs import paths
 from helpers.images import copies_folder, photo, planted_folder
 
@@ -79,9 +82,9 @@ def test_a_folder_converted_with_its_own_split_has_no_copies_across_splits(tmp_p
                                                                           capsys):
     planted = copies_folder(tmp_path / "photos")
     source = sources.scan(tmp_path / "photos")
-    settings = convert.Settings(image_sizes=(32,), val_fraction=0.3, test_fraction=0.2)
+    settings = Settings(image_sizes=(32,), val_fraction=0.3, test_fraction=0.2)
     # A plain stratified split would leak: this seed puts copies on both sides ...
-    plain = convert.assign_splits(source, settings.check())
+    plain = assign_splits(source, settings.check())
     split_of = {i.id: name for name, items in plain.items() for i in items}
     assert any(len({split_of[f"a/g{k}{end}"] for end in (".png", "-small.png", "-q60.jpg")}) > 1
                for k in range(4))
@@ -163,7 +166,7 @@ def test_copies_with_different_labels_come_first_everywhere(tmp_path, cache, cap
     saved = json.loads((tmp_path / "found.json").read_text())
     assert [g["labels_differ"] for g in saved["groups"]][:2] == [True, False]
     result, _ = survey.cached(str(tmp_path / "photos"), cache / "checks")
-    line = survey.one_line(result, "corolla check-data --data photos")
+    line = findings.one_line(result, "corolla check-data --data photos")
     assert line.startswith("data check: 1 group(s) of copies with different labels (one "
                            "label of each is wrong); ")
     from corolla.report import html

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corolla.data.petals import CLASS_NAMES, draw_flower, generate
+from corolla.data.synthetic.petals import CLASS_NAMES, draw_flower, generate
 
 
 def test_class_names_are_unique_and_plenty():

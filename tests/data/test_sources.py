@@ -13,7 +13,11 @@ import pytest
 import tensorflow as tf
 
 from corolla.cli import main
-from corolla.data import convert, datasets, layout, pipeline, records, sources
+from corolla.data import datasets, layout, pipeline, records
+from corolla.data.prepare import convert, sources
+from corolla.data.prepare.photos import load_image
+from corolla.data.prepare.settings import Settings
+from corolla.data.prepare.summary import Summary
 from corolla.errors import UserError
 from helpers.images import PHOTO_CLASSES as CLASSES, make_photos, smooth
 
@@ -33,12 +37,12 @@ def _read_all(data: layout.Layout, split: str):
 
 
 @pytest.fixture(scope="module")
-def converted(photos, tmp_path_factory) -> tuple[Path, convert.Summary]:
+def converted(photos, tmp_path_factory) -> tuple[Path, Summary]:
     root, _ = photos
     out = tmp_path_factory.mktemp("out") / "recs"
     before = _snapshot(root)
     # A tiny shard size: several files per split, for the sharding test below.
-    settings = convert.Settings(image_sizes=(16, 24), val_fraction=0.3, test_fraction=0.15,
+    settings = Settings(image_sizes=(16, 24), val_fraction=0.3, test_fraction=0.15,
                                 shard_mb=0.001)
     summary = convert.convert(sources.scan(root), out, settings, log=lambda *a: None)
     assert _snapshot(root) == before  # SRC is only read
@@ -64,7 +68,7 @@ def test_a_folder_converts_to_the_competition_layout_and_reads_back_the_same(pho
                 assert (label is None) == (split == "test")
                 if label is not None:
                     assert CLASSES[label] == made[example_id]
-                direct = convert.load_image(str(root / example_id), size)
+                direct = load_image(str(root / example_id), size)
                 assert image.shape == direct.shape == (size, size, 3)
                 assert np.abs(image.astype(int) - direct).mean() < 4, example_id
         assert set(seen) == set(made)  # every image once, named by its relative path
@@ -80,7 +84,7 @@ def test_a_conversion_is_deterministic_and_the_seed_changes_the_split(photos, tm
 
     def ids(seed, name):
         out = tmp_path / name
-        convert.convert(source, out, convert.Settings(image_sizes=(8,), seed=seed),
+        convert.convert(source, out, Settings(image_sizes=(8,), seed=seed),
                         log=lambda *a: None)
         data = layout.open_layout(str(out))
         return {s: pipeline.metadata(data.split(s))["ids"] for s in ("train", "val")}
@@ -103,7 +107,7 @@ def test_exif_rotation_greyscale_alpha_and_padding():
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"exif-{os.getpid()}.jpg"
     path.write_bytes(buffer.getvalue())
     try:
-        padded = convert.load_image(str(path), 20, "pad")  # upright: 10 wide, 20 tall
+        padded = load_image(str(path), 20, "pad")  # upright: 10 wide, 20 tall
     finally:
         path.unlink()
     assert padded[:, :4].max() < 10 and padded[:, -4:].max() < 10  # black bands left, right
@@ -126,7 +130,7 @@ def test_a_csv_of_paths_and_labels(photos, tmp_path):
     source = sources.scan(table)
     assert source.kind == "csv" and source.class_names == CLASSES
     out = tmp_path / "recs"
-    convert.convert(source, out, convert.Settings(image_sizes=(16,)), log=lambda *a: None)
+    convert.convert(source, out, Settings(image_sizes=(16,)), log=lambda *a: None)
     data = datasets.open_data(str(out))
     val, test = _read_all(data, "val"), _read_all(data, "test")
     train = _read_all(data, "train")
@@ -290,7 +294,7 @@ def test_flowers5_through_a_folder_and_back(flowers5, tmp_path):
             tf.io.encode_jpeg(example["image"], quality=95).numpy())
         originals[example_id] = example["image"].numpy()
     convert.convert(sources.scan(tmp_path / "photos"), tmp_path / "recs",
-                    convert.Settings(image_sizes=(192,), val_fraction=0.25),
+                    Settings(image_sizes=(192,), val_fraction=0.25),
                     log=lambda *a: None)
     back = datasets.open_data(str(tmp_path / "recs"))
     got = {**_read_all(back, "train"), **_read_all(back, "val")}
@@ -303,9 +307,10 @@ def test_flowers5_through_a_folder_and_back(flowers5, tmp_path):
 
 
 _SCRIPT = """import sys
-from corolla.data import convert, sources
+from corolla.data.prepare import convert, sources
+from corolla.data.prepare.settings import Settings
 summary = convert.convert(sources.scan({src!r}), {out!r},
-                          convert.Settings(image_sizes=(16,), workers=2))
+                          Settings(image_sizes=(16,), workers=2))
 print("converted", summary.written if hasattr(summary, "written") else "")
 """
 

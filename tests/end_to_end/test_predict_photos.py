@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from corolla.cli import main
-from corolla.data import photos
+from corolla.data.prepare import photos
 from corolla.runs import paths
 from helpers.known_answer import (  # noqa: F401 (data, run: the fixtures)
     CLASS_NAMES, EXPECTED_METRICS, SIZE, data_fixture, run_fixture)

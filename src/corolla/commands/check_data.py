@@ -1,12 +1,12 @@
 """`corolla check-data --data D`: duplicates within and across splits, class counts and
-imbalance, image sizes, files that do not decode (`corolla.data.survey`); and the check that
+imbalance, image sizes, files that do not decode (`corolla.data.audit.survey`); and the check that
 `corolla train` runs once per data set, said in one line."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from corolla.data import survey
+from corolla.data.audit import findings, survey
 from corolla.errors import UserError
 from corolla.files import write_json
 from corolla.runs import paths
@@ -38,7 +38,7 @@ def check_data(data: str, out: str | Path | None = None, strict: bool = False,
     if was_cached:
         log(f"data check of {data} from the cache {datasets.checks_dir()} (the data is "
             f"unchanged since it was checked)")
-    for line in survey.describe(result):
+    for line in findings.describe(result):
         log(line)
     summary = result.summary()
     if out is not None:
@@ -65,7 +65,7 @@ def for_training(data: str, features=None, strict: bool = False, log=print,
             raise
         log(f"data check: not done ({e})")
         return None
-    log(survey.one_line(result, f"corolla check-data --data {data}"))
+    log(findings.one_line(result, f"corolla check-data --data {data}"))
     if strict and result.across():
         raise _strict_error(result, data)
     return result.summary()

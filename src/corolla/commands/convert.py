@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from corolla.data import convert as convert_lib
-from corolla.data import sources, survey
+from corolla.data.audit import survey
+from corolla.data.prepare import convert as convert_lib
+from corolla.data.prepare import sources
+from corolla.data.prepare.settings import FITS, Settings
+from corolla.data.prepare.splits import needs_split
 from corolla.errors import UserError
 
 
-def convert(src: str, out: str, settings: convert_lib.Settings) -> Path:
+def convert(src: str, out: str, settings: Settings) -> Path:
     """Converts `src` into the new folder `out` (never an existing one)."""
     from corolla.data import datasets
 
@@ -21,7 +24,7 @@ def convert(src: str, out: str, settings: convert_lib.Settings) -> Path:
                         f"choose another OUT")
     source = sources.scan(src)
     copies = None
-    if settings.dedupe or convert_lib.needs_split(source):  # copies are kept in one split
+    if settings.dedupe or needs_split(source):  # copies are kept in one split
         copies = survey.copies(src, datasets.checks_dir(),
                                max_megapixels=settings.max_megapixels)
     convert_lib.convert(source, out, settings, copies=copies)
@@ -33,7 +36,7 @@ HELP = ("an image folder or a CSV of path,label -> sharded TFRecords in the comp
 
 
 def add_arguments(p) -> None:
-    d = convert_lib.Settings()
+    d = Settings()
     p.add_argument("src", metavar="SRC", help="image folder (CLASS/*.jpg, optionally under "
                    "train/ val/ test/; test/ may hold unlabelled files) or a CSV with the "
                    "columns path,label[,split] (paths relative to the CSV's folder); never "
@@ -42,7 +45,7 @@ def add_arguments(p) -> None:
     p.add_argument("--image-size", action="append", type=_size_list, metavar="S[,S...]",
                    help="output size(s), repeatable: --image-size 192 --image-size 224 or "
                         "192,224 (default 224)")
-    p.add_argument("--fit", choices=convert_lib.FITS, default=d.fit, help="crop: short side to "
+    p.add_argument("--fit", choices=FITS, default=d.fit, help="crop: short side to "
                    "S, then the centre; pad: long side to S, padded with black (default crop)")
     p.add_argument("--quality", type=int, default=d.quality,
                    help=f"JPEG quality (default {d.quality})")
@@ -52,7 +55,7 @@ def add_arguments(p) -> None:
     _output_flags(p, d)
 
 
-def _split_flags(p, d: convert_lib.Settings) -> None:
+def _split_flags(p, d: Settings) -> None:
     p.add_argument("--val-fraction", type=float, default=d.val_fraction, help=f"images "
                    f"split off (stratified by class) for val when SRC has none (default "
                    f"{d.val_fraction})")
@@ -60,7 +63,7 @@ def _split_flags(p, d: convert_lib.Settings) -> None:
                    f"for test (default {d.test_fraction})")
 
 
-def _output_flags(p, d: convert_lib.Settings) -> None:
+def _output_flags(p, d: Settings) -> None:
     p.add_argument("--shard-mb", type=float, default=d.shard_mb, help=f"target file size in "
                    f"MB (default {d.shard_mb:g}; smaller sets get fewer, smaller files)")
     p.add_argument("--workers", type=int, default=0, help="encoding processes (default: "
@@ -84,7 +87,7 @@ def _size_list(text: str) -> list[int]:
 
 def main(args) -> int:
     sizes = tuple(s for group in args.image_size or [[224]] for s in group)
-    convert(args.src, args.out, convert_lib.Settings(
+    convert(args.src, args.out, Settings(
         image_sizes=sizes, fit=args.fit, quality=args.quality, seed=args.seed,
         val_fraction=args.val_fraction, test_fraction=args.test_fraction,
         shard_mb=args.shard_mb, strict=args.strict, workers=args.workers,

@@ -13,8 +13,8 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla import runtime
 from corolla.commands import arguments
-from corolla.data import synthetic
-from corolla.data.synthetic import PetalsSpec
+from corolla.data.synthetic import dataset as synthetic
+from corolla.data.synthetic.dataset import PetalsSpec
 
 
 @dataclass(frozen=True)

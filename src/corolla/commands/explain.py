@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla.commands import arguments
-from corolla.data import photos as photos_lib
+from corolla.data.prepare import photos as photos_lib
 from corolla.errors import UserError, check_stop
 from corolla.evaluation import gradcam
 from corolla.files import check_folder, make_folder

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from corolla.commands import arguments
-from corolla.data import photos as photos_lib
+from corolla.data.prepare import photos as photos_lib
 from corolla.errors import UserError, check_stop
 from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation import tta as tta_lib

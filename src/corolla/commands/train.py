@@ -19,7 +19,7 @@ from corolla.commands import arguments, check_data
 from corolla.config import flags as flags_lib
 from corolla.config import recipe as recipe_lib
 from corolla.config.range_test import RangeSettings
-from corolla.data import sources
+from corolla.data.prepare import sources
 from corolla.errors import UserError
 from corolla.files import absolute
 from corolla.models import hub

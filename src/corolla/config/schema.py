@@ -46,7 +46,8 @@ class DataConfig:
     # the command ends with a count per file. Off: a damaged record is an error naming its file.
     skip_bad_records: bool = False
     # Set by Corolla when data.path is an image folder or a CSV: the TFRecords it was converted
-    # into (a cache folder keyed by the files and the conversion settings; see data/sources.py).
+    # into (a cache folder keyed by the files and the conversion settings; see
+    # data/prepare/cache.py).
     converted: str = ""
     # The feature names in the records, for TFRecords written by other tools (read as they are):
     # the competition's "image" (JPEG bytes), "class" (int64) and "id" (bytes) by default.

@@ -1,19 +1,20 @@
 """Data: the competition layout -> parsed records -> `tf.data` pipelines -> augmentation.
 
-    augment: training-time augmentation on whole batches, inside `tf.data`, by name
-    check: a fast pass over a split: record counts, label range, image headers (nothing decoded)
-    class_weights: loss weights per class (`train.class_weight`), for rare classes
-    classes: class names: the competition's 104 flowers, or a data set's own `classes.txt`
-    convert: an image folder or a CSV -> sharded TFRecords in exactly the competition layout
-    datasets: any data path -> a Layout (converted once into a cache when it is not one)
-    duplicates: exact and near-duplicate images: one fingerprint per image, and their groups
-    folds: k-fold splits: a run's train and val drawn from train+val pooled, a fold per id
+The modules here are what training, evaluation and prediction read; the subpackages make data
+(`prepare`: image folders and CSVs into the competition layout), check it (`audit`: `corolla
+check-data`) and draw it (`synthetic`: the demo's petals).
+
+    augment: training-time augmentation on whole batches, inside tf.data, by name
+    check: a fast pass over a split before it is read; damaged records found, skipped, explained
+    class_weights: loss weights per class (config train.class_weight), for rare classes
+    classes: class names: the competition's 104 flowers, or a data set's own classes.txt
+    datasets: any data path -> a Layout: read as it is, or converted once into a cache
+    folders: the competition layout's folder names, read without TensorFlow
+    folds: k-fold splits: a run's train and val drawn from train+val pooled, by a fold per id
     layout: finds a data set in the competition layout, on a local disk or on gs://
-    petals: procedural "synthetic petals": a small, offline flower-classification task
-    photos: anyone's photos listed and read as `corolla convert` reads images, for a model
-    pipeline: `tf.data` pipelines over a split: train (shuffled, augmented) and eval/test
-    records: the competition's TFRecord format: parsing and writing records
-    sources: where images come from: image folders and CSVs listed as labelled items
-    survey: `corolla check-data`'s pass: duplicates, class counts, sizes, undecodable files
-    synthetic: writes the synthetic petals in exactly the competition layout
+    pipeline: tf.data pipelines over a split: train, and eval/test padded to full batches
+    records: the competition's TFRecord format: parsing and writing
+    audit: know the data before training (corolla check-data): duplicates, classes, sizes
+    prepare: image folders and CSVs -> the competition layout (corolla convert), and its cache
+    synthetic: the procedural petals of the demo, in the competition layout
 """

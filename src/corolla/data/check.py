@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from corolla.data import records
-from corolla.data.layout import RecordFile, Split, _FILE
+from corolla.data.layout import FILE_NAME, RecordFile, Split
 from corolla.errors import UserError
 
 _BATCH = 4096  # records per step of a pass (a competition file holds under 1000)
@@ -232,7 +232,7 @@ def check_split(split: Split, num_classes: int, skip_bad_records: bool = False) 
                          features=split.features)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
             raise UserError(damaged_error(file.path, split.labelled, e, split.features)) from None
-        named = _FILE.match(file.path.rsplit("/", 1)[-1])
+        named = FILE_NAME.match(file.path.rsplit("/", 1)[-1])
         short_tail = scan.tail and scan.count < file.count
         if named and scan.count != file.count and not short_tail:
             raise UserError(f"{file.path} holds {scan.count} records but its name says "

@@ -1,14 +1,16 @@
 """Any data path -> a Layout: the competition layout read as it is, or an image folder or CSV
-(`corolla.data.sources`) converted once (`corolla.data.convert`) into a cache keyed by its
-content and the conversion settings, so that training, evaluation and prediction all read
-TFRecords through one pipeline."""
+(`corolla.data.prepare.sources`) converted once (`corolla.data.prepare.cache`) into a cache
+keyed by its content and the conversion settings, so that training, evaluation and prediction
+all read TFRecords through one pipeline."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from corolla.data import convert, sources, survey
 from corolla.data import layout as layout_lib
+from corolla.data.audit import survey
+from corolla.data.prepare import cache, sources
+from corolla.data.prepare.settings import MANIFEST, Settings
 from corolla.data.records import Features
 from corolla.errors import UserError
 from corolla.runtime import compile_cache
@@ -26,7 +28,7 @@ def cache_dir() -> Path:
 
 
 def checks_dir() -> Path:
-    """Where the data checks (`corolla.data.survey`) are kept, by the data's key."""
+    """Where the data checks (`corolla.data.audit.survey`) are kept, by the data's key."""
     return cache_dir() / "checks"
 
 
@@ -45,8 +47,8 @@ def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, feat
         layout = layout_lib.open_layout(path, image_size, preferred_size)
         return layout_lib.with_features(layout, features) if features else layout
     source = sources.scan(path, log)
-    settings = convert.Settings(image_sizes=(image_size or preferred_size,))
-    out = convert.cached(source, settings, cache_dir() / "converted", log=log,
+    settings = Settings(image_sizes=(image_size or preferred_size,))
+    out = cache.cached(source, settings, cache_dir() / "converted", log=log,
                          copies=lambda: survey.copies(path, checks_dir(), log))
     layout = layout_lib.open_layout(str(out), image_size or preferred_size)
     return layout_lib.with_source(layout, source.path)
@@ -68,13 +70,13 @@ def open_recorded(data_config, preferred_size: int = 224, log=print):
         return open_data(path, data_config.image_size, preferred_size, features=features,
                          log=log)
     recorded = Path(recorded)
-    settings = convert.Settings(image_sizes=(data_config.image_size or preferred_size,))
+    settings = Settings(image_sizes=(data_config.image_size or preferred_size,))
     try:
         source, unreadable = sources.scan(path, log), None
-        now = convert.cache_folder(source, settings, cache_dir() / "converted")
+        now = cache.cache_folder(source, settings, cache_dir() / "converted")
     except UserError as e:  # the source moved or was removed: the run's copy still serves
         source, unreadable, now = None, e, None
-    if (recorded / convert.MANIFEST).is_file():
+    if (recorded / MANIFEST).is_file():
         if unreadable is not None:
             log(f"data: {path} cannot be read now ({unreadable}); reading this run's "
                 f"conversion of it, {recorded}")
@@ -83,7 +85,7 @@ def open_recorded(data_config, preferred_size: int = 224, log=print):
                 f"split: reading its conversion {recorded} (train a new run to use the "
                 f"changed files)")
         else:
-            convert.announce_reuse(source.path, recorded, log)
+            cache.announce_reuse(source.path, recorded, log)
         layout = layout_lib.open_layout(str(recorded), data_config.image_size)
         return layout_lib.with_source(layout, path)
     if unreadable is not None:

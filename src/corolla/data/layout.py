@@ -16,11 +16,12 @@ import tensorflow as tf
 
 from corolla.data.records import COMPETITION, Features
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES, parse_classes_file
-from corolla.data.sources import size_folders
+from corolla.data.folders import size_folders
 from corolla.errors import UserError
 
 SPLITS = ("train", "val", "test")
-_FILE = re.compile(r"^\d+-(\d+)x(\d+)-(\d+)\.tfrec$")
+# A record file's name, NN-SxS-COUNT.tfrec: its count is what `check` holds the file to.
+FILE_NAME = re.compile(r"^\d+-(\d+)x(\d+)-(\d+)\.tfrec$")
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def with_features(layout: Layout, features: Features) -> Layout:
 
 
 def _count(path: str) -> int:
-    match = _FILE.match(path.rsplit("/", 1)[-1])
+    match = FILE_NAME.match(path.rsplit("/", 1)[-1])
     if match:
         return int(match.group(3))
     # Not named like the competition's files: count the records once (a full read).

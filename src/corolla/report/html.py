@@ -28,7 +28,7 @@ from functools import cached_property
 from importlib import metadata
 from pathlib import Path
 
-from corolla.data import survey
+from corolla.data.audit import findings
 from corolla.errors import UserError
 from corolla.files import read_history, read_json, write_text_atomic
 from corolla.runs import paths, rundir
@@ -363,7 +363,7 @@ def _data_check(src: Sources) -> str:
         text += _table(["kind", "copies (split/id, class)"], [
             [("exact" if g["exact"] else "near")
              + (", labels differ" if g.get("labels_differ") else ""),
-             " = ".join(survey.where(m) for m in g["members"])]
+             " = ".join(findings.where(m) for m in g["members"])]
             for g in shown[:REVIEW_ROWS]], numeric_from=99)
     return text
 

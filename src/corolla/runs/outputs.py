@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from corolla.data.sources import is_image_file
+from corolla.data.prepare.sources import is_image_file
 from corolla.errors import UserError
 from corolla.files import check_folder, is_remote
 from corolla.runs.paths import CONFIG, EVAL_PREFIX, METRICS, MODEL, SUBMISSION

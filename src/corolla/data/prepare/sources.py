@@ -10,8 +10,8 @@ A data path is one of (`corolla.data.datasets.open_data` turns any of them into 
 - a CSV file with the columns `path,label` (and optionally `split`): paths relative to the
   CSV's folder or absolute, labels as class names or integers.
 
-Image folders and CSVs are converted once into the competition layout (`corolla.data.convert`),
-into a cache folder keyed by the source's content and the conversion settings, so that training,
+Image folders and CSVs are converted once into the competition layout (`convert`), into a
+cache folder keyed by the source's content and the conversion settings, so that training,
 evaluation and prediction all read TFRecords through one pipeline.
 
 Class names: a `classes.txt` beside the data (one name a line) wins; otherwise the sorted class
@@ -25,19 +25,17 @@ import csv
 import hashlib
 import itertools
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from corolla.data.classes import CLASSES_FILE, check_names, parse_classes_file
+from corolla.data.folders import size_folders
 from corolla.errors import UserError
 from corolla.files import is_remote
 
 # What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SPLIT_FOLDERS = ("train", "val", "test")
-# The competition layout's size folders, tfrecords-jpeg-SxS (`size_folders`).
-SIZE_DIR = re.compile(r"^tfrecords-jpeg-(\d+)x(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -70,22 +68,6 @@ class ImageSource:
 
 def is_image_file(path: Path) -> bool:
     return path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")
-
-
-def size_folders(path: str, list_names) -> dict[int, str]:
-    """{image size: folder} of the competition layout at `path`: `path` itself when it is a
-    tfrecords-jpeg-SxS folder, else the entries `list_names(path)` names that are (the same S
-    twice). Names only: `kind_of` lists a local folder with os.listdir, without TensorFlow;
-    `data.layout` lists a bucket with tf.io.gfile."""
-    own = SIZE_DIR.match(path.rsplit("/", 1)[-1])
-    if own:
-        return {int(own.group(1)): path}
-    sizes = {}
-    for name in list_names(path):
-        match = SIZE_DIR.match(name.rstrip("/"))
-        if match and match.group(1) == match.group(2):
-            sizes[int(match.group(1))] = f"{path}/{name.rstrip('/')}"
-    return sizes
 
 
 def kind_of(path: str) -> str:

@@ -2,15 +2,16 @@
 Corolla reads (the competition layout, an image folder, a CSV) that finds
 
 - exact and near-duplicate images within each split and across train/val/test
-  (`corolla.data.duplicates`: the fingerprints, the threshold and why);
+  (`corolla.data.audit.duplicates`: the fingerprints, the threshold and why);
 - each split's class counts and imbalance ratio, image sizes and aspect ratios;
 - the files (or records) whose image does not decode.
 
 Images are decoded once, by Pillow (as `corolla convert` decodes them: EXIF rotation, CMYK,
 palettes and alpha become RGB), on a thread per core (Pillow and hashlib release the GIL).
 A competition layout is read at its smallest tfrecords-jpeg-SxS. An image folder or CSV
-without its own val split is split as `corolla train --data` splits it (`convert.Settings`
-defaults, copies kept in one split), so that what is reported is what training reads.
+without its own val split is split as `corolla train --data` splits it (the conversion's
+default `Settings`, copies kept in one split), so that what is reported is what training
+reads.
 
 A survey is cached under the data's key (`cached`): the key of a conversion for an image
 folder or CSV (its files' paths, sizes, times and labels), the files' paths, sizes and times
@@ -29,9 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-from corolla.data import convert, duplicates, sources
-from corolla.data.duplicates import Fingerprint, Group
+from corolla.data.audit import duplicates
+from corolla.data.audit.duplicates import Fingerprint, Group
+from corolla.data.prepare import photos, sources
+from corolla.data.prepare.convert import Progress
+from corolla.data.prepare.settings import MAX_MEGAPIXELS, Settings
+from corolla.data.prepare.splits import Copies, assign_splits, needs_split
 from corolla.errors import UserError
 from corolla.files import write_text_atomic
 
@@ -64,7 +68,7 @@ def _measure(entry: Entry, open_image) -> Entry:
 
 
 def _rgb(data: bytes):
-    with convert.opened(io.BytesIO(data)) as image:
+    with photos.opened(io.BytesIO(data)) as image:
         return image.convert("RGB")
 
 
@@ -80,7 +84,7 @@ def _read_items(items, progress, max_megapixels: float) -> list[Entry]:
     whole = 1 << 30  # no draft scaling: exact copies are the same full-size pixels
 
     def read(entry):
-        return _measure(entry, lambda: convert.open_rgb(entry.path, whole, max_megapixels))
+        return _measure(entry, lambda: photos.open_rgb(entry.path, whole, max_megapixels))
     return _in_threads(entries, read, progress)
 
 
@@ -244,11 +248,11 @@ def _spread(values) -> dict:
 
 
 def _progress(total: int):
-    return convert._Progress(total)
+    return Progress(total)
 
 
 def survey(path: str, features=None, log=print,
-           max_megapixels: float = convert.MAX_MEGAPIXELS) -> Survey:
+           max_megapixels: float = MAX_MEGAPIXELS) -> Survey:
     """Reads every image of the data at `path` once (see the module); image files over
     `max_megapixels` are not decoded (unreadable)."""
     from corolla.data import layout as layout_lib
@@ -277,22 +281,22 @@ def survey(path: str, features=None, log=print,
 
 def _split_as_training_does(result: Survey, source) -> None:
     """Images without a split get the one `corolla train --data` gives them (copies together)."""
-    if not convert.needs_split(source):
+    if not needs_split(source):
         return
     try:
-        splits = convert.assign_splits(source, convert.Settings(), copies_in(result))
+        splits = assign_splits(source, Settings(), copies_in(result))
     except UserError as e:
         result.note = f"not split: {e}"
         return
     where = {item.id: name for name, items in splits.items() for item in items}
     for entry in result.entries:
         entry.split = where.get(entry.id, entry.split)
-    d = convert.Settings()
+    d = Settings()
     result.note = (f"split as `corolla train --data` splits it (val {d.val_fraction:g}, seed "
                    f"{d.seed}; copies kept in one split)")
 
 
-def copies_in(result: Survey) -> convert.Copies:
+def copies_in(result: Survey) -> Copies:
     """The copies a survey found, as a conversion keeps them together (and `dedupe` drops)."""
     groups = {}
     for group in result.groups:
@@ -303,19 +307,19 @@ def copies_in(result: Survey) -> convert.Copies:
     for e in result.entries:
         if e.fingerprint is not None:
             by_digest.setdefault(e.fingerprint.exact, []).append(e.id)
-    return convert.Copies(groups, tuple(tuple(ids) for ids in by_digest.values()
-                                        if len(ids) > 1))
+    return Copies(groups, tuple(tuple(ids) for ids in by_digest.values() if len(ids) > 1),
+                  near_bits=(duplicates.THRESHOLD, duplicates.FINE_THRESHOLD))
 
 
 def copies(path: str, root: str | Path, log=print,
-           max_megapixels: float = convert.MAX_MEGAPIXELS) -> convert.Copies:
+           max_megapixels: float = MAX_MEGAPIXELS) -> Copies:
     """The copies among the images of an image folder or CSV (surveyed once, `cached`)."""
     return copies_in(cached(path, root, log=log, max_megapixels=max_megapixels)[0])
 
 
 # ---- the cache ----
 
-def key(path: str, features=None, max_megapixels: float = convert.MAX_MEGAPIXELS) -> str:
+def key(path: str, features=None, max_megapixels: float = MAX_MEGAPIXELS) -> str:
     """The data's key: changes when a file is added, removed, relabelled or touched (or the
     largest image read, which decides what is unreadable)."""
     from corolla.data import layout as layout_lib
@@ -366,7 +370,7 @@ def _from_cache(saved: dict) -> Survey:
 
 
 def cached(path: str, root: str | Path, features=None, log=print,
-           max_megapixels: float = convert.MAX_MEGAPIXELS) -> tuple[Survey, bool]:
+           max_megapixels: float = MAX_MEGAPIXELS) -> tuple[Survey, bool]:
     """(the survey of `path`, whether it came from the cache `root/<key>.json`)."""
     file = Path(root) / f"{key(path, features, max_megapixels)}.json"
     if file.is_file():
@@ -381,94 +385,3 @@ def cached(path: str, root: str | Path, features=None, log=print,
     except OSError as e:  # a read-only cache: the check still stands, only not kept
         log(f"data check: not cached ({e.strerror} in {root})")
     return result, False
-
-
-# ---- what the terminal shows ----
-
-def describe(result: Survey, limit: int = 10) -> list[str]:
-    """The table of `corolla check-data`: splits, classes, sizes, duplicates, unreadable files."""
-    s = result.summary()
-    lines = [f"checked {s['images']} images of {result.read} in {s['seconds']:.1f} s "
-             f"({s['images_per_second']:.0f} images/s)"]
-    if result.note:
-        lines.append(f"  {result.note}")
-    lines.append(f"  {'split':5s}  {'images':>7s}  {'unread':>6s}  {'classes':>7s}  "
-                 f"{'imbalance':>9s}  {'width':>11s}  {'height':>11s}  {'aspect':>11s}")
-    for split, f in s["splits"].items():
-        classes = f"{len(f['classes']) - len(f['classes_missing'])}" if "classes" in f else "-"
-        imbalance = f"{f['imbalance']:.1f}x" if "imbalance" in f else "-"
-        sizes = [f"{f[k]['min']:g}-{f[k]['max']:g}" if k in f else "-"
-                 for k in ("width", "height", "aspect")]
-        lines.append(f"  {split:5s}  {f['images']:7d}  {f['unreadable']:6d}  {classes:>7s}  "
-                     f"{imbalance:>9s}  {sizes[0]:>11s}  {sizes[1]:>11s}  {sizes[2]:>11s}")
-    labelled = [n for n, f in s["splits"].items() if "classes" in f]
-    used = list(s["splits"][labelled[0]]["classes"]) if labelled else []
-    if used and len(used) <= 40:
-        width = max(len("class"), *(len(name) for name in used))
-        lines.append(f"  {'class':{width}s}  " + "  ".join(f"{n:>6s}" for n in labelled))
-        for name in used:
-            lines.append(f"  {name:{width}s}  " + "  ".join(
-                f"{s['splits'][n]['classes'][name]:6d}" for n in labelled))
-    if s["classes_without_images"]:
-        lines.append(f"  {s['classes_without_images']} of the {s['classes']} classes have no "
-                     f"image in any split")
-    for split, f in s["splits"].items():
-        if f.get("classes_missing"):
-            lines.append(f"  warning: the {split} split has no image of "
-                         f"{_some(f['classes_missing'])}")
-    d = s["duplicates"]
-    lines.append(f"duplicates ({s['hash']}):")
-    for split, count in d["within"].items():
-        lines.append(f"  within {split}: {count} group(s)")
-    leaked = ", ".join(f"{n} of {split}" for split, n in d["across_images"].items())
-    lines.append(f"  across splits: {d['across_groups']} group(s)"
-                 + (f"; images with a copy in another split: {leaked}" if leaked else ""))
-    if d["labels_differ"]:
-        lines.append(f"  {d['labels_differ']} group(s) hold copies with different labels "
-                     f"(listed first: one label of each is wrong)")
-    for group in s["groups"][:limit]:
-        members = " = ".join(where(m) for m in group["members"])
-        kind = "exact" if group["exact"] else "near"
-        lines.append(f"  [{kind}{', labels differ' if group['labels_differ'] else ''}] "
-                     f"{_cut(members)}")
-    if len(s["groups"]) > limit:
-        lines.append(f"  ... and {len(s['groups']) - limit} more group(s) (all in --out FILE.json)")
-    if s["unreadable"]:
-        lines.append(f"{len(s['unreadable'])} image(s) do not decode:")
-        lines += [f"  {u['path']}: {u['reason']}" for u in s["unreadable"][:limit]]
-        if len(s["unreadable"]) > limit:
-            lines.append(f"  ... and {len(s['unreadable']) - limit} more (all in --out FILE.json)")
-    return lines
-
-
-def where(member: dict) -> str:
-    """A group member as the tables show it: split/id (class)."""
-    split, example_id = member["split"], member["id"]
-    shown = example_id if example_id.startswith(f"{split}/") else f"{split}/{example_id}"
-    return shown + (f" ({member['class']})" if member.get("class") else "")
-
-
-def _some(names, shown: int = 5) -> str:
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(names[:shown]) + more
-
-
-def _cut(text: str, width: int = 160) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def one_line(result: Survey, command: str) -> str:
-    """What `corolla train` says about the data: the copies across splits, and how to list
-    them."""
-    leaked = result.leaked()
-    differ = sum(result.labels_differ(g) for g in result.groups)
-    conflicts = (f"{differ} group(s) of copies with different labels (one label of each is "
-                 f"wrong); ") if differ else ""
-    if not leaked:
-        within = len(result.groups)
-        return (f"data check: {conflicts}no duplicates across splits ({within} group(s) "
-                f"within splits; {command})")
-    images = ", ".join(f"{n} {split}" for split, n in leaked.items())
-    return (f"data check: {conflicts}{len(result.across())} group(s) of duplicates across "
-            f"splits ({images} image(s) with a copy in another split: scores on them are too "
-            f"good); list them: {command}")

@@ -1,4 +1,4 @@
-"""Writes the procedural "petals" images (`corolla.data.petals`) in exactly the competition
+"""Writes the procedural "petals" images (`petals`) in exactly the competition
 layout, with an unlabelled test split and 9-hex-character ids, so the demo reads them through
 the same reader and pipeline as real data."""
 
@@ -48,7 +48,8 @@ def write(out_dir: str | Path, spec: PetalsSpec = PetalsSpec()) -> Path:
     """Generates and writes the three splits and classes.txt under `out_dir`."""
     import tensorflow as tf
 
-    from corolla.data import petals, records
+    from corolla.data import records
+    from corolla.data.synthetic import petals
 
     out_dir = Path(out_dir)
     size_dir = out_dir / f"tfrecords-jpeg-{spec.image_size}x{spec.image_size}"

@@ -163,28 +163,8 @@ def _blend(img: np.ndarray, dist: np.ndarray, colour: np.ndarray) -> None:
     img += cov * (colour - img)
 
 
-def draw_flower(rng: np.random.Generator, label: int, image_size: int) -> np.ndarray:
-    """Draw one random flower of class ``label`` as a uint8 (S, S, 3) RGB image.
-
-    All randomness comes from ``rng``, so callers control reproducibility.
-    """
-    label = _check_int("label", label)
-    if not 0 <= label < len(_SPECS):
-        raise ValueError(f"label must be in [0, {len(_SPECS) - 1}], got {label}")
-    size = _check_image_size(image_size)
-    _, k, shape, petal_name, centre_name = _SPECS[label]
-
-    ys, xs = _grid(size)
-    img = _background(rng, size)  # channels first: (h, w) maps broadcast over contiguous planes
-
-    # Flower geometry, in pixels. Fuller petal shapes are drawn a little smaller, so the
-    # petal-coloured area says less about the class (species differ in size, too).
-    radius = rng.uniform(0.55, 0.95) * _SHAPE_SCALE[shape] * size / 2.0
-    slack = max(size / 2.0 - 0.8 * radius, 1.0)
-    cy = size / 2.0 + rng.uniform(-slack, slack)
-    cx = size / 2.0 + rng.uniform(-slack, slack)
-
-    # Distractor blob (a bud, a pebble, a far-away flower) behind the flower.
+def _draw_blob(rng: np.random.Generator, img: np.ndarray, ys, xs, size: int) -> None:
+    """A distractor blob (a bud, a pebble, a far-away flower) behind the flower, half the time."""
     if rng.random() < 0.5:
         br = rng.uniform(0.05, 0.16) * size
         by, bx = rng.uniform(0.0, size, 2)
@@ -196,7 +176,10 @@ def draw_flower(rng: np.random.Generator, label: int, image_size: int) -> np.nda
             colour = _random_colour(rng, (0.2, 0.9), (0.3, 1.0))
         _blend(img, br - np.sqrt(q), colour)
 
-    # Stem towards the bottom edge, optionally with one leaf.
+
+def _draw_stem(rng: np.random.Generator, img: np.ndarray, ys, xs, size: int, cy: float,
+               cx: float, radius: float) -> None:
+    """A stem towards the bottom edge, optionally with one leaf (most of the time)."""
     if rng.random() < 0.6:
         green = _colour(rng, "green")
         a = rng.uniform(-0.5, 0.5)
@@ -216,6 +199,24 @@ def draw_flower(rng: np.random.Generator, label: int, image_size: int) -> np.nda
             half = 0.56 * np.sqrt(np.clip(u * (ll - u), 0.0, None))
             _blend(img, np.minimum(np.minimum(half - np.abs(v), u), ll - u), green * 0.85)
 
+
+def _petal_width(rng: np.random.Generator, shape: str, k: int, sc: np.ndarray) -> np.ndarray:
+    """The half-width of a petal of `shape` at `sc` along it (0 centre, 1 tip)."""
+    if shape == "round":
+        half = min(0.5, 0.95 * np.sin(np.pi / k)) * rng.uniform(0.85, 1.0)
+        return half * np.sqrt(np.maximum(1.0 - (2.0 * sc - 1.0) ** 2, 0.0))
+    if shape == "pointed":
+        half = min(0.42, 0.8 * np.sin(np.pi / k)) * rng.uniform(0.7, 0.95)
+        # Teardrop with a sharp tip; 0.345 is the peak of sqrt(s) * (1 - s)**1.3.
+        return (half / 0.345) * np.sqrt(np.maximum(sc, 0.0)) * (1.0 - sc) ** 1.3
+    half = rng.uniform(0.09, 0.16)  # narrow
+    return half * np.sqrt(np.maximum(1.0 - (2.0 * sc - 1.0) ** 2, 0.0))
+
+
+def _draw_petals(rng: np.random.Generator, img: np.ndarray, ys, xs, size: int, cy: float,
+                 cx: float, radius: float, label: int) -> None:
+    """The class's petals and centre, around (cy, cx) within `radius`."""
+    _, k, shape, petal_name, centre_name = _SPECS[label]
     # Petals and centre lie within `radius` of the centre: only render that box.
     y0, y1 = max(int(cy - radius), 0), min(int(cy + radius) + 2, size)
     x0, x1 = max(int(cx - radius), 0), min(int(cx + radius) + 2, size)
@@ -232,16 +233,7 @@ def draw_flower(rng: np.random.Generator, label: int, image_size: int) -> np.nda
     s = rl * np.cos(phi)
     sc = np.minimum(s, 1.0)
     v = np.abs(rl * np.sin(phi))
-    if shape == "round":
-        half = min(0.5, 0.95 * np.sin(np.pi / k)) * rng.uniform(0.85, 1.0)
-        width = half * np.sqrt(np.maximum(1.0 - (2.0 * sc - 1.0) ** 2, 0.0))
-    elif shape == "pointed":
-        half = min(0.42, 0.8 * np.sin(np.pi / k)) * rng.uniform(0.7, 0.95)
-        # Teardrop with a sharp tip; 0.345 is the peak of sqrt(s) * (1 - s)**1.3.
-        width = (half / 0.345) * np.sqrt(np.maximum(sc, 0.0)) * (1.0 - sc) ** 1.3
-    else:  # narrow
-        half = rng.uniform(0.09, 0.16)
-        width = half * np.sqrt(np.maximum(1.0 - (2.0 * sc - 1.0) ** 2, 0.0))
+    width = _petal_width(rng, shape, k, sc)
     # Darker towards the centre and along the rim, so overlapping petals stay distinct.
     rim = np.clip((v - 0.8 * width) * length + 0.5, 0.0, 1.0)
     shade = (0.72 + 0.3 * sc) * (1.0 - 0.2 * rim)
@@ -250,6 +242,32 @@ def draw_flower(rng: np.random.Generator, label: int, image_size: int) -> np.nda
     centre_r = radius * rng.uniform(0.16, 0.24)
     disc = (1.0 - (0.35 / centre_r) * r) * _colour(rng, centre_name)
     _blend(box, centre_r - r, disc)
+
+
+def draw_flower(rng: np.random.Generator, label: int, image_size: int) -> np.ndarray:
+    """Draw one random flower of class ``label`` as a uint8 (S, S, 3) RGB image.
+
+    All randomness comes from ``rng``, so callers control reproducibility.
+    """
+    label = _check_int("label", label)
+    if not 0 <= label < len(_SPECS):
+        raise ValueError(f"label must be in [0, {len(_SPECS) - 1}], got {label}")
+    size = _check_image_size(image_size)
+    shape = _SPECS[label][2]
+
+    ys, xs = _grid(size)
+    img = _background(rng, size)  # channels first: (h, w) maps broadcast over contiguous planes
+
+    # Flower geometry, in pixels. Fuller petal shapes are drawn a little smaller, so the
+    # petal-coloured area says less about the class (species differ in size, too).
+    radius = rng.uniform(0.55, 0.95) * _SHAPE_SCALE[shape] * size / 2.0
+    slack = max(size / 2.0 - 0.8 * radius, 1.0)
+    cy = size / 2.0 + rng.uniform(-slack, slack)
+    cx = size / 2.0 + rng.uniform(-slack, slack)
+
+    _draw_blob(rng, img, ys, xs, size)
+    _draw_stem(rng, img, ys, xs, size, cy, cx, radius)
+    _draw_petals(rng, img, ys, xs, size, cy, cx, radius, label)
 
     # Light/colour cast and sensor noise (luminance only: a third of the cost of per-channel).
     gain = rng.uniform(0.8, 1.15) * rng.uniform(0.93, 1.07, 3) * 255.0
