@@ -35,7 +35,7 @@ import numpy as np
 
 from corolla import config as config_lib
 from corolla import models
-from corolla.commands.run import train_evaluate_predict
+from corolla.flows.run import train_evaluate_predict
 from corolla.data import check, datasets, pipeline, survey
 from corolla.data import folds as folds_lib
 from corolla.errors import Interrupted, UserError
