@@ -5,6 +5,7 @@ What imports TensorFlow, Keras or JAX is imported inside the functions that use 
 imports every command module, and so these, before the flags pick the Keras backend.
 
     auto: `--recipe auto`, the fine-tune-or-from-scratch choice, by accelerator
+    bench: the input pipeline and the training step timed, side by side
     check_data: the data check of `corolla check-data`, and the one train runs first
     demo: synthetic petals, then one run end to end
     ensemble: several runs' saved probabilities blended into a new folder
