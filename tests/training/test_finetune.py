@@ -170,7 +170,7 @@ def test_auto_on_a_cpu_fine_tunes_with_a_local_copy(tmp_path, offline):
     (tmp_path / "config.json").write_text("{}")
     lines = []
     cfg, _, recipe = train_flow.for_plan(None, {"model.weights": str(tmp_path)}, {},
-                                            _cpu_plan(), log=lines.append)
+                                         _cpu_plan(), log=lines.append)
     assert recipe.name == cfg.train.recipe == "cpu-finetune"
     assert (cfg.model.name, cfg.model.weights) == ("efficientnet_lite0", str(tmp_path))
     assert lines == [(f"recipe auto on a CPU: cpu-finetune (efficientnet_lite0: local copy "
@@ -187,7 +187,7 @@ def test_auto_on_a_cpu_offline_without_a_copy_trains_from_scratch(offline):
                                                    "weights to fine-tune, offline: ")
     # A model without pre-trained weights is from scratch too, said why.
     _, _, recipe = train_flow.for_plan(None, {"model.name": "small_cnn"}, {}, _cpu_plan(),
-                                          log=lines.append)
+                                       log=lines.append)
     assert recipe.name == "cpu" and "small_cnn has no pre-trained weights" in lines[-1]
 
 
