@@ -58,7 +58,7 @@ def main() -> None:
 
     import tensorflow as tf
 
-    from corolla.commands import bench
+    from corolla.flows import bench
     from corolla.data import layout as layout_lib
     from corolla.data import pipeline
 

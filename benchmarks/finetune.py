@@ -318,7 +318,7 @@ def parse(p: argparse.ArgumentParser, argv, epochs: int = 2):
 
 def tiny(args, epochs: int = 2) -> None:
     """`--tiny`: synthetic petals under args.runs_dir, and flags for a few 2-step epochs."""
-    from corolla.commands import demo
+    from corolla.flows import demo
     from corolla.data.synthetic import dataset as synthetic
 
     args.data = synthetic.write(args.runs_dir / "petals", demo.TINY.data)

@@ -109,7 +109,7 @@ def user_path(args, work: Path, env: dict, report: dict, save) -> None:
     runtime = ["--backend", args.backend]
     short = ["--epochs", args.epochs, "--steps-per-epoch", args.steps_per_epoch]
     if args.tiny:
-        from corolla.commands import demo
+        from corolla.flows import demo
         from corolla.data.synthetic import dataset as synthetic
 
         data = synthetic.write(work / "petals", demo.TINY.data)

@@ -41,7 +41,7 @@ def tiny_petals(tmp_path_factory) -> Path:
     for the session, so that the runs of shared fixtures name the data every test has)."""
     from corolla.data.synthetic import dataset as synthetic
 
-    from corolla.commands import demo
+    from corolla.flows import demo
 
     return built_once(tmp_path_factory, "petals",
                       lambda root: synthetic.write(root / "data", demo.TINY.data)) / "data"

@@ -49,3 +49,27 @@ def test_imports_are_read_from_inside_functions_and_relative_forms(tmp_path):
     assert imports.circles(graph) == [["corolla.data.layout", "corolla.data.pipeline",
                                        "corolla.errors"]]
     assert imports.against_layers(graph) == [("corolla.errors", "corolla.data.pipeline")]
+
+
+# What a command module may import from commands/: the shared argparse helpers, not a command.
+SHARED = {"corolla.commands", "corolla.commands.arguments", "corolla.commands.errors"}
+
+
+def commands_importing_commands(graph) -> list[tuple[str, str]]:
+    """(command module, the other command module it imports): a command parses its command line
+    and calls a flow; what two commands share lives in flows/ (or in `SHARED`)."""
+    return sorted((a, b) for a, targets in graph.items() for b in targets
+                  if a.startswith("corolla.commands.") and a not in SHARED
+                  and b.startswith("corolla.commands.") and b not in SHARED)
+
+
+def test_no_command_imports_another(graph):
+    assert commands_importing_commands(graph) == []
+
+
+def test_a_command_importing_another_is_found():
+    graph = {"corolla.commands.lr_find": {"corolla.commands.train", "corolla.commands.arguments",
+                                          "corolla.flows.lr_find"},
+             "corolla.commands.train": {"corolla.commands.errors", "corolla.flows.train"}}
+    assert commands_importing_commands(graph) == [("corolla.commands.lr_find",
+                                                   "corolla.commands.train")]

@@ -16,12 +16,13 @@ The workflow in a few lines (`corolla.api`; pictures show inline in Jupyter):
 
     api: the workflow from Python in a few lines (`train`, `open_run`, `Run`), for notebooks
     cli: the `corolla` command: its parser built from the command modules, and the dispatch
-    commands: one module per `corolla` command; the only layer that combines stages and logs
+    commands: one module per `corolla` command: its flags parsed, one flow called
     config: what a run is asked to do, as data (schema, flags, recipes), checked before it runs
     data: the competition layout -> parsed records -> `tf.data` pipelines -> augmentation
     errors: `UserError`, the exception for what the user asked that cannot work (one line)
     evaluation: a trained run's model applied to data: scores, predictions, TTA, ensembles
     files: atomic file writes, folders checked before work, a run's JSON and CSV records read
+    flows: the workflows (train, run, k-fold, evaluate, predict...) the CLI and the API call
     models: the model registry, the factory behind one generic head, keras-hub presets
     report: writers, data -> files: metrics, pictures, report.html, submission.csv, exports
     runs: the run folder: its format, its life (made, locked, recorded, opened), k-fold parents
@@ -35,10 +36,10 @@ __version__ = "0.1.0"
 
 # The layers, lowest first (each imports only from those before it; tests/test_layers.py holds
 # this): errors, files -> config -> runtime -> data -> models -> runs -> evaluation -> training
-# -> report -> commands -> api, cli. They load on first attribute access, so that
+# -> report -> flows -> commands -> api, cli. They load on first attribute access, so that
 # `import corolla` stays light.
 _SUBMODULES = ("errors", "files", "config", "runtime", "data", "models", "runs", "evaluation",
-               "training", "report", "commands", "api", "cli")
+               "training", "report", "flows", "commands", "api", "cli")
 # The notebook API, loaded on first use too.
 _API = ("train", "lr_find", "open_run", "Run", "check_data")  # corolla.train() is the workflow
 

@@ -16,8 +16,8 @@
 Keyword settings are the command line's flags by their Python names (`epochs`, `batch_size`,
 `learning_rate`, `steps_per_epoch`, `runs_dir`, `name`, ...): they go through the CLI's one
 flag -> config table (`corolla.config.flags`), so every flag is a keyword here too, and errors
-name the keyword (`epochs=`), not the flag. The work is done by `corolla.commands`, which the
-CLI calls as well, with the same one-line errors (a `UserError`) for bad input.
+name the keyword (`epochs=`), not the flag. The work is done by `corolla.flows`, which the
+CLI's commands call as well, with the same one-line errors (a `UserError`) for bad input.
 """
 
 from __future__ import annotations
@@ -27,16 +27,17 @@ from html import escape
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla.commands import check_data as check_command
-from corolla.commands import evaluate, explain, export, predict, report
-from corolla.commands import lr_find as lr_find_command
-from corolla.commands import train as train_command
 from corolla.commands.errors import as_user_errors
 from corolla.config import range_test
 from corolla.config.flags import from_keywords
 from corolla.config.range_test import RangeSettings
 from corolla.errors import UserError
 from corolla.files import read_json
+from corolla.flows import check_data as check_flow
+from corolla.flows import evaluate, explain, export, predict
+from corolla.flows import lr_find as lr_find_flow
+from corolla.flows import photos as photos_flow
+from corolla.flows import train as train_flow
 from corolla.report import html as html_report
 from corolla.runs import paths
 from corolla.runtime import tflog
@@ -118,9 +119,9 @@ class Run:
         {"path", "top": [{"class", "label", "probability"}, ...]}."""
         flags, names = from_keywords(runtime, "Run.predict_photos()", _INFERENCE)
         with _command():
-            return predict.predict_photos(self.path, photos, flags, names,
-                                          top=top_k, out=out, as_json=json, strict=strict,
-                                          force=force, tta=tta, bias=bias)
+            return photos_flow.predict_photos(self.path, photos, flags, names,
+                                              top=top_k, out=out, as_json=json, strict=strict,
+                                              force=force, tta=tta, bias=bias)
 
     def export(self, format: str, out: str | Path | None = None,
                quantize: str = "none", check_images: int = 64) -> Path:
@@ -141,7 +142,7 @@ class Run:
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""
         with _command():
-            return Report(report.report(self.path))
+            return Report(html_report.write(self.path))
 
     def _repr_html_(self) -> str:
         if self.metrics is None:
@@ -171,8 +172,8 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     by their Python names (data=, model=, epochs=, time="10m" instead of epochs=, ...)."""
     flags, names = from_keywords(keywords, "corolla.train()")
     with _command():
-        run_dir, _ = train_command.train(_text(config), flags, names, resume=resume, log=log,
-                                         strict=strict)
+        run_dir, _ = train_flow.train(_text(config), flags, names, resume=resume, log=log,
+                                      strict=strict)
     return Run(run_dir) if run_dir is not None else None
 
 
@@ -188,8 +189,8 @@ def lr_find(config: str | Path | None = None, start: float = range_test.START,
     flags, names = from_keywords(keywords, "corolla.lr_find()")
     names.update({key: f"{key}=" for key in ("start", "end", "steps", "rule", "out")})
     with _command():
-        return lr_find_command.lr_find(_text(config), flags, names,
-                                       RangeSettings(start, end, steps, rule), out=out, log=log)
+        return lr_find_flow.lr_find(_text(config), flags, names,
+                                    RangeSettings(start, end, steps, rule), out=out, log=log)
 
 
 def check_data(data: str | Path, out: str | Path | None = None, strict: bool = False,
@@ -199,7 +200,7 @@ def check_data(data: str | Path, out: str | Path | None = None, strict: bool = F
     returns everything found (`out`: also written to that new JSON file; `strict`: copies
     across splits are an error)."""
     with _command():
-        return check_command.check_data(str(data), out=out, strict=strict, log=log)
+        return check_flow.check_data(str(data), out=out, strict=strict, log=log)
 
 
 def open_run(path: str | Path) -> Run:

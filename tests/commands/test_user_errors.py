@@ -173,8 +173,8 @@ def test_a_relative_recipe_file_is_the_same_command_when_re_run(tmp_path, monkey
     '/.../myrecipe2.toml')`. The same file by another spelling is the same recipe; another
     file is not."""
     from corolla import config as config_lib
-    from corolla.commands import train
     from corolla.errors import UserError
+    from corolla.flows import train
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "myrecipe2.toml").write_text('description = "mine"\n')

@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from corolla import config
-from corolla.commands import train as train_command
+from corolla.flows import train as train_flow
 from corolla.config import recipe as recipes
 from corolla.errors import UserError
 
@@ -95,7 +95,7 @@ def test_auto_picks_by_the_plans_accelerator(accelerator, expected, monkeypatch)
                 replicas=8, num_processes=1, process_id=0, is_chief=True, batch_per_replica=64,
                 global_batch=512, precision="float32", steps_per_execution=1,
                 jit_compile=False, hardware=None)
-    cfg, plan2, recipe = train_command.for_plan(None, {}, {}, plan)
+    cfg, plan2, recipe = train_flow.for_plan(None, {}, {}, plan)
     assert recipe.name == cfg.train.recipe == expected
     # The plan takes the recipe's batch: 16 per replica (on GPUs and TPUs: the device's memory
     # is unknown here).
@@ -110,7 +110,7 @@ def test_auto_is_cpu_here(monkeypatch):
     monkeypatch.setattr(hub, "cached", lambda named: False)
 
     plan = runtime.detect_for(config.RunConfig())
-    assert train_command.for_plan(None, {}, {}, plan)[2].name == "cpu"
+    assert train_flow.for_plan(None, {}, {}, plan)[2].name == "cpu"
 
 
 def _fake_plan(replicas):

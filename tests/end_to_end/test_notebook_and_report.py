@@ -98,7 +98,7 @@ def test_report_holds_every_metric_and_embeds_every_picture(run):
 
 
 def test_ensemble_folder_has_its_report_with_members_and_escaped_names(run, tmp_path):
-    from corolla.commands.ensemble import ensemble_run
+    from corolla.flows.ensemble import ensemble_run
     from corolla.evaluation import predictions
     from corolla.report import scored
 

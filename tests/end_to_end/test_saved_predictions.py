@@ -83,7 +83,7 @@ def test_a_run_that_cannot_be_written_still_predicts_to_out(run, tmp_path, monke
                                                             capsys):
     """Someone else's run (a folder this user may not write into; faked here, since root writes
     anywhere): with --out the submission is still written, the predictions are not saved."""
-    from corolla.commands import predict
+    from corolla.flows import predict
 
     def unwritable(run_dir, *args, **kwargs):
         raise UserError(f"cannot write into {run_dir} (permission denied); make it writable or "
@@ -104,7 +104,7 @@ def test_the_flow_after_training_saves_val_and_test_predictions(data, run, tmp_p
     model is trained): evaluate and predict save both splits' predictions, beside
     submission.csv, before FINISHED."""
     from corolla import config, runtime
-    from corolla.commands.run import train_evaluate_predict
+    from corolla.flows.run import train_evaluate_predict
 
     _, truth = data
     copy = tmp_path / "trained"

@@ -26,6 +26,7 @@ LAYERS = (
     ("evaluation",),
     ("training",),
     ("report",),
+    ("flows",),
     ("commands",),
     ("api", "cli", "__main__", "__init__"),
 )

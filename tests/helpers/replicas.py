@@ -55,7 +55,7 @@ if mode == "equivalence":
     out["weights"] = [np.asarray(w).tolist() for w in model.get_weights()]
 else:
     from corolla import config
-    from corolla.commands.run import train_evaluate_predict
+    from corolla.flows.run import train_evaluate_predict
 
     # Two epochs with progressive resizing: the first at 16 px, the second at the data's 32.
     cfg = config.load(overrides={"data.path": sys.argv[4], "output.runs_dir": sys.argv[5],

@@ -14,7 +14,7 @@ import jax
 jax.distributed.initialize = functools.partial(jax.distributed.initialize,
                                                shutdown_timeout_seconds=5)
 
-import corolla.commands.run as run  # noqa: E402
+import corolla.flows.run as run  # noqa: E402
 
 _evaluate_run = run.evaluate_run
 

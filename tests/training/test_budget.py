@@ -28,7 +28,7 @@ def test_durations_are_read_in_seconds_and_a_bad_one_is_one_line_naming_the_flag
 
 
 def test_epochs_and_time_together_are_refused_in_one_line():
-    from corolla.commands.train import train_config
+    from corolla.flows.train import train_config
 
     with pytest.raises(UserError, match=r"^epochs= and time= both set how long to train"):
         train_config(flags={"train.epochs": 3, "train.time_budget": "1m"},
@@ -36,7 +36,7 @@ def test_epochs_and_time_together_are_refused_in_one_line():
 
 
 def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_anew(tmp_path):
-    from corolla.commands.train import train_config
+    from corolla.flows.train import train_config
 
     saved = tmp_path / "config.toml"
     config.save(config.load(overrides={"train.time_budget": "10m", "train.epochs": 14,
@@ -52,7 +52,7 @@ def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_ane
 
 
 def test_a_killed_run_whose_plan_shortened_its_epochs_continues_with_its_command(tmp_path):
-    from corolla.commands.train import train_config
+    from corolla.flows.train import train_config
     from corolla.runs import paths
 
     flags = {"train.time_budget": "10m", "train.steps_per_epoch": 40,

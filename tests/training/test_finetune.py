@@ -165,12 +165,12 @@ def _cpu_plan():
 
 
 def test_auto_on_a_cpu_fine_tunes_with_a_local_copy(tmp_path, offline):
-    from corolla.commands import train as train_command
+    from corolla.flows import train as train_flow
 
     (tmp_path / "config.json").write_text("{}")
     lines = []
-    cfg, _, recipe = train_command.for_plan(None, {"model.weights": str(tmp_path)}, {},
-                                            _cpu_plan(), log=lines.append)
+    cfg, _, recipe = train_flow.for_plan(None, {"model.weights": str(tmp_path)}, {},
+                                         _cpu_plan(), log=lines.append)
     assert recipe.name == cfg.train.recipe == "cpu-finetune"
     assert (cfg.model.name, cfg.model.weights) == ("efficientnet_lite0", str(tmp_path))
     assert lines == [(f"recipe auto on a CPU: cpu-finetune (efficientnet_lite0: local copy "
@@ -178,27 +178,27 @@ def test_auto_on_a_cpu_fine_tunes_with_a_local_copy(tmp_path, offline):
 
 
 def test_auto_on_a_cpu_offline_without_a_copy_trains_from_scratch(offline):
-    from corolla.commands import train as train_command
+    from corolla.flows import train as train_flow
 
     lines = []
-    cfg, _, recipe = train_command.for_plan(None, {}, {}, _cpu_plan(), log=lines.append)
+    cfg, _, recipe = train_flow.for_plan(None, {}, {}, _cpu_plan(), log=lines.append)
     assert recipe.name == "cpu" and cfg.model.weights == "none"
     assert len(lines) == 1 and lines[0].startswith("recipe auto on a CPU: cpu (no pre-trained "
                                                    "weights to fine-tune, offline: ")
     # A model without pre-trained weights is from scratch too, said why.
-    _, _, recipe = train_command.for_plan(None, {"model.name": "small_cnn"}, {}, _cpu_plan(),
-                                          log=lines.append)
+    _, _, recipe = train_flow.for_plan(None, {"model.name": "small_cnn"}, {}, _cpu_plan(),
+                                       log=lines.append)
     assert recipe.name == "cpu" and "small_cnn has no pre-trained weights" in lines[-1]
 
 
 def test_auto_on_a_cpu_fine_tunes_when_the_preset_is_downloadable(monkeypatch):
-    from corolla.commands import train as train_command
+    from corolla.flows import train as train_flow
     from corolla.models import hub
 
     monkeypatch.setattr(hub, "cached", lambda named: False)
     monkeypatch.setattr(hub, "reachable", lambda *a, **k: True)
     lines = []
-    _, _, recipe = train_command.for_plan(None, {}, {}, _cpu_plan(), log=lines.append)
+    _, _, recipe = train_flow.for_plan(None, {}, {}, _cpu_plan(), log=lines.append)
     assert recipe.name == "cpu-finetune" and "downloadable" in lines[0]
 
 

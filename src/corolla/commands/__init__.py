@@ -1,31 +1,26 @@
-"""The commands: one module per `corolla` command, plus `run` (one run end to end: train,
-evaluate on val, predict the test split) and `kfold` (the fold loop). The only layer that
-combines stages and logs; `errors` turns library errors into the one-line messages that both
-the CLI and the Python API give.
+"""The commands: one module per `corolla` command, which parses its command line and calls one
+function, most often of `corolla.flows` (the workflows, which the Python API calls too). A
+command module declares HELP, `add_arguments(parser)` (with the flag groups of `arguments`) and
+`main(args)`, the CLI's entry; it imports no other command. The CLI imports every command
+module to build its parser, before the flags pick the Keras backend and before TensorFlow's
+start-up lines are quieted: what imports TensorFlow, Keras or JAX is imported inside the
+functions that use it.
 
-A command module declares its command line: HELP, `add_arguments(parser)` (with the flag
-groups of `arguments`) and `main(args)`, the CLI's entry, which calls the same function the
-Python API calls. The CLI imports every command module to build its parser, before the flags
-pick the Keras backend and before TensorFlow's start-up lines are quieted: what imports
-TensorFlow, Keras or JAX is imported inside the functions that use it.
-
-    arguments: the flag groups several commands declare, and the settings of a command line
-    bench: `corolla bench data|train`: the input pipeline's speed against decoding and the model
-    check_data: `corolla check-data`: duplicates, class counts, sizes, undecodable files
-    check_submission: `corolla check-submission`: a submission CSV against a test split
-    convert: `corolla convert`: an image folder or a CSV -> TFRecords in the competition layout
-    demo: `corolla demo`: synthetic petals through the real train / evaluate / predict path
-    ensemble: `corolla ensemble`: runs' saved probabilities blended with weights chosen on val
-    errors: library errors as the one line a user can act on, for the CLI and the Python API
-    evaluate: `corolla evaluate`: a trained run scored on val (or other data), its files written
-    explain: `corolla explain RUN IMAGE...`: one Grad-CAM picture per photo
-    export: `corolla export`: the run's model for deployment (SavedModel, TFLite, ONNX), checked
-    info: `corolla info`: the hardware and what Corolla would do on it; models; recipes
-    kfold: the fold loop of `corolla train --folds K`: one whole run per fold inside the parent
-    lr_find: `corolla lr-find`: the learning-rate range test of the run the train flags describe
-    predict: `corolla predict`: a run's submission.csv, or the top classes of anyone's photos
-    report: `corolla report`: FOLDER/report.html from what a scored folder holds
-    run: one run end to end: train, evaluate on val, predict the test split, FINISHED last
-    submit: `corolla submit`: a run's checked submission.csv sent to a Kaggle competition
-    train: `corolla train`: the run's config resolved, then one run or a k-fold run
+    arguments: the flag groups several commands declare, and a parsed command line's settings
+    bench: `corolla bench`: input pipeline and training step throughput
+    check_data: `corolla check-data`: what the data holds, before training
+    check_submission: `corolla check-submission`: a submission.csv checked against the test ids
+    convert: `corolla convert`: an image folder or CSV into the TFRecord layout
+    demo: `corolla demo`: synthetic petals, trained, evaluated and predicted offline
+    ensemble: `corolla ensemble`: several runs' probabilities blended
+    errors: library errors as the one line both the CLI and the Python API give
+    evaluate: `corolla evaluate`: a run scored on val or other data
+    explain: `corolla explain`: Grad-CAM pictures of a run's model on photos
+    export: `corolla export`: a run's model for deployment
+    info: `corolla info`: the hardware, the models and the recipes
+    lr_find: `corolla lr-find`: the learning-rate range test of a run's settings
+    predict: `corolla predict`: a run's submission.csv, or the top classes of photos
+    report: `corolla report`: a scored folder's report.html
+    submit: `corolla submit`: a run's submission sent to Kaggle
+    train: `corolla train`: one run end to end, or a k-fold run
 """

@@ -1,71 +1,15 @@
 """`corolla lr-find --data D [the train flags]`: the learning-rate range test of the run those
-flags describe (the config resolved as `corolla train` resolves it: recipe, flags, the batch
-for this device; its own model, data stream, optimizer and global batch: `training.lr_find`),
-without a run: it prints the suggested rate and writes lr_find.png (the loss against the rate)
-and lr_find.json (the numbers) into --out, the current folder unless told, replacing the
-previous test's. `corolla train --lr find` runs the same test first and trains at its
-suggestion.
-"""
+flags describe, without a run (`flows.lr_find`): the suggested rate, lr_find.png and
+lr_find.json in --out."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from corolla import config as config_lib
-from corolla import runtime
 from corolla.commands import arguments
-from corolla.commands import train as train_command
 from corolla.config import range_test
 from corolla.config.range_test import RangeSettings
-from corolla.errors import UserError
-from corolla.files import check_folder, make_folder, write_json
-from corolla.runs import paths
+from corolla.flows.lr_find import lr_find
 
 HELP = "learning-rate range test: the loss as the rate grows from 1e-7 to 10; suggests a rate"
-
-
-def lr_find(config_file: str | None = None, flags: dict | None = None,
-            names: dict | None = None, settings: RangeSettings = RangeSettings(),
-            out: str | Path | None = None, log=print) -> dict:
-    """The range test of the run that `flags` (and `config_file`) describe, as `corolla
-    lr-find`: writes lr_find.png and lr_find.json into `out` (default: the current folder),
-    logs the suggestion and returns the record (lr_find.json's). A curve that never falls is
-    a UserError, after its picture is written."""
-    flags, names = dict(flags or {}), dict(names or {})
-    settings = settings.checked(names)
-    if isinstance(flags.get("train.learning_rate"), str):  # --lr find: what this does
-        del flags["train.learning_rate"]
-    out = Path(out) if out is not None else Path(".")
-    out_flag = names.get("out", "--out")
-    if (out / paths.CONFIG).is_file():
-        raise UserError(f"{out} is a run folder; lr-find does not write into runs (train "
-                        f"with --lr find to keep the test in a run): pass {out_flag} with "
-                        f"another folder")
-    config_file = config_lib.config_file(config_file)
-    cfg = config_lib.load(config_file, flags, names)
-    if not cfg.data.path:
-        raise UserError(f"no data given; pass {names.get('data.path', '--data')} with a folder "
-                        f"holding tfrecords-jpeg-SxS/, an image folder or a CSV")
-    train_command.check_first(cfg, config_file, flags, names)
-    check_folder(make_folder(out), out_flag)  # before the work
-    plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
-    cfg, plan, recipe = train_command.for_plan(config_file, flags, names, plan, log)
-    log(f"recipe {recipe.name}: {recipe.description}")
-    from corolla.training import lr_find as lr_find_lib
-
-    found = lr_find_lib.find(cfg, plan, settings, log)
-    record = found.to_dict()
-    if not plan.is_chief:
-        return record
-    write_json(record, out / paths.LR_FIND)
-    from corolla.report import plots
-
-    picture = plots.plot_lr_find(record, out / paths.LR_FIND_PICTURE)
-    log(f"picture: {picture} (the numbers: {out / paths.LR_FIND})")
-    if found.suggestion is None:
-        raise lr_find_lib.no_suggestion(found, names.get("train.learning_rate", "--lr"))
-    log(found.line())
-    return record
 
 
 def add_arguments(p) -> None:
@@ -88,7 +32,7 @@ def add_arguments(p) -> None:
                    "(default: the current folder; an earlier test's are replaced)")
     # The run's settings: the same flags as corolla train (those about how long to train and
     # the rate do not change the test).
-    train_command.add_arguments(p, lr_find=True)
+    arguments.train_settings(p, lr_find=True)
 
 
 def main(args) -> int:

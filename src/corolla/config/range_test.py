@@ -18,6 +18,9 @@ MIN_STEPS = 20  # below this the rule has nothing to read (SKIP_BEGIN + a few)
 # A point is a training step: 10,000 is far past any curve worth reading (fastai's and
 # Lightning's 100), and bounds the per-point arrays the test keeps.
 MAX_STEPS = 10_000
+# --lr find (`corolla train`, `corolla.train(learning_rate="find")`): the rate the range test
+# suggests. Here, below the command line, because the run's flow reads it too.
+FIND = "find"
 RULES = {"steepest": "steepest descent of the smoothed loss",
          "minimum": "the smoothed loss's minimum / 10"}
 

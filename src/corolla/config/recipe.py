@@ -19,7 +19,7 @@ from corolla.errors import UserError, did_you_mean
 FOLDER = Path(__file__).parent / "recipes"  # the shipped recipes, one TOML file each
 SECTIONS = ("data", "model", "train")  # what a recipe may set: runtime and output are not its
 AUTO = {"cpu": "cpu", "gpu": "effnet-b7-finetune", "tpu": "effnet-b7-finetune"}
-# On a CPU "auto" fine-tunes when pre-trained weights can be had (commands.train.cpu_auto
+# On a CPU "auto" fine-tunes when pre-trained weights can be had (flows.auto.cpu_auto
 # decides: it needs the model registry), else it is AUTO["cpu"].
 CPU_FINETUNE = "cpu-finetune"
 NONE = "none"  # no recipe: the config's plain defaults (a config built in Python, the demo)

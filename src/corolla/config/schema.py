@@ -54,7 +54,7 @@ class DataConfig:
     image_feature: str = "image"
     label_feature: str = "class"
     id_feature: str = "id"
-    # Set by k-fold training (corolla.commands.kfold) in each fold's run: it validates on fold
+    # Set by k-fold training (corolla.flows.kfold) in each fold's run: it validates on fold
     # `fold` (1..K) of train+val pooled and trains on the others, as `folds_file` (the parent
     # run's folds.csv: id,label,fold) assigns them. 0 = the data's own train and val splits.
     fold: int = 0

@@ -1,6 +1,6 @@
 """K-fold splits: a run's train and val drawn from train+val pooled, by a fold per id.
 
-`assign` draws the folds (stratified); a k-fold parent run (`corolla.commands.kfold`) writes
+`assign` draws the folds (stratified); a k-fold parent run (`corolla.flows.kfold`) writes
 the assignment once, as data, to its `folds.csv` (`id,label,fold`, folds 1..K, in the order the
 pooled split is read); each fold's run names that file and its fold in its config
 (`data.folds_file`, `data.fold`). `restrict` turns the data's layout into the fold's: its "val"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from corolla import config as config_lib
 from corolla import training
-from corolla.commands.evaluate import evaluate_run
-from corolla.commands.predict import predict_run
+from corolla.flows.evaluate import evaluate_run
+from corolla.flows.predict import predict_run
 from corolla.data import check
 from corolla.errors import Interrupted
 from corolla.evaluation import inference

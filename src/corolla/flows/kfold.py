@@ -35,7 +35,7 @@ import numpy as np
 
 from corolla import config as config_lib
 from corolla import models
-from corolla.commands.run import train_evaluate_predict
+from corolla.flows.run import train_evaluate_predict
 from corolla.data import check, datasets, pipeline
 from corolla.data.audit import survey
 from corolla.data import folds as folds_lib
@@ -184,19 +184,7 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
         raise UserError("k-fold runs cannot skip damaged records yet (folds are counted by "
                         "id); drop --skip-bad-records or repair the data")
     config, layout = _resolve(config, resume is not None, log)
-    if resume is None:
-        assignment = _assignment(config, layout, log)  # before the folder: a refusal leaves none
-        parent = rundir.create(config.output.runs_dir, config.output.name,
-                               f"{config.model.name}-{config.train.folds}fold")
-        rundir.claim(parent, log)
-        rundir.record(parent, config, plan, layout.class_names)
-        log(f"k-fold run directory: {parent}")
-    else:
-        parent = Path(resume)
-        rundir.claim(parent, log)
-        rundir.record_session(parent, plan)
-        assignment = None
-        log(f"continuing the k-fold run {parent}")
+    parent, assignment = _claim_parent(config, layout, plan, resume, log)
     nothing_trained = False
     try:
         # The k-fold run as a whole, its folds' tracked runs its children (`tracking.start`).
@@ -237,6 +225,26 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
         if nothing_trained:  # a refused budget leaves no run behind, as one run's does
             shutil.rmtree(parent, ignore_errors=True)
     return parent, metrics
+
+
+def _claim_parent(config: config_lib.RunConfig, layout, plan: Plan, resume: Path | None,
+                  log) -> tuple[Path, folds_lib.Assignment | None]:
+    """(the parent's folder, claimed, with this session recorded; the new run's fold
+    assignment, drawn before the folder is made, or None for a continued one)."""
+    if resume is None:
+        assignment = _assignment(config, layout, log)  # before the folder: a refusal leaves none
+        parent = rundir.create(config.output.runs_dir, config.output.name,
+                               f"{config.model.name}-{config.train.folds}fold")
+        rundir.claim(parent, log)
+        rundir.record(parent, config, plan, layout.class_names)
+        log(f"k-fold run directory: {parent}")
+    else:
+        parent = Path(resume)
+        rundir.claim(parent, log)
+        rundir.record_session(parent, plan)
+        assignment = None
+        log(f"continuing the k-fold run {parent}")
+    return parent, assignment
 
 
 def _free_memory() -> None:

@@ -1,0 +1,252 @@
+"""The run `corolla train` trains: its config (defaults < recipe < --config < flags, by
+accelerator; or the config of the run it continues), then one run end to end (`flows.run`) or
+a k-fold run (`flows.kfold`).
+
+Settings arrive as `flags` (config key -> value, e.g. {"train.epochs": 3}) with `names` (config
+key -> how the user wrote it: "--epochs" on the command line, "epochs=" from Python; see
+`config.flags`), so that errors name what the user typed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from corolla import config as config_lib
+from corolla import models, runtime
+from corolla.config import flags as flags_lib
+from corolla.config import recipe as recipe_lib
+from corolla.config.range_test import FIND, RangeSettings
+from corolla.data.prepare import sources
+from corolla.errors import UserError
+from corolla.files import absolute
+from corolla.flows import auto, check_data
+from corolla.models import hub
+from corolla.report import html as html_report
+from corolla.runs import kfold as kfold_rule
+from corolla.runs import paths, rundir, tracking
+
+
+# What a continued run may change: where and how it runs, and whether it skips damaged records
+# (what the error about a damaged record met mid-training advises). Nothing else: the run is
+# its config.
+SESSION = ("runtime.", "data.skip_bad_records")
+
+
+def _continued(run: Path, run_cfg: config_lib.RunConfig, flags: dict, names: dict):
+    """The config of a continued run (`run_cfg`, its config.toml) with the session settings of
+    `flags`; a changed data.skip_bad_records is saved into config.toml, which evaluate and
+    predict read (the runtime ones are this session's only)."""
+    cfg = config_lib.apply(run_cfg, {k: v for k, v in flags.items() if k.startswith(SESSION)},
+                           names)
+    if cfg.data.skip_bad_records != run_cfg.data.skip_bad_records:
+        config_lib.save(config_lib.apply(run_cfg, {
+            "data.skip_bad_records": cfg.data.skip_bad_records}), run / paths.CONFIG)
+    return cfg
+
+
+def train_config(config_file: str | config_lib.ConfigFile | None = None, flags: dict | None = None,
+                 names: dict | None = None, resume: str | Path | None = None,
+                 log=print) -> tuple[config_lib.RunConfig, Path | None]:
+    """(the config of the run to train, the unfinished run folder it continues or None).
+    `resume`: continue that run with its own config (only `SESSION` settings may change). A run
+    named like an unfinished one that has the same settings continues it too (the same command
+    after a kill); a config file's own run name, if taken, gets a fresh one."""
+    flags, names = dict(flags or {}), dict(names or {})
+    if "train.epochs" in flags and "train.time_budget" in flags:
+        # Both fix the length of training: neither silently wins.
+        raise UserError(f"{names.get('train.epochs', '--epochs')} and "
+                        f"{names.get('train.time_budget', '--time')} both set how long to "
+                        f"train; give one (with the time, the epochs follow from it)")
+    if "train.time_budget" in flags and not resume:
+        # A budget given is planned anew: a saved config's plan (`--config runs/X/config.toml`)
+        # was its own budget's.
+        flags["train.time_plan"], flags["train.time_steps"] = "", 0
+    if resume:
+        fixed = sorted(names.get(k, k) for k in flags if not k.startswith(SESSION))
+        if fixed or config_file:
+            raise UserError(f"{names.get('resume', '--resume')} continues a run with its own "
+                            f"config and global batch; drop "
+                            f"{', '.join(fixed) or names.get('config', '--config')} (only "
+                            f"runtime flags and "
+                            f"{names.get('data.skip_bad_records', '--skip-bad-records')} may "
+                            f"change)")
+        resume, run_cfg = rundir.load_unfinished(resume)
+        return _continued(resume, run_cfg, flags, names), resume
+    cfg = config_lib.load(config_file, flags, names)
+    again = Path(cfg.output.runs_dir) / cfg.output.name
+    if "output.name" in flags and rundir.status(again) == rundir.FINISHED_STATUS:
+        # Said first, before the backend is chosen (a finished run is never the folder this
+        # command's chief has just made; other taken names are checked on the chief, in `train`).
+        rundir.check_free(cfg.output.runs_dir, cfg.output.name)
+    if "output.name" in flags and rundir.status(again) != rundir.FINISHED_STATUS \
+            and (again / paths.CONFIG).is_file():
+        # The same named command after a kill (preemption): continue that run.
+        resume, run_cfg = rundir.load_unfinished(again)
+        _check_same_command(run_cfg, flags, names, again)
+        log(f"run {str(again)!r} exists and did not finish: continuing it (as --resume)")
+        cfg = _continued(resume, run_cfg, flags, names)
+    elif config_file and "output.name" not in flags and cfg.output.name:
+        # A saved config (runs/X/config.toml) names its own run: a rerun gets a fresh one.
+        free = rundir.free_name(cfg.output.runs_dir, cfg.output.name)
+        if free != cfg.output.name:
+            log(f"run name {cfg.output.name!r} from {config_file} is taken; this run is "
+                f"{free!r}")
+            cfg = config_lib.apply(cfg, {"output.name": free})
+    return cfg, resume
+
+
+def check_first(cfg: config_lib.RunConfig, config_file: config_lib.ConfigFile | None,
+                flags: dict, names: dict | None, resume: Path | None = None) -> None:
+    """What can be checked without work, before the backend (and TensorFlow), the recipe's
+    resolution, a data conversion or a time probe: a new run's local data path can be data
+    (`sources.check_source`: it exists, a CSV has the columns, a folder an image), its model is
+    known, its local weights exist, keras-hub is installed where the model or the weights need
+    it; a continued run's model can be built here. The model is the one asked for, else the
+    named recipe's (`recipe auto` chooses one later, and says which)."""
+    names = names or {}
+    if resume is not None:
+        hub.require(cfg.model.name, f"run {str(resume)!r} (model {cfg.model.name})")
+        return
+    sources.check_source(cfg.data.path)
+    asked = auto.asked_keys(config_file, flags)
+    recipe = recipe_lib.load(cfg.train.recipe).values if cfg.train.recipe != "auto" and \
+        recipe_lib.is_read(config_file) else {}
+    model = asked.get("model.name") or recipe.get("model.name") or \
+        (cfg.model.name if cfg.train.recipe != "auto" else None)
+    weights = asked.get("model.weights", recipe.get("model.weights"))
+    models.check_choice(model, weights, _as_given(names, asked, cfg, "model.name", model),
+                        _as_given(names, asked, cfg, "model.weights", weights))
+
+
+def _as_given(names: dict, asked: dict, cfg: config_lib.RunConfig, key: str, value) -> str:
+    """How a message names a model or weights setting: as the user wrote it (`--model X`,
+    `model="X"`), else as the recipe's (`recipe R's model X`)."""
+    word = {"model.name": "model", "model.weights": "weights"}[key]
+    if key in asked:
+        return flags_lib.as_written(names.get(key, f"--{word}"), value)
+    return f"recipe {cfg.train.recipe}'s {word} {value}"
+
+
+def _check_same_command(saved: config_lib.RunConfig, flags: dict, names: dict, run) -> None:
+    """A run continued by re-running its command must get the settings it started with."""
+    if flags.get("train.recipe") == "auto":  # picked by the hardware: the run has the one used
+        flags = {k: v for k, v in flags.items() if k != "train.recipe"}
+    flags = {k: v for k, v in flags.items()  # (set above, not given)
+             if k not in ("train.time_plan", "train.time_steps")}
+    given = config_lib.apply(saved, {k: v for k, v in flags.items()
+                                     if not k.startswith((*SESSION, "output."))})
+    if "data.path" in flags:
+        given = config_lib.apply(given, {"data.path": absolute(flags["data.path"])})
+    if "train.recipe" in flags:  # a recipe file by any spelling of its path
+        given = config_lib.apply(given, {"train.recipe": recipe_lib.canonical(
+            flags["train.recipe"])})
+    differ = [f"{names.get(k, k)} {_get(given, k)!r} (the run has {_get(saved, k)!r})"
+              for k in flags if not k.startswith((*SESSION, "output."))
+              and _get(given, k) != _get(saved, k)]
+    if differ:
+        raise UserError(f"run {str(run)!r} exists with other settings: {'; '.join(differ)}; "
+                        f"continue it with `corolla train --resume {run}` or choose another "
+                        f"{names.get('output.name', '--name')}")
+
+
+def _get(cfg: config_lib.RunConfig, key: str):
+    section, _, name = key.partition(".")
+    return getattr(getattr(cfg, section), name)
+
+
+def for_plan(config_file: str | config_lib.ConfigFile | None, flags: dict, names: dict | None,
+             plan, log=print):
+    """(config, plan, recipe) of a new run: `recipe.compose` for the accelerator of `plan`
+    (detected from the config without its recipe: the hardware decides "auto"; on a CPU, also
+    whether pre-trained weights can be had; on a GPU or TPU, `auto.accelerator_auto`), and the
+    plan with the batch the recipe sets."""
+    config_file = config_lib.config_file(config_file)  # one parse for every step below
+    wants_auto = config_lib.load(config_file, flags, names).train.recipe == "auto"
+    if wants_auto and plan.accelerator == "cpu":
+        name, why = auto.cpu_auto(config_file, flags)
+        log(f"recipe auto on a CPU: {name} ({why})")
+        flags = {**flags, "train.recipe": name}
+    elif wants_auto:
+        decided, why = auto.accelerator_auto(config_file, flags, plan)
+        log(f"recipe auto on a {plan.accelerator.upper()}: {decided['train.recipe']} ({why})")
+        flags = {**flags, **decided}  # decided holds none of the user's keys but these two
+    config, recipe = recipe_lib.compose(config_file, flags, names, plan.accelerator)
+    return (config, plan.with_batch(config.train.batch_size, config.train.global_batch_size),
+            recipe)
+
+
+def train(config_file: str | None = None, flags: dict | None = None, names: dict | None = None,
+          resume: str | Path | None = None, log=print,
+          strict: bool = False) -> tuple[Path | None, dict | None]:
+    """`corolla train`: checks the data (once per data set, `flows.check_data`: copies
+    across splits are a warning, an error with `strict`), trains, evaluates on val and writes
+    submission.csv. Returns (run folder, val metrics; a k-fold run's: its out-of-fold scores);
+    (None, None) on a worker that is not the chief."""
+    config_file = config_lib.config_file(config_file)  # parsed at its first use, and only then
+    flags, lr_find = split_lr_find(flags, names, resume)
+    given_resume = resume
+    cfg, resume = train_config(config_file, flags, names, resume, log)
+    if lr_find is not None and resume is not None and given_resume is None:
+        log(f"{_find_flag(names)}: run {str(resume)!r} continues at the rate it has, "
+            f"{cfg.train.learning_rate:g}")
+        lr_find = None
+    if lr_find is not None and cfg.train.folds:
+        raise UserError(f"{_find_flag(names)} is not for k-fold runs "
+                        f"({names.get('train.folds', '--folds')}); find a rate once with "
+                        f"`corolla lr-find --data ...` and pass it as "
+                        f"{names.get('train.learning_rate', '--lr')} RATE")
+    if not cfg.data.path:
+        given = (names or {}).get("data.path", "--data")
+        raise UserError(f"no data given; pass {given} with a folder holding tfrecords-jpeg-SxS/ "
+                        f"(or data.path in {(names or {}).get('config', '--config')})")
+    check_first(cfg, config_file, flags, names, resume)
+    plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
+    if plan.is_chief:  # a missing package or a server down: one line, before anything runs
+        tracking.check(cfg.output.track, cfg.output.runs_dir)
+        if resume is None:  # a name taken: said before the recipe, the data check, a probe
+            rundir.check_free(cfg.output.runs_dir, cfg.output.name)
+    if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
+        name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
+        cfg, plan, recipe = for_plan(config_file, flags, names, plan, log)
+        cfg = config_lib.apply(cfg, {"output.name": name})
+        log(f"recipe {recipe.name}: {recipe.description}")
+    from corolla.data import datasets
+
+    checked = check_data.for_training(cfg.data.path, datasets.features_of(cfg.data), strict,
+                                      log=log, skip_bad_records=cfg.data.skip_bad_records)
+    if kfold_rule.is_parent(cfg):
+        from corolla.flows import kfold
+
+        run_dir, metrics = kfold.train_folds(cfg, plan, log=log, resume=resume)
+    else:
+        from corolla.flows import run
+
+        run_dir, metrics = run.train_evaluate_predict(cfg, plan, log=log, resume=resume,
+                                                      lr_find=lr_find)
+    if run_dir is not None and checked is not None:  # the chief: the run keeps its check
+
+        check_data.save_with_run(run_dir, checked)
+        html_report.write(run_dir)
+    tracking.finish(run_dir, log, [run_dir / paths.REPORT] if run_dir else ())
+    return run_dir, metrics
+
+
+def _find_flag(names: dict | None) -> str:
+    """How the user asked for the range test: `--lr find`, `learning_rate="find"`."""
+    return flags_lib.as_written((names or {}).get("train.learning_rate", "--lr"), FIND)
+
+
+def split_lr_find(flags: dict | None, names: dict | None, resume=None):
+    """(the flags without train.learning_rate "find", the range test's settings or None). The
+    rate of a continued run is its own: finding one is an error there."""
+    flags = dict(flags or {})
+    rate = flags.get("train.learning_rate")
+    if not (isinstance(rate, str) and rate.strip().lower() == FIND):
+        return flags, None
+    if resume:
+        raise UserError(f"{_find_flag(names)} finds the rate of a new run; a continued run "
+                        f"({(names or {}).get('resume', '--resume')}) keeps the rate it trains "
+                        f"at: drop {_find_flag(names)}")
+    del flags["train.learning_rate"]
+    return flags, RangeSettings()
+
