@@ -272,4 +272,3 @@ def _no_password(uri: str) -> str:
         return uri
     host = parts.hostname + (f":{parts.port}" if parts.port else "")
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-

@@ -104,6 +104,7 @@ class WandbTracker(Tracker):
                          record.get("project"), record.get("group"), record.get("job_type"))
         return cls(run, dict(record), run_dir, log)
 
+
 def _wandb_dir(runs_dir) -> str | None:
     """Where W&B writes its files: WANDB_DIR when set (W&B reads it), else beside the runs
     (<runs_dir>/wandb/) rather than in the working folder."""
