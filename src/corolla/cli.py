@@ -12,7 +12,6 @@ import contextlib
 import os
 import signal
 import sys
-import threading
 
 from corolla import __version__
 from corolla.commands import (arguments, bench, check_data, check_submission, convert, demo,
@@ -20,7 +19,7 @@ from corolla.commands import (arguments, bench, check_data, check_submission, co
                               submit, train)
 from corolla.commands.errors import as_user_errors
 from corolla.errors import UserError, clear_stop, closest, did_you_mean, request_stop, scrub
-from corolla.runtime import tflog
+from corolla.runtime import signals, tflog
 
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).
 # Each declares HELP, add_arguments(parser) and main(args) -> exit status.
@@ -86,42 +85,33 @@ def _stop_on_signals():
     message says how to continue it. Yields the list the received signal is put in; the
     previous handlers and signal mask come back after the block (`main` may run inside a
     larger program)."""
-    received, previous = [], {}
+    received = []
 
     def stop(signum, frame):
         received.append(signum)
         request_stop(signum)  # for the loops' checks, should this exception be lost
         raise KeyboardInterrupt
 
-    names = [n for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
-    if threading.current_thread() is not threading.main_thread():  # Python allows no handler
-        names = []
-    for name in names:
-        signum = getattr(signal, name)
+    def nohup(name, current):
         # A SIGHUP ignored from the start was ignored on purpose (`nohup corolla train ...`
         # must outlive its terminal): it stays ignored.
-        if name != "SIGHUP" or signal.getsignal(signum) is not signal.SIG_IGN:
-            previous[signum] = signal.signal(signum, stop)
-    # A parent may start us with them blocked (some job runners do): a blocked signal never
-    # reaches the handler, and the run would train on through `docker stop`.
-    unblock = previous and hasattr(signal, "pthread_sigmask")  # POSIX
-    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, previous) if unblock else None
+        return name == "SIGHUP" and current is signal.SIG_IGN
+
     unraisable = sys.unraisablehook
 
     def quiet(what):  # a stop lost in a callback is raised again (check_stop): no traceback
         if not (received and isinstance(what.exc_value, KeyboardInterrupt)):
             unraisable(what)
 
-    sys.unraisablehook = quiet
-    try:
-        yield received
-    finally:
-        sys.unraisablehook = unraisable
-        clear_stop()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    # Unblocked: a parent may start us with them blocked (some job runners do), and a blocked
+    # signal never reaches the handler: the run would train on through `docker stop`.
+    with signals.handled(("SIGTERM", "SIGHUP"), stop, keep=nohup, unblock=True):
+        sys.unraisablehook = quiet
+        try:
+            yield received
+        finally:
+            sys.unraisablehook = unraisable
+            clear_stop()
 
 
 def main(argv: list[str] | None = None) -> int:

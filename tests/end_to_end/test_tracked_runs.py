@@ -318,21 +318,21 @@ def test_a_stop_after_wandb_took_an_epoch_waits_until_tracking_json_counts_it(
     """SIGTERM (`docker stop`) arriving after W&B took epoch 1's row, before tracking.json
     counted it: the stop waits until the count is written, so the resumed session does not
     send epoch 1 again (an offline session starts at step 0 and keeps any step it is given)."""
-    from corolla.runs import tracking
+    from corolla.runs.tracking import wandb_tracker
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.delenv("WANDB_DIR", raising=False)
     runs = tmp_path / "runs"
-    write_json = tracking.write_json
+    write_json = wandb_tracker.write_json
 
     def stopped_meanwhile(data, path):
         if data.get("epochs_logged") == 1:
             signal.raise_signal(signal.SIGTERM)  # to `corolla train`'s handler
         return write_json(data, path)
 
-    monkeypatch.setattr(tracking, "write_json", stopped_meanwhile)
+    monkeypatch.setattr(wandb_tracker, "write_json", stopped_meanwhile)
     run = train_tiny(runs, "--epochs", "2", "--track", "wandb", name="t", code=143)
-    monkeypatch.setattr(tracking, "write_json", write_json)
+    monkeypatch.setattr(wandb_tracker, "write_json", write_json)
     assert json.loads((run / paths.TRACKING).read_text())["epochs_logged"] == 1
     assert [r["epoch"] for r in read_history(run / paths.HISTORY)] == [1]
 

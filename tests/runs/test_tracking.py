@@ -14,6 +14,8 @@ import pytest
 from corolla import config
 from corolla.errors import UserError, scrub
 from corolla.runs import tracking
+from corolla.runs.tracking import mlflow_tracker
+from corolla.runtime import signals
 from helpers.cli import one_line_error
 from helpers.processes import free_ports
 
@@ -94,16 +96,16 @@ _OPEN_STORE = """
 import sys, time
 from pathlib import Path
 from types import SimpleNamespace
-from corolla.runs import tracking
+from corolla.runs.tracking import mlflow_tracker
 import mlflow  # imported before the start, so that both open the store at once
 go = Path(sys.argv[1])
 (go.parent / f"ready-{sys.argv[2]}").touch()
 while not go.exists():
     time.sleep(0.005)
 uri = "sqlite:///" + sys.argv[3]
-with tracking._store_made_once(uri):
-    client = tracking._mlflow_client(uri)
-    print(tracking._mlflow_experiment(client, str(go.parent), True))
+with mlflow_tracker._store_made_once(uri):
+    client = mlflow_tracker._mlflow_client(uri)
+    print(mlflow_tracker._mlflow_experiment(client, str(go.parent), True))
 """
 
 
@@ -190,7 +192,7 @@ def test_a_tracker_that_fails_says_so_once_and_stops(tmp_path):
         def get_metric_history(self, *args):
             return []
 
-    tracker = tracking._MLflow(Gone(), "abc", {}, lines.append)
+    tracker = mlflow_tracker.MLflowTracker(Gone(), "abc", {}, lines.append)
     tracker.log_epochs([{"epoch": 1, "loss": 1.0}])
     tracker.log_epochs([{"epoch": 2, "loss": 0.5}])
     tracker.log_scores({"f1_macro": 0.5}, tracking.FINAL)
@@ -211,7 +213,8 @@ def test_a_failing_tracker_quotes_no_password_nor_token_of_its_address():
         def get_metric_history(self, *args):
             return []
 
-    tracking._MLflow(Gone(), "abc", {}, lines.append).log_epochs([{"epoch": 1, "loss": 1.0}])
+    mlflow_tracker.MLflowTracker(Gone(), "abc", {}, lines.append).log_epochs(
+        [{"epoch": 1, "loss": 1.0}])
     assert len(lines) == 1 and "s3cr3t" not in lines[0], lines
     assert "http://***@127.0.0.1:5055/api/2.0/mlflow/runs/log-batch?token=***&run=1" in lines[0]
 
@@ -256,11 +259,11 @@ def test_a_stop_inside_an_uninterrupted_block_comes_after_it_to_the_handler_that
     try:
         done = []
         with pytest.raises(KeyboardInterrupt):
-            with tracking._uninterrupted():
+            with signals.held():
                 signal.raise_signal(signal.SIGINT)
                 done.append("the block")
         assert done == ["the block"]
-        with tracking._uninterrupted():
+        with signals.held():
             signal.raise_signal(signal.SIGTERM)
             assert got == []
         assert got == [signal.SIGTERM]
@@ -279,9 +282,10 @@ def test_scores_take_the_numbers_and_split_the_interval():
 
 
 def test_no_password_is_written_into_the_run():
-    assert tracking._no_password("https://me:secret@mlflow.example:5000/x") == \
+    assert mlflow_tracker._no_password("https://me:secret@mlflow.example:5000/x") == \
         "https://mlflow.example:5000/x"
-    assert tracking._no_password("sqlite:////runs/mlflow.db") == "sqlite:////runs/mlflow.db"
+    assert mlflow_tracker._no_password("sqlite:////runs/mlflow.db") == \
+        "sqlite:////runs/mlflow.db"
 
 
 def _config(tmp_path, line):

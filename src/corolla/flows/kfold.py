@@ -187,39 +187,35 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
     parent, assignment = _claim_parent(config, layout, plan, resume, log)
     nothing_trained = False
     try:
-        # The k-fold run as a whole, its folds' tracked runs its children (`tracking.start`).
-        # (Only the chief tracks: a k-fold run is one process.)
-        tracking.start(config, parent, resume is not None, log)
-        folds_path = parent / paths.FOLDS
-        if not folds_path.is_file():  # a new run, or one killed before the file was written
-            (assignment or _assignment(config, layout, log)).write(folds_path)
-        k = config.train.folds
-        for fold in range(1, k + 1):
-            found = _fold_run(parent, fold, config, log)
-            if found is None:
-                continue
-            fold_config, fold_resume = found
-            log(f"fold {fold} of {k}: {'continuing' if fold_resume else 'training'} "
-                f"{parent / paths.fold_name(fold)}")
-            try:
-                fold_dir = train_evaluate_predict(fold_config, plan, log=log,
-                                                  resume=fold_resume)[0]
-                tracking.finish(fold_dir, log)  # each fold is a tracked run of its own
-            except KeyboardInterrupt:  # continue the whole k-fold run, not only this fold
-                raise Interrupted(parent) from None
-            except budget.TooShort as short:
-                nothing_trained = resume is None and fold == 1
-                raise _too_short(short, parent, fold, config, nothing_trained) from None
-            _free_memory()
-        metrics = pool(parent, config, layout, log=log)
-        tracking.send_scored(parent, parent, metrics, log)  # ended by train, report sent
-        rundir.mark_finished(parent)
-    except KeyboardInterrupt:
-        tracking.finish(parent, log, status="KILLED")
-        raise
-    except BaseException:
-        tracking.finish(parent, log, status="FAILED")
-        raise
+        # Its tracked run ends KILLED or FAILED; a stop in a fold is `Interrupted(parent)` below.
+        with tracking.ended_on_error(parent, log, interrupted=False):
+            # The k-fold run as a whole, its folds' tracked runs its children (`tracking.start`).
+            # (Only the chief tracks: a k-fold run is one process.)
+            tracking.start(config, parent, resume is not None, log)
+            folds_path = parent / paths.FOLDS
+            if not folds_path.is_file():  # a new run, or one killed before the file was written
+                (assignment or _assignment(config, layout, log)).write(folds_path)
+            k = config.train.folds
+            for fold in range(1, k + 1):
+                found = _fold_run(parent, fold, config, log)
+                if found is None:
+                    continue
+                fold_config, fold_resume = found
+                log(f"fold {fold} of {k}: {'continuing' if fold_resume else 'training'} "
+                    f"{parent / paths.fold_name(fold)}")
+                try:
+                    fold_dir = train_evaluate_predict(fold_config, plan, log=log,
+                                                      resume=fold_resume)[0]
+                    tracking.finish(fold_dir, log)  # each fold is a tracked run of its own
+                except KeyboardInterrupt:  # continue the whole k-fold run, not only this fold
+                    raise Interrupted(parent) from None
+                except budget.TooShort as short:
+                    nothing_trained = resume is None and fold == 1
+                    raise _too_short(short, parent, fold, config, nothing_trained) from None
+                _free_memory()
+            metrics = pool(parent, config, layout, log=log)
+            tracking.send_scored(parent, parent, metrics, log)  # ended by train, report sent
+            rundir.mark_finished(parent)
     finally:
         rundir.release(parent)
         if nothing_trained:  # a refused budget leaves no run behind, as one run's does

@@ -11,7 +11,6 @@ from corolla import training
 from corolla.flows.evaluate import evaluate_run
 from corolla.flows.predict import predict_run
 from corolla.data import check
-from corolla.errors import Interrupted
 from corolla.evaluation import inference
 from corolla.files import read_json
 from corolla.runs import paths, rundir, tracking
@@ -42,15 +41,12 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         # reloads the saved model to run alone, outside the collective strategy.
         run_dir, model = result.run_dir, None if plan.multi_worker else result.model
     try:
-        if config.train.refit and not (run_dir / paths.REFIT).is_file():
-            refit.train(run_dir, plan, log)  # (continued, where a kill stopped it)
-        return run_dir, _evaluate_predict(run_dir, plan, model, log)
-    except KeyboardInterrupt:  # say how to finish the run: it is trained
-        tracking.finish(run_dir, log, status="KILLED")
-        raise Interrupted(run_dir) from None
-    except BaseException:
-        tracking.finish(run_dir, log, status="FAILED")
-        raise
+        # A Ctrl-C raises `Interrupted`, whose message says how to finish the run (it is
+        # trained); the tracked run ends KILLED (FAILED on an error) here.
+        with tracking.ended_on_error(run_dir, log):
+            if config.train.refit and not (run_dir / paths.REFIT).is_file():
+                refit.train(run_dir, plan, log)  # (continued, where a kill stopped it)
+            return run_dir, _evaluate_predict(run_dir, plan, model, log)
     finally:
         rundir.release(run_dir)
         collective.wait_for_each_other(plan)  # the others may leave now, failed or not

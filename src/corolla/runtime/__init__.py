@@ -6,6 +6,7 @@
     hardware: what this machine has: every probe of devices and the environment
     multiworker: narrow fixes that make Keras 3 `fit` work under MultiWorkerMirroredStrategy
     plan: the distribution plan, made once by `detect()` and used by every other layer
+    signals: signal handlers set for a block and put back: the CLI's stops, a block held whole
     tflog: TensorFlow's C++ start-up lines kept off the terminal, without hiding what matters
 """
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from corolla import config as config_lib
 from corolla.data import check, pipeline
-from corolla.errors import Interrupted
 from corolla.files import write_json
 from corolla.runs import paths, tracking
 from corolla.runtime import Plan
@@ -65,7 +64,9 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     if tracker is not None:  # committed epochs a kill kept from their tracked run
         tracker.log_epochs(checkpoint.state.history)
     summary.log_training(ready, plan, log)
-    try:
+    # A Ctrl-C raises `Interrupted`, whose message says how to continue the run; the tracked
+    # run ends KILLED (FAILED on an error) here.
+    with tracking.ended_on_error(run_dir, log):
         # A plan made in this session is made again from the pace of its first epoch trained
         # on images (`time_plan.replan`).
         if trainer.fit_phases(until=ready.deadline.replan_after if ready.deadline else 0):
@@ -78,12 +79,6 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             refit.plan_in_time(run_dir, trainer.ready, checkpoint.state.history, began,
                                val_split.count, log)
         return result
-    except KeyboardInterrupt:  # the message says how to continue the run
-        tracking.finish(run_dir, log, status="KILLED")
-        raise Interrupted(run_dir) from None
-    except BaseException:
-        tracking.finish(run_dir, log, status="FAILED")
-        raise
 
 
 def _val_split(ready: Prepared) -> tuple:
