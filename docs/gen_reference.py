@@ -7,6 +7,9 @@
   table inside `schema._check`, read from the source, so a rule added there shows here), its
   flag (`corolla.config.flags.FLAG_KEYS`) and its description (the comments beside and above
   the field).
+- `reference/packages.md`: the package map, every package with its modules and what each does,
+  read from the maps in the packages' `__init__.py` docstrings (tests/test_package_map.py holds
+  those maps whole).
 
 The Python API page (`reference/api.md`) is mkdocstrings' (from the docstrings); it is a
 written page holding `::: corolla.api`.
@@ -29,6 +32,8 @@ from pathlib import Path
 
 COMMANDS_PAGE = "reference/commands.md"
 CONFIG_PAGE = "reference/config.md"
+PACKAGES_PAGE = "reference/packages.md"
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 def _cell(text) -> str:
@@ -288,9 +293,45 @@ def config_markdown() -> str:
     return "\n".join(lines)
 
 
+# -- packages ---------------------------------------------------------------------------------
+
+def package_maps(src: Path = SRC) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(dotted package, its summary, [(module, what it does)]) for every package, read from the
+    source (nothing is imported): the `    name: what it does` lines of its `__init__.py`
+    docstring are its map, the docstring's first paragraph its summary."""
+    found = []
+    for init in sorted((src / "corolla").rglob("__init__.py")):
+        text = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")), clean=False) or ""
+        summary, entries = [], []
+        for line in text.splitlines():
+            name, colon, what = line.strip().partition(": ")
+            if line.startswith("    ") and colon and name.isidentifier():
+                entries.append((name, what.strip()))
+            elif not entries:
+                summary.append(line.strip())
+        package = ".".join(init.parent.relative_to(src).parts)
+        paragraph = "\n".join(summary).strip().split("\n\n")[0]
+        found.append((package, " ".join(paragraph.split()), entries))
+    return found
+
+
+def packages_markdown() -> str:
+    lines = ["# Package map", "",
+             "Generated from the maps in each package's `__init__.py` docstring. The layers, "
+             "lowest first: errors, files -> config -> runtime -> data -> models -> runs -> "
+             "evaluation -> training -> report -> flows -> commands -> api, cli (see "
+             "[Contributing](../contributing.md#layout)).", ""]
+    for package, summary, entries in package_maps():
+        lines += [f"## `{package}`", "", summary, "", "| module | what it does |", "|---|---|"]
+        lines += [f"| `{name}` | {_cell(what)} |" for name, what in entries]
+        lines.append("")
+    return "\n".join(lines)
+
+
 def pages() -> dict[str, str]:
     """Page path inside docs/ -> its Markdown."""
-    return {COMMANDS_PAGE: commands_markdown(), CONFIG_PAGE: config_markdown()}
+    return {COMMANDS_PAGE: commands_markdown(), CONFIG_PAGE: config_markdown(),
+            PACKAGES_PAGE: packages_markdown()}
 
 
 # -- the MkDocs hook --------------------------------------------------------------------------

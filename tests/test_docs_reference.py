@@ -108,3 +108,15 @@ def test_the_readme_is_a_quick_start():
     assert "mkdocs build --strict" in ci
     for target in re.findall(r"\]\((docs/[^)#\s]+)", text):
         assert (REPO / target).is_file(), target
+
+
+def test_the_package_map_page_names_every_module_of_every_package(pages, reference):
+    page = pages[reference.PACKAGES_PAGE]
+    sections = dict(zip(*[iter(re.split(r"^## `([\w.]+)`$", page, flags=re.M)[1:])] * 2))
+    src = REPO / "src" / "corolla"
+    for init in src.rglob("__init__.py"):
+        package = ".".join(init.parent.relative_to(src.parent).parts)
+        names = {p.stem for p in init.parent.glob("*.py") if not p.stem.startswith("__")}
+        names |= {p.parent.name for p in init.parent.glob("*/__init__.py")}
+        rows = set(re.findall(r"^\| `(\w+)` \|", sections[package], flags=re.M))
+        assert rows == names, package
