@@ -6,6 +6,11 @@ cannot be used is named in the error (see `records.decode_image`). With `skip_ba
 the records that `check` found damaged are left out instead: a damaged tail ends its file, an
 image that does not decode is dropped, except in the test split's predictions, where it is
 predicted from a blank image so that every readable test id keeps its row in submission.csv.
+
+Training records are batched before they are parsed: one `parse_example` per batch, the JPEGs
+decoded in a loop inside it (a random crop decodes only its window), then the batch augmented in
+one XLA kernel that reads and writes bytes (see `augment`): far less per-element overhead than a
+map per record. `corolla bench data` measures it.
 """
 
 from __future__ import annotations
@@ -195,22 +200,12 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     when that is more than its part of the split). So epoch k is the same whether the run
     started at 0 or was resumed at k. `ordered=True` makes the stream reproducible. `shard`:
     (shards, this process's shard): a process reads and decodes only its part of the split.
-    Damaged records are never drawn when skipping.
-
-    Records are batched before they are parsed: one `parse_example` per batch, the JPEGs
-    decoded in a loop inside it (a random crop decodes only its window), then the batch
-    augmented in one XLA kernel that reads and writes bytes (see `augment`): far less per-element
-    overhead than a map per record. `corolla bench data` measures it.
-
-    `class_weights` ([num_classes] floats, see `corolla.data.class_weights`; needs
-    `num_classes`): batches of (image, label, sample weight), each example weighted by its
-    one-hot label's mix of the classes' weights (a mixup of two classes, by both).
+    Damaged records are never drawn when skipping. `class_weights` ([num_classes] floats, see
+    `corolla.data.class_weights`; needs `num_classes`): batches of (image, label, sample weight),
+    each example weighted by its one-hot label's mix of the classes' weights (mixup: by both).
     """
     names = policies.resolve(augment)
-    if (any(n in augment_lib.NEED_ONE_HOT for n in names) or class_weights is not None) \
-            and not num_classes:
-        raise ValueError("mixup, cutmix and class weights need one-hot labels: pass num_classes")
-    weights = None if class_weights is None else tf.constant(class_weights, tf.float32)
+    _check_one_hot(names, class_weights, num_classes)
     skip = skip_bad_records
     count = _count(split, skip)
     check.one_global_batch(split.name, count, global_batch)
@@ -218,11 +213,7 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
     paths, by_record = _shard_files(split, shard)
     bad = _bad(split, skip)  # here: one_epoch runs while tf.data traces it
     kept = _kept(split)  # here too: its table is a resource the traced function captures
-    decoded = None
-    if cache:  # decoded once, in a fixed order, before the first epoch (see `_fill`)
-        decoded = _fill(record_stream(split, ordered=True, shard=shard, skip=skip).map(
-            _parser(split, image_size), num_parallel_calls=AUTOTUNE).map(
-            lambda e: (e["image"], e["label"])).cache())
+    decoded = _decoded_once(split, image_size, shard, skip) if cache else None
     # A batch's augmentation is seeded by (epoch seed, batch index): batches must not straddle
     # epochs, so an epoch is cut into sub-batches when it is not a whole number of batches.
     batch = math.gcd(epoch_examples, global_batch)
@@ -233,11 +224,8 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
         es = epoch_seed(seed, epoch)
         if decoded is not None:
             ds = decoded.shuffle(shuffle_buffer, seed=es, reshuffle_each_iteration=True)
-        else:
-            # Shuffling the serialized records (before decoding) keeps the buffer cheap.
-            # The same seed on every worker: sharding by record still sees one common order.
-            files = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=es)
-            ds = _stream(files, len(paths), deterministic=ordered or by_record,
+        else:  # the serialized records shuffled (before decoding: a cheap buffer)
+            ds = _stream(_shuffled(paths, es), len(paths), deterministic=ordered or by_record,
                          shard=shard if by_record else None, skip=skip, bad=bad, kept=kept)
             ds = ds.shuffle(shuffle_buffer, seed=es, reshuffle_each_iteration=True)
         ds = ds.repeat().take(epoch_examples).batch(batch, drop_remainder=True)
@@ -246,15 +234,53 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
             lambda e, i: prepare(e, tf.stack([es, i])), num_parallel_calls=AUTOTUNE,
             deterministic=ordered)
 
-    def prepare(batch_, batch_seed):
+    prepare = _batch_preparer(split, image_size, names, cached=decoded is not None,
+                              num_classes=num_classes, class_weights=class_weights)
+    epochs = tf.data.Dataset.counter(start=first_epoch)
+    ds = epochs.flat_map(one_epoch)
+    if batch != global_batch:
+        ds = ds.rebatch(global_batch, drop_remainder=True)
+    return _with_options(ds.prefetch(AUTOTUNE), ordered)
+
+
+def _check_one_hot(names: list[str], class_weights, num_classes: int) -> None:
+    if (any(n in augment_lib.NEED_ONE_HOT for n in names) or class_weights is not None) \
+            and not num_classes:
+        raise ValueError("mixup, cutmix and class weights need one-hot labels: pass num_classes")
+
+
+def _decoded_once(split: Split, image_size: int, shard: tuple[int, int],
+                  skip: bool) -> tf.data.Dataset:
+    """This worker's (image, label) pairs of the split, decoded once in a fixed order and
+    cached in memory before the first epoch (see `_fill`)."""
+    return _fill(record_stream(split, ordered=True, shard=shard, skip=skip).map(
+        _parser(split, image_size), num_parallel_calls=AUTOTUNE).map(
+        lambda e: (e["image"], e["label"])).cache())
+
+
+def _shuffled(paths: list[str], seed) -> tf.data.Dataset:
+    """The files in an epoch's order: the same seed on every worker, so that sharding by
+    record still sees one common order."""
+    return tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=seed)
+
+
+def _batch_preparer(split: Split, image_size: int, names: list[str], *, cached: bool,
+                    num_classes: int, class_weights):
+    """The function that turns one batch of the training stream (decoded images and labels
+    when `cached`, else serialized records) and its seed into the model's batch: decoded,
+    cropped, labels one-hot where `num_classes`, augmented by `names`, weighted by
+    `class_weights`."""
+    weights = None if class_weights is None else tf.constant(class_weights, tf.float32)
+
+    def prepare(batch, batch_seed):
         crop_seeds, aug_seed = tf.unstack(tf.random.experimental.stateless_split(batch_seed, 2))
-        if decoded is not None:
-            images, labels = batch_
+        if cached:
+            images, labels = batch
             if "crop" in names:
                 images = _per_image(lambda x: augment_lib.random_crop(x[0], x[1]),
                                     (images, _seeds(crop_seeds, tf.shape(images)[0])))
         else:
-            images, labels = decode_batch(*batch_, image_size, crop="crop" in names,
+            images, labels = decode_batch(*batch, image_size, crop="crop" in names,
                                           seed=crop_seeds, features=split.features,
                                           stored_size=split.stored_size)
         if num_classes:
@@ -264,12 +290,7 @@ def train_dataset(split: Split, image_size: int, global_batch: int, *, epoch_exa
             return images, labels
         return images, labels, tf.linalg.matvec(labels, weights)
 
-    epochs = tf.data.Dataset.counter(start=first_epoch)
-    ds = epochs.flat_map(one_epoch)
-    if batch != global_batch:
-        ds = ds.rebatch(global_batch, drop_remainder=True)
-    return _with_options(ds.prefetch(AUTOTUNE), ordered)
-
+    return prepare
 
 def _seeds(seed: tf.Tensor, n) -> tf.Tensor:
     return tf.random.experimental.stateless_split(seed, n)

@@ -93,7 +93,24 @@ def check(path: str | Path, test_ids, num_classes: int) -> list[Problem]:
         rows = _rows(text)
     except csv.Error as e:
         return [Problem("unreadable", 1, f"the file is not CSV ({e})")]
-    found: dict[str, list[str]] = {}  # kind -> examples (all of them; cut when reported)
+    found = _faults(rows, test_ids, num_classes)
+    what = {
+        "header": "the header is not exactly 'id,label'",
+        "malformed": "rows without exactly 2 fields (id,label)",
+        "duplicate": "ids with more than one row",
+        "unknown": "ids that are not test ids",
+        "missing": "test ids with no row",
+        "not_integer": "labels that are not integers",
+        "out_of_range": f"labels outside the {num_classes} classes [0, {num_classes - 1}]",
+    }
+    return [Problem(kind, len(found[kind]), what[kind], tuple(found[kind][:EXAMPLES]))
+            for kind in what if kind in found]
+
+
+def _faults(rows: list[tuple[int, list[str]]], test_ids,
+            num_classes: int) -> dict[str, list[str]]:
+    """Fault kind -> its examples (all of them; cut when reported) in a submission's rows."""
+    found: dict[str, list[str]] = {}
 
     def add(kind: str, example: str) -> None:
         found.setdefault(kind, []).append(example)
@@ -122,17 +139,7 @@ def check(path: str | Path, test_ids, num_classes: int) -> list[Problem]:
     for example_id in test_ids:
         if example_id not in lines:
             add("missing", repr(example_id))
-    what = {
-        "header": "the header is not exactly 'id,label'",
-        "malformed": "rows without exactly 2 fields (id,label)",
-        "duplicate": "ids with more than one row",
-        "unknown": "ids that are not test ids",
-        "missing": "test ids with no row",
-        "not_integer": "labels that are not integers",
-        "out_of_range": f"labels outside the {num_classes} classes [0, {num_classes - 1}]",
-    }
-    return [Problem(kind, len(found[kind]), what[kind], tuple(found[kind][:EXAMPLES]))
-            for kind in what if kind in found]
+    return found
 
 
 def _rows(text: str) -> list[tuple[int, list[str]]]:
