@@ -1,9 +1,6 @@
 """What a run decides before its model is built: its settings resolved, the run it continues
 claimed and its backup read (the epoch every process continues from), seeds set, the epoch's
-length in whole executions and accumulations.
-
-`checkpoint` (which imports Keras) is imported in the functions: the backend is chosen
-first."""
+length in whole executions and accumulations."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from corolla import config as config_lib
 from corolla.data import layout as layout_lib
@@ -21,12 +17,10 @@ from corolla.runtime import Plan, collective
 from corolla.runtime.hardware import worker_scratch
 from corolla.training import budget
 from corolla.training import phases as phases_lib
+from corolla.training.backup import BackupState, read_state
 from corolla.training.determinism import set_determinism
 from corolla.training.resuming import agree_on_epoch
 from corolla.training.settings import resolve
-
-if TYPE_CHECKING:
-    from corolla.training.checkpoint import BackupState
 
 
 @dataclass(frozen=True)
@@ -79,8 +73,6 @@ class Prepared:
 def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) -> Prepared:
     """Resolves the settings, claims the run to continue and reads its backup, and fixes the
     epoch's length: everything decided before a model is built."""
-    from corolla.training.checkpoint import BackupState, read_state
-
     asked = config.train
     config, layout = resolve(config, plan, resume=resume is not None, log=log)
     if asked.scale_lr == "replicas":

@@ -27,6 +27,7 @@ from corolla.files import read_history, read_json, write_json
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
 from corolla.training import budget, saving
+from corolla.training.backup import read_state
 from corolla.training.determinism import set_determinism
 from corolla.training.phases import of_config
 from corolla.training.preparing import Prepared, epoch_steps
@@ -114,8 +115,6 @@ def train(run_dir: Path, plan: Plan, log) -> Path | None:
     """Trains the refit of the trained run `run_dir` on its plan (refit.json; made now, with
     no time budget's room, where a run was stopped before it was written): returns refit.keras,
     or None where the plan has no epoch. Continues a refit killed midway from its backup."""
-    from corolla.training.checkpoint import read_state
-
     check_plan(plan)
     config, layout = resolve(rundir.read(run_dir)[1], plan, resume=True, log=lambda *args: None)
     record_path = run_dir / paths.REFIT_PLAN

@@ -18,7 +18,7 @@ def open_folder(ready: Prepared, plan: Plan, log, resume) -> tuple[Path | None, 
     """(run folder, backup folder): a new run's folder made and recorded by the chief, or the
     continued run's session recorded (with the history its backup holds: a kill may have come
     between the backup and history.csv)."""
-    from corolla.training.checkpoint import write_history
+    from corolla.training.backup import write_history
 
     config, run_dir, backup_dir = ready.config, ready.run_dir, ready.backup_dir
     if plan.is_chief and not resume:

@@ -16,6 +16,7 @@ from corolla.evaluation.inference import stop_check
 from corolla.runs import paths
 from corolla.runtime import Plan
 from corolla.training import budget, resuming
+from corolla.training.backup import stops_early
 from corolla.training.compiling import compile_phase, phase_schedule
 from corolla.training.optimizer import finalize_ema
 from corolla.training.phases import (Phase, backbone_of, batchnorm_inference, epochs_text,
@@ -172,7 +173,6 @@ class Trainer:
         """Fits every phase not yet trained (or until early stopping), or (`until`) up to that
         epoch, counted from 1: whether it stopped there with epochs still to train."""
         from corolla.training.callbacks import RunProgress
-        from corolla.training.checkpoint import stops_early
 
         t = self.ready.config.train
         verbose = (1 if sys.stdout.isatty() else 2) if self.plan.is_chief else 0
