@@ -137,7 +137,7 @@ class TrackEpochs(keras.callbacks.Callback):
 
 class StopInTime(keras.callbacks.Callback):
     """Stops a timed run after the epoch whose next one would end past its budget
-    (`budget.Deadline`), with a line that says why. Placed after the checkpoint: it reads the
+    (`pacing.Deadline`), with a line that says why. Placed after the checkpoint: it reads the
     row just committed. Every process stops where the chief does (its clock decides: the
     processes' own differ). In the epoch after which the plan is made again, it times the
     ends of the training batches (`measured`)."""

@@ -15,7 +15,7 @@ from corolla.errors import UserError
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan, collective
 from corolla.runtime.hardware import worker_scratch
-from corolla.training import budget
+from corolla.training import pacing
 from corolla.training import phases as phases_lib
 from corolla.training.backup import BackupState, read_state
 from corolla.training.determinism import set_determinism
@@ -38,7 +38,7 @@ class Prepared:
     chiefs_file: str | None
     # Where a time budget's plan, made in this session, stops short (None: no budget, or one
     # planned in an earlier session).
-    deadline: budget.Deadline | None = None
+    deadline: pacing.Deadline | None = None
 
     @property
     def from_chief(self) -> bool:
@@ -64,7 +64,7 @@ class Prepared:
         return epoch_unit(self.steps_per_execution, self.config.train.accumulation_steps)
 
     def planned(self, config: config_lib.RunConfig, steps: int,
-                made: budget.Deadline | None = None) -> Prepared:
+                made: pacing.Deadline | None = None) -> Prepared:
         """This, with another config and steps per epoch (whole units already): a time
         plan's, with its epochs as measured (`made`), or the learning rate found."""
         return dataclasses.replace(self, config=config, steps=steps, deadline=made)

@@ -26,7 +26,7 @@ from corolla.errors import UserError
 from corolla.files import read_history, read_json, write_json
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
-from corolla.training import budget, saving
+from corolla.training import budget, pacing, saving
 from corolla.training.backup import read_state
 from corolla.training.determinism import set_determinism
 from corolla.training.phases import of_config
@@ -106,7 +106,7 @@ def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: flo
         costs, caching = budget.refit_costs(deadline.costs, deadline.caching, *counts)
         each = budget.epoch_seconds(of_config(config), costs, config.model.input_size,
                                     refit_steps(ready.steps, counts), caching)
-        left = budget.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
+        left = pacing.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
         room = (left, [pace * s for s in each])
     make_plan(run_dir, config, ready.steps, counts, log, room)
 
