@@ -47,7 +47,7 @@ its switches are process-wide and would slow every other figure):
    the model casts to float on the device, so uint8 moves a quarter of the bytes.
 6. determinism: two identical seeded trainings of `--det-steps` steps through the ordered
    pipeline, each on a new model, with the switches Corolla's `--deterministic` sets
-   (`corolla.training.determinism.set_determinism`: `keras.utils.set_random_seed`, and on
+   (`corolla.training.preparing.set_determinism`: `keras.utils.set_random_seed`, and on
    TensorFlow `enable_op_determinism`); on a JAX GPU a second pair adds XLA_FLAGS
    `--xla_gpu_deterministic_ops=true`, which Corolla does not set. Bit-identical weights or not,
    and the largest difference.
@@ -418,7 +418,7 @@ def determinism_child(args) -> None:
     import keras
 
     from corolla.training import compile_model
-    from corolla.training.determinism import set_determinism
+    from corolla.training.preparing import set_determinism
 
     config = config_lib.load(overrides={"train.deterministic": True, "train.seed": args.seed})
     split = train_split(args.data, args.size)

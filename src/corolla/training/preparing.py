@@ -1,6 +1,8 @@
 """What a run decides before its model is built: its settings resolved, the run it continues
 claimed and its backup read (the epoch every process continues from), seeds set, the epoch's
-length in whole executions and accumulations."""
+length in whole executions and accumulations.
+
+Keras and TensorFlow are imported in `set_determinism`: the backend is chosen first."""
 
 from __future__ import annotations
 
@@ -18,7 +20,6 @@ from corolla.runtime.hardware import worker_scratch
 from corolla.training import pacing
 from corolla.training import phases as phases_lib
 from corolla.training.backup import BackupState, read_state
-from corolla.training.determinism import set_determinism
 from corolla.training.resuming import agree_on_epoch
 from corolla.training.settings import resolve
 
@@ -93,6 +94,25 @@ def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) 
     steps, steps_per_execution = epoch_steps(config.train, plan, log)
     return Prepared(config, layout, run_dir, backup_dir, state, steps, steps_per_execution,
                     chiefs_file)
+
+
+def set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
+    """Seeds Python, NumPy and the backend with train.seed; on TensorFlow, turns op
+    determinism on or off as train.deterministic says."""
+    import keras
+
+    keras.utils.set_random_seed(config.train.seed)
+    if plan.backend == "tensorflow":
+        import tensorflow as tf
+
+        # Process-wide: a deterministic run before this one (the Python API) must not leave it
+        # on, which would also make Keras drop the plan's XLA without a word.
+        if config.train.deterministic:
+            tf.config.experimental.enable_op_determinism()
+        else:  # not exported by TensorFlow, but its counterpart (tests use it the same way)
+            from tensorflow.python.framework import config as tf_config
+
+            tf_config.disable_op_determinism()
 
 
 def epoch_unit(steps_per_execution: int, accumulation_steps: int) -> int:

@@ -28,9 +28,8 @@ from corolla.runs import paths, rundir
 from corolla.runtime import Plan
 from corolla.training import budget, pacing, saving
 from corolla.training.backup import read_state
-from corolla.training.determinism import set_determinism
 from corolla.training.phases import of_config
-from corolla.training.preparing import Prepared, epoch_steps
+from corolla.training.preparing import Prepared, epoch_steps, set_determinism
 from corolla.training.settings import resolve
 from corolla.training.trainer import Trainer
 
