@@ -97,7 +97,7 @@ class EpochTensorBoard(keras.callbacks.TensorBoard):
     """Keras' TensorBoard, whose learning rate is history.csv's: the epoch's own
     (`optimizer.epoch_learning_rate`). Keras' reads `optimizer.learning_rate`, the next step's,
     by calling the schedule eagerly, which on JAX compiles its warm-up's `cond` anew at every
-    epoch's end (issue 20)."""
+    epoch's end (time a fast accelerator waits for)."""
 
     def _collect_learning_rate(self, logs):
         from corolla.training.optimizer import epoch_learning_rate
