@@ -40,14 +40,14 @@ its switches are process-wide and would slow every other figure):
    one more compile).
 4. checkpoint: seconds (median of `--rounds`) and bytes of `model.save` (.keras, with the
    optimizer: what a run's model.keras holds), of the per-epoch backup
-   (`training.checkpoint.save_backup`: .npz) and its loading, and of Keras' `save_weights`
+   (`training.backup.save_backup`: .npz) and its loading, and of Keras' `save_weights`
    (.weights.h5: the format of earlier versions' backups) and `load_weights` beside them.
 5. predict: images/s of `model.predict` on the model at its fixed size, fed the same images as
    uint8 and as float32 arrays (median of `--rounds` passes over `--predict-batches` batches);
    the model casts to float on the device, so uint8 moves a quarter of the bytes.
 6. determinism: two identical seeded trainings of `--det-steps` steps through the ordered
    pipeline, each on a new model, with the switches Corolla's `--deterministic` sets
-   (`corolla.training.determinism.set_determinism`: `keras.utils.set_random_seed`, and on
+   (`corolla.training.preparing.set_determinism`: `keras.utils.set_random_seed`, and on
    TensorFlow `enable_op_determinism`); on a JAX GPU a second pair adds XLA_FLAGS
    `--xla_gpu_deterministic_ops=true`, which Corolla does not set. Bit-identical weights or not,
    and the largest difference.
@@ -322,13 +322,13 @@ def timed(fn, rounds: int) -> float:
 
 
 def checkpoint_figures(model, folder: Path, rounds: int) -> dict:
-    from corolla.training import checkpoint
+    from corolla.training import backup as backup_lib
 
     full, weights, backup = folder / "model.keras", folder / "backup.weights.h5", \
         folder / "backup.npz"
     save = timed(lambda: model.save(full), rounds)
-    save_backup = timed(lambda: checkpoint.save_backup(model, backup), rounds)
-    load_backup = timed(lambda: checkpoint.load_backup(model, backup), rounds)
+    save_backup = timed(lambda: backup_lib.save_backup(model, backup), rounds)
+    load_backup = timed(lambda: backup_lib.load_backup(model, backup), rounds)
     save_weights = timed(lambda: model.save_weights(weights), rounds)
     load_weights = timed(lambda: model.load_weights(weights), rounds)
     return {"save_seconds": round(save, 3), "save_bytes": full.stat().st_size,
@@ -418,7 +418,7 @@ def determinism_child(args) -> None:
     import keras
 
     from corolla.training import compile_model
-    from corolla.training.determinism import set_determinism
+    from corolla.training.preparing import set_determinism
 
     config = config_lib.load(overrides={"train.deterministic": True, "train.seed": args.seed})
     split = train_split(args.data, args.size)

@@ -54,7 +54,7 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
     from corolla import runtime
     from corolla.data import pipeline
     from corolla.evaluation import inference, metrics
-    from corolla.training.checkpoint import read_arrays
+    from corolla.training.backup import read_arrays
     from corolla.training.phases import batchnorm_layers
 
     plan = runtime.detect_for(config_lib.RunConfig())

@@ -136,18 +136,18 @@ def test_the_backup_is_refused_unwritten_where_the_disk_has_not_room_for_it(tmp_
     import numpy as np
 
     from corolla.errors import UserError
-    from corolla.training import checkpoint
+    from corolla.training import backup, checkpoint
 
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(300), keras.layers.Dense(3)])
     model.compile(optimizer="adam", loss="mse")
     model.fit(np.zeros((4, 8)), np.zeros((4, 3)), verbose=0)
-    checkpoint.save_backup(model, tmp_path / "m.npz")
-    size, needed = (tmp_path / "m.npz").stat().st_size, checkpoint.weights_size(model)
+    backup.save_backup(model, tmp_path / "m.npz")
+    size, needed = (tmp_path / "m.npz").stat().st_size, backup.weights_size(model)
     assert size < needed < size + (2 << 20)
 
     usage = shutil.disk_usage(tmp_path)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=needed - 1))
-    callback = checkpoint.Checkpoint(tmp_path / paths.BACKUP, checkpoint.BackupState())
+    callback = checkpoint.Checkpoint(tmp_path / paths.BACKUP, backup.BackupState())
     callback.set_model(model)
     with pytest.raises(UserError, match=r"could not write .*epoch-0000.npz \(No space "
                                         r"left on device\); free space"):

@@ -103,19 +103,19 @@ def test_a_killed_run_resumed_continues_its_mlflow_run_each_epoch_once(store, tr
                                                                        monkeypatch):
     """Killed after epoch 1's backup, before its tracker heard of it (where history.csv is
     written): the resumed run logs epoch 1 then epoch 2, into the same MLflow run."""
-    from corolla.training import checkpoint
+    from corolla.training import backup
 
     runs, client = store
-    write_history = checkpoint.write_history
+    write_history = backup.write_history
 
     def dies_after_the_backup(rows, path):
         if len(rows) == 1:
             raise Stop  # the state is committed, the tracker not yet called
         write_history(rows, path)
 
-    monkeypatch.setattr(checkpoint, "write_history", dies_after_the_backup)
+    monkeypatch.setattr(backup, "write_history", dies_after_the_backup)
     train_tiny.fit(runs, "k", {"train.epochs": 2, "output.track": "mlflow"})
-    monkeypatch.setattr(checkpoint, "write_history", write_history)
+    monkeypatch.setattr(backup, "write_history", write_history)
     killed = mlflow_run(client, "k")
     assert steps(client, killed.info.run_id, "loss") == []  # epoch 1 never reached it
 
@@ -203,19 +203,19 @@ def test_a_kfold_run_is_one_mlflow_run_its_folds_nested_in_it_and_resumed_into_i
     resumed: one MLflow run named after the parent folder, with the config, the pooled
     out-of-fold scores and the parent's files, and the two folds' runs nested in it, all in
     the store beside the runs; the resumed session continued the parent's run and fold 2's."""
-    from corolla.training import checkpoint
+    from corolla.training import backup
 
     runs, client = store
-    write_history = checkpoint.write_history
+    write_history = backup.write_history
 
     def stopped_in_fold_2(rows, path):
         if Path(path).parent.name == "fold-2":
             raise KeyboardInterrupt
         write_history(rows, path)
 
-    monkeypatch.setattr(checkpoint, "write_history", stopped_in_fold_2)
+    monkeypatch.setattr(backup, "write_history", stopped_in_fold_2)
     parent = train_tiny(runs, "--folds", "2", "--track", "mlflow", name="kf", code=130)
-    monkeypatch.setattr(checkpoint, "write_history", write_history)
+    monkeypatch.setattr(backup, "write_history", write_history)
     killed = mlflow_run(client, "kf")
     assert killed.info.status == "KILLED"
 
@@ -282,21 +282,21 @@ def test_a_killed_run_resumed_continues_its_wandb_run_each_epoch_once(tmp_path, 
                                                                       monkeypatch):
     """Killed after epoch 1's backup, before its tracker heard of it: the resumed session
     (offline W&B: a second session file of the same run id) logs epoch 1 then epoch 2."""
-    from corolla.training import checkpoint
+    from corolla.training import backup
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.delenv("WANDB_DIR", raising=False)
     runs = tmp_path / "runs"
-    write_history = checkpoint.write_history
+    write_history = backup.write_history
 
     def dies_after_the_backup(rows, path):
         if len(rows) == 1:
             raise Stop
         write_history(rows, path)
 
-    monkeypatch.setattr(checkpoint, "write_history", dies_after_the_backup)
+    monkeypatch.setattr(backup, "write_history", dies_after_the_backup)
     train_tiny.fit(runs, "k", {"train.epochs": 2, "output.track": "wandb"})
-    monkeypatch.setattr(checkpoint, "write_history", write_history)
+    monkeypatch.setattr(backup, "write_history", write_history)
     record = json.loads((runs / "k" / paths.TRACKING).read_text())
     assert record["epochs_logged"] == 0
 

@@ -38,6 +38,7 @@ def die(where):
 import corolla.evaluation.evaluate  # noqa: E402
 import corolla.evaluation.predict  # noqa: E402
 import corolla.files  # noqa: E402
+import corolla.training.backup  # noqa: E402
 import corolla.training.checkpoint  # noqa: E402
 import corolla.training.fit  # noqa: E402
 from corolla.runs import paths  # noqa: E402
@@ -134,14 +135,14 @@ def fill(folder, leave=8192):
 
 corolla.training.run = corolla.training.fit.run = run
 if point == "backup":
-    corolla.training.checkpoint.atomic_path = dying_writer(
-        corolla.training.checkpoint.atomic_path, f"epoch-{arg:04d}.npz", "in the backup")
+    corolla.training.backup.atomic_path = dying_writer(
+        corolla.training.backup.atomic_path, f"epoch-{arg:04d}.npz", "in the backup")
 elif point == "save":
     corolla.files.atomic_path = dying_writer(corolla.files.atomic_path, paths.MODEL,
                                              "in the model save")
 elif point == "full":
-    corolla.training.checkpoint.atomic_path = filling_writer(
-        corolla.training.checkpoint.atomic_path, f"epoch-{arg:04d}.npz")
+    corolla.training.backup.atomic_path = filling_writer(
+        corolla.training.backup.atomic_path, f"epoch-{arg:04d}.npz")
 elif point == "fill":
     _on_epoch_end = corolla.training.checkpoint.Checkpoint.on_epoch_end
 
@@ -152,14 +153,14 @@ elif point == "fill":
 
     corolla.training.checkpoint.Checkpoint.on_epoch_end = on_epoch_end
 elif point == "history":
-    _write_history = corolla.training.checkpoint.write_history
+    _write_history = corolla.training.backup.write_history
 
     def write_history(rows, path):
         if len(rows) == arg + 1:
             die("between the backup and the history")
         _write_history(rows, path)
 
-    corolla.training.checkpoint.write_history = write_history
+    corolla.training.backup.write_history = write_history
 elif point == "folder":  # the run folder made (and locked), its config.toml not yet written
     import corolla.runs.rundir  # noqa: E402
 

@@ -6,7 +6,7 @@ import pytest
 
 from corolla import config
 from corolla.errors import UserError
-from corolla.training import budget, phases
+from corolla.training import budget, pacing, phases
 
 
 def _phases_of(train, size):
@@ -165,7 +165,7 @@ def test_each_epoch_is_charged_its_own_phases_tracings_and_the_sum_is_the_plan()
 def test_a_timed_run_stops_before_an_epoch_that_would_end_past_its_budget():
     # Planned at 5 s spent: 4 epochs, the first 3 s (its tracings), the others 1 s; a final
     # save of 0.5 s; a budget of 14 s.
-    deadline = budget.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
+    deadline = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
 
     def history(*seconds):
         return [{"epoch": k + 1, "seconds": s} for k, s in enumerate(seconds)]
@@ -237,7 +237,7 @@ def _cosine(epochs: int, frozen: int = 0) -> config.RunConfig:
                                   "train.schedule": "cosine"})
 
 
-def _made(cfg, replan_after=2) -> budget.Deadline:
+def _made(cfg, replan_after=2) -> pacing.Deadline:
     """A deadline of a 100 s budget planned at 10 s on `cfg`: epochs of 10 steps of 0.5 s (5.6
     s with validation and commit), a phase's tracings 3 s."""
     costs = budget.Costs(step={(True, 64): 0.5, (False, 64): 0.5},
@@ -245,7 +245,7 @@ def _made(cfg, replan_after=2) -> budget.Deadline:
                          epoch={(True, 64): 0.0, (False, 64): 0.0}, val={64: 0.5},
                          val_first={64: 1.0}, backup=0.1)
     each = budget.epoch_seconds(_phases_of(cfg.train, 64), costs, 64, 10)
-    return budget.Deadline(100.0, tuple(each), 10.0, costs.backup, costs, None, 10,
+    return pacing.Deadline(100.0, tuple(each), 10.0, costs.backup, costs, None, 10,
                            replan_after)
 
 
@@ -254,25 +254,25 @@ def test_a_plan_made_again_from_a_pace_fills_the_budget_and_keeps_the_trained_fr
     deadline = _made(cfg)
 
     def again(pace, spent=25.0, retrace=1.0):
-        return budget.replanned(cfg, _phases_of, deadline, 2, pace, retrace, spent)
+        return pacing.replanned(cfg, _phases_of, deadline, 2, pace, retrace, spent)
 
     # 95 s of 100 less 25 spent and the save: at the probe's pace 12 epochs of 5.6 s after the
     # first 2 and a retrace of 1 s (68.2 s) fit, 13 do not; at twice its pace, 6; at half, 26.
     assert again(1.0) == 14 and again(2.0) == 8 and again(0.5) == 26
-    more = budget.remaining(cfg, _phases_of, deadline, 2, 1.0, 1.0, 14)
+    more = pacing.remaining(cfg, _phases_of, deadline, 2, 1.0, 1.0, 14)
     assert more == pytest.approx([5.6 + 1.0] + [5.6] * 11)
     # The plan's own epochs trace nothing again: they stand where they fit and one more does
     # not with its retrace.
-    assert budget.remaining(cfg, _phases_of, deadline, 2, 1.0, 1.0, 10) == \
+    assert pacing.remaining(cfg, _phases_of, deadline, 2, 1.0, 1.0, 10) == \
         pytest.approx([5.6] * 8)
-    assert budget.replanned(cfg, _phases_of, deadline, 2, 1.0, 40.0, 45.0) == 10
+    assert pacing.replanned(cfg, _phases_of, deadline, 2, 1.0, 40.0, 45.0) == 10
     # Not one epoch more: the run ends after the epochs it trained.
     assert again(1.0, spent=93.0) == 2
     # The trained frozen epoch stays one; the rest of the schedule keeps its shape.
-    shape = budget.reshaped(cfg.train, 20)
+    shape = pacing.reshaped(cfg.train, 20)
     assert shape["train.frozen_epochs"] == 1 and shape["train.warmup_epochs"] == 2
     # A run that never thaws stays frozen over the new epochs.
-    assert budget.reshaped(_cosine(10, frozen=10).train, 20)["train.frozen_epochs"] == 20
+    assert pacing.reshaped(_cosine(10, frozen=10).train, 20)["train.frozen_epochs"] == 20
 
 
 def test_a_plan_made_again_counts_the_epochs_so_far_as_they_took():
@@ -290,7 +290,7 @@ def test_a_phases_second_epoch_gives_the_pace_and_the_steps_tracing_at_any_size(
     costs = budget.Costs(step={(False, 48): 0.5}, first={(False, 48): 3.0},
                          epoch={(False, 48): 0.0}, val={64: 0.5}, val_first={64: 1.0},
                          backup=0.1)
-    deadline = budget.Deadline(100.0, (9.6, 5.6, 5.6), 10.0, 0.1, costs, None, 10, 2)
+    deadline = pacing.Deadline(100.0, (9.6, 5.6, 5.6), 10.0, 0.1, costs, None, 10, 2)
     history = [{"epoch": 1, "seconds": 18.0}, {"epoch": 2, "seconds": 24.0}]
     pace, retrace = deadline.second_epoch_pace(history, (False, 48), 64)
     # Epoch 2 took 6 s of 5.6; epoch 1 took 2 s more, three quarters of it the step's tracing.

@@ -1,5 +1,5 @@
-"""What a run does at every epoch's end, which a fast accelerator waits for (issue 20): the
-backup's file (training.checkpoint: the model's and its optimizer's variables as one .npz,
+"""What a run does at every epoch's end, which a fast accelerator waits for: the
+backup's file (training.backup: the model's and its optimizer's variables as one .npz,
 which a resumed run loads exactly; an earlier version's Keras `.weights.h5` still resumes; a
 file of another model is one line), and the learning rate history.csv and TensorBoard log."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from corolla.errors import UserError
 from corolla.runs import paths
-from corolla.training import checkpoint
+from corolla.training import backup, checkpoint
 
 
 def _trained(seed, width=5):
@@ -24,7 +24,7 @@ def _trained(seed, width=5):
 
 
 def _values(model):
-    return [keras.ops.convert_to_numpy(v) for v in checkpoint.backup_variables(model)]
+    return [keras.ops.convert_to_numpy(v) for v in backup.backup_variables(model)]
 
 
 def _fresh(width=5):
@@ -36,12 +36,12 @@ def test_a_backup_restores_the_model_and_its_optimizer_exactly(tmp_path, name):
     """Both files a backup folder can hold: Corolla's own, and an earlier version's Keras
     save_weights file (a run interrupted before the upgrade resumes after it)."""
     source = _trained(1)
-    state = checkpoint.BackupState(epochs_done=2, weights=name)
+    state = backup.BackupState(epochs_done=2, weights=name)
     (tmp_path / paths.BACKUP).mkdir()
     if name.endswith(".h5"):
         source.save_weights(tmp_path / paths.BACKUP / name)
     else:
-        checkpoint.save_backup(source, tmp_path / paths.BACKUP / name)
+        backup.save_backup(source, tmp_path / paths.BACKUP / name)
     target = _fresh()
     before = _values(target)
     assert any(not np.array_equal(a, b) for a, b in zip(before, _values(source)))
@@ -55,10 +55,10 @@ def test_a_backup_restores_the_model_and_its_optimizer_exactly(tmp_path, name):
 
 def test_the_backup_holds_every_variable_once_in_a_fixed_order(tmp_path):
     model = _trained(2)
-    checkpoint.save_backup(model, tmp_path / "b.npz")
+    backup.save_backup(model, tmp_path / "b.npz")
     with np.load(tmp_path / "b.npz") as saved:
         arrays = [saved[f"arr_{i}"] for i in range(len(saved.files))]
-    variables = checkpoint.backup_variables(model)
+    variables = backup.backup_variables(model)
     assert len({id(v) for v in variables}) == len(variables) == len(arrays)
     assert int(arrays[len(model.weights)]) == 2  # the optimizer's step count comes first
     for variable, array in zip(variables, arrays):
@@ -66,10 +66,10 @@ def test_the_backup_holds_every_variable_once_in_a_fixed_order(tmp_path):
 
 
 def test_a_backup_of_another_model_is_one_line(tmp_path):
-    checkpoint.save_backup(_trained(3, width=6), tmp_path / "epoch-0000.npz")
+    backup.save_backup(_trained(3, width=6), tmp_path / "epoch-0000.npz")
     with pytest.raises(UserError, match=r"epoch-0000.npz holds \d+ arrays that do not fit the "
                                         r"run's model and optimizer .*move the backup folder"):
-        checkpoint.load_backup(_fresh(), tmp_path / "epoch-0000.npz")
+        backup.load_backup(_fresh(), tmp_path / "epoch-0000.npz")
 
 
 def test_the_epochs_learning_rate_costs_no_compile_an_epoch_on_jax():

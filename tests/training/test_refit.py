@@ -52,7 +52,7 @@ def test_a_refit_trains_every_validated_epoch_or_up_to_the_best_where_early_stop
 
 
 def _history(run_dir, epochs: int) -> None:
-    from corolla.training.checkpoint import write_history
+    from corolla.training.backup import write_history
 
     run_dir.mkdir()
     write_history([{"epoch": e + 1, "val_f1_macro": 0.1 * e} for e in range(epochs)],

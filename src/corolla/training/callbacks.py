@@ -97,7 +97,7 @@ class EpochTensorBoard(keras.callbacks.TensorBoard):
     """Keras' TensorBoard, whose learning rate is history.csv's: the epoch's own
     (`optimizer.epoch_learning_rate`). Keras' reads `optimizer.learning_rate`, the next step's,
     by calling the schedule eagerly, which on JAX compiles its warm-up's `cond` anew at every
-    epoch's end (issue 20)."""
+    epoch's end (time a fast accelerator waits for)."""
 
     def _collect_learning_rate(self, logs):
         from corolla.training.optimizer import epoch_learning_rate
@@ -137,7 +137,7 @@ class TrackEpochs(keras.callbacks.Callback):
 
 class StopInTime(keras.callbacks.Callback):
     """Stops a timed run after the epoch whose next one would end past its budget
-    (`budget.Deadline`), with a line that says why. Placed after the checkpoint: it reads the
+    (`pacing.Deadline`), with a line that says why. Placed after the checkpoint: it reads the
     row just committed. Every process stops where the chief does (its clock decides: the
     processes' own differ). In the epoch after which the plan is made again, it times the
     ends of the training batches (`measured`)."""

@@ -1,7 +1,8 @@
 """Training: `run(config, plan)` is what `corolla train` and `corolla demo` call, a run's story
 from its settings to its saved model. Each step is a module of this package: `preparing`
 (settings, backup, epoch length), `trainer` (the model through its phases), `time_plan` (a
-time budget), `run_folder`, `summary` (what the log says) and `saving`.
+time budget) and `saving`; the run's folder and what the log says of the training are this
+module's, below `run`.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ import time
 from pathlib import Path
 
 from corolla import config as config_lib
+from corolla import models
 from corolla.data import check, pipeline
 from corolla.files import write_json
-from corolla.runs import paths, tracking
+from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
 from corolla.training import lr_find as lr_find_lib
-from corolla.training import refit, saving, summary
+from corolla.training import backup, refit, saving
+from corolla.training.phases import epochs_text
 from corolla.training.preparing import Prepared, prepare
-from corolla.training.run_folder import open_folder
 from corolla.training.saving import TrainResult
 from corolla.training.time_plan import plan_time, replan
 from corolla.training.trainer import Trainer
@@ -51,7 +53,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         trainer.follow(ready)
     saved = trainer.saved_model()
     trainer.start()  # before the folder too: a pipeline that cannot be built leaves no run
-    run_dir, backup_dir = open_folder(ready, plan, log, resume)
+    run_dir, backup_dir = _open_folder(ready, plan, log, resume)
     if found is not None and plan.is_chief:  # its picture is drawn from it (`report`)
         write_json(found.to_dict(), run_dir / paths.LR_FIND)
     # Only the chief tracks; its tracked run stays open for the run's evaluation
@@ -63,7 +65,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     trainer.restore(checkpoint)
     if tracker is not None:  # committed epochs a kill kept from their tracked run
         tracker.log_epochs(checkpoint.state.history)
-    summary.log_training(ready, plan, log)
+    _log_training(ready, plan, log)
     # A Ctrl-C raises `Interrupted`, whose message says how to continue the run; the tracked
     # run ends KILLED (FAILED on an error) here.
     with tracking.ended_on_error(run_dir, log):
@@ -74,7 +76,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             trainer.fit_phases()
         result = saving.save(trainer.model, saved, checkpoint.state, plan, run_dir, backup_dir,
                              ready.config.output.run_id, log)
-        summary.log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
+        _log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
         if ready.config.train.refit and resume is None:  # a resumed one: `refit.train`
             refit.plan_in_time(run_dir, trainer.ready, checkpoint.state.history, began,
                                val_split.count, log)
@@ -87,3 +89,66 @@ def _val_split(ready: Prepared) -> tuple:
     split = check.check_split(ready.layout.split("val"), len(ready.layout.class_names),
                               skip_bad_records=skip)
     return split, pipeline.metadata(split, skip)["labels"]
+
+
+def _open_folder(ready: Prepared, plan: Plan, log, resume) -> tuple[Path | None, Path]:
+    """(run folder, backup folder): a new run's folder made and recorded by the chief, or the
+    continued run's session recorded (with the history its backup holds: a kill may have come
+    between the backup and history.csv)."""
+    config, run_dir, backup_dir = ready.config, ready.run_dir, ready.backup_dir
+    if plan.is_chief and not resume:
+        run_dir = rundir.create(config.output.runs_dir, config.output.name,
+                                models.short_name(config.model.name))
+        rundir.claim(run_dir, log)
+        backup_dir = run_dir / paths.BACKUP
+        rundir.record(run_dir, config, plan, ready.layout.class_names)
+        log(f"run directory: {run_dir}")
+    elif plan.is_chief:
+        rundir.record_session(run_dir, plan)
+        if ready.state.history:
+            backup.write_history(ready.state.history, run_dir / paths.HISTORY)
+        log(f"resuming {run_dir} after epoch {ready.state.epochs_done} of "
+            f"{config.train.epochs}")
+        if config.train.time_plan:
+            spent = ready.state.history[-1].get("seconds", 0.0) if ready.state.history else 0
+            log(f"time {config.train.time_budget}: continuing its plan ({config.train.time_plan})"
+                f"; {spent / 60:.1f} min spent before (up to the last completed epoch)")
+    return run_dir, backup_dir
+
+
+def _log_training(ready: Prepared, plan: Plan, log) -> None:
+    """What the run trains, before its first epoch: its recipe, model, hardware and phases."""
+    config = ready.config
+    t, size = config.train, config.model.input_size
+    _log_recipe(config, log)
+    data_size = ready.layout.image_size
+    scaled = f" (scaled from the data's {data_size})" if size != data_size else ""
+    log(f"training {config.model.name} at {size}x{size}{scaled} on {plan.strategy_name} "
+        f"({plan.replicas} replica(s), global batch {plan.global_batch}): "
+        f"{t.epochs} epochs x {ready.steps} steps")
+    if ready.progressive:
+        log("progressive resizing: " + ", ".join(f"{p.size} px in {epochs_text(p)}"
+                                                 for p in ready.phases))
+    elif t.start_size:
+        log(f"no progressive resizing: train.start_size {t.start_size} is not below the input "
+            f"size {size}, or {t.epochs} epoch(s) leave no room for a ramp")
+
+
+def _log_recipe(config: config_lib.RunConfig, log) -> None:
+    """The recipe's line: its optimizer, schedule and the settings it turns on."""
+    t = config.train
+    log(f"recipe {t.recipe}: {t.optimizer}, {t.schedule} schedule, peak learning rate "
+        f"{t.learning_rate:g}"
+        + (f", weight decay {t.weight_decay:g}" if t.weight_decay else "")
+        + (f", dropout {config.model.dropout:g}" if config.model.dropout else "")
+        + (f", EMA {t.ema_momentum:g}" if t.ema else "")
+        + (f", label smoothing {t.label_smoothing:g}" if t.label_smoothing else "")
+        + (f", {t.accumulation_steps} batches per update" if t.accumulation_steps > 1 else "")
+        + (f", class weight {t.class_weight}" if t.class_weight != "none" else ""))
+
+
+def _log_time_spent(t: config_lib.TrainConfig, spent: float, log) -> None:
+    """With a time budget: the training's `spent` seconds, against it."""
+    if t.time_budget:
+        log(f"time {t.time_budget}: trained in {spent / 60:.1f} min "
+            f"({spent / config_lib.duration_seconds(t.time_budget):.0%} of the budget)")

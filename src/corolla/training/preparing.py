@@ -2,8 +2,7 @@
 claimed and its backup read (the epoch every process continues from), seeds set, the epoch's
 length in whole executions and accumulations.
 
-`checkpoint` (which imports Keras) is imported in the functions: the backend is chosen
-first."""
+Keras and TensorFlow are imported in `set_determinism`: the backend is chosen first."""
 
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from corolla import config as config_lib
 from corolla.data import layout as layout_lib
@@ -19,14 +17,11 @@ from corolla.errors import UserError
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan, collective
 from corolla.runtime.hardware import worker_scratch
-from corolla.training import budget
+from corolla.training import pacing
 from corolla.training import phases as phases_lib
-from corolla.training.determinism import set_determinism
+from corolla.training.backup import BackupState, read_state
 from corolla.training.resuming import agree_on_epoch
 from corolla.training.settings import resolve
-
-if TYPE_CHECKING:
-    from corolla.training.checkpoint import BackupState
 
 
 @dataclass(frozen=True)
@@ -44,7 +39,7 @@ class Prepared:
     chiefs_file: str | None
     # Where a time budget's plan, made in this session, stops short (None: no budget, or one
     # planned in an earlier session).
-    deadline: budget.Deadline | None = None
+    deadline: pacing.Deadline | None = None
 
     @property
     def from_chief(self) -> bool:
@@ -70,7 +65,7 @@ class Prepared:
         return epoch_unit(self.steps_per_execution, self.config.train.accumulation_steps)
 
     def planned(self, config: config_lib.RunConfig, steps: int,
-                made: budget.Deadline | None = None) -> Prepared:
+                made: pacing.Deadline | None = None) -> Prepared:
         """This, with another config and steps per epoch (whole units already): a time
         plan's, with its epochs as measured (`made`), or the learning rate found."""
         return dataclasses.replace(self, config=config, steps=steps, deadline=made)
@@ -79,8 +74,6 @@ class Prepared:
 def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) -> Prepared:
     """Resolves the settings, claims the run to continue and reads its backup, and fixes the
     epoch's length: everything decided before a model is built."""
-    from corolla.training.checkpoint import BackupState, read_state
-
     asked = config.train
     config, layout = resolve(config, plan, resume=resume is not None, log=log)
     if asked.scale_lr == "replicas":
@@ -101,6 +94,25 @@ def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) 
     steps, steps_per_execution = epoch_steps(config.train, plan, log)
     return Prepared(config, layout, run_dir, backup_dir, state, steps, steps_per_execution,
                     chiefs_file)
+
+
+def set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
+    """Seeds Python, NumPy and the backend with train.seed; on TensorFlow, turns op
+    determinism on or off as train.deterministic says."""
+    import keras
+
+    keras.utils.set_random_seed(config.train.seed)
+    if plan.backend == "tensorflow":
+        import tensorflow as tf
+
+        # Process-wide: a deterministic run before this one (the Python API) must not leave it
+        # on, which would also make Keras drop the plan's XLA without a word.
+        if config.train.deterministic:
+            tf.config.experimental.enable_op_determinism()
+        else:  # not exported by TensorFlow, but its counterpart (tests use it the same way)
+            from tensorflow.python.framework import config as tf_config
+
+            tf_config.disable_op_determinism()
 
 
 def epoch_unit(steps_per_execution: int, accumulation_steps: int) -> int:

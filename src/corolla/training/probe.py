@@ -101,7 +101,8 @@ def _time_commit(model, costs: budget.Costs) -> None:
     (`costs.save`)."""
     from corolla.runs import paths
     from corolla.training.callbacks import VAL_F1
-    from corolla.training.checkpoint import BackupState, Checkpoint
+    from corolla.training.backup import BackupState
+    from corolla.training.checkpoint import Checkpoint
 
     with tempfile.TemporaryDirectory() as folder:
         checkpoint = Checkpoint(Path(folder), BackupState(), Path(folder) / paths.HISTORY,

@@ -26,10 +26,10 @@ from corolla.errors import UserError
 from corolla.files import read_history, read_json, write_json
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
-from corolla.training import budget, saving
-from corolla.training.determinism import set_determinism
+from corolla.training import budget, pacing, saving
+from corolla.training.backup import read_state
 from corolla.training.phases import of_config
-from corolla.training.preparing import Prepared, epoch_steps
+from corolla.training.preparing import Prepared, epoch_steps, set_determinism
 from corolla.training.settings import resolve
 from corolla.training.trainer import Trainer
 
@@ -105,7 +105,7 @@ def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: flo
         costs, caching = budget.refit_costs(deadline.costs, deadline.caching, *counts)
         each = budget.epoch_seconds(of_config(config), costs, config.model.input_size,
                                     refit_steps(ready.steps, counts), caching)
-        left = budget.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
+        left = pacing.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
         room = (left, [pace * s for s in each])
     make_plan(run_dir, config, ready.steps, counts, log, room)
 
@@ -114,8 +114,6 @@ def train(run_dir: Path, plan: Plan, log) -> Path | None:
     """Trains the refit of the trained run `run_dir` on its plan (refit.json; made now, with
     no time budget's room, where a run was stopped before it was written): returns refit.keras,
     or None where the plan has no epoch. Continues a refit killed midway from its backup."""
-    from corolla.training.checkpoint import read_state
-
     check_plan(plan)
     config, layout = resolve(rundir.read(run_dir)[1], plan, resume=True, log=lambda *args: None)
     record_path = run_dir / paths.REFIT_PLAN

@@ -2,8 +2,7 @@
 continue from (the chief's), and the backup goes into the model and its optimizer, this
 process's own or the chief's.
 
-`checkpoint` (which imports Keras) is imported in the functions: the backend is chosen
-first."""
+`checkpoint` (which imports Keras) is imported for its type alone: the backend is chosen first."""
 
 from __future__ import annotations
 
@@ -14,9 +13,10 @@ from typing import TYPE_CHECKING
 from corolla import files
 from corolla.errors import UserError
 from corolla.runtime import Plan, collective
+from corolla.training.backup import BackupState
 
 if TYPE_CHECKING:
-    from corolla.training.checkpoint import BackupState, Checkpoint
+    from corolla.training.checkpoint import Checkpoint
 
 
 def agree_on_epoch(plan: Plan, state: BackupState, backup_dir: Path,
@@ -28,8 +28,6 @@ def agree_on_epoch(plan: Plan, state: BackupState, backup_dir: Path,
     optimizer once the model is built (`restore`), instead of silently training from scratch
     beside the others. A worker ahead of the chief means the chief's backup was replaced:
     refused."""
-    from corolla.training.checkpoint import BackupState
-
     done = collective.gather(plan, [state.epochs_done])[:, 0].tolist()
     if len(set(done)) == 1:
         return state, None

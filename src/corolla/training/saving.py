@@ -1,23 +1,17 @@
 """The end of training: last.keras, model.keras (the best epoch's) and the backup removed, in
-the order that leaves a run safe to continue at every moment.
-
-`checkpoint` (which imports Keras) is imported in the function: the backend is chosen
-first."""
+the order that leaves a run safe to continue at every moment."""
 
 from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from corolla import files
 from corolla.runs import identity, paths
 from corolla.runtime import Plan
+from corolla.training.backup import BackupState, load_model_weights
 from corolla.training.optimizer import finalize_ema
-
-if TYPE_CHECKING:
-    from corolla.training.checkpoint import BackupState
 
 
 @dataclass
@@ -34,8 +28,6 @@ def save(model, saved, final: BackupState, plan: Plan, run_dir: Path | None, bac
     only the chief's copy is the run's. The backup goes only once the model is safely written;
     model.keras last of all (it marks the run trained). `saved`: the model as the run saves it
     (`model` at its input size)."""
-    from corolla.training.checkpoint import load_model_weights
-
     model_path = run_dir / paths.MODEL if plan.is_chief else backup_dir.parent / paths.MODEL
     finalize_ema(model)  # (what fit did already, unless no epoch was left to train)
 

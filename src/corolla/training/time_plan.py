@@ -11,7 +11,7 @@ import time
 from corolla import config as config_lib
 from corolla.runs import paths
 from corolla.runtime import collective
-from corolla.training import budget, probe
+from corolla.training import budget, pacing, probe
 from corolla.training.phases import Phase, of_config, phases
 from corolla.training.preparing import Prepared
 from corolla.training.trainer import Trainer
@@ -63,11 +63,11 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
                                        "train.time_steps": epoch_steps * (epoch_steps != steps),
                                        "train.time_plan": line.partition(": ")[2]})
     # The plan's epochs, each as measured, for the run to stop short of them where it falls
-    # behind (`budget.Deadline`).
+    # behind (`pacing.Deadline`).
     plan_phases = of_config(planned)
     each = budget.epoch_seconds(plan_phases, costs, size, epoch_steps, caching)
     # The validated training's own part of the budget, where a refit follows it.
-    deadline = budget.Deadline(spent + share * (total - spent), tuple(each), spent,
+    deadline = pacing.Deadline(spent + share * (total - spent), tuple(each), spent,
                                costs.final_save(), costs, caching, epoch_steps,
                                _replan_after(trainer, plan_phases, epoch_steps))
     return ready.planned(planned, epoch_steps, deadline)
@@ -91,7 +91,7 @@ def _replan_after(trainer: Trainer, plan_phases, steps: int) -> int:
 
 
 def replan(trainer: Trainer, run_dir, log) -> None:
-    """The trainer's plan made again after its epoch `replan_after` (`budget.replanned`), from
+    """The trainer's plan made again after its epoch `replan_after` (`pacing.replanned`), from
     the pace that epoch measured (its steps' against the probe's, or where they were not
     timed, the epoch's against its plan): where its epochs change, recorded in the run's
     config (a resumed run continues the new plan) and the optimizer put on the new schedule.
@@ -112,10 +112,10 @@ def replan(trainer: Trainer, run_dir, log) -> None:
     def phases_of(train, size):
         return phases(train, config.model.train_backbone, size)
 
-    epochs = budget.replanned(config, phases_of, deadline, done, pace, retrace, spent)
+    epochs = pacing.replanned(config, phases_of, deadline, done, pace, retrace, spent)
     if trainer.plan.multi_worker:
         epochs = int(collective.chief_hex(trainer.plan, f"{epochs:x}"), 16)
-    after = budget.remaining(config, phases_of, deadline, done, pace, retrace, epochs)
+    after = pacing.remaining(config, phases_of, deadline, done, pace, retrace, epochs)
     made = deadline.remade(history, after)
     if epochs == t.epochs:
         log(f"time {t.time_budget}: epoch {done} took {pace:.2f}x the probe's estimate; "
@@ -125,7 +125,7 @@ def replan(trainer: Trainer, run_dir, log) -> None:
     line = (f"made again after epoch {done}, which took {pace:.2f}x the probe's estimate: "
             f"{epochs} epoch{'s' * (epochs != 1)}, ~{(spent + sum(after)) / 60:.1f} min in all")
     log(f"time {t.time_budget}: plan {line}" + (" (none more fits)" if epochs == done else ""))
-    planned = config_lib.apply(config, {**budget.reshaped(t, epochs),
+    planned = config_lib.apply(config, {**pacing.reshaped(t, epochs),
                                         "train.time_plan": f"{t.time_plan}; {line}"})
     if run_dir is not None:
         config_lib.save(planned, run_dir / paths.CONFIG)

@@ -1,0 +1,150 @@
+"""A timed run kept to its plan (`budget`'s arithmetic, in plain Python): where it stops short
+of it (`Deadline`), and the plan made again mid-run from the pace of its epochs (`replanned`).
+
+A plan is a forecast, and the margin it keeps for that left a quarter of the budget unused on an
+idle host (flowers5 at 6 minutes ended at 75-81%). So the plan is made again after the first
+epoch that trains on images (`replanned`), from the pace of its steps (`time_plan.replan`), to
+fill REPLAN_SHARE of the budget: more epochs on a host faster than the probe found, fewer on a
+busier one, the schedule's shape kept, so that its learning rate still ends at its floor. A run
+that falls behind after that (a host that turned busier) stops short of its plan where the next
+epoch would end past the budget (`Deadline`; `callbacks.StopInTime` stops it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from corolla import config as config_lib
+from corolla.config.schema import MAX_EPOCHS
+from corolla.training.budget import Caching, Costs, epoch_seconds, shaped
+
+# What a plan made again from a trained epoch's measured pace fills (`replanned`): the pace is
+# known then, and `Deadline` stops a run that falls behind it; its check of the next epoch with
+# a tenth more still passes on pace at this share.
+REPLAN_SHARE = 0.95
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """Where a timed run stops short of its plan to end inside its budget: on a host busier
+    than the probe found (a tiny 2-fold run beside CI's installs trained its second fold a
+    third slower than measured, and ended at 102% of its budget), the plan's margin is not
+    enough. After each epoch, the next one's planned seconds, stretched by how far behind its
+    plan the run has fallen (`behind`: never shrunk, so a run ahead of its plan keeps the
+    margin), must end with the final save inside the budget (`next_end`). A first version,
+    stretched by the whole run's lag alone, let a tiny run on a busy host end at 20.17 s of 20.
+
+    `total`: the budget in seconds; `planned`: each epoch's planned seconds
+    (`epoch_seconds`), from `planned_at` seconds spent when the plan was made; `save`: the
+    final save's. Only the session that made the plan has it: a resumed run continues its
+    plan as it was made. For the plan to be made again (`replanned`), what it was made of:
+    the probe's `costs`, the `caching` of frozen phases, the `steps` of an epoch, and the
+    epoch (counted from 1) after which it is made again (`replan_after`; 0: never)."""
+    total: float
+    planned: tuple
+    planned_at: float
+    save: float
+    costs: Costs = field(default_factory=Costs)
+    caching: Caching | None = None
+    steps: int = 0
+    replan_after: int = 0
+
+    def took(self, history: list[dict]) -> tuple:
+        """The seconds each epoch of `history` took."""
+        ends = [self.planned_at] + [row["seconds"] for row in history]
+        return tuple(b - a for a, b in zip(ends, ends[1:]))
+
+    def remade(self, history: list[dict], planned: list[float]) -> Deadline:
+        """This deadline for the plan made again after the epochs of `history`: those epochs
+        as they took (the new plan's pace is theirs: their lag is not counted again), the new
+        plan's `planned` seconds after them."""
+        return dataclasses.replace(self, planned=self.took(history) + tuple(planned),
+                                   replan_after=0)
+
+    def second_epoch_pace(self, history: list[dict], kind: tuple, final: int) -> tuple:
+        """(pace, seconds of tracing) from the last epoch of `history`, a phase's second, of
+        `kind` (frozen, size): its seconds over its plan's; the training step's tracing as long
+        as the phase's first epoch took beyond it, by the share of the step's in the tracings
+        the probe found there (the rest is validation's, at the `final` size)."""
+        took, done = self.took(history), len(history)
+        pace = took[-1] / max(self.planned[done - 1], 1e-9)
+        first = self.costs.first[kind]
+        share = first / max(first + self.costs.val_first[final], 1e-9)
+        return pace, max(took[-2] - took[-1], 0.0) * share
+
+    def behind(self, history: list[dict]) -> float:
+        """How many times their planned seconds the epochs of `history` took: on the whole or
+        in either of the last two, whichever is more (a host that turned busier lately; a
+        phase's first epoch whose tracing took less than the probe's hides it on the whole);
+        at least 1."""
+        done = len(history)
+        planned = self.planned[:done]
+        if not history or sum(planned) <= 0:
+            return 1.0
+        took = self.took(history)
+        ratios = [sum(took) / sum(planned)]
+        ratios += [took[k] / planned[k] for k in range(max(0, done - 2), done) if planned[k] > 0]
+        return max(1.0, *ratios)
+
+    def next_end(self, history: list[dict]) -> float | None:
+        """When the epoch after those of `history` (history.csv's rows: `seconds` is the
+        training time up to each epoch's commit) would end, its final save included (both as
+        far behind as the epochs: a tiny run on a busy host ended at 101% of its budget with
+        the save as planned), in seconds of the budget, with a tenth more for the epoch (the
+        epochs of a tiny run on a busy host vary by that much); None after the last epoch."""
+        done = len(history)
+        if not history or done >= len(self.planned):
+            return None
+        behind = self.behind(history)
+        return history[-1]["seconds"] + (1.1 * self.planned[done] + self.save) * behind
+
+
+def reshaped(train: config_lib.TrainConfig, epochs: int) -> dict:
+    """`shaped` for a plan made again mid-run: the frozen epochs of a run that thaws are
+    trained already, and stay as they were."""
+    out = shaped(train, epochs)
+    if train.frozen_epochs < train.epochs:
+        out["train.frozen_epochs"] = train.frozen_epochs
+    return out
+
+
+def remaining(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
+              pace: float, retrace: float, epochs: int) -> list[float]:
+    """The planned seconds of each epoch after the first `done` of the run's plan made again
+    for `epochs` epochs, at `pace` times the probe's estimates. Other epochs than the plan's
+    trace the training step again (the schedule's rates are constants of the compiled step),
+    in `retrace` seconds: the epoch after `done` pays them, unless it starts a phase, which
+    traces anyway."""
+    final, t = config.model.input_size, config.train
+    train = config_lib.apply(config, reshaped(t, epochs)).train
+    plan_phases = phases_of(train, final)
+    each = [pace * s for s in epoch_seconds(plan_phases, deadline.costs, final, deadline.steps,
+                                            deadline.caching)[done:]]
+    if epochs != t.epochs and each and next(p for p in plan_phases if p.end > done).start < done:
+        each[0] += retrace
+    return each
+
+
+def replanned(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
+              pace: float, retrace: float, spent: float) -> int:
+    """The epochs of the run's plan made again after its first `done` epochs, `spent` seconds
+    into the budget, at `pace` times the probe's estimates (as measured: `time_plan.replan`)
+    with `retrace` seconds of tracing for other epochs than the plan's (`remaining`): the most
+    whose epochs after `done` and the final save end by REPLAN_SHARE of the budget; `done`
+    (the run ends) where not one more does. `phases_of` as in `most_epochs`."""
+    left = REPLAN_SHARE * deadline.total - spent - pace * deadline.save
+    planned = config.train.epochs
+
+    def fits(epochs):
+        return sum(remaining(config, phases_of, deadline, done, pace, retrace, epochs)) <= left
+
+    # Leaving the plan's own epochs aside (they need no new tracing), the time grows with
+    # the epochs: the most that fit by doubling, then halving.
+    low, high = done, done + 1
+    while high <= MAX_EPOCHS and fits(high):
+        low, high = high, min(2 * high, MAX_EPOCHS + 1)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return planned if low < planned and fits(planned) else low
