@@ -17,6 +17,7 @@ from corolla.config import flags as flags_lib
 from corolla.config import policies
 from corolla.config import recipe as recipe_lib
 from corolla.config.schema import SETTINGS
+from corolla.evaluation import tta as tta_lib
 
 
 def option(p, key: str, **fill: str) -> None:
@@ -67,10 +68,11 @@ def scored_run(p: argparse.ArgumentParser) -> None:
 
 
 def tta(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tta", type=int, default=1, metavar="N",
+    p.add_argument("--tta", type=int, default=tta_lib.NONE, metavar="N",
                    help="test-time augmentation: average the class probabilities of N views "
                         "of each image (the image, its flip, then small zooms, shifts and "
-                        "rotations; deterministic); default 1 (none), at most 32")
+                        f"rotations; deterministic); default {tta_lib.NONE} (none), at most "
+                        f"{tta_lib.MAX_VIEWS}")
 
 
 def name_flags(p: argparse.ArgumentParser) -> None:
