@@ -3,8 +3,9 @@ augmentation, a run to score, a run's settings: `train_settings`, which `corolla
 `corolla lr-find` declare), and the settings of a parsed command line.
 
 Each command module declares its own flags with these (`add_arguments`); `corolla.cli` builds
-the parser from the command modules. The flags that set config keys are turned into them by
-the table in `config.flags`, which the Python API's keywords go through too.
+the parser from the command modules. A flag that sets a config key is declared on the key's
+field (`config.setting`) and added here by `option`; the parsed values are turned into config
+keys by the table in `config.flags`, which the Python API's keywords go through too.
 """
 
 from __future__ import annotations
@@ -28,10 +29,8 @@ def option(p, key: str, **fill: str) -> None:
     texts = {"recipe": lambda: _recipe_default(key), "value": lambda: declared.default,
              "auto_recipes": _auto_recipes, "recipes": lambda: ", ".join(recipe_lib.names())}
     fill = {name: fill[name] if name in fill else texts[name]() for name in names}
-    options = dict(declared.argparse)
-    if declared.keyword != declared.flag[2:].replace("-", "_"):
-        options["dest"] = declared.keyword
-    p.add_argument(declared.flag, help=declared.help.format(**fill), **options)
+    p.add_argument(declared.flag, dest=declared.keyword, help=declared.help.format(**fill),
+                   **declared.argparse)
 
 
 def _auto_recipes() -> str:
@@ -57,8 +56,8 @@ def augment(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """--augment and --no-augment; `default`: what the help says when neither is given."""
     option(p, "data.augment",
            default=default or f"default: {', '.join(policies.POLICIES['default'])}")
-    p.add_argument("--no-augment", dest="augment", action="store_false", default=None,
-                   help="train without augmentation (as --augment none)")
+    p.add_argument("--no-augment", dest=SETTINGS["data.augment"].keyword, action="store_false",
+                   default=None, help="train without augmentation (as --augment none)")
 
 
 def scored_run(p: argparse.ArgumentParser) -> None:
