@@ -32,7 +32,6 @@ from corolla.config import range_test
 from corolla.config.flags import from_keywords
 from corolla.config.range_test import RangeSettings
 from corolla.errors import UserError
-from corolla.evaluation import tta as tta_lib
 from corolla.files import read_json
 from corolla.flows import check_data as check_flow
 from corolla.flows import evaluate, explain, export, predict
@@ -90,7 +89,9 @@ class Run:
         fix = f"write it again with `run.evaluate()` (corolla evaluate {self.path})"
         return read_json(path, fix) if path.is_file() else None
 
-    def evaluate(self, tta: int = tta_lib.NONE, data: str | Path | None = None,
+    # The defaults tta=1 and top_k=5 are evaluation.tta.NONE and flows.photos.TOP_K written out,
+    # so that the API reference (read from the source) shows values; a test holds them equal.
+    def evaluate(self, tta: int = 1, data: str | Path | None = None,
                  out: str | Path | None = None, fit_bias: bool = False, **runtime) -> dict:
         """Scores the run on val (metrics.json, pictures, predictions, report.html) and returns
         the metrics (`tta`: test-time augmentation views; `fit_bias`: then fits the offsets for
@@ -101,7 +102,7 @@ class Run:
             return evaluate.evaluate(self.path, flags, names, data=_text(data), out=out,
                                      tta=tta, fit_bias=fit_bias)
 
-    def predict(self, tta: int = tta_lib.NONE, data: str | Path | None = None,
+    def predict(self, tta: int = 1, data: str | Path | None = None,
                 out: str | Path | None = None, force: bool = False, bias: str = "none",
                 **runtime) -> Path:
         """Writes the checked submission.csv (`tta`: test-time augmentation passes; `bias`
@@ -112,10 +113,9 @@ class Run:
             return predict.predict(self.path, flags, names, data=_text(data), out=out,
                                    force=force, tta=tta, bias=bias)
 
-    def predict_photos(self, photos, top_k: int = photos_flow.TOP_K,
-                       out: str | Path | None = None, json: bool = False,
-                       strict: bool = False, force: bool = False,
-                       tta: int = tta_lib.NONE, bias: str = "none", **runtime) -> list[dict]:
+    def predict_photos(self, photos, top_k: int = 5, out: str | Path | None = None,
+                       json: bool = False, strict: bool = False, force: bool = False,
+                       tta: int = 1, bias: str = "none", **runtime) -> list[dict]:
         """The top-`top_k` classes of each photo (`photos`: a path or a list of image files,
         folders and CSVs of paths), as `corolla predict RUN PATH...`: one dict a photo,
         {"path", "top": [{"class", "label", "probability"}, ...]}."""
