@@ -41,7 +41,9 @@ MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, 
 MAX_SHUFFLE_BUFFER = 1_000_000
 
 # The help texts below are templates (config.setting): {recipe} is the recipes' default for the
-# key, {value} the field's own default, {note} and {default} what the command adds.
+# key, {value} the field's own default, {note} and {default} what the command adds. A field's
+# description (for the config reference) is the comment above it, beside its first line, or,
+# where that line would be too long, just under it.
 
 
 @dataclass
@@ -50,8 +52,8 @@ class DataConfig:
         "", flag="--data", keyword="data", help="folder (local or gs://) holding "
         "tfrecords-jpeg-SxS/, or an image folder (one subfolder per class) or a CSV of "
         "path,label, converted once into a cache (see corolla convert)")
-    # which SxS folder to read; 0 = the one nearest the model's default size
     image_size: int = setting(
+        # which SxS folder to read; 0 = the one nearest the model's default size
         0, low=0, high=MAX_SIZE, flag="--image-size", help="which tfrecords-jpeg-SxS to read "
         "(images: the size to convert to; default, or 0: the one nearest the input size, or the "
         "model's)")
