@@ -3,10 +3,10 @@
 - `reference/commands.md`: every command and flag, read from the parser `corolla.cli` builds
   (the command modules' `add_arguments`), with each flag's value, default and help text.
 - `reference/config.md`: every config key, read from `corolla.config.schema`: its section and
-  type from the dataclasses, its default, its choices (`_CHOICES`), its range (the `ranges`
-  table inside `schema._check`, read from the source, so a rule added there shows here), its
-  flag (`corolla.config.flags.FLAG_KEYS`) and its description (the comments beside and above
-  the field).
+  type from the dataclasses, its default, its choices (`_CHOICES`), its range (the `low`
+  and `high` each key is declared with, `corolla.config.setting`, which `schema._check` holds
+  it to), its flag (`corolla.config.flags.FLAG_KEYS`) and its description (the comments
+  beside and above the field).
 - `reference/packages.md`: the package map, every package with its modules and what each does,
   read from the maps in the packages' `__init__.py` docstrings (tests/test_package_map.py holds
   those maps whole).
@@ -164,26 +164,12 @@ def commands_markdown() -> str:
 # -- config -----------------------------------------------------------------------------------
 
 def _ranges() -> dict[str, tuple]:
-    """Config key -> (lowest, highest or None), read from the `ranges` table in
-    `schema._check` (the rule that refuses a value outside it)."""
+    """Config key -> (lowest, highest or None): the range each key is declared with
+    (`corolla.config.setting`), which `schema._check` holds it to."""
     from corolla.config import schema
 
-    tree = ast.parse(inspect.getsource(schema._check))
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
-                and any(isinstance(t, ast.Name) and t.id == "ranges" for t in node.targets)):
-            table = {}
-            for key, value in zip(node.value.keys, node.value.values):
-                _, low, high = value.elts
-                table[ast.literal_eval(key)] = (_constant(low, schema), _constant(high, schema))
-            return table
-    raise LookupError("no `ranges` table in corolla.config.schema._check")
-
-
-def _constant(node: ast.expr, module):
-    if isinstance(node, ast.Name):
-        return getattr(module, node.id)
-    return ast.literal_eval(node)
+    return {key: (s.low, s.high) for key, s in schema.SETTINGS.items()
+            if s.low is not None or s.high is not None}
 
 
 def _comments(cls, prefix: str = "") -> dict[str, str]:
@@ -201,6 +187,8 @@ def _comments(cls, prefix: str = "") -> dict[str, str]:
             above.insert(0, source[i].strip().lstrip("#").strip())
             i -= 1
         beside = line.split("#", 1)[1].strip() if "#" in line.split("=", 1)[-1] else ""
+        if not beside and node.end_lineno > node.lineno:  # or first inside a long declaration
+            beside = _comment_under(source, node.lineno)
         text = " ".join(p for p in (*above, beside) if p)
         if not text and previous and source[node.lineno - 2].strip():
             # A field right under a commented one, without its own comment: the comment above
@@ -210,6 +198,15 @@ def _comments(cls, prefix: str = "") -> dict[str, str]:
             previous = node.target.id
         described[node.target.id] = text
     return described
+
+
+def _comment_under(source: list[str], lineno: int) -> str:
+    """The comment lines just under a field's first line (`x: int = setting(` then `# ...`)."""
+    found, i = [], lineno
+    while i < len(source) and source[i].strip().startswith("#"):
+        found.append(source[i].strip().lstrip("#").strip())
+        i += 1
+    return " ".join(found)
 
 
 def config_keys() -> list[dict]:

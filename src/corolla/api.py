@@ -89,6 +89,8 @@ class Run:
         fix = f"write it again with `run.evaluate()` (corolla evaluate {self.path})"
         return read_json(path, fix) if path.is_file() else None
 
+    # The defaults tta=1 and top_k=5 are evaluation.tta.NONE and flows.photos.TOP_K written out,
+    # so that the API reference (read from the source) shows values; a test holds them equal.
     def evaluate(self, tta: int = 1, data: str | Path | None = None,
                  out: str | Path | None = None, fit_bias: bool = False, **runtime) -> dict:
         """Scores the run on val (metrics.json, pictures, predictions, report.html) and returns

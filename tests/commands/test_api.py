@@ -40,3 +40,17 @@ def test_the_top_level_lists_its_names_and_imports_no_keras():
             "assert 'keras' not in sys.modules and 'tensorflow' not in sys.modules, "
             "sorted(m for m in sys.modules if m.startswith(('keras', 'tensorflow')))")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_runs_defaults_are_the_named_ones():
+    """The API's tta and top_k defaults are written out for its reference page: they stay the
+    values every other signature and flag takes from their one home."""
+    import inspect
+
+    from corolla import api
+    from corolla.evaluation import tta
+    from corolla.flows import photos
+
+    for method in (api.Run.evaluate, api.Run.predict, api.Run.predict_photos):
+        assert inspect.signature(method).parameters["tta"].default == tta.NONE
+    assert inspect.signature(api.Run.predict_photos).parameters["top_k"].default == photos.TOP_K

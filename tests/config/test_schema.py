@@ -67,3 +67,32 @@ def test_a_utf8_config_with_a_bom_is_read(tmp_path):
     path = tmp_path / "c.toml"
     path.write_bytes("[train]\nepochs = 2\n".encode("utf-8-sig"))
     assert config.load(path).train.epochs == 2
+
+
+# corolla train's flags that set no config key: the config file, the run to resume, the data
+# check's strictness and --help.
+NOT_CONFIG = {"config", "resume", "strict", "help"}
+
+
+def test_the_flags_and_the_fields_declarations_agree():
+    """Every flag a field is declared with is one of `corolla train`'s, setting that field's key
+    (through FLAG_KEYS); every other train flag is one that sets no config key. A flag added to
+    the parser by hand for a config key, or a declared flag left out of it, fails here."""
+    import argparse
+
+    from corolla import cli
+    from corolla.config import flags, schema
+
+    top = cli.build_parser()
+    subs = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    train = subs.choices["train"]
+    dests = {}
+    for action in train._actions:
+        dests.setdefault(action.dest, []).extend(action.option_strings)
+    declared = {s.keyword: s for s in schema.SETTINGS.values() if s.flag}
+    assert declared, "no field declares a flag"
+    for keyword, setting in declared.items():
+        assert setting.flag in dests.get(keyword, []), (setting.key, setting.flag)
+        assert flags.FLAG_KEYS[keyword] == setting.key
+    assert set(flags.FLAG_KEYS) == set(declared)
+    assert set(dests) - set(declared) == NOT_CONFIG, set(dests) - set(declared)

@@ -3,75 +3,61 @@ augmentation, a run to score, a run's settings: `train_settings`, which `corolla
 `corolla lr-find` declare), and the settings of a parsed command line.
 
 Each command module declares its own flags with these (`add_arguments`); `corolla.cli` builds
-the parser from the command modules. The flags that set config keys are turned into them by
-the table in `config.flags`, which the Python API's keywords go through too.
+the parser from the command modules. A flag that sets a config key is declared on the key's
+field (`config.setting`) and added here by `option`; the parsed values are turned into config
+keys by the table in `config.flags`, which the Python API's keywords go through too.
 """
 
 from __future__ import annotations
 
 import argparse
+import string
 
 from corolla import config as config_lib
 from corolla.config import flags as flags_lib
 from corolla.config import policies
 from corolla.config import recipe as recipe_lib
-from corolla.config.range_test import FIND
+from corolla.config.schema import SETTINGS
+from corolla.evaluation import tta as tta_lib
+
+
+def option(p, key: str, **fill: str) -> None:
+    """Adds the flag config `key` is declared with (config.setting) to `p`, a parser or a
+    group; `fill`: the help template's names that the command gives ({note}, {default})."""
+    declared = SETTINGS[key]
+    names = {name for _, name, _, _ in string.Formatter().parse(declared.help) if name}
+    texts = {"recipe": lambda: _recipe_default(key), "value": lambda: declared.default,
+             "auto_recipes": _auto_recipes, "recipes": lambda: ", ".join(recipe_lib.names())}
+    fill = {name: fill[name] if name in fill else texts[name]() for name in names}
+    p.add_argument(declared.flag, dest=declared.keyword, help=declared.help.format(**fill),
+                   **declared.argparse)
+
+
+def _auto_recipes() -> str:
+    """What --recipe auto picks, for its help."""
+    return (f"on CPUs {recipe_lib.CPU_FINETUNE} when pre-trained weights can be had, else "
+            f"{recipe_lib.AUTO['cpu']}; {recipe_lib.AUTO['gpu']} on GPUs and TPUs")
 
 
 def runtime(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("runtime")
-    g.add_argument("--backend", choices=config_lib.BACKENDS,
-                   help="Keras backend (default: auto, or KERAS_BACKEND)")
-    g.add_argument("--strategy", choices=config_lib.STRATEGIES,
-                   help="distribution strategy (default: auto, from the hardware)")
-    g.add_argument("--precision", choices=config_lib.PRECISIONS,
-                   help="dtype policy (default: auto, from the hardware)")
-    g.add_argument("--jit-compile", choices=config_lib.JIT_COMPILES,
-                   help="compile the train step with XLA (default: auto, per accelerator)")
-    g.add_argument("--steps-per-execution", type=int, metavar="N",
-                   help="train steps per host call (default: 0 = auto, 16 on TPU, 1 elsewhere)")
-    g.add_argument("--compile-cache", metavar="FOLDER|off",
-                   help="JAX's persistent compilation cache (default: auto = "
-                        "~/.cache/corolla/jax-compile, or $COROLLA_CACHE_DIR/jax-compile)")
+    for key in ("runtime.backend", "runtime.strategy", "runtime.precision", "runtime.jit_compile",
+                "runtime.steps_per_execution", "runtime.compile_cache"):
+        option(g, key)
 
 
 def batch(p: argparse.ArgumentParser, note: str = "") -> None:
     g = p.add_argument_group("batch")
-    g.add_argument("--batch-size", type=int, help=f"per-replica batch (default 16: the "
-                   f"tutorial's 16 x REPLICAS){note}")
-    g.add_argument("--global-batch-size", type=int, help=f"fixed global batch, split over the "
-                   f"replicas (default: per-replica x replicas){note}")
+    option(g, "train.batch_size", note=note)
+    option(g, "train.global_batch_size", note=note)
 
 
 def augment(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """--augment and --no-augment; `default`: what the help says when neither is given."""
-    default = default or f"default: {', '.join(policies.POLICIES['default'])}"
-    p.add_argument("--augment", metavar="NAMES|POLICY", help=f"training augmentation: a policy "
-                   f"({', '.join(policies.POLICIES)}) or comma-separated names "
-                   f"({', '.join(policies.NAMES)}); {default}")
-    p.add_argument("--no-augment", dest="augment", action="store_false", default=None,
-                   help="train without augmentation (as --augment none)")
-
-
-
-def rate_or_find(text: str):
-    """--lr's value: a positive rate, or the word find."""
-    if text.strip().lower() == FIND:
-        return FIND
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes a learning rate (e.g. 3e-4) or {FIND} (the "
-                                         f"range test's suggestion), got {text!r}") from None
-
-
-def duration(text: str) -> str:
-    """--time's value, refused when empty (`--time "$BUDGET"` with the variable unset would
-    otherwise train the whole recipe); its form is checked with the config
-    (`config.duration_seconds`)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("takes a duration (90s, 10m, 1.5h), got an empty value")
-    return text
+    option(p, "data.augment",
+           default=default or f"default: {', '.join(policies.POLICIES['default'])}")
+    p.add_argument("--no-augment", dest=SETTINGS["data.augment"].keyword, action="store_false",
+                   default=None, help="train without augmentation (as --augment none)")
 
 
 def scored_run(p: argparse.ArgumentParser) -> None:
@@ -81,10 +67,11 @@ def scored_run(p: argparse.ArgumentParser) -> None:
 
 
 def tta(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tta", type=int, default=1, metavar="N",
+    p.add_argument("--tta", type=int, default=tta_lib.NONE, metavar="N",
                    help="test-time augmentation: average the class probabilities of N views "
                         "of each image (the image, its flip, then small zooms, shifts and "
-                        "rotations; deterministic); default 1 (none), at most 32")
+                        f"rotations; deterministic); default {tta_lib.NONE} (none), at most "
+                        f"{tta_lib.MAX_VIEWS}")
 
 
 def name_flags(p: argparse.ArgumentParser) -> None:
@@ -146,111 +133,32 @@ def _data_and_model_flags(p, resume: bool = True) -> None:
         p.add_argument("--resume", metavar="RUN", help="continue an interrupted run from its "
                        "last completed epoch, with its own config and global batch (runtime flags "
                        "may change)")
-    p.add_argument("--data", help="folder (local or gs://) holding tfrecords-jpeg-SxS/, or an "
-                   "image folder (one subfolder per class) or a CSV of path,label, converted "
-                   "once into a cache (see corolla convert)")
-    p.add_argument("--image-size", type=int, help="which tfrecords-jpeg-SxS to read (images: "
-                   "the size to convert to; default, or 0: the one nearest the input size, or "
-                   "the model's)")
-    p.add_argument("--model", help="registered model name (corolla info --models), or "
-                   "hub:PRESET: a keras-hub preset name or local preset folder; "
-                   + _recipe_default("model.name"))
-    p.add_argument("--weights", help="none, imagenet (Keras downloads it; a hub preset's own "
-                   "weights), a local backbone weights file, or (efficientnet_lite0) a local "
-                   "keras-hub preset folder; " + _recipe_default("model.weights"))
-    p.add_argument("--input-size", type=int, metavar="S", help="the size the model sees, at "
-                   "most: larger images are scaled down to S as they are decoded (0: the "
-                   "data's size); " + _recipe_default("model.input_size"))
-    p.add_argument("--start-size", type=int, metavar="S", help="progressive resizing: the "
-                   "first epochs at S px, growing to the input size over the ramp "
-                   "(train.size_ramp_start/end: fractions of the epochs); 0 = off; "
-                   + _recipe_default("train.start_size"))
-    p.add_argument("--freeze-backbone", dest="train_backbone", action="store_false",
-                   default=None, help="train only the classifier head")
+    for key in ("data.path", "data.image_size", "model.name", "model.weights",
+                "model.input_size", "train.start_size", "model.train_backbone"):
+        option(p, key)
 
 
 def _schedule_flags(p) -> None:
-    p.add_argument("--epochs", type=int, help=_recipe_default("train.epochs"))
-    p.add_argument("--time", metavar="DURATION", type=duration,
-                   help="train for this long (90s, 10m, 1.5h): "
-                   "the recipe's schedule fitted to it, its epochs from a timed probe (not "
-                   "with --epochs)")
-    p.add_argument("--lr", dest="learning_rate", type=rate_or_find,
-                   metavar="RATE|find", help="peak learning rate, or find: the suggestion of "
-                   "a range test on the run's own model first (corolla lr-find); "
-                   + _recipe_default("train.learning_rate"))
-    p.add_argument("--steps-per-epoch", type=int, help="default, or 0: one pass over train")
-    p.add_argument("--seed", type=int, help=f"seeds initialisation, order and augmentation "
-                   f"(default {config_lib.RunConfig().train.seed})")
-    p.add_argument("--deterministic", action="store_true", default=None,
-                   help="ordered reads and TensorFlow op determinism: the same seed gives a "
-                        "bit-identical run on the same machine (slower input)")
+    for key in ("train.epochs", "train.time_budget", "train.learning_rate",
+                "train.steps_per_epoch", "train.seed", "train.deterministic"):
+        option(p, key)
     augment(p, _recipe_default("data.augment"))
-    p.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
-                   help="keep decoded training images in memory (--no-cache: decode every "
-                        "epoch); " + _recipe_default("data.cache"))
-    p.add_argument("--skip-bad-records", action="store_true", default=None,
-                   help="skip damaged records (images that do not decode, a file's damaged "
-                        "tail) and count them per file at the end, instead of stopping")
+    option(p, "data.cache")
+    option(p, "data.skip_bad_records")
 
 
 def _run_flags(p, folds: bool = True) -> None:
-    if folds:
-        p.add_argument("--folds", type=int, metavar="K", help="k-fold: train K models on "
-                       "train+val split into K stratified folds (RUN/fold-1 ... fold-K), score "
-                       "their pooled out-of-fold predictions, average their test "
-                       "probabilities; default 0 (off)")
-    p.add_argument("--runs-dir", help="where run directories go (default: runs)")
-    p.add_argument("--name", help="run directory name inside --runs-dir (default: "
-                   "<model>-<timestamp>)")
-    p.add_argument("--track", choices=config_lib.TRACKERS, help="also send the run (its "
-                   "config, every epoch's figures, the final scores, report.html) to MLflow "
-                   "(MLFLOW_TRACKING_URI, else RUNS_DIR/mlflow.db) or Weights & Biases (its "
-                   "own environment: WANDB_MODE=offline works without a network); default none")
+    keys = ("output.runs_dir", "output.name", "output.track")
+    for key in ("train.folds", *keys) if folds else keys:
+        option(p, key)
 
 
 def _recipe_flags(p) -> None:
     g = p.add_argument_group("recipe and training options (flags override the recipe and "
                              "--config)")
-    g.add_argument("--recipe", help=f"auto (default: on CPUs {recipe_lib.CPU_FINETUNE} when "
-                   f"pre-trained weights can be had, else {recipe_lib.AUTO['cpu']}; "
-                   f"{recipe_lib.AUTO['gpu']} on GPUs and TPUs), a recipe's name "
-                   f"({', '.join(recipe_lib.names())}; corolla info --recipes) or a recipe file")
-    g.add_argument("--schedule", choices=config_lib.SCHEDULES, help="cosine (per step: "
-                   "warm-up, cosine decay) or ramp (the tutorial's per epoch: ramp-up, sustain, "
-                   "exponential decay)")
-    g.add_argument("--warmup-epochs", type=float, help="epochs of linear ramp-up to the peak; "
-                   + _recipe_default("train.warmup_epochs"))
-    g.add_argument("--optimizer", choices=config_lib.OPTIMIZERS,
-                   help=_recipe_default("train.optimizer"))
-    g.add_argument("--weight-decay", type=float, help="decoupled weight decay (not on "
-                   "normalization scales and offsets, nor biases); "
-                   + _recipe_default("train.weight_decay"))
-    g.add_argument("--label-smoothing", type=float, help=_recipe_default("train.label_smoothing"))
-    g.add_argument("--dropout", type=float, help="dropout before the classifier head; "
-                   + _recipe_default("model.dropout"))
-    g.add_argument("--ema", action="store_true", default=None, help="keep an exponential moving "
-                   "average of the weights: validated, kept and saved instead of the raw ones")
-    _phase_flags(g)
-    g.add_argument("--accumulation-steps", type=int, help="average the gradients of N batches "
-                   "per update (a larger effective batch when it does not fit)")
-    g.add_argument("--early-stopping-patience", type=int, help="stop after N epochs without a "
-                   "better val macro F1 (default 0: off)")
-    g.add_argument("--class-weight", metavar="none|balanced|FILE", help="weigh the loss per "
-                   "class: balanced (inverse class frequency in train) or a file of "
-                   "class,weight lines; default none")
-    g.add_argument("--refit", action="store_true", default=None, help="once validated, train "
-                   "the model again on train + val for the epochs found, and predict the test "
-                   "split with it (val scores stay the validated model's; --time covers both)")
-
-
-def _phase_flags(g) -> None:
-    g.add_argument("--frozen-epochs", type=int, help="two-phase fine-tuning: train only the "
-                   "head for N epochs (on cached features when the augmentation is none or "
-                   "flip), then everything at the rate x --finetune-lr-scale; "
-                   + _recipe_default("train.frozen_epochs"))
-    g.add_argument("--finetune-lr-scale", type=float,
-                   help=_recipe_default("train.finetune_lr_scale"))
-    g.add_argument("--unfreeze-fraction", type=float, help="the part of the backbone trained "
-                   "once it thaws, from the top (cheaper steps below 1); "
-                   + _recipe_default("train.unfreeze_fraction"))
+    for key in ("train.recipe", "train.schedule", "train.warmup_epochs", "train.optimizer",
+                "train.weight_decay", "train.label_smoothing", "model.dropout", "train.ema",
+                "train.frozen_epochs", "train.finetune_lr_scale", "train.unfreeze_fraction",
+                "train.accumulation_steps", "train.early_stopping_patience",
+                "train.class_weight", "train.refit"):
+        option(g, key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from corolla.commands import arguments
 from corolla.errors import UserError
-from corolla.flows.photos import predict_photos
+from corolla.flows.photos import TOP_K, predict_photos
 from corolla.flows.predict import BIAS_CHOICES, predict
 
 
@@ -32,8 +32,8 @@ def _photo_flags(p) -> None:
                    "of the test split: image files, folders (searched recursively) or CSVs of "
                    "paths; any size, format and mode")
     g = p.add_argument_group("photos (with PATH)")
-    g.add_argument("--top-k", type=int, default=5, metavar="K",
-                   help="classes listed per photo, likeliest first (default 5)")
+    g.add_argument("--top-k", type=int, default=TOP_K, metavar="K",
+                   help=f"classes listed per photo, likeliest first (default {TOP_K})")
     g.add_argument("--json", action="store_true", help="also write the predictions as JSON "
                    "(beside the CSV, with the skipped files)")
     g.add_argument("--strict", action="store_true", help="stop at the first file that does "
@@ -50,7 +50,7 @@ def main(args) -> int:
                        tta=args.tta, bias=args.bias)
         return 0
     photo_only = [flag for flag, given in (("--json", args.json), ("--strict", args.strict),
-                                           ("--top-k", args.top_k != 5)) if given]
+                                           ("--top-k", args.top_k != TOP_K)) if given]
     if photo_only:
         raise UserError(f"{photo_only[0]} is for predictions on photos: pass their PATHs after "
                         f"the run (corolla predict RUN photos/)")

@@ -1,6 +1,7 @@
 """The config layer: what a run is asked to do, as data, checked before anything runs.
 
-`schema` (the typed sections, load / apply / save), `flags` (the flag-to-key table shared by
+`schema` (the typed sections, load / apply / save), `setting` (each field's declaration, which
+the checks, the flags and the options are made from), `flags` (the flag-to-key table shared by
 the CLI and the Python API), `policies` (augmentation names), `recipe` (training choices as
 TOML data, `recipes/*.toml`). `corolla.config` itself is the schema: `corolla.config.load`,
 `RunConfig`, `apply`, `save`. No TensorFlow, Keras or hardware here.
@@ -10,6 +11,7 @@ TOML data, `recipes/*.toml`). `corolla.config` itself is the schema: `corolla.co
     range_test: the settings of the learning-rate range test, checked before anything heavy
     recipe: recipes, training choices as TOML data shipped with the package (`recipes/*.toml`)
     schema: one typed config per run: defaults < TOML file < overrides, checked, saved
+    setting: a config field declared once: its default, range, choices, flag and help
 """
 
 from corolla.config.schema import (BACKENDS, JIT_COMPILES, LR_SCALINGS, OPTIMIZERS,

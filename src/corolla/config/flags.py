@@ -1,5 +1,6 @@
 """The one table where settings meet the config: a command-line flag's destination (its Python
-name, which is also the notebook API's keyword) -> the config key it sets.
+name, which is also the notebook API's keyword) -> the config key it sets, made from the flags
+the config's fields are declared with (`config.setting`).
 
 The CLI builds its overrides from it, the Python API its keywords, and both name what the user
 typed in errors: `--epochs` on the command line, `epochs=` from Python (`names`).
@@ -10,32 +11,11 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from corolla.config.schema import SETTINGS
 from corolla.errors import UserError
 
-FLAG_KEYS = {
-    "data": "data.path", "image_size": "data.image_size", "augment": "data.augment",
-    "cache": "data.cache", "model": "model.name", "weights": "model.weights",
-    "train_backbone": "model.train_backbone", "input_size": "model.input_size",
-    "start_size": "train.start_size",
-    "epochs": "train.epochs", "time": "train.time_budget",
-    "batch_size": "train.batch_size", "global_batch_size": "train.global_batch_size",
-    "learning_rate": "train.learning_rate", "steps_per_epoch": "train.steps_per_epoch",
-    "seed": "train.seed", "deterministic": "train.deterministic",
-    "backend": "runtime.backend", "strategy": "runtime.strategy",
-    "precision": "runtime.precision", "jit_compile": "runtime.jit_compile",
-    "steps_per_execution": "runtime.steps_per_execution",
-    "compile_cache": "runtime.compile_cache",
-    "runs_dir": "output.runs_dir", "name": "output.name", "track": "output.track",
-    "skip_bad_records": "data.skip_bad_records", "folds": "train.folds",
-    "recipe": "train.recipe", "schedule": "train.schedule", "warmup_epochs": "train.warmup_epochs",
-    "optimizer": "train.optimizer", "weight_decay": "train.weight_decay",
-    "label_smoothing": "train.label_smoothing", "dropout": "model.dropout", "ema": "train.ema",
-    "frozen_epochs": "train.frozen_epochs", "finetune_lr_scale": "train.finetune_lr_scale",
-    "unfreeze_fraction": "train.unfreeze_fraction",
-    "accumulation_steps": "train.accumulation_steps",
-    "early_stopping_patience": "train.early_stopping_patience",
-    "class_weight": "train.class_weight", "refit": "train.refit",
-}
+# Destination (and keyword) -> config key, for every key declared with a flag (config.setting).
+FLAG_KEYS = {s.keyword: key for key, s in SETTINGS.items() if s.flag}
 
 # Settings that are not config keys but are named in errors: the config file and the run to
 # resume (`names["config"]`, `names["resume"]`).

@@ -6,6 +6,7 @@ directory as `config.toml`, so `corolla evaluate` / `predict` rebuild exactly wh
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import math
@@ -17,6 +18,7 @@ from typing import Any
 import tomli_w
 
 from corolla.config import policies
+from corolla.config.setting import Setting, duration, rate_or_find, setting, table
 from corolla.errors import UserError
 from corolla.files import write_text_atomic
 
@@ -31,20 +33,49 @@ BATCHNORM_MODES = ("auto", "inference", "train")
 TRACKERS = ("none", "mlflow", "wandb")  # output.track: where a run's figures are also sent
 
 
+MAX_EPOCHS = 10_000  # more is a typo, not a plan
+MAX_SEED = 2**32 - 1  # what NumPy's and scikit-learn's generators take
+MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, not a plan)
+# Records held to shuffle: TensorFlow reserves a slot for each up front (1e8: 3 GB for any data;
+# 1e12: std::bad_alloc). The pipeline also holds no more than the split has.
+MAX_SHUFFLE_BUFFER = 1_000_000
+
+# The help texts below are templates (config.setting): {recipe} is the recipes' default for the
+# key, {value} the field's own default, {note} and {default} what the command adds. A field's
+# description (for the config reference) is the comment above it, beside its first line, or,
+# where that line would be too long, just under it.
+
+
 @dataclass
 class DataConfig:
-    path: str = ""  # a folder (local or gs://) holding tfrecords-jpeg-SxS/{train,val,test}/
-    image_size: int = 0  # which SxS folder to read; 0 = the one nearest the model's default size
+    path: str = setting(  # a folder (local or gs://) holding tfrecords-jpeg-SxS/{train,val,test}/
+        "", flag="--data", keyword="data", help="folder (local or gs://) holding "
+        "tfrecords-jpeg-SxS/, or an image folder (one subfolder per class) or a CSV of "
+        "path,label, converted once into a cache (see corolla convert)")
+    image_size: int = setting(
+        # which SxS folder to read; 0 = the one nearest the model's default size
+        0, low=0, high=MAX_SIZE, flag="--image-size", help="which tfrecords-jpeg-SxS to read "
+        "(images: the size to convert to; default, or 0: the one nearest the input size, or the "
+        "model's)")
     # Training-split augmentation: a policy (none, default, strong) or a list of names (flip,
     # affine, crop, color, mixup, cutmix, randaugment); true/false mean default/none.
-    augment: list = field(default_factory=lambda: list(policies.POLICIES["default"]))
+    augment: list = setting(
+        list(policies.POLICIES["default"]), flag="--augment", metavar="NAMES|POLICY",
+        help=f"training augmentation: a policy ({', '.join(policies.POLICIES)}) or "
+        f"comma-separated names ({', '.join(policies.NAMES)}); {{default}}")
     # Keep decoded training images in memory (small data sets on CPU/GPU); skipped, with a log
     # line, where they would fill over a quarter of the host's memory.
-    cache: bool = False
-    shuffle_buffer: int = 2048  # examples; the competition's shards are already mixed
+    cache: bool = setting(
+        False, flag="--cache", action=argparse.BooleanOptionalAction, default=None,
+        help="keep decoded training images in memory (--no-cache: decode every epoch); {recipe}")
+    shuffle_buffer: int = setting(  # examples; the competition's shards are already mixed
+        2048, low=1, high=MAX_SHUFFLE_BUFFER)
     # Skip damaged records (images that do not decode, a file's damaged tail) instead of stopping;
     # the command ends with a count per file. Off: a damaged record is an error naming its file.
-    skip_bad_records: bool = False
+    skip_bad_records: bool = setting(
+        False, flag="--skip-bad-records", action="store_true", default=None,
+        help="skip damaged records (images that do not decode, a file's damaged tail) and count "
+        "them per file at the end, instead of stopping")
     # Set by Corolla when data.path is an image folder or a CSV: the TFRecords it was converted
     # into (a cache folder keyed by the files and the conversion settings; see
     # data/prepare/cache.py).
@@ -63,111 +94,202 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = "small_cnn"  # a key of the model registry: `corolla info --models`
-    weights: str = "none"  # "none", "imagenet" (downloads) or a local backbone weights file
-    train_backbone: bool = True  # False freezes the backbone, as the tutorial does with VGG16
-    dropout: float = 0.0  # dropout rate before the classifier head; 0 = none
+    name: str = setting(  # a key of the model registry: `corolla info --models`
+        "small_cnn", flag="--model", keyword="model", help="registered model name (corolla info "
+        "--models), or hub:PRESET: a keras-hub preset name or local preset folder; {recipe}")
+    weights: str = setting(  # "none", "imagenet" (downloads) or a local backbone weights file
+        "none", flag="--weights", help="none, imagenet (Keras downloads it; a hub preset's own "
+        "weights), a local backbone weights file, or (efficientnet_lite0) a local keras-hub "
+        "preset folder; {recipe}")
+    train_backbone: bool = setting(  # False freezes the backbone, as the tutorial does with VGG16
+        True, flag="--freeze-backbone", action="store_false", default=None,
+        help="train only the classifier head")
+    dropout: float = setting(  # dropout rate before the classifier head; 0 = none
+        0.0, low=0, high=0.99, flag="--dropout",
+        help="dropout before the classifier head; {recipe}")
     # The size the model sees, at most: larger images are scaled down to it as they are decoded
     # (JPEG DCT scaling when it divides the data's size), for training and prediction alike;
     # 0 = the data's size. A run's config records the size it resolved to.
-    input_size: int = 0
+    input_size: int = setting(
+        0, low=0, high=MAX_SIZE, flag="--input-size", metavar="S", help="the size the model "
+        "sees, at most: larger images are scaled down to S as they are decoded (0: the data's "
+        "size); {recipe}")
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = 12  # the tutorial's 12
-    batch_size: int = 16  # per replica: global batch = 16 x REPLICAS, as in the tutorial
-    global_batch_size: int = 0  # set it instead to keep the global batch fixed across hardware
-    learning_rate: float = 1e-3  # peak rate (recipes set their own); see scale_lr
-    warmup_epochs: float = 1.0  # linear ramp-up from start_learning_rate to the peak
-    steps_per_epoch: int = 0  # 0 = one pass over the training split
-    seed: int = 42  # model initialisation, shuffling and augmentation derive from it
-    deterministic: bool = False  # ordered reads + TensorFlow op determinism: bit-identical runs
+    epochs: int = setting(  # the tutorial's 12
+        12, low=1, high=MAX_EPOCHS, flag="--epochs", help="{recipe}")
+    batch_size: int = setting(  # per replica: global batch = 16 x REPLICAS, as in the tutorial
+        16, low=1, flag="--batch-size",
+        help="per-replica batch (default 16: the tutorial's 16 x REPLICAS){note}")
+    global_batch_size: int = setting(
+        # set it instead to keep the global batch fixed across hardware
+        0, low=0, flag="--global-batch-size", help="fixed global batch, split over the replicas "
+        "(default: per-replica x replicas){note}")
+    learning_rate: float = setting(  # peak rate (recipes set their own); see scale_lr
+        1e-3, low=0, flag="--lr", type=rate_or_find, metavar="RATE|find", help="peak learning "
+        "rate, or find: the suggestion of a range test on the run's own model first (corolla "
+        "lr-find); {recipe}")
+    warmup_epochs: float = setting(  # linear ramp-up from start_learning_rate to the peak
+        1.0, low=0, high=MAX_EPOCHS, flag="--warmup-epochs",
+        help="epochs of linear ramp-up to the peak; {recipe}")
+    steps_per_epoch: int = setting(  # 0 = one pass over the training split
+        0, low=0, flag="--steps-per-epoch", help="default, or 0: one pass over train")
+    seed: int = setting(  # model initialisation, shuffling and augmentation derive from it
+        42, low=0, high=MAX_SEED, flag="--seed",
+        help="seeds initialisation, order and augmentation (default {value})")
+    deterministic: bool = setting(  # ordered reads + TensorFlow op determinism: bit-identical runs
+        False, flag="--deterministic", action="store_true", default=None,
+        help="ordered reads and TensorFlow op determinism: the same seed gives a bit-identical "
+        "run on the same machine (slower input)")
     # K-fold: K models on train+val split into K stratified folds (seeded by `seed`), scored on
     # their pooled out-of-fold predictions, test probabilities averaged. 0 = off (one model).
-    folds: int = 0
+    folds: int = setting(
+        0, flag="--folds", metavar="K", help="k-fold: train K models on train+val split into K "
+        "stratified folds (RUN/fold-1 ... fold-K), score their pooled out-of-fold predictions, "
+        "average their test probabilities; default 0 (off)")
     # The recipe under the config file and flags: "auto" (by accelerator), a shipped recipe's
     # name (`corolla info --recipes`) or a recipe file. A run's config records the one used.
-    recipe: str = "auto"
+    recipe: str = setting(
+        "auto", flag="--recipe", help="auto (default: {auto_recipes}), a recipe's name "
+        "({recipes}; corolla info --recipes) or a recipe file")
     # cosine: per step, linear warm-up then cosine decay to min_learning_rate. ramp: the
     # tutorial's, per epoch: ramp-up (warmup_epochs), sustain_epochs at the peak, then
     # (peak - min) * lr_decay ** epochs_since + min.
-    schedule: str = "cosine"
-    start_learning_rate: float = 0.0  # where the warm-up starts; 0 = a tenth of the peak
-    min_learning_rate: float = 0.0  # where the decay ends; 0 = 1% of the peak
-    sustain_epochs: float = 0.0  # ramp: epochs at the peak after the warm-up
-    lr_decay: float = 0.8  # ramp: exponential decay factor per epoch after the sustain
-    scale_lr: str = "none"  # "replicas": peak x REPLICAS, as the TPU notebooks do (start, min not)
-    optimizer: str = "adam"  # adam, adamw or sgd (with momentum)
-    momentum: float = 0.9  # sgd only
-    weight_decay: float = 0.0  # decoupled weight decay (adamw's own; adam and sgd apply it too)
-    label_smoothing: float = 0.0
-    ema: bool = False  # exponential moving average of the weights: validated and saved
-    ema_momentum: float = 0.99
-    frozen_epochs: int = 0  # two-phase fine-tuning: backbone frozen for the first N epochs,
-    finetune_lr_scale: float = 0.1  # then trained with the schedule's rate x this
+    schedule: str = setting(
+        "cosine", choices=SCHEDULES, flag="--schedule", help="cosine (per step: warm-up, cosine "
+        "decay) or ramp (the tutorial's per epoch: ramp-up, sustain, exponential decay)")
+    start_learning_rate: float = setting(  # where the warm-up starts; 0 = a tenth of the peak
+        0.0, low=0)
+    min_learning_rate: float = setting(0.0, low=0)  # where the decay ends; 0 = 1% of the peak
+    sustain_epochs: float = setting(  # ramp: epochs at the peak after the warm-up
+        0.0, low=0, high=MAX_EPOCHS)
+    lr_decay: float = setting(  # ramp: exponential decay factor per epoch after the sustain
+        0.8, low=0, high=1)
+    scale_lr: str = setting(
+        # "replicas": peak x REPLICAS, as the TPU notebooks do (start, min not)
+        "none", choices=LR_SCALINGS)
+    optimizer: str = setting(  # adam, adamw or sgd (with momentum)
+        "adam", choices=OPTIMIZERS, flag="--optimizer", help="{recipe}")
+    momentum: float = setting(0.9, low=0, high=1)  # sgd only
+    weight_decay: float = setting(
+        # decoupled weight decay (adamw's own; adam and sgd apply it too)
+        0.0, low=0, flag="--weight-decay", help="decoupled weight decay (not on normalization "
+        "scales and offsets, nor biases); {recipe}")
+    label_smoothing: float = setting(
+        0.0, low=0, high=1, flag="--label-smoothing", help="{recipe}")
+    ema: bool = setting(  # exponential moving average of the weights: validated and saved
+        False, flag="--ema", action="store_true", default=None, help="keep an exponential moving "
+        "average of the weights: validated, kept and saved instead of the raw ones")
+    ema_momentum: float = setting(0.99, low=0, high=1)
+    frozen_epochs: int = setting(  # two-phase fine-tuning: backbone frozen for the first N epochs,
+        0, low=0, high=MAX_EPOCHS, flag="--frozen-epochs", help="two-phase fine-tuning: train "
+        "only the head for N epochs (on cached features when the augmentation is none or flip), "
+        "then everything at the rate x --finetune-lr-scale; {recipe}")
+    finetune_lr_scale: float = setting(  # then trained with the schedule's rate x this
+        0.1, low=0, flag="--finetune-lr-scale", help="{recipe}")
     # The part of the backbone trained once it thaws, from its top (by weighted layers, in
     # their order from the input): 1 = all of it. Below it no gradient is computed, which
     # makes a step cheaper (on a CPU ~2x for EfficientNet-Lite0's top half).
-    unfreeze_fraction: float = 1.0
+    unfreeze_fraction: float = setting(
+        1.0, low=0, high=1, flag="--unfreeze-fraction", help="the part of the backbone trained "
+        "once it thaws, from the top (cheaper steps below 1); {recipe}")
     # Fine-tuning a pre-trained backbone. BatchNorm of a trained backbone: "auto" =
     # "inference" for pre-trained weights (moving statistics and scales kept, Keras' transfer-
     # learning guide: small batches would overwrite ImageNet's statistics) and "train" from
     # scratch. While the backbone is frozen its BatchNorm always runs in inference mode.
-    batchnorm: str = "auto"
-    accumulation_steps: int = 1  # average the gradients of N batches per optimizer update
-    early_stopping_patience: int = 0  # stop after N epochs without a better val macro F1; 0 = off
+    batchnorm: str = setting("auto", choices=BATCHNORM_MODES)
+    accumulation_steps: int = setting(  # average the gradients of N batches per optimizer update
+        1, low=1, flag="--accumulation-steps", help="average the gradients of N batches per "
+        "update (a larger effective batch when it does not fit)")
+    early_stopping_patience: int = setting(
+        # stop after N epochs without a better val macro F1; 0 = off
+        0, low=0, flag="--early-stopping-patience", help="stop after N epochs without a better "
+        "val macro F1 (default 0: off)")
     # Progressive resizing: the first epochs at start_size px, growing linearly (in steps of
     # 16 px) over the fraction [size_ramp_start, size_ramp_end) of the epochs to
     # model.input_size, at which the rest train and every epoch is validated. 0 = off.
-    start_size: int = 0
-    size_ramp_start: float = 0.5
-    size_ramp_end: float = 0.8
+    start_size: int = setting(
+        0, low=0, high=MAX_SIZE, flag="--start-size", metavar="S", help="progressive resizing: "
+        "the first epochs at S px, growing to the input size over the ramp "
+        "(train.size_ramp_start/end: fractions of the epochs); 0 = off; {recipe}")
+    size_ramp_start: float = setting(0.5, low=0, high=1)
+    size_ramp_end: float = setting(0.8, low=0, high=1)
     # Loss weight per class (corolla.data.class_weights): "none", "balanced" (inverse class
     # frequency in the training split, as scikit-learn's) or a file of "class,weight" lines.
-    class_weight: str = "none"
+    class_weight: str = setting(
+        "none", flag="--class-weight", metavar="none|balanced|FILE", help="weigh the loss per "
+        "class: balanced (inverse class frequency in train) or a file of class,weight lines; "
+        "default none")
     # Train for a time instead of a number of epochs: "90s", "10m", "1.5h"; "" = off.
     # The recipe's epochs are then the shape of the schedule (its warm-up, frozen epochs, size
     # ramp and decay keep their share of the run), and the number of epochs follows from a
     # timed probe of this machine (training.budget); what it decided is written into this
     # config (epochs, frozen_epochs, warmup_epochs, model.input_size, ...), `time_plan` and
     # `time_steps`.
-    time_budget: str = ""
+    time_budget: str = setting(
+        "", flag="--time", keyword="time", metavar="DURATION", type=duration, help="train for "
+        "this long (90s, 10m, 1.5h): the recipe's schedule fitted to it, its epochs from a timed "
+        "probe (not with --epochs)")
     time_plan: str = ""  # set by Corolla: the plan decided for time_budget ("" = none yet)
     # Refit: once validated, the run trains a second model from the same start on train + val
     # for the epochs the validated one trained (its schedule; each epoch a pass over train +
     # val), and predicts the test split with it (training.refit). With a time budget, the two
     # share it. The val scores stay the validated model's.
-    refit: bool = False
+    refit: bool = setting(
+        False, flag="--refit", action="store_true", default=None, help="once validated, train "
+        "the model again on train + val for the epochs found, and predict the test split with "
+        "it (val scores stay the validated model's; --time covers both)")
     # Set by Corolla: the plan's steps per epoch where it shortened them to fit one epoch more
     # (training.budget.fill); 0 = steps_per_epoch, which stays what was asked.
-    time_steps: int = 0
+    time_steps: int = setting(0, low=0)
     # With a time budget: the fewest epochs the recipe wants at model.input_size; where fewer
     # fit, the input size steps down by 16 px (not below time_min_size) to fit more. 0 = off.
-    time_min_epochs: int = 0
-    time_min_size: int = 0
+    time_min_epochs: int = setting(0, low=0, high=MAX_EPOCHS)
+    time_min_size: int = setting(0, low=0)
 
 
 @dataclass
 class RuntimeConfig:
-    backend: str = "auto"  # auto picks per hardware: see corolla.runtime.decide
-    strategy: str = "auto"
-    precision: str = "auto"  # bfloat16 on TPU, float16 on recent NVIDIA GPUs, float32 on CPU
+    backend: str = setting(  # auto picks per hardware: see corolla.runtime.decide
+        "auto", choices=BACKENDS, flag="--backend",
+        help="Keras backend (default: auto, or KERAS_BACKEND)")
+    strategy: str = setting(
+        "auto", choices=STRATEGIES, flag="--strategy",
+        help="distribution strategy (default: auto, from the hardware)")
+    precision: str = setting(  # bfloat16 on TPU, float16 on recent NVIDIA GPUs, float32 on CPU
+        "auto", choices=PRECISIONS, flag="--precision",
+        help="dtype policy (default: auto, from the hardware)")
     # XLA for the train step and steps per host call: auto decides per accelerator (see
     # runtime.decide); set them to run an accelerator's settings anywhere, on CPU too.
-    jit_compile: str = "auto"  # auto | on | off
-    steps_per_execution: int = 0  # 0 = auto: 16 on TPU, 1 elsewhere
+    jit_compile: str = setting(  # auto | on | off
+        "auto", choices=JIT_COMPILES, flag="--jit-compile",
+        help="compile the train step with XLA (default: auto, per accelerator)")
+    steps_per_execution: int = setting(  # 0 = auto: 16 on TPU, 1 elsewhere
+        0, low=0, flag="--steps-per-execution", metavar="N",
+        help="train steps per host call (default: 0 = auto, 16 on TPU, 1 elsewhere)")
     # JAX's persistent compilation cache (runtime.compile_cache): auto = <cache>/jax-compile
     # ($COROLLA_CACHE_DIR or ~/.cache/corolla), a folder, or off.
-    compile_cache: str = "auto"
+    compile_cache: str = setting(
+        "auto", flag="--compile-cache", metavar="FOLDER|off", help="JAX's persistent "
+        "compilation cache (default: auto = ~/.cache/corolla/jax-compile, or "
+        "$COROLLA_CACHE_DIR/jax-compile)")
 
 
 @dataclass
 class OutputConfig:
-    runs_dir: str = "runs"
-    name: str = ""  # run directory name; "" = <model>-<timestamp>
+    runs_dir: str = setting(
+        "runs", flag="--runs-dir", help="where run directories go (default: runs)")
+    name: str = setting(  # run directory name; "" = <model>-<timestamp>
+        "", flag="--name",
+        help="run directory name inside --runs-dir (default: <model>-<timestamp>)")
     run_id: str = ""  # set by Corolla: fresh for every new run, kept on --resume
-    track: str = "none"  # also send the run to an experiment tracker: none, mlflow or wandb
+    track: str = setting(  # also send the run to an experiment tracker: none, mlflow or wandb
+        "none", choices=TRACKERS, flag="--track", help="also send the run (its config, every "
+        "epoch's figures, the final scores, report.html) to MLflow (MLFLOW_TRACKING_URI, else "
+        "RUNS_DIR/mlflow.db) or Weights & Biases (its own environment: WANDB_MODE=offline works "
+        "without a network); default none")
 
 
 @dataclass
@@ -182,11 +304,10 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
-_CHOICES = {"runtime.backend": BACKENDS, "runtime.strategy": STRATEGIES,
-            "runtime.precision": PRECISIONS, "runtime.jit_compile": JIT_COMPILES,
-            "train.schedule": SCHEDULES, "train.optimizer": OPTIMIZERS,
-            "train.scale_lr": LR_SCALINGS, "train.batchnorm": BATCHNORM_MODES,
-            "output.track": TRACKERS}
+# Config key -> its declaration (config.setting), for every key: the checks below, the flag
+# table (config.flags) and the command line's options are made from it.
+SETTINGS: dict[str, Setting] = table(RunConfig)
+_CHOICES = {key: s.choices for key, s in SETTINGS.items() if s.choices}
 
 
 _ARTICLE = {int: "an int", float: "a float", bool: "a bool (true or false)", str: "a string"}
@@ -261,13 +382,6 @@ def apply(config: RunConfig, updates: dict[str, Any],
     return config
 
 
-MAX_EPOCHS = 10_000  # more is a typo, not a plan
-MAX_SEED = 2**32 - 1  # what NumPy's and scikit-learn's generators take
-MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, not a plan)
-# Records held to shuffle: TensorFlow reserves a slot for each up front (1e8: 3 GB for any data;
-# 1e12: std::bad_alloc). The pipeline also holds no more than the split has.
-MAX_SHUFFLE_BUFFER = 1_000_000
-
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 
 
@@ -307,44 +421,8 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
     def fail(key, rule, value):
         raise UserError(f"{labels.get(key, key)} must {rule}, got {brief(value)}")
 
+    _check_ranges(config, fail)
     t = config.train
-    ranges = {"train.epochs": (t.epochs, 1, MAX_EPOCHS),
-              "train.batch_size": (t.batch_size, 1, None),
-              "data.shuffle_buffer": (config.data.shuffle_buffer, 1, MAX_SHUFFLE_BUFFER),
-              "train.global_batch_size": (t.global_batch_size, 0, None),
-              "train.steps_per_epoch": (t.steps_per_epoch, 0, None),
-              "train.time_steps": (t.time_steps, 0, None),
-              "train.learning_rate": (t.learning_rate, 0, None),
-              "train.warmup_epochs": (t.warmup_epochs, 0, MAX_EPOCHS),
-              "train.seed": (t.seed, 0, MAX_SEED),
-              "data.image_size": (config.data.image_size, 0, MAX_SIZE),
-              "model.input_size": (config.model.input_size, 0, MAX_SIZE),
-              "train.start_learning_rate": (t.start_learning_rate, 0, None),
-              "train.min_learning_rate": (t.min_learning_rate, 0, None),
-              "train.sustain_epochs": (t.sustain_epochs, 0, MAX_EPOCHS),
-              "train.lr_decay": (t.lr_decay, 0, 1), "train.momentum": (t.momentum, 0, 1),
-              "train.weight_decay": (t.weight_decay, 0, None),
-              "train.label_smoothing": (t.label_smoothing, 0, 1),
-              "model.dropout": (config.model.dropout, 0, 0.99),
-              "train.ema_momentum": (t.ema_momentum, 0, 1),
-              "train.frozen_epochs": (t.frozen_epochs, 0, MAX_EPOCHS),
-              "train.finetune_lr_scale": (t.finetune_lr_scale, 0, None),
-              "train.unfreeze_fraction": (t.unfreeze_fraction, 0, 1),
-              "train.accumulation_steps": (t.accumulation_steps, 1, None),
-              "train.early_stopping_patience": (t.early_stopping_patience, 0, None),
-              "train.start_size": (t.start_size, 0, MAX_SIZE),
-              "train.size_ramp_start": (t.size_ramp_start, 0, 1),
-              "train.size_ramp_end": (t.size_ramp_end, 0, 1),
-              "train.time_min_epochs": (t.time_min_epochs, 0, MAX_EPOCHS),
-              "train.time_min_size": (t.time_min_size, 0, None),
-              "runtime.steps_per_execution": (config.runtime.steps_per_execution, 0, None)}
-    for key, (value, low, high) in ranges.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            fail(key, "be a finite number", value)
-        if value < low:
-            fail(key, "be at least 1" if low == 1 else "not be negative", value)
-        if high is not None and value > high:
-            fail(key, f"be at most {high}", value)
     _check_folds(config, labels)
     if t.time_budget:
         duration_seconds(t.time_budget, labels.get("train.time_budget", "train.time_budget"))
@@ -365,6 +443,21 @@ def _check(config: RunConfig, labels: dict[str, str]) -> None:
     if name and (PurePath(name).is_absolute() or ".." in PurePath(name).parts):
         fail("output.name", f"be a folder name inside {config.output.runs_dir!r} (no absolute "
              f"path, no '..')", name)
+
+
+def _check_ranges(config: RunConfig, fail) -> None:
+    """Every key declared with a range (`low`, `high`) within it, and a finite number."""
+    for key, declared in SETTINGS.items():
+        if declared.low is None and declared.high is None:
+            continue
+        section, _, name = key.partition(".")
+        value, low, high = getattr(getattr(config, section), name), declared.low, declared.high
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(key, "be a finite number", value)
+        if value < low:
+            fail(key, "be at least 1" if low == 1 else "not be negative", value)
+        if high is not None and value > high:
+            fail(key, f"be at most {high}", value)
 
 
 MAX_FOLDS = 100

@@ -11,6 +11,7 @@ from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla.evaluation import metrics as metrics_lib
+from corolla.evaluation import tta as tta_lib
 from corolla.evaluation.inference import input_size, predict_probabilities
 from corolla.runtime import Plan
 
@@ -25,7 +26,7 @@ class Evaluation:
 
 
 def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val",
-             skip_bad_records: bool = False, tta: int = 1, log=None) -> Evaluation:
+             skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None) -> Evaluation:
     # The checked split counts the records the pipelines yield (less any skipped ones).
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     meta = pipeline.metadata(data, skip_bad_records)

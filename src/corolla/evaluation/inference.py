@@ -163,7 +163,7 @@ PROGRESS_STEPS = 10  # a progress bar (in a terminal) for predictions of this ma
 
 
 def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan: Plan,
-                          skip_bad_records: bool = False, tta: int = 1, log=None,
+                          skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None,
                           batches=None, callbacks=()):
     """Class probabilities [N, C] in the split's file order (padding dropped). `tta`: the mean
     over that many views of every image (see `corolla.evaluation.tta`), one pass over the split
@@ -199,7 +199,7 @@ def split_batches(split: layout_lib.Split, image_size: int, skip_bad_records: bo
     return batches
 
 
-def predict_images(model, images: np.ndarray, plan: Plan, tta: int = 1, log=None,
+def predict_images(model, images: np.ndarray, plan: Plan, tta: int = tta_lib.NONE, log=None,
                    progress: bool | None = None):
     """Class probabilities [N, C] of images in memory (uint8 [N, S, S, 3] at the model's
     size), as `predict_probabilities` gives them for a split's (the same TTA views)."""

@@ -10,6 +10,7 @@ import numpy as np
 from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
+from corolla.evaluation import tta as tta_lib
 from corolla.evaluation.inference import input_size, predict_probabilities
 from corolla.runtime import Plan
 
@@ -20,11 +21,11 @@ class Prediction:
     ids: list[str]
     y_pred: np.ndarray
     probabilities: np.ndarray  # [N, C], row i for ids[i]
-    tta: int = 1  # views averaged (1: none)
+    tta: int = tta_lib.NONE  # views averaged (1: none)
 
 
 def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test",
-            skip_bad_records: bool = False, tta: int = 1, log=None) -> Prediction:
+            skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None) -> Prediction:
     """Ids, predicted labels and class probabilities, in the split's file order (`tta`: the
     mean of that many views of each image, see `corolla.evaluation.tta`)."""
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)

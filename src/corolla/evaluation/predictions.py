@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError
+from corolla.evaluation import tta as tta_lib
 from corolla.runs.paths import predictions_file
 
 UNKNOWN = -1  # the label of an example whose class is not known (test)
@@ -41,7 +42,7 @@ class Predictions:
     labels: np.ndarray  # int64 [N], UNKNOWN where the class is not known
     probabilities: np.ndarray  # float32 [N, C]
     class_names: tuple[str, ...]
-    tta: int = 1  # views averaged per image (test-time augmentation); 1 = none
+    tta: int = tta_lib.NONE  # views averaged per image (test-time augmentation); 1 = none
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -72,7 +73,7 @@ def path_in(folder: str | Path, split: str) -> Path:
     return predictions_file(folder, split)
 
 
-def make(ids, labels, probabilities, class_names, tta: int = 1) -> Predictions:
+def make(ids, labels, probabilities, class_names, tta: int = tta_lib.NONE) -> Predictions:
     """Predictions from plain values, checked (ValueError says what is wrong). `labels` None:
     no class is known (test)."""
     ids = tuple(str(i) for i in ids)

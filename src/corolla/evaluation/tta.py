@@ -21,6 +21,7 @@ import numpy as np
 
 from corolla.errors import UserError
 
+NONE = 1  # views: the image itself, no test-time augmentation (every `tta=` default)
 MAX_VIEWS = 32  # beyond this the mean no longer moves; more is a typo
 SEED = 104  # fixed: the same views in every run, on every machine
 

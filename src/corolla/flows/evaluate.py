@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the module loads Keras: flows import it where they run
 
 
 def evaluate(run, flags: dict | None = None, names: dict | None = None,
-             data: str | None = None, out: str | Path | None = None, tta: int = 1,
+             data: str | None = None, out: str | Path | None = None, tta: int = tta_lib.NONE,
              fit_bias: bool = False, log=print) -> dict:
     """`corolla evaluate`: scores the run on val (metrics.json, pictures, predictions,
     report.html); returns the metrics. `tta`: test-time augmentation views (1: none).
@@ -84,7 +84,7 @@ def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
 
 
 def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | None = None,
-                 report_skipped: bool = True, tta: int = 1):
+                 report_skipped: bool = True, tta: int = tta_lib.NONE):
     """`corolla evaluate` of an opened run on its data: loads the run's model (unless given),
     scores it on val (`tta`, as `evaluate` checked it: the mean of that many views of each
     image, see `corolla.evaluation.tta`), writes files into the run directory (see

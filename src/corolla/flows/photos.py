@@ -17,13 +17,14 @@ from corolla.report import photos as photo_report
 from corolla.runs import rundir
 from corolla.runs.outputs import output_path
 
+TOP_K = 5  # classes listed per photo (`--top-k`, `top_k=`), likeliest first
 TABLE_MAX = 20  # photos printed as a table; more go to a CSV only
 CHUNK = 256  # photos decoded and predicted at a time: memory stays flat for any number
 
 
 def predict_photos(run, photos, flags: dict | None = None, names: dict | None = None,
-                   top: int = 5, out: str | Path | None = None, as_json: bool = False,
-                   strict: bool = False, force: bool = False, tta: int = 1,
+                   top: int = TOP_K, out: str | Path | None = None, as_json: bool = False,
+                   strict: bool = False, force: bool = False, tta: int = tta_lib.NONE,
                    bias: str = "none", log=print) -> list[dict]:
     """`corolla predict RUN PATH...`: the top-`top` classes of each photo named by `photos`
     (a path, or a list of image files, folders searched recursively, CSVs of paths), read as

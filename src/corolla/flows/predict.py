@@ -25,7 +25,7 @@ BIAS_CHOICES = ("none", "fitted")  # --bias: argmax, or the offsets of evaluate 
 
 def predict(run, flags: dict | None = None, names: dict | None = None,
             data: str | None = None, out: str | Path | None = None, force: bool = False,
-            tta: int = 1, bias: str = "none", log=print) -> Path:
+            tta: int = tta_lib.NONE, bias: str = "none", log=print) -> Path:
     """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
     test-time augmentation views (1: none). `bias`: "fitted" decides with the offsets of
     `corolla evaluate RUN --fit-bias` (a k-fold run: on its averaged test predictions)."""
@@ -78,7 +78,7 @@ def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
 
 
 def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, log=print,
-                force: bool = False, report_skipped: bool = True, tta: int = 1,
+                force: bool = False, report_skipped: bool = True, tta: int = tta_lib.NONE,
                 bias: str = "none") -> Path:
     """`corolla predict` of an opened run on its data (`tta` and `bias` as `predict` checked
     them): writes submission.csv (into the run directory unless `out` is given; see

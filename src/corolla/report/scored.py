@@ -19,6 +19,7 @@ import numpy as np
 
 from corolla.data import pipeline
 from corolla.evaluation import metrics as metrics_lib
+from corolla.evaluation import tta as tta_lib
 from corolla.evaluation.evaluate import Evaluation, most_confident_mistakes
 from corolla.evaluation.predictions import Predictions, make
 from corolla.files import atomic_path, make_folder, write_json
@@ -31,7 +32,7 @@ EXPLAINED = 6  # of each, explained in explanations.png
 
 
 def save_predictions(path: str | Path, ids, labels, probabilities, class_names,
-                     tta: int = 1) -> Path:
+                     tta: int = tta_lib.NONE) -> Path:
     """Writes one split's predictions (see `corolla.evaluation.predictions` for the format),
     atomically: a reader gets the old file or the new one. Arrays that are not one split's
     predictions are a bug of the caller (ValueError), refused before anything is written."""
