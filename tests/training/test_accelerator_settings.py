@@ -1,8 +1,8 @@
-"""An accelerator's settings, forced on CPU (issue 24, item 2): mixed precision (float16 with
-its loss-scale optimizer, or bfloat16), XLA (`runtime.jit_compile = on`) and several steps per
-execution, under EMA, gradient accumulation, the ramp schedule, two-phase fine-tuning and
-progressive resizing. Each trains with a finite loss, and a run killed after its first epoch
-and resumed ends bit-identical to the uninterrupted one, loss-scale state included."""
+"""An accelerator's settings, forced on CPU (a CPU-only CI holds them): mixed precision (float16
+with its loss-scale optimizer, or bfloat16), XLA (`runtime.jit_compile = on`) and several steps
+per execution, under EMA, gradient accumulation, the ramp schedule, two-phase fine-tuning and
+progressive resizing. Each trains with a finite loss, and a run killed after its first epoch and
+resumed ends bit-identical to the uninterrupted one, loss-scale state included."""
 
 import math
 

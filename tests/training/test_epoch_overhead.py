@@ -1,4 +1,4 @@
-"""What an epoch costs beyond its training steps (issue 20, item 3; figures from
+"""What an epoch costs beyond its training steps (figures from
 benchmarks/overhead.py): validation batches cross to the device as uint8, the EMA swap around
 validation stays on the device on JAX, a val split that fits in memory is decoded once, the
 best epoch keeps weights alone (see test_training_options for the run it becomes), and Keras'

@@ -1,4 +1,4 @@
-"""Fine-tuning a pre-trained backbone (issue 21): the registered efficientnet_lite0 on the real
+"""Fine-tuning a pre-trained backbone: the registered efficientnet_lite0 on the real
 ImageNet weights of ../shared (load, fine-tune, save, reload), BatchNorm statistics kept while
 frozen and (by default) when unfrozen, only the top of the backbone trained when asked, no
 weight decay on normalization and bias variables, `--recipe auto` on a CPU, and the head

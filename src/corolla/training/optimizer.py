@@ -65,7 +65,7 @@ def epoch_learning_rate(optimizer) -> float:
 def _compiled(schedule):
     """The schedule as one compiled function on JAX, made once per schedule. Called eagerly,
     the `ops.cond` of its warm-up is compiled anew by XLA at every call: 37 ms of every
-    epoch's end on a CPU (54 ms with its dispatch), longer on a GPU (issue 20)."""
+    epoch's end on a CPU (54 ms with its dispatch), longer on a GPU, which waits for it."""
     if keras.backend.backend() != "jax":
         return schedule
     compiled = getattr(schedule, "_corolla_compiled", None)
