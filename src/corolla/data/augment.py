@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import math
 
+import keras
 import tensorflow as tf
 
 from corolla.data import records
@@ -251,10 +252,6 @@ class _Seeds:
 
     @classmethod
     def make(cls):
-        # Here, not at the top: the pipeline is imported before the backend is chosen, and a
-        # module-level name would keep the Keras that `runtime.detect` reloads.
-        import keras
-
         if cls._cls is None:
             class Seeds(keras.random.SeedGenerator):
                 def __init__(self):  # no variable: nothing of Keras' state is used
@@ -268,8 +265,6 @@ class _Seeds:
 
 
 def _keras_layer(name: str):
-    import keras
-
     if name == "mixup":
         layer = keras.layers.MixUp(alpha=0.2)
     elif name == "cutmix":
