@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import math
 
-import keras
 import tensorflow as tf
 
 from corolla.data import records
@@ -252,6 +251,8 @@ class _Seeds:
 
     @classmethod
     def make(cls):
+        import keras
+
         if cls._cls is None:
             class Seeds(keras.random.SeedGenerator):
                 def __init__(self):  # no variable: nothing of Keras' state is used
@@ -265,6 +266,8 @@ class _Seeds:
 
 
 def _keras_layer(name: str):
+    import keras
+
     if name == "mixup":
         layer = keras.layers.MixUp(alpha=0.2)
     elif name == "cutmix":

@@ -11,9 +11,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import keras
 import numpy as np
-import tensorflow as tf
 
 from corolla import config as config_lib
 from corolla.data import datasets, folds
@@ -26,8 +24,6 @@ from corolla.models import hub
 from corolla.runs import identity, paths, rundir
 from corolla.runs.outputs import data_root
 from corolla.runtime import Plan, detect_for
-
-import corolla.models.layers  # noqa: F401, E402  (registers Corolla's layers for loading)
 
 
 @dataclass(frozen=True)
@@ -87,6 +83,10 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None, final: 
     the wrong names (or none). With the run's `config`, also checked to be the run's own
     (`runs.identity`: its id and input size). Whether the model's packages are installed is
     checked once, when the run is opened (`check_packages`)."""
+    import keras
+
+    import corolla.models.layers  # noqa: F401  (registers Corolla's layers for loading)
+
     path = model_path(run_dir, final)
     if not zipfile.is_zipfile(path):  # Keras would say "File not found" of a damaged file
         last = run_dir / paths.LAST
@@ -203,6 +203,8 @@ def predict_images(model, images: np.ndarray, plan: Plan, tta: int = tta_lib.NON
                    progress: bool | None = None):
     """Class probabilities [N, C] of images in memory (uint8 [N, S, S, 3] at the model's
     size), as `predict_probabilities` gives them for a split's (the same TTA views)."""
+    import tensorflow as tf
+
     def batches(batch):
         extra = -len(images) % batch  # full batches, as eval_dataset pads them
         padded = np.concatenate([images, np.zeros((extra, *images.shape[1:]), images.dtype)])
@@ -261,6 +263,8 @@ _local_steps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _local_step(model):
+    import tensorflow as tf
+
     if model not in _local_steps:
         held = weakref.ref(model)
         _local_steps[model] = tf.function(lambda images: held()(images, training=False))
@@ -270,6 +274,8 @@ def _local_step(model):
 def stop_check():
     """A Keras callback that raises a stop asked for by a signal at the end of each batch
     (`errors.check_stop`: the handler's own KeyboardInterrupt may have been lost)."""
+    import keras
+
     class StopCheck(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
             check_stop()

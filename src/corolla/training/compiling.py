@@ -5,8 +5,6 @@ Keras is imported in the functions: the backend is chosen first."""
 
 from __future__ import annotations
 
-import keras
-
 from corolla import config as config_lib
 from corolla.runtime import Plan
 from corolla.training import phases as phases_lib
@@ -16,6 +14,8 @@ from corolla.training.optimizer import make_optimizer
 
 def keras_accuracy():
     """The accuracy metric every compiled model reports (one-hot labels)."""
+    import keras
+
     return keras.metrics.CategoricalAccuracy(name="accuracy")
 
 
@@ -23,6 +23,8 @@ def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None =
                   train: config_lib.TrainConfig | None = None) -> None:
     """Compiles for one-hot labels (see pipeline.train_dataset) with the optimizer `train`
     asks for (Adam without it)."""
+    import keras
+
     train = train or config_lib.TrainConfig()
     model.compile(optimizer=make_optimizer(train, schedule, model),
                   loss=keras.losses.CategoricalCrossentropy(

@@ -22,25 +22,23 @@ the backend is chosen first, and the commands read the settings without them."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import keras
 import numpy as np
-from keras import ops
 
 from corolla import config as config_lib
 from corolla.config.range_test import (BETA, DIVERGED, RULES, SKIP_BEGIN, SKIP_END, SLOPE_SPAN,
                                        RangeSettings)
 from corolla.errors import UserError
 from corolla.runtime import Plan, collective
-from corolla.training.preparing import prepare
-from corolla.training.trainer import Trainer
 
+if TYPE_CHECKING:
+    from corolla.training.trainer import Trainer
 
 @dataclass
 class RangeResult:
@@ -142,6 +140,9 @@ def suggest(rate_list, smoothed, rule: str = "steepest",
 
 @functools.cache
 def _range_class():
+    import keras
+    from keras import ops
+
     class RangeRates(keras.optimizers.schedules.LearningRateSchedule):
         """start * (end / start) ** (point / (steps - 1)), point = step // unit (at most the
         last): the optimizer's micro-step counter."""
@@ -175,6 +176,10 @@ def range_test(model, data, compile_with, settings: RangeSettings = RangeSetting
     LearningRateSchedule given (the test's rates); each point trains `unit` batches at one rate
     and records their mean loss. `scope()`: a context (a distribution plan's) in which the
     model's variables are put back afterwards. A line every tenth of the steps."""
+    import contextlib
+
+    import keras
+
     settings = settings.checked()
     scope = scope or contextlib.nullcontext
     kept = [keras.ops.convert_to_numpy(v) for v in model.variables]
@@ -221,6 +226,9 @@ def find(config: config_lib.RunConfig, plan: Plan, settings: RangeSettings,
          log=print) -> RangeResult:
     """`corolla lr-find`: the range test of a new run of `config` (its settings resolved, its
     model built, as `training.run` does), with no run folder made."""
+    from corolla.training.preparing import prepare
+    from corolla.training.trainer import Trainer
+
     log = log if plan.is_chief else (lambda *args: None)
     trainer = Trainer(prepare(config, plan, log, None), plan, log)
     return find_rate(trainer, settings, log)

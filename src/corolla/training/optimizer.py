@@ -3,14 +3,14 @@ weight decay, EMA of the weights (`use_ema`) and gradient accumulation."""
 
 from __future__ import annotations
 
-import keras
-
 from corolla.models import sublayers
 
 
 def make_optimizer(train, schedule, model=None):
     """The optimizer of `train`, on `schedule`. With weight decay, `model`'s normalization
     scales and offsets and every bias are left undecayed (`no_decay`)."""
+    import keras
+
     common = dict(learning_rate=schedule, use_ema=train.ema, ema_momentum=train.ema_momentum,
                   weight_decay=train.weight_decay or None,
                   gradient_accumulation_steps=(train.accumulation_steps
@@ -30,6 +30,8 @@ def no_decay(model) -> list:
     """The variables weight decay must leave alone: the scales and offsets of normalization
     layers (decaying them shrinks the features they normalise, not the model's capacity) and
     biases (one number per unit: no overfitting to curb), as in BERT's and timm's recipes."""
+    import keras
+
     norms = (keras.layers.BatchNormalization, keras.layers.LayerNormalization,
              keras.layers.GroupNormalization)
     layers = sublayers(model)
@@ -54,6 +56,8 @@ def finalize_ema(model) -> None:
 def epoch_learning_rate(optimizer) -> float:
     """The rate of the optimizer's last update (for a per-epoch schedule: the epoch's own rate;
     `optimizer.learning_rate` is already the next step's)."""
+    import keras
+
     opt = inner(optimizer)
     schedule = opt._learning_rate
     if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
@@ -66,6 +70,8 @@ def _compiled(schedule):
     """The schedule as one compiled function on JAX, made once per schedule. Called eagerly,
     the `ops.cond` of its warm-up is compiled anew by XLA at every call: 37 ms of every
     epoch's end on a CPU (54 ms with its dispatch), longer on a GPU, which waits for it."""
+    import keras
+
     if keras.backend.backend() != "jax":
         return schedule
     compiled = getattr(schedule, "_corolla_compiled", None)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-import keras
-
 from corolla import config as config_lib
 from corolla import models
 from corolla.errors import UserError
@@ -86,6 +84,8 @@ def epochs_text(phase: Phase) -> str:
 
 def backbone_of(model):
     """The backbone inside a model from models.create_model: its one nested model."""
+    import keras
+
     nested = [layer for layer in model.layers if isinstance(layer, keras.Model)]
     if len(nested) != 1:
         raise UserError(f"model {model.name!r} has no single backbone to freeze "
@@ -96,6 +96,8 @@ def backbone_of(model):
 
 def batchnorm_layers(model) -> list:
     """Every BatchNormalization layer inside `model`, nested models and blocks included."""
+    import keras
+
     return [layer for layer in models.sublayers(model)
             if isinstance(layer, keras.layers.BatchNormalization)]
 
@@ -104,6 +106,8 @@ def below_unfrozen(backbone, fraction: float) -> list:
     """The layers of `backbone` that stay frozen when only its top `fraction` trains: the
     bottom `1 - fraction` of its weighted layers, in their order from the input (a functional
     model lists them so). No gradient flows below the lowest trained layer."""
+    import keras
+
     weighted = [layer for layer in models.sublayers(backbone)
                 if layer.weights and not isinstance(layer, keras.Model)]
     return weighted[:round(len(weighted) * (1 - fraction))]

@@ -11,10 +11,6 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import keras
-import tensorflow as tf
-from tensorflow.python.framework import config as tf_config
-
 from corolla import config as config_lib
 from corolla.data import layout as layout_lib
 from corolla.errors import UserError
@@ -103,14 +99,18 @@ def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) 
 def set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
     """Seeds Python, NumPy and the backend with train.seed; on TensorFlow, turns op
     determinism on or off as train.deterministic says."""
+    import keras
+
     keras.utils.set_random_seed(config.train.seed)
     if plan.backend == "tensorflow":
+        import tensorflow as tf
 
         # Process-wide: a deterministic run before this one (the Python API) must not leave it
         # on, which would also make Keras drop the plan's XLA without a word.
         if config.train.deterministic:
             tf.config.experimental.enable_op_determinism()
         else:  # not exported by TensorFlow, but its counterpart (tests use it the same way)
+            from tensorflow.python.framework import config as tf_config
 
             tf_config.disable_op_determinism()
 

@@ -11,15 +11,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import keras
-
 from corolla.data import pipeline
 from corolla.evaluation.inference import predict_probabilities, split_batches
-from corolla.runs import paths
 from corolla.training import budget
-from corolla.training.backup import BackupState
-from corolla.training.callbacks import VAL_F1
-from corolla.training.checkpoint import Checkpoint
 from corolla.training.phases import Phase
 from corolla.training.trainer import Trainer
 
@@ -31,6 +25,8 @@ def measure(trainer: Trainer, kinds: set, costs: budget.Costs, final: int, val_s
     pass instead: twice as many batches of it), a validation pass at `final` px
     (`_time_validation`), an epoch's commit (`_time_commit`). The model's variables are put
     back afterwards: the probe trains nothing."""
+    import keras
+
     model, plan, ready = trainer.model, trainer.plan, trainer.ready
     kept = [keras.ops.convert_to_numpy(v) for v in model.variables]
     per_call = ready.steps_per_execution
@@ -103,6 +99,11 @@ def _time_commit(model, costs: budget.Costs) -> None:
     folder of its own (the backup alone, which the plan once counted, is about 60% of it:
     0.15 s of 0.22-0.26 for EfficientNet-Lite0 at 192 px on a 2-core CPU); and the final save
     (`costs.save`)."""
+    from corolla.runs import paths
+    from corolla.training.callbacks import VAL_F1
+    from corolla.training.backup import BackupState
+    from corolla.training.checkpoint import Checkpoint
+
     with tempfile.TemporaryDirectory() as folder:
         checkpoint = Checkpoint(Path(folder), BackupState(), Path(folder) / paths.HISTORY,
                                 log=lambda *args: None)
@@ -147,6 +148,8 @@ def timed_batches(hook: str, call, settle: int = 0) -> tuple[float, float]:
 
 def _timer(hook: str, ends: list):
     """A Keras callback that appends the time at each `hook` to `ends`."""
+    import keras
+
     return keras.callbacks.LambdaCallback(
         **{hook: lambda batch, logs: ends.append(time.monotonic())})
 

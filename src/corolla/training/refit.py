@@ -28,7 +28,6 @@ from corolla.runs import paths, rundir
 from corolla.runtime import Plan
 from corolla.training import budget, pacing, saving
 from corolla.training.backup import read_state
-from corolla.training.callbacks import VAL_F1
 from corolla.training.phases import of_config
 from corolla.training.preparing import Prepared, epoch_steps, set_determinism
 from corolla.training.settings import resolve
@@ -49,6 +48,8 @@ def refit_epochs(history: list[dict], train: config_lib.TrainConfig) -> int:
     best, as the checkpoint keeps it). Not the best epoch otherwise: on a plateau it is the
     val split's noise (Caltech-101 at 10 photos a class, `--time 10m`: epoch 6 of 12 was the
     best on val, 0.9038, and scored 0.8710 on the test photos, where the last scored 0.8858)."""
+    from corolla.training.callbacks import VAL_F1
+
     scores = [row.get(VAL_F1) for row in history]
     stopped = train.early_stopping_patience and len(history) < train.epochs
     if not stopped or any(s is None for s in scores):

@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import keras
-
 from corolla import files
 from corolla.errors import UserError
 from corolla.runtime import Plan, collective
@@ -85,6 +83,8 @@ def read_alone(model, checkpoint: Checkpoint, plan: Plan, twin) -> list:
     """The values of `model`'s and its optimizer's variables in this process's backup, in
     their order, read with no other process: loaded into `twin()` (built and compiled as the
     model was), on this process's devices alone."""
+    import keras
+
     with plan.inference_scope():
         other = twin()
         checkpoint.restore(other)

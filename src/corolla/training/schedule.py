@@ -21,9 +21,6 @@ from __future__ import annotations
 import functools
 import math
 
-import keras
-from keras import ops
-
 
 def ramp_value(epoch: float, start: float, peak: float, minimum: float, rampup: float,
                sustain: float, decay: float) -> float:
@@ -37,7 +34,11 @@ def ramp_value(epoch: float, start: float, peak: float, minimum: float, rampup: 
 
 @functools.cache
 def _classes():
-    # Made once, on first use: registered with Keras' serialization when a run first needs one.
+    # Defined on first use: importing corolla.training must not import Keras (the backend is
+    # chosen later).
+    import keras
+    from keras import ops
+
     base = keras.optimizers.schedules.LearningRateSchedule
 
     @keras.saving.register_keras_serializable(package="corolla")
@@ -88,6 +89,8 @@ def learning_rate_schedule(peak: float, total_steps: int, warmup_steps: int,
                            start: float | None = None, minimum: float | None = None):
     """cosine: linear ramp-up from `start` (default peak/10) to `peak`, then cosine decay to
     `minimum` (default 1% of the peak) at `total_steps`."""
+    import keras
+
     start = peak / 10 if start is None else start
     minimum = peak / 100 if minimum is None else minimum
     warmup_steps = min(warmup_steps, max(total_steps - 1, 0))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from corolla import config as config_lib
 from corolla import models
@@ -21,15 +22,14 @@ from corolla.runs import paths
 from corolla.runtime import Plan
 from corolla.training import budget, resuming
 from corolla.training.backup import stops_early
-from corolla.training.callbacks import (EpochTensorBoard, RunProgress, StopInTime, SwapEMA,
-                                        TrackEpochs, ValMacroF1)
-from corolla.training.checkpoint import Checkpoint
 from corolla.training.compiling import compile_phase, phase_schedule
-from corolla.training.features import FrozenPath
 from corolla.training.optimizer import finalize_ema
 from corolla.training.phases import (Phase, backbone_of, batchnorm_inference, epochs_text,
                                      optimizer_start)
 from corolla.training.preparing import Prepared
+
+if TYPE_CHECKING:
+    from corolla.training.checkpoint import Checkpoint
 
 
 class Trainer:
@@ -37,6 +37,8 @@ class Trainer:
     Corolla's own."""
 
     def __init__(self, ready: Prepared, plan: Plan, log, extra_callbacks=()):
+        from corolla.training.features import FrozenPath
+
         self.ready, self.plan, self.log = ready, plan, log
         self.extra = list(extra_callbacks)
         config, t = ready.config, ready.config.train
@@ -129,6 +131,10 @@ class Trainer:
         every epoch; None for a refit (`refit`), which trains on them, and whose `history`
         goes to its own file (no TensorBoard's). `tracker`: the run's experiment tracker
         (`runs.tracking`), sent each epoch once it is committed."""
+        from corolla.training.callbacks import (EpochTensorBoard, StopInTime, SwapEMA,
+                                                TrackEpochs, ValMacroF1)
+        from corolla.training.checkpoint import Checkpoint
+
         config, plan = self.ready.config, self.plan
         t = config.train
         # Validation and the best model use the EMA weights.
@@ -170,6 +176,8 @@ class Trainer:
     def fit_phases(self, until: int = 0) -> bool:
         """Fits every phase not yet trained (or until early stopping), or (`until`) up to that
         epoch, counted from 1: whether it stopped there with epochs still to train."""
+        from corolla.training.callbacks import RunProgress
+
         t = self.ready.config.train
         verbose = (1 if sys.stdout.isatty() else 2) if self.plan.is_chief else 0
         for phase in self.ready.phases:
