@@ -6,7 +6,6 @@ MkDocs needed (`mkdocs build --strict` in .ci/run renders the pages)."""
 
 import argparse
 import dataclasses
-import importlib.util
 import re
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from corolla import cli
 from corolla.config import schema
 from helpers.processes import REPO
+from helpers.reference import gen_reference
 
 README = REPO / "README.md"
 SET_UP = 'pip install ".[tensorflow]" && corolla demo'
@@ -22,11 +22,7 @@ TESTS = 'pip install -e ".[test]" && python -m pytest'
 
 @pytest.fixture(scope="module")
 def reference():
-    path = REPO / "docs" / "gen_reference.py"
-    spec = importlib.util.spec_from_file_location("gen_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return gen_reference()
 
 
 @pytest.fixture(scope="module")

@@ -1,24 +1,12 @@
 """Every package's map is whole: the docstring of each `__init__.py` under src/corolla names
 each of its modules and subpackages on a line of its own (`    name: what it does`), and names
-nothing that is not there. Read from the source; nothing is imported."""
+nothing that is not there. Read from the source, as the generated package-map page reads it
+(docs/gen_reference.py `package_maps`); nothing of corolla is imported."""
 
-import ast
-import re
 from pathlib import Path
 
 from helpers.imports import SRC
-
-# A map line: indented, the module's bare name, a colon.
-MAP_LINE = re.compile(r"^\s+(\w+):", re.M)
-
-
-def listed(init: Path) -> set[str]:
-    """The names a package's map gives: those its `__init__.py` docstring starts a line with."""
-    # Uncleaned: cleaning strips the indent that marks the map when the map is all the
-    # docstring holds after its first line.
-    tree = ast.parse(init.read_text(encoding="utf-8"))
-    docstring = ast.get_docstring(tree, clean=False) or ""
-    return set(MAP_LINE.findall(docstring))
+from helpers.reference import gen_reference
 
 
 def present(package: Path) -> set[str]:
@@ -30,8 +18,8 @@ def present(package: Path) -> set[str]:
 def map_errors(src: Path = SRC) -> list[str]:
     """One line per package whose map misses a module or names one that does not exist."""
     errors = []
-    for init in sorted((src / "corolla").rglob("__init__.py")):
-        package, names = init.parent, listed(init)
+    for dotted, _, entries in gen_reference().package_maps(src):
+        package, names = src.joinpath(*dotted.split(".")), {name for name, _ in entries}
         where = package.relative_to(src).as_posix()
         errors += [f"{where}: {name} is not in the map"
                    for name in sorted(present(package) - names)]
