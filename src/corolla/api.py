@@ -97,9 +97,9 @@ class Run:
         the metrics (`tta`: test-time augmentation views; `fit_bias`: then fits the offsets for
         macro F1 into bias.json). `runtime`: backend, strategy, precision, batch_size,
         global_batch_size."""
-        flags, names = from_keywords(runtime, "Run.evaluate()", _INFERENCE)
+        given = from_keywords(runtime, "Run.evaluate()", _INFERENCE)
         with _command():
-            return evaluate.evaluate(self.path, flags, names, data=_text(data), out=out,
+            return evaluate.evaluate(self.path, given, data=_text(data), out=out,
                                      tta=tta, fit_bias=fit_bias)
 
     def predict(self, tta: int = 1, data: str | Path | None = None,
@@ -108,9 +108,9 @@ class Run:
         """Writes the checked submission.csv (`tta`: test-time augmentation passes; `bias`
         "fitted": decided with the offsets of `evaluate(fit_bias=True)`) and returns its
         path."""
-        flags, names = from_keywords(runtime, "Run.predict()", _INFERENCE)
+        given = from_keywords(runtime, "Run.predict()", _INFERENCE)
         with _command():
-            return predict.predict(self.path, flags, names, data=_text(data), out=out,
+            return predict.predict(self.path, given, data=_text(data), out=out,
                                    force=force, tta=tta, bias=bias)
 
     def predict_photos(self, photos, top_k: int = 5, out: str | Path | None = None,
@@ -119,9 +119,9 @@ class Run:
         """The top-`top_k` classes of each photo (`photos`: a path or a list of image files,
         folders and CSVs of paths), as `corolla predict RUN PATH...`: one dict a photo,
         {"path", "top": [{"class", "label", "probability"}, ...]}."""
-        flags, names = from_keywords(runtime, "Run.predict_photos()", _INFERENCE)
+        given = from_keywords(runtime, "Run.predict_photos()", _INFERENCE)
         with _command():
-            return photos_flow.predict_photos(self.path, photos, flags, names,
+            return photos_flow.predict_photos(self.path, photos, given,
                                               top=top_k, out=out, as_json=json, strict=strict,
                                               force=force, tta=tta, bias=bias)
 
@@ -137,9 +137,9 @@ class Run:
                 **runtime) -> list[Path]:
         """Grad-CAM pictures of `images` (a path or a list of image files, folders, CSVs), as
         `corolla explain`; returns the files written."""
-        flags, names = from_keywords(runtime, "Run.explain()", _INFERENCE)
+        given = from_keywords(runtime, "Run.explain()", _INFERENCE)
         with _command():
-            return explain.explain(self.path, images, flags, names, out=out, force=force)
+            return explain.explain(self.path, images, given, out=out, force=force)
 
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""
@@ -172,9 +172,9 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     --config; `resume`: an interrupted run to continue; `strict`: copies of images across
     splits (the data check before training) are an error; `keywords`: the command line's flags
     by their Python names (data=, model=, epochs=, time="10m" instead of epochs=, ...)."""
-    flags, names = from_keywords(keywords, "corolla.train()")
+    given = from_keywords(keywords, "corolla.train()")
     with _command():
-        run_dir, _ = train_flow.train(_text(config), flags, names, resume=resume, log=log,
+        run_dir, _ = train_flow.train(_text(config), given, resume=resume, log=log,
                                       strict=strict)
     return Run(run_dir) if run_dir is not None else None
 
@@ -188,10 +188,10 @@ def lr_find(config: str | Path | None = None, start: float = range_test.START,
     lr_find.png and lr_find.json into `out` (default: the current folder) and returns the
     record: {"suggestion": rate, "rule", "rates", "losses", "smoothed", ...}. No run folder is
     made; `corolla.train(..., learning_rate="find")` trains at the suggestion."""
-    flags, names = from_keywords(keywords, "corolla.lr_find()")
-    names.update({key: f"{key}=" for key in ("start", "end", "steps", "rule", "out")})
+    given = from_keywords(keywords, "corolla.lr_find()").with_names(
+        {key: f"{key}=" for key in ("start", "end", "steps", "rule", "out")})
     with _command():
-        return lr_find_flow.lr_find(_text(config), flags, names,
+        return lr_find_flow.lr_find(_text(config), given,
                                     RangeSettings(start, end, steps, rule), out=out, log=log)
 
 

@@ -10,6 +10,7 @@ import pytest
 from corolla import config
 from corolla.flows import train as train_flow
 from corolla.config import recipe as recipes
+from corolla.config.flags import Given
 from corolla.errors import UserError
 
 
@@ -68,7 +69,7 @@ def test_a_bad_recipe_file_is_one_line_naming_the_file_and_the_key(tmp_path, tex
 def test_precedence_defaults_recipe_file_flags(tmp_path):
     file = tmp_path / "run.toml"
     file.write_text('[train]\nepochs = 7\nlabel_smoothing = 0.2\n')
-    cfg, recipe = recipes.compose(file, {"train.epochs": 3, "train.recipe": "xception"}, {},
+    cfg, recipe = recipes.compose(file, Given({"train.epochs": 3, "train.recipe": "xception"}),
                                   "cpu")
     assert recipe.name == cfg.train.recipe == "xception"
     assert cfg.train.epochs == 3  # flag over file over recipe (12)
@@ -76,7 +77,7 @@ def test_precedence_defaults_recipe_file_flags(tmp_path):
     assert (cfg.train.sustain_epochs, cfg.model.name) == (3, "xception")  # recipe over default
     assert cfg.train.optimizer == "adam" and cfg.train.ema is False  # defaults remain
     with pytest.raises(UserError, match="--epochs must be at least 1"):
-        recipes.compose(None, {"train.epochs": 0}, {"train.epochs": "--epochs"}, "cpu")
+        recipes.compose(None, Given({"train.epochs": 0}, {"train.epochs": "--epochs"}), "cpu")
 
 
 @pytest.mark.parametrize("accelerator, expected", [("cpu", "cpu"), ("gpu", "effnet-b7-finetune"),
@@ -95,7 +96,7 @@ def test_auto_picks_by_the_plans_accelerator(accelerator, expected, monkeypatch)
                 replicas=8, num_processes=1, process_id=0, is_chief=True, batch_per_replica=64,
                 global_batch=512, precision="float32", steps_per_execution=1,
                 jit_compile=False, hardware=None)
-    cfg, plan2, recipe = train_flow.for_plan(None, {}, {}, plan)
+    cfg, plan2, recipe = train_flow.for_plan(None, Given(), plan)
     assert recipe.name == cfg.train.recipe == expected
     # The plan takes the recipe's batch: 16 per replica (on GPUs and TPUs: the device's memory
     # is unknown here).
@@ -110,7 +111,7 @@ def test_auto_is_cpu_here(monkeypatch):
     monkeypatch.setattr(hub, "cached", lambda named: False)
 
     plan = runtime.detect_for(config.RunConfig())
-    assert train_flow.for_plan(None, {}, {}, plan)[2].name == "cpu"
+    assert train_flow.for_plan(None, Given(), plan)[2].name == "cpu"
 
 
 def _fake_plan(replicas):
@@ -123,9 +124,9 @@ def test_the_peak_scales_with_replicas_once_and_the_saved_config_says_what_ran(t
                                                                               tmp_path):
     from corolla.training import resolve
 
-    cfg, _ = recipes.compose(None, {"data.path": str(tiny_petals), "train.recipe": "xception",
-                                    "model.name": "small_cnn", "model.weights": "none",
-                                    "data.image_size": 0}, {}, "tpu")
+    cfg, _ = recipes.compose(None, Given({"data.path": str(tiny_petals),
+                                          "train.recipe": "xception", "model.name": "small_cnn",
+                                          "model.weights": "none", "data.image_size": 0}), "tpu")
     resolved, _ = resolve(cfg, _fake_plan(8))
     t = resolved.train
     assert t.learning_rate == pytest.approx(8e-4) and t.scale_lr == "none"
@@ -141,14 +142,15 @@ def test_the_saved_config_reproduces_the_run_without_its_recipe_file(tiny_petals
     mine = tmp_path / "mine.toml"
     mine.write_text('description = "mine"\n[train]\nepochs = 2\nschedule = "ramp"\n'
                     'lr_decay = 0.5\n[model]\ndropout = 0.3\n')
-    cfg, _ = recipes.compose(None, {"data.path": str(tiny_petals), "train.recipe": str(mine),
-                                    "train.batch_size": 8}, {}, "cpu")
+    cfg, _ = recipes.compose(None, Given({"data.path": str(tiny_petals),
+                                          "train.recipe": str(mine), "train.batch_size": 8}),
+                             "cpu")
     assert cfg.train.recipe == str(mine.resolve()) and cfg.model.dropout == 0.3
     resolved, _ = resolve(cfg, _fake_plan(1))
     saved = tmp_path / "config.toml"
     config.save(resolved, saved)
     mine.unlink()
-    again, recipe = recipes.compose(saved, {}, {}, "cpu")
+    again, recipe = recipes.compose(saved, Given(), "cpu")
     rerun, _ = resolve(again, _fake_plan(1))
     assert dataclasses.replace(rerun, output=resolved.output) == resolved
     assert tomllib.loads(saved.read_text())["train"]["recipe"] == str(mine.resolve())

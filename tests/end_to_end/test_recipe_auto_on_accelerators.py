@@ -106,12 +106,13 @@ def h100_plan():
 def _auto(described, flags: dict, monkeypatch, reachable: bool):
     """`corolla train`'s settings for `described` (a plan), weights downloadable or not:
     (config, plan, recipe, the lines logged)."""
+    from corolla.config.flags import Given
     from corolla.flows import train as train_flow
     from corolla.models import hub
 
     monkeypatch.setattr(hub, "reachable", lambda *a, **k: reachable)
     lines = []
-    return (*train_flow.for_plan(None, flags, {}, described, log=lines.append), lines)
+    return (*train_flow.for_plan(None, Given(flags), described, log=lines.append), lines)
 
 
 def test_auto_on_a_gpu_offline_without_weights_trains_the_scratch_recipe(

@@ -39,8 +39,8 @@ def test_track_is_a_flag_and_a_python_keyword():
     from corolla.commands import train
     from corolla.config.flags import from_flags, from_keywords
 
-    assert from_keywords({"track": "wandb"}, "corolla.train()")[0] == {"output.track": "wandb"}
-    assert from_flags({"track": "mlflow"}, {"track": "--track"})[0] == {
+    assert from_keywords({"track": "wandb"}, "corolla.train()").values == {"output.track": "wandb"}
+    assert from_flags({"track": "mlflow"}, {"track": "--track"}).values == {
         "output.track": "mlflow"}
     import argparse
 

@@ -28,14 +28,16 @@ def test_durations_are_read_in_seconds_and_a_bad_one_is_one_line_naming_the_flag
 
 
 def test_epochs_and_time_together_are_refused_in_one_line():
+    from corolla.config.flags import Given
     from corolla.flows.train import train_config
 
     with pytest.raises(UserError, match=r"^epochs= and time= both set how long to train"):
-        train_config(flags={"train.epochs": 3, "train.time_budget": "1m"},
-                     names={"train.epochs": "epochs=", "train.time_budget": "time="})
+        train_config(given=Given({"train.epochs": 3, "train.time_budget": "1m"},
+                                 {"train.epochs": "epochs=", "train.time_budget": "time="}))
 
 
 def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_anew(tmp_path):
+    from corolla.config.flags import Given
     from corolla.flows.train import train_config
 
     saved = tmp_path / "config.toml"
@@ -45,13 +47,14 @@ def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_ane
                 saved)
     kept = train_config(str(saved))[0].train
     assert (kept.time_plan, kept.time_steps) == ("14 epochs of ~38 s", 31)
-    again, _ = train_config(str(saved), flags={"train.time_budget": "5m"})
+    again, _ = train_config(str(saved), Given({"train.time_budget": "5m"}))
     # The plan's shortened epochs go with it; the steps asked for stay.
     assert again.train.time_budget == "5m" and again.train.time_plan == ""
     assert (again.train.time_steps, again.train.steps_per_epoch) == (0, 40)
 
 
 def test_a_killed_run_whose_plan_shortened_its_epochs_continues_with_its_command(tmp_path):
+    from corolla.config.flags import Given
     from corolla.flows.train import train_config
     from corolla.runs import paths
 
@@ -63,7 +66,7 @@ def test_a_killed_run_whose_plan_shortened_its_epochs_continues_with_its_command
     config.save(config.load(overrides={**flags, "train.time_plan": "5 epochs of ~9 s",
                                        "train.epochs": 5, "train.time_steps": 31}),
                 run / paths.CONFIG)
-    cfg, resume = train_config(flags=flags, log=lambda *a: None)
+    cfg, resume = train_config(given=Given(flags), log=lambda *a: None)
     assert resume == run and (cfg.train.time_steps, cfg.train.steps_per_epoch) == (31, 40)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from corolla import config
+from corolla.config.flags import Given
 from corolla.errors import UserError
 from corolla.runs import paths
 from helpers.processes import SHARED
@@ -169,7 +170,7 @@ def test_auto_on_a_cpu_fine_tunes_with_a_local_copy(tmp_path, offline):
 
     (tmp_path / "config.json").write_text("{}")
     lines = []
-    cfg, _, recipe = train_flow.for_plan(None, {"model.weights": str(tmp_path)}, {},
+    cfg, _, recipe = train_flow.for_plan(None, Given({"model.weights": str(tmp_path)}),
                                          _cpu_plan(), log=lines.append)
     assert recipe.name == cfg.train.recipe == "cpu-finetune"
     assert (cfg.model.name, cfg.model.weights) == ("efficientnet_lite0", str(tmp_path))
@@ -181,12 +182,12 @@ def test_auto_on_a_cpu_offline_without_a_copy_trains_from_scratch(offline):
     from corolla.flows import train as train_flow
 
     lines = []
-    cfg, _, recipe = train_flow.for_plan(None, {}, {}, _cpu_plan(), log=lines.append)
+    cfg, _, recipe = train_flow.for_plan(None, Given(), _cpu_plan(), log=lines.append)
     assert recipe.name == "cpu" and cfg.model.weights == "none"
     assert len(lines) == 1 and lines[0].startswith("recipe auto on a CPU: cpu (no pre-trained "
                                                    "weights to fine-tune, offline: ")
     # A model without pre-trained weights is from scratch too, said why.
-    _, _, recipe = train_flow.for_plan(None, {"model.name": "small_cnn"}, {}, _cpu_plan(),
+    _, _, recipe = train_flow.for_plan(None, Given({"model.name": "small_cnn"}), _cpu_plan(),
                                        log=lines.append)
     assert recipe.name == "cpu" and "small_cnn has no pre-trained weights" in lines[-1]
 
@@ -198,7 +199,7 @@ def test_auto_on_a_cpu_fine_tunes_when_the_preset_is_downloadable(monkeypatch):
     monkeypatch.setattr(hub, "cached", lambda named: False)
     monkeypatch.setattr(hub, "reachable", lambda *a, **k: True)
     lines = []
-    _, _, recipe = train_flow.for_plan(None, {}, {}, _cpu_plan(), log=lines.append)
+    _, _, recipe = train_flow.for_plan(None, Given(), _cpu_plan(), log=lines.append)
     assert recipe.name == "cpu-finetune" and "downloadable" in lines[0]
 
 

@@ -88,8 +88,8 @@ def name_flags(p: argparse.ArgumentParser) -> None:
     p.set_defaults(flag_names=names)
 
 
-def settings(args: argparse.Namespace) -> tuple[dict, dict]:
-    """(config key -> value, config key -> the flag that set it) of the parsed flags."""
+def settings(args: argparse.Namespace) -> flags_lib.Given:
+    """The settings of the parsed flags, each named by the flag that sets it."""
     return flags_lib.from_flags(vars(args), getattr(args, "flag_names", {}))
 
 

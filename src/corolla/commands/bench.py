@@ -37,5 +37,5 @@ def main(args) -> int:
         data(args.data, args.image_size or 0, args.batch_size,
              args.augment if args.augment is not None else "default", batches=args.batches)
     else:
-        train_command(*arguments.settings(args), steps=args.steps)
+        train_command(arguments.settings(args), steps=args.steps)
     return 0

@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    flags, _ = arguments.settings(args)
+    flags = dict(arguments.settings(args).values)
     if args.epochs is not None:
         flags["train.epochs"] = args.epochs
     run_dir, metrics = run(args.cache_dir, args.runs_dir, tiny=args.tiny, name=args.name,

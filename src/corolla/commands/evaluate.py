@@ -22,6 +22,6 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    evaluate(args.run, *arguments.settings(args), data=args.data, out=args.out, tta=args.tta,
+    evaluate(args.run, arguments.settings(args), data=args.data, out=args.out, tta=args.tta,
              fit_bias=args.fit_bias)
     return 0

@@ -20,5 +20,5 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    explain(args.run, args.images, *arguments.settings(args), out=args.out, force=args.force)
+    explain(args.run, args.images, arguments.settings(args), out=args.out, force=args.force)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from corolla.config.flags import Given
 from corolla import config as config_lib
 from corolla import models as models_lib
 from corolla import runtime
@@ -40,10 +41,9 @@ def models(log=print) -> None:
         f"preset or local preset folder (pip install \"corolla[hub]\")")
 
 
-def hardware(flags: dict | None = None, names: dict | None = None, as_json: bool = False,
-             log=print) -> dict:
+def hardware(given: Given = Given(), as_json: bool = False, log=print) -> dict:
     """The plan this machine gets with these runtime and batch settings; returns it as data."""
-    cfg = config_lib.load(overrides=flags or {}, labels=names or {})
+    cfg = config_lib.load(overrides=given.values, labels=given.names)
     info = runtime.detect_for(cfg).to_dict()
     if as_json:
         log(json.dumps(info, indent=2))
@@ -90,5 +90,5 @@ def main(args) -> int:
     elif args.models:
         models()
     else:
-        hardware(*arguments.settings(args), as_json=args.json)
+        hardware(arguments.settings(args), as_json=args.json)
     return 0

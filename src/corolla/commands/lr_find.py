@@ -36,8 +36,8 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    flags, names = arguments.settings(args)
-    names.update({key: f"--{key}" for key in ("start", "end", "steps", "rule", "out")})
-    lr_find(args.config, flags, names,
+    given = arguments.settings(args).with_names(
+        {key: f"--{key}" for key in ("start", "end", "steps", "rule", "out")})
+    lr_find(args.config, given,
             RangeSettings(args.start, args.end, args.steps, args.rule), out=args.out)
     return 0

@@ -45,7 +45,7 @@ def main(args) -> int:
         if args.data:
             raise UserError("--data names a data set's test split; with photo PATHs, leave it "
                             "out")
-        predict_photos(args.run, args.photos, *arguments.settings(args), top=args.top_k,
+        predict_photos(args.run, args.photos, arguments.settings(args), top=args.top_k,
                        out=args.out, as_json=args.json, strict=args.strict, force=args.force,
                        tta=args.tta, bias=args.bias)
         return 0
@@ -54,6 +54,6 @@ def main(args) -> int:
     if photo_only:
         raise UserError(f"{photo_only[0]} is for predictions on photos: pass their PATHs after "
                         f"the run (corolla predict RUN photos/)")
-    predict(args.run, *arguments.settings(args), data=args.data, out=args.out, force=args.force,
+    predict(args.run, arguments.settings(args), data=args.data, out=args.out, force=args.force,
             tta=args.tta, bias=args.bias)
     return 0

@@ -14,7 +14,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    run_dir, _ = train(args.config, *arguments.settings(args), resume=args.resume,
+    run_dir, _ = train(args.config, arguments.settings(args), resume=args.resume,
                        strict=args.strict)
     if run_dir is not None:
         print(f"done: {run_dir}")

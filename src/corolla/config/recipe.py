@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from corolla.config.flags import Given
 from corolla.config import schema as config_lib
 from corolla.errors import UserError, did_you_mean
 
@@ -98,15 +99,14 @@ def is_read(file: config_lib.ConfigFile | None) -> bool:
     return not (file is not None and _recipe_keys() <= set(file.values))
 
 
-def compose(config_path: str | Path | config_lib.ConfigFile | None, overrides: dict[str, Any],
-            labels: dict[str, str] | None, accelerator: str) -> tuple[config_lib.RunConfig,
-                                                                       Recipe]:
-    """The run's config: defaults < recipe < `config_path` < `overrides`, with train.recipe
+def compose(config_path: str | Path | config_lib.ConfigFile | None, given: Given,
+            accelerator: str) -> tuple[config_lib.RunConfig, Recipe]:
+    """The run's config: defaults < recipe < `config_path` < `given`, with train.recipe
     naming the recipe used. A config file that sets every key a recipe could set (a run's saved
     config.toml) leaves the recipe nothing to say: it is not read, so a saved run is reproduced
     without its recipe file."""
     file = config_lib.config_file(config_path)  # parsed once, for both uses below
-    asked = config_lib.load(file, overrides, labels)  # checks the file and the flags
+    asked = config_lib.load(file, given.values, given.names)  # checks the file and the flags
     name = choose(asked.train.recipe, accelerator)
     tree = file.values if file is not None else {}
     if not is_read(file):
@@ -115,7 +115,7 @@ def compose(config_path: str | Path | config_lib.ConfigFile | None, overrides: d
         recipe = load(name)
     config = config_lib.apply(config_lib.RunConfig(), recipe.values)
     config = config_lib.apply(config, tree)
-    config = config_lib.apply(config, overrides, labels)
+    config = config_lib.apply(config, given.values, given.names)
     return config_lib.apply(config, {"train.recipe": recipe.name}), recipe
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from corolla.config.flags import Given
 from corolla import config as config_lib
 from corolla.data import datasets, folds
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
@@ -37,7 +38,7 @@ class OpenedRun:
     layout: layout_lib.Layout | None = None
 
 
-def open_run(run, flags: dict | None = None, names: dict | None = None, *,
+def open_run(run, given: Given = Given(), *,
              data_path: str | None = None, with_data: bool = True, plan: Plan | None = None,
              config: config_lib.RunConfig | None = None, log=print) -> OpenedRun:
     """`run` opened for evaluation or prediction: refused when it has no model (a k-fold parent,
@@ -47,20 +48,19 @@ def open_run(run, flags: dict | None = None, names: dict | None = None, *,
     folder, config = rundir.load(run, config)
     check_packages(folder, config)  # before the data is read
     if plan is None:
-        plan = inference_plan(config, flags, names)  # first: it picks the Keras backend
+        plan = inference_plan(config, given)  # first: it picks the Keras backend
     layout = open_data(folder, config, data_path, log) if with_data else None
     return OpenedRun(folder, config, plan, layout)
 
 
-def inference_plan(config: config_lib.RunConfig, flags: dict | None = None,
-                   names: dict | None = None) -> Plan:
+def inference_plan(config: config_lib.RunConfig, given: Given = Given()) -> Plan:
     """The plan to evaluate or predict with a trained run (its `config`) on this machine: the
     run's config with this machine's strategy and its own batch, unless runtime or batch
     settings say otherwise (other settings are the run's own and are ignored)."""
-    flags = {k: v for k, v in (flags or {}).items() if k.startswith(("runtime.", "train."))}
+    given = given.only("runtime.", "train.")
     return detect_for(config_lib.apply(config, {"runtime.strategy": "auto",
-                                                "train.global_batch_size": 0, **flags},
-                                       names or {}))
+                                                "train.global_batch_size": 0, **given.values},
+                                       given.names))
 
 
 def check_packages(run_dir: Path, config: config_lib.RunConfig) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from corolla.config.flags import Given
 from corolla import config as config_lib
 from corolla import models, runtime
 from corolla.config import policies
@@ -138,8 +139,8 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
     return {"real": r, "cached": c, "verdict": verdict}
 
 
-def train_command(flags: dict, names: dict, steps: int = 20, log=print) -> dict:
+def train_command(given: Given, steps: int = 20, log=print) -> dict:
     """`corolla bench train`: `train` with the plan these runtime and batch settings get."""
-    cfg = config_lib.load(overrides=flags, labels=names)
+    cfg = config_lib.load(overrides=given.values, labels=given.names)
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     return train(cfg, plan, steps=steps, log=log)

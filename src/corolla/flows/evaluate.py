@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from corolla.config.flags import Given
 from corolla.errors import UserError
 from corolla.evaluation import gradcam, predictions
 from corolla.evaluation import tta as tta_lib
@@ -18,8 +19,8 @@ if TYPE_CHECKING:  # the module loads Keras: flows import it where they run
     from corolla.evaluation.inference import OpenedRun
 
 
-def evaluate(run, flags: dict | None = None, names: dict | None = None,
-             data: str | None = None, out: str | Path | None = None, tta: int = tta_lib.NONE,
+def evaluate(run, given: Given = Given(), data: str | None = None,
+             out: str | Path | None = None, tta: int = tta_lib.NONE,
              fit_bias: bool = False, log=print) -> dict:
     """`corolla evaluate`: scores the run on val (metrics.json, pictures, predictions,
     report.html); returns the metrics. `tta`: test-time augmentation views (1: none).
@@ -35,7 +36,7 @@ def evaluate(run, flags: dict | None = None, names: dict | None = None,
         return rundir_metrics(run_dir)
     from corolla.evaluation.inference import open_run
 
-    opened = open_run(run, flags, names, data_path=data, config=config, log=log)
+    opened = open_run(run, given, data_path=data, config=config, log=log)
     try:
         metrics = evaluate_run(opened, log=log, out=out, tta=tta)
         if fit_bias:

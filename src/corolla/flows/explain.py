@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from corolla.config.flags import Given
 from corolla.data.prepare import photos as photos_lib
 from corolla.errors import UserError, check_stop
 from corolla.evaluation import gradcam
@@ -14,7 +15,7 @@ from corolla.runs import paths, rundir
 from corolla.runs.outputs import inside, refuse_foreign
 
 
-def explain(run, images, flags: dict | None = None, names: dict | None = None,
+def explain(run, images, given: Given = Given(),
             out: str | Path | None = None, force: bool = False, log=print) -> list[Path]:
     """Writes OUT/<image name>.png for each photo named by `images` (files, folders, CSVs of
     paths, as `corolla predict RUN PATH...` takes them; default OUT: RUN/explain/); returns the
@@ -23,7 +24,7 @@ def explain(run, images, flags: dict | None = None, names: dict | None = None,
     from corolla.report import plots
 
     images = photos_lib.as_paths(images, "images")
-    opened = open_run(run, flags, names, with_data=False)
+    opened = open_run(run, given, with_data=False)
     run_dir, config, plan = opened.folder, opened.config, opened.plan
     files = photos_lib.list_photos(images)
     if not files:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from corolla.config.flags import Given
 from corolla import config as config_lib
 from corolla import runtime
 from corolla.config.range_test import RangeSettings
@@ -20,32 +21,31 @@ from corolla.flows import train as train_flow
 from corolla.runs import paths
 
 
-def lr_find(config_file: str | None = None, flags: dict | None = None,
-            names: dict | None = None, settings: RangeSettings = RangeSettings(),
+def lr_find(config_file: str | None = None, given: Given = Given(),
+            settings: RangeSettings = RangeSettings(),
             out: str | Path | None = None, log=print) -> dict:
-    """The range test of the run that `flags` (and `config_file`) describe, as `corolla
+    """The range test of the run that `given` (and `config_file`) describe, as `corolla
     lr-find`: writes lr_find.png and lr_find.json into `out` (default: the current folder),
     logs the suggestion and returns the record (lr_find.json's). A curve that never falls is
     a UserError, after its picture is written."""
-    flags, names = dict(flags or {}), dict(names or {})
-    settings = settings.checked(names)
-    if isinstance(flags.get("train.learning_rate"), str):  # --lr find: what this does
-        del flags["train.learning_rate"]
+    settings = settings.checked(dict(given.names))
+    if isinstance(given.get("train.learning_rate"), str):  # --lr find: what this does
+        given = given.without("train.learning_rate")
     out = Path(out) if out is not None else Path(".")
-    out_flag = names.get("out", "--out")
+    out_flag = given.name("out", "--out")
     if (out / paths.CONFIG).is_file():
         raise UserError(f"{out} is a run folder; lr-find does not write into runs (train "
                         f"with --lr find to keep the test in a run): pass {out_flag} with "
                         f"another folder")
     config_file = config_lib.config_file(config_file)
-    cfg = config_lib.load(config_file, flags, names)
+    cfg = config_lib.load(config_file, given.values, given.names)
     if not cfg.data.path:
-        raise UserError(f"no data given; pass {names.get('data.path', '--data')} with a folder "
+        raise UserError(f"no data given; pass {given.name('data.path', '--data')} with a folder "
                         f"holding tfrecords-jpeg-SxS/, an image folder or a CSV")
-    train_flow.check_first(cfg, config_file, flags, names)
+    train_flow.check_first(cfg, config_file, given)
     check_folder(make_folder(out), out_flag)  # before the work
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
-    cfg, plan, recipe = train_flow.for_plan(config_file, flags, names, plan, log)
+    cfg, plan, recipe = train_flow.for_plan(config_file, given, plan, log)
     log(f"recipe {recipe.name}: {recipe.description}")
     from corolla.training import lr_find as lr_find_lib
 
@@ -59,6 +59,6 @@ def lr_find(config_file: str | None = None, flags: dict | None = None,
     picture = plots.plot_lr_find(record, out / paths.LR_FIND_PICTURE)
     log(f"picture: {picture} (the numbers: {out / paths.LR_FIND})")
     if found.suggestion is None:
-        raise lr_find_lib.no_suggestion(found, names.get("train.learning_rate", "--lr"))
+        raise lr_find_lib.no_suggestion(found, given.name("train.learning_rate", "--lr"))
     log(found.line())
     return record

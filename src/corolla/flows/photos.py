@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from corolla.config.flags import Given
 from corolla.data.prepare import photos as photos_lib
 from corolla.errors import UserError, check_stop
 from corolla.evaluation import tta as tta_lib
@@ -22,7 +23,7 @@ TABLE_MAX = 20  # photos printed as a table; more go to a CSV only
 CHUNK = 256  # photos decoded and predicted at a time: memory stays flat for any number
 
 
-def predict_photos(run, photos, flags: dict | None = None, names: dict | None = None,
+def predict_photos(run, photos, given: Given = Given(),
                    top: int = TOP_K, out: str | Path | None = None, as_json: bool = False,
                    strict: bool = False, force: bool = False, tta: int = tta_lib.NONE,
                    bias: str = "none", log=print) -> list[dict]:
@@ -42,7 +43,7 @@ def predict_photos(run, photos, flags: dict | None = None, names: dict | None = 
     check_bias(bias)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"--top-k must be a number of classes, 1 or more, got {top!r}")
-    opened = open_run(run, flags, names, with_data=False)
+    opened = open_run(run, given, with_data=False)
     run_dir, config, plan = opened.folder, opened.config, opened.plan
     class_names = rundir.class_names(run_dir)
     top = min(top, len(class_names))  # --top-k 1000 of 5 classes: all 5, said as such

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from corolla.config.flags import Given
 from corolla.errors import UserError
 from corolla.evaluation import predictions as predictions_lib
 from corolla.evaluation import tta as tta_lib
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # the module loads Keras: flows import it where they run
 BIAS_CHOICES = ("none", "fitted")  # --bias: argmax, or the offsets of evaluate --fit-bias
 
 
-def predict(run, flags: dict | None = None, names: dict | None = None,
+def predict(run, given: Given = Given(),
             data: str | None = None, out: str | Path | None = None, force: bool = False,
             tta: int = tta_lib.NONE, bias: str = "none", log=print) -> Path:
     """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
@@ -32,20 +33,20 @@ def predict(run, flags: dict | None = None, names: dict | None = None,
     tta = tta_lib.check(tta)
     check_bias(bias)
     if is_stdout(out):  # the run's checked submission.csv, then its text on stdout
-        path = _predict(run, flags, names, data, None, force, tta, bias, to_stderr)
+        path = _predict(run, given, data, None, force, tta, bias, to_stderr)
         sys.stdout.write(path.read_text())
         return path
-    return _predict(run, flags, names, data, out, force, tta, bias, log)
+    return _predict(run, given, data, out, force, tta, bias, log)
 
 
-def _predict(run, flags, names, data, out, force: bool, tta: int, bias: str, log) -> Path:
+def _predict(run, given: Given, data, out, force: bool, tta: int, bias: str, log) -> Path:
     """`predict` with its arguments checked."""
     run_dir, config = rundir.read(run)
     if bias == "fitted" and is_parent(config):
         return _parent_with_offsets(run_dir, out, force, log)
     from corolla.evaluation.inference import open_run
 
-    opened = open_run(run, flags, names, data_path=data, config=config, log=log)
+    opened = open_run(run, given, data_path=data, config=config, log=log)
     return predict_run(opened, out=out, force=force, log=log, tta=tta, bias=bias)
 
 
