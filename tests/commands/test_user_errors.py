@@ -173,6 +173,7 @@ def test_a_relative_recipe_file_is_the_same_command_when_re_run(tmp_path, monkey
     '/.../myrecipe2.toml')`. The same file by another spelling is the same recipe; another
     file is not."""
     from corolla import config as config_lib
+    from corolla.config.flags import Given
     from corolla.errors import UserError
     from corolla.flows import train
 
@@ -183,9 +184,11 @@ def test_a_relative_recipe_file_is_the_same_command_when_re_run(tmp_path, monkey
                              {"train.recipe": str(tmp_path / "myrecipe2.toml")})
     names = {"train.recipe": "--recipe"}
     for spelling in ("myrecipe2.toml", "./myrecipe2.toml", str(tmp_path / "myrecipe2.toml")):
-        train._check_same_command(saved, {"train.recipe": spelling}, names, tmp_path / "r")
+        train._check_same_command(saved, Given({"train.recipe": spelling}, names),
+                                  tmp_path / "r")
     with pytest.raises(UserError, match="exists with other settings: --recipe"):
-        train._check_same_command(saved, {"train.recipe": "other.toml"}, names, tmp_path / "r")
+        train._check_same_command(saved, Given({"train.recipe": "other.toml"}, names),
+                                  tmp_path / "r")
 
 
 def test_a_run_without_a_model_says_whether_it_is_being_trained_or_was_stopped(tmp_path,
