@@ -28,7 +28,7 @@ def lr_find(config_file: str | None = None, given: Given = Given(),
     lr-find`: writes lr_find.png and lr_find.json into `out` (default: the current folder),
     logs the suggestion and returns the record (lr_find.json's). A curve that never falls is
     a UserError, after its picture is written."""
-    settings = settings.checked(dict(given.names))
+    settings = settings.checked(given.names)
     if isinstance(given.get("train.learning_rate"), str):  # --lr find: what this does
         given = given.without("train.learning_rate")
     out = Path(out) if out is not None else Path(".")
