@@ -2,12 +2,14 @@
 same start on train + val for the validated model's epochs, predicts the test split; in a time
 budget it takes the epochs that fit; killed midway it continues from its own backup."""
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from corolla import config
+from corolla.errors import UserError
 from corolla.files import read_history
 from corolla.runs import paths
 from corolla.training import budget, refit
@@ -150,3 +152,57 @@ def test_a_refit_plan_that_sets_other_settings_is_refused(train_tiny, tmp_path, 
     config.save(config.apply(cfg, {"train.refit": True}), run / paths.CONFIG)
     one_line_error(capsys, ["train", "--resume", str(run)], "refit.json",
                    "not a refit plan")
+
+
+def _train_split(data):
+    from corolla.data import datasets
+
+    return datasets.open_data(str(data), 0, 32).split("train")
+
+
+def test_auto_refits_a_timed_run_whose_classes_have_few_training_photos(tiny_petals,
+                                                                        rare_class):
+    from corolla import runtime
+    from corolla.training import settings
+
+    timed = config.load(overrides={"train.time_budget": "5m"})
+    plan = runtime.detect_for(timed)
+    said = []
+    # tiny_petals: 16 training photos in each of its 4 classes
+    assert settings.refit(timed, plan, _train_split(tiny_petals), said.append) == "on"
+    assert said == ["refit auto: on, a median of 16 training photos a class (fewer than 30: "
+                    "val's photos add to what little each class has, so the model that "
+                    "predicts trains again on train + val after validation; --refit off to "
+                    "skip it)"]
+    # rare_class: 150, 150 and 15 photos (its rare class does not decide: the median does)
+    assert settings.refit(timed, plan, _train_split(rare_class), said.append) == "off"
+    assert "a median of 150 training photos a class (not fewer than 30" in said[-1]
+    few = _train_split(tiny_petals)
+    untimed = config.load()
+    assert untimed.train.refit == "auto"
+    assert settings.refit(untimed, plan, few, said.append) == "off"  # the epochs were asked
+    folds = config.load(overrides={"train.time_budget": "5m", "train.folds": 2})
+    assert settings.refit(folds, plan, few, said.append) == "off"  # every fold's model predicts
+    two = dataclasses.replace(plan, num_processes=2)
+    assert settings.refit(timed, two, few, said.append) == "off"
+    for given in ("on", "off"):  # as given, whatever the photos
+        asked = config.apply(timed, {"train.refit": given})
+        assert settings.refit(asked, plan, _train_split(rare_class), said.append) == given
+    assert len(said) == 2
+
+
+def test_refit_takes_on_off_auto_and_the_bools_of_earlier_runs(tmp_path):
+    from corolla import cli
+    from corolla.commands import arguments
+
+    assert config.load(overrides={"train.refit": True}).train.refit == "on"
+    assert config.load(overrides={"train.refit": False}).train.refit == "off"
+    saved = tmp_path / "config.toml"  # as runs before "auto" recorded it
+    saved.write_text("[train]\nrefit = true\n")
+    assert config.load(saved).train.refit == "on"
+    parser = cli.build_parser()
+    for argv, value in ((["--refit"], "on"), (["--refit", "off"], "off"), ([], None)):
+        given = arguments.settings(parser.parse_args(["train", *argv]))
+        assert given.get("train.refit") == value
+    with pytest.raises(UserError, match="refit must be one of auto, on, off, got 'sometimes'"):
+        config.load(overrides={"train.refit": "sometimes"})

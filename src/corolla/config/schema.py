@@ -39,6 +39,7 @@ MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, 
 # Records held to shuffle: TensorFlow reserves a slot for each up front (1e8: 3 GB for any data;
 # 1e12: std::bad_alloc). The pipeline also holds no more than the split has.
 MAX_SHUFFLE_BUFFER = 1_000_000
+REFIT_CHOICES = ("auto", "on", "off")  # train.refit
 
 # The help texts below are templates (config.setting): {recipe} is the recipes' default for the
 # key, {value} the field's own default, {note} and {default} what the command adds. A field's
@@ -236,11 +237,15 @@ class TrainConfig:
     # Refit: once validated, the run trains a second model from the same start on train + val
     # for the epochs the validated one trained (its schedule; each epoch a pass over train +
     # val), and predicts the test split with it (training.refit). With a time budget, the two
-    # share it. The val scores stay the validated model's.
-    refit: bool = setting(
-        False, flag="--refit", action="store_true", default=None, help="once validated, train "
-        "the model again on train + val for the epochs found, and predict the test split with "
-        "it (val scores stay the validated model's; --time covers both)")
+    # share it. The val scores stay the validated model's. auto: on for a timed run whose
+    # classes have few training photos each (`training.refit.decide`), off otherwise; the run's
+    # config.toml records what was decided. true / false stand for on / off.
+    refit: str = setting(
+        "auto", choices=REFIT_CHOICES, flag="--refit", nargs="?", const="on",
+        metavar="{auto,on,off}", help="once validated, train the model again on train + val "
+        "for the epochs found, and predict the test split with it (val scores stay the "
+        "validated model's; --time covers both); --refit alone: on; default auto: on with "
+        "--time where the classes have few training photos each")
     # Set by Corolla: the plan's steps per epoch where it shortened them to fit one epoch more
     # (training.budget.fill); 0 = steps_per_epoch, which stays what was asked.
     time_steps: int = setting(0, low=0)
@@ -372,6 +377,8 @@ def apply(config: RunConfig, updates: dict[str, Any],
         label = labels.get(key, key)
         if types[name] is list:  # the only list: data.augment
             value = policies.resolve(value, label)
+        elif isinstance(value, bool) and {"on", "off"} <= set(_CHOICES.get(key, ())):
+            value = "on" if value else "off"  # `refit = true` in TOML, refit=True in Python
         else:
             value = _coerce(label, value, types[name])
         if key in _CHOICES and value not in _CHOICES[key]:
@@ -468,7 +475,7 @@ def _check_folds(config: RunConfig, labels: dict[str, str]) -> None:
     if folds == 1 or not 0 <= folds <= MAX_FOLDS:
         raise UserError(f"{labels.get('train.folds', 'train.folds')} must be 0 (no k-fold) or "
                         f"a number of folds from 2 to {MAX_FOLDS}, got {folds!r}")
-    if config.train.refit and (folds or fold):
+    if config.train.refit == "on" and (folds or fold):
         raise UserError(f"{labels.get('train.refit', 'train.refit')} trains one model on train + "
                         f"val; k-fold ({labels.get('train.folds', 'train.folds')}) already "
                         f"predicts the test split with every fold's model: use one or the other")

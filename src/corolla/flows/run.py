@@ -44,7 +44,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         # A Ctrl-C raises `Interrupted`, whose message says how to finish the run (it is
         # trained); the tracked run ends KILLED (FAILED on an error) here.
         with tracking.ended_on_error(run_dir, log):
-            if config.train.refit and not (run_dir / paths.REFIT).is_file():
+            if refit.wanted(run_dir) and not (run_dir / paths.REFIT).is_file():
                 refit.train(run_dir, plan, log)  # (continued, where a kill stopped it)
             return run_dir, _evaluate_predict(run_dir, plan, model, log)
     finally:

@@ -37,7 +37,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     The run's model.keras is its best epoch by val macro F1; last.keras its last epoch."""
     began = time.monotonic()  # a time budget counts from here (`budget`)
     log = log if plan.is_chief else (lambda *args: None)
-    if config.train.refit:
+    if config.train.refit == "on":
         refit.check_plan(plan)
     ready = prepare(config, plan, log, resume)
     # Data and model come first: a failure there (a split smaller than one batch, weights that
@@ -77,7 +77,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         result = saving.save(trainer.model, saved, checkpoint.state, plan, run_dir, backup_dir,
                              ready.config.output.run_id, log)
         _log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
-        if ready.config.train.refit and resume is None:  # a resumed one: `refit.train`
+        if ready.config.train.refit == "on" and resume is None:  # a resumed one: `refit.train`
             refit.plan_in_time(run_dir, trainer.ready, checkpoint.state.history, began,
                                val_split.count, log)
         return result

@@ -167,7 +167,7 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, tot
                           val_split, cached=bool(caching))
         known = costs if scaled_from is None else budget.scaled(costs, scaled_from, size)
         share = budget.validated_share(sized, phases_of, known, steps, caching,
-                                       *counts) if t.refit else 1.0
+                                       *counts) if t.refit == "on" else 1.0
         left = budget.MARGIN * share * (total - (time.monotonic() - began))
         # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
         return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit),
