@@ -15,7 +15,10 @@ from corolla.files import read_history
 from corolla.runs import paths
 from helpers.processes import crash_train
 
-TINY = ("--batch-size", "8", "--steps-per-epoch", "2")  # and no epochs: the budget plans them
+# And no epochs: the budget plans them. One model's plan: tiny_petals has 16 training photos a
+# class, where a timed run refits by default (tests/training/test_refit.py holds that).
+TINY = ("--batch-size", "8", "--steps-per-epoch", "2", "--refit", "off")
+ONE_MODEL = {"train.refit": "off"}
 
 
 def _down(rate, train):
@@ -114,7 +117,8 @@ def test_a_timed_run_on_a_host_slower_than_its_probe_stops_within_its_budget(tra
     monkeypatch.setattr(time_plan, "_replan_after", lambda *args: 0)
 
     lines = []
-    result, _ = train_tiny.fit(tmp_path, "b", {"train.time_budget": "20s"}, [Busier()],
+    result, _ = train_tiny.fit(tmp_path, "b", {"train.time_budget": "20s", **ONE_MODEL},
+                               [Busier()],
                                log=lines.append)
     run, train = tmp_path / "b", _config(tmp_path / "b")
     rows = read_history(run / paths.HISTORY)
@@ -223,7 +227,7 @@ def test_a_timed_run_plans_again_from_its_pace_and_ends_at_the_floor_in_its_budg
 
         callbacks.append(Slower())
     lines, budget = [], 30
-    train_tiny.fit(tmp_path, "p", {"train.time_budget": f"{budget}s"}, callbacks,
+    train_tiny.fit(tmp_path, "p", {"train.time_budget": f"{budget}s", **ONE_MODEL}, callbacks,
                    log=lines.append)
     train, rows = _config(tmp_path / "p"), read_history(tmp_path / "p" / paths.HISTORY)
     said = f"time {budget}s: "

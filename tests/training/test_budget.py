@@ -2,6 +2,8 @@
 scaled to the epochs that fit, the plan repeated from a saved config (tiny real runs:
 end_to_end/test_time_budget.py)."""
 
+import dataclasses
+
 import pytest
 
 from corolla import config
@@ -298,3 +300,40 @@ def test_a_phases_second_epoch_gives_the_pace_and_the_steps_tracing_at_any_size(
     pace, retrace = deadline.second_epoch_pace(history, (False, 48), 64)
     # Epoch 2 took 6 s of 5.6; epoch 1 took 2 s more, three quarters of it the step's tracing.
     assert pace == pytest.approx(6.0 / 5.6) and retrace == pytest.approx(1.5)
+
+
+def test_with_a_refit_an_epoch_more_is_trained_only_where_its_refit_fits_too():
+    # The stop's plan above, with a refit of 2 s an epoch (4 s the first: its tracings).
+    deadline = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5,
+                               refit_each=(4.0, 2.0, 2.0, 2.0))
+    on_plan = [{"epoch": 1, "seconds": 8.0}]
+    # After epoch 1: epoch 2 (1.1 s and the save), then the refit of epochs 1-2 and its save.
+    assert deadline.next_end(on_plan) == pytest.approx(8.0 + 1.1 + 0.5 + 6.0 + 0.5)
+    alone = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
+    assert alone.next_end(on_plan) == pytest.approx(8.0 + 1.1 + 0.5)
+    # 1.5 times as slow: so is the refit's part.
+    slow = [{"epoch": 1, "seconds": 9.5}]
+    assert deadline.next_end(slow) == pytest.approx(9.5 + (1.1 + 0.5 + 6.0 + 0.5) * 1.5)
+
+
+def test_a_plan_made_again_with_a_refit_leaves_the_refit_its_epochs():
+    cfg = _cosine(10, frozen=1)
+    alone = _made(cfg)
+    # The refit: no validation, 15 steps an epoch (train + val), as `budget.refit_costs` gives.
+    refit_costs, _ = budget.refit_costs(alone.costs, None, 64, 32)
+    refit = pacing.Refit(refit_costs, None, budget.refit_steps(10, (64, 32)))
+    deadline = dataclasses.replace(alone, refit=refit)
+    assert refit.steps == 15
+    # A refit epoch: 15 steps of 0.5 s and its commit, 7.6 s; its phases' first also 2 s of
+    # tracing.
+    each = pacing.refit_seconds(cfg, _phases_of, deadline, 4)
+    assert each == pytest.approx([9.6, 9.6, 7.6, 7.6])
+    assert pacing.refit_seconds(cfg, _phases_of, alone, 4) == []
+    # 95 s less 25 spent and two saves, 69.8 s: alone, 14 epochs in all (above); with the
+    # refit of every one, 5: 3 x 5.6 + 1 (retrace) + 42.0 of refit is 59.8 s, where 6 would
+    # be 73.0.
+    assert pacing.replanned(cfg, _phases_of, alone, 2, 1.0, 1.0, 25.0) == 14
+    assert pacing.replanned(cfg, _phases_of, deadline, 2, 1.0, 1.0, 25.0) == 5
+    remade = deadline.remade([{"epoch": 1, "seconds": 19.0}, {"epoch": 2, "seconds": 30.0}],
+                             [5.0] * 3, [9.6, 9.6, 7.6, 7.6, 7.6])
+    assert remade.refit_each == pytest.approx((9.6, 9.6, 7.6, 7.6, 7.6))

@@ -156,6 +156,12 @@ def epoch_seconds(plan_phases, costs: Costs, final: int, steps: int,
     return out
 
 
+def refit_steps(steps: int, counts: tuple[int, int]) -> int:
+    """A refit epoch's steps (`training.refit`): the validated epoch's `steps` over train +
+    val (`counts`: their photos)."""
+    return math.ceil(steps * sum(counts) / counts[0])
+
+
 def refit_costs(costs: Costs, caching: Caching | None, train: int,
                 val: int) -> tuple[Costs, Caching | None]:
     """The costs of a refit's epochs (`training.refit`), from the validated run's: no

@@ -180,5 +180,7 @@ class StopInTime(keras.callbacks.Callback):
             self.log(f"time {self.budget_text}: stopping after epoch {epoch + 1} of "
                      f"{len(self.deadline.planned)}: its epochs took "
                      f"{self.deadline.behind(history):.2f}x the probe's estimate, and epoch "
-                     f"{epoch + 2} would end at ~{end:.0f} s of {self.deadline.total:.0f}")
+                     f"{epoch + 2} would end"
+                     f"{' with its refit' if self.deadline.refit_each else ''} at ~{end:.0f} s "
+                     f"of {self.deadline.total:.0f}")
         self.model.stop_training = True

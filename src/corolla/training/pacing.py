@@ -26,6 +26,16 @@ REPLAN_SHARE = 0.95
 
 
 @dataclass(frozen=True)
+class Refit:
+    """What the refit after a validated training costs (`training.refit`): its epochs' costs
+    from the probe's (`budget.refit_costs`: no validation), its frozen phases' caching of
+    train + val, and its steps per epoch."""
+    costs: Costs
+    caching: Caching | None
+    steps: int
+
+
+@dataclass(frozen=True)
 class Deadline:
     """Where a timed run stops short of its plan to end inside its budget: on a host busier
     than the probe found (a tiny 2-fold run beside CI's installs trained its second fold a
@@ -40,7 +50,14 @@ class Deadline:
     final save's. Only the session that made the plan has it: a resumed run continues its
     plan as it was made. For the plan to be made again (`replanned`), what it was made of:
     the probe's `costs`, the `caching` of frozen phases, the `steps` of an epoch, and the
-    epoch (counted from 1) after which it is made again (`replan_after`; 0: never)."""
+    epoch (counted from 1) after which it is made again (`replan_after`; 0: never).
+
+    Where a refit follows (`refit`), it retrains every epoch the validated training trains,
+    so an epoch more is only trained where its refit fits too: `refit_each`, the refit's
+    seconds for each of the plan's epochs, counts in `next_end`, and `total` is the whole
+    budget. (A fixed share for the validated training left a fifth of a 10-minute budget
+    unused where its refit went faster than estimated, and a host busier than the probe
+    found stopped it before its first trained epoch.)"""
     total: float
     planned: tuple
     planned_at: float
@@ -49,18 +66,22 @@ class Deadline:
     caching: Caching | None = None
     steps: int = 0
     replan_after: int = 0
+    refit: Refit | None = None
+    refit_each: tuple = ()
 
     def took(self, history: list[dict]) -> tuple:
         """The seconds each epoch of `history` took."""
         ends = [self.planned_at] + [row["seconds"] for row in history]
         return tuple(b - a for a, b in zip(ends, ends[1:]))
 
-    def remade(self, history: list[dict], planned: list[float]) -> Deadline:
+    def remade(self, history: list[dict], planned: list[float],
+               refit_each: tuple = ()) -> Deadline:
         """This deadline for the plan made again after the epochs of `history`: those epochs
         as they took (the new plan's pace is theirs: their lag is not counted again), the new
-        plan's `planned` seconds after them."""
+        plan's `planned` seconds after them, and its refit's seconds for each of its epochs
+        (`refit_each`, at that pace)."""
         return dataclasses.replace(self, planned=self.took(history) + tuple(planned),
-                                   replan_after=0)
+                                   replan_after=0, refit_each=tuple(refit_each))
 
     def second_epoch_pace(self, history: list[dict], kind: tuple, final: int) -> tuple:
         """(pace, seconds of tracing) from the last epoch of `history`, a phase's second, of
@@ -92,12 +113,14 @@ class Deadline:
         training time up to each epoch's commit) would end, its final save included (both as
         far behind as the epochs: a tiny run on a busy host ended at 101% of its budget with
         the save as planned), in seconds of the budget, with a tenth more for the epoch (the
-        epochs of a tiny run on a busy host vary by that much); None after the last epoch."""
+        epochs of a tiny run on a busy host vary by that much); with a refit, that of its
+        epochs up to this one and its save after it; None after the last epoch."""
         done = len(history)
         if not history or done >= len(self.planned):
             return None
         behind = self.behind(history)
-        return history[-1]["seconds"] + (1.1 * self.planned[done] + self.save) * behind
+        refit = sum(self.refit_each[:done + 1]) + self.save if self.refit_each else 0.0
+        return history[-1]["seconds"] + (1.1 * self.planned[done] + self.save + refit) * behind
 
 
 def reshaped(train: config_lib.TrainConfig, epochs: int) -> dict:
@@ -126,18 +149,32 @@ def remaining(config: config_lib.RunConfig, phases_of, deadline: Deadline, done:
     return each
 
 
+def refit_seconds(config: config_lib.RunConfig, phases_of, deadline: Deadline,
+                  epochs: int) -> list[float]:
+    """The refit's estimated seconds for each epoch of the run's plan made again for `epochs`
+    epochs (the probe's costs; none without a refit)."""
+    if deadline.refit is None:
+        return []
+    final, refit = config.model.input_size, deadline.refit
+    train = config_lib.apply(config, reshaped(config.train, epochs)).train
+    return epoch_seconds(phases_of(train, final), refit.costs, final, refit.steps, refit.caching)
+
+
 def replanned(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
               pace: float, retrace: float, spent: float) -> int:
     """The epochs of the run's plan made again after its first `done` epochs, `spent` seconds
     into the budget, at `pace` times the probe's estimates (as measured: `time_plan.replan`)
     with `retrace` seconds of tracing for other epochs than the plan's (`remaining`): the most
-    whose epochs after `done` and the final save end by REPLAN_SHARE of the budget; `done`
-    (the run ends) where not one more does. `phases_of` as in `most_epochs`."""
-    left = REPLAN_SHARE * deadline.total - spent - pace * deadline.save
+    whose epochs after `done` and the final save (and with a refit, its epochs and save) end
+    by REPLAN_SHARE of the budget; `done` (the run ends) where not one more does. `phases_of`
+    as in `most_epochs`."""
+    saves = 2 if deadline.refit is not None else 1
+    left = REPLAN_SHARE * deadline.total - spent - saves * pace * deadline.save
     planned = config.train.epochs
 
     def fits(epochs):
-        return sum(remaining(config, phases_of, deadline, done, pace, retrace, epochs)) <= left
+        return sum(remaining(config, phases_of, deadline, done, pace, retrace, epochs)) + \
+            pace * sum(refit_seconds(config, phases_of, deadline, epochs)) <= left
 
     # Leaving the plan's own epochs aside (they need no new tracing), the time grows with
     # the epochs: the most that fit by doubling, then halving.

@@ -15,7 +15,6 @@ trains: a refit killed midway continues from its own backup (refit-backup/) on t
 from __future__ import annotations
 
 import itertools
-import math
 import shutil
 import time
 from pathlib import Path
@@ -73,7 +72,7 @@ def make_plan(run_dir: Path, config: config_lib.RunConfig, steps: int, counts: t
     train, val = counts
     epochs = refit_epochs(history, config.train)
     settings = {"train.early_stopping_patience": 0,
-                "train.time_steps": refit_steps(steps, counts)}
+                "train.time_steps": budget.refit_steps(steps, counts)}
     if room is not None:
         left, each = room
         fit = sum(1 for end in itertools.accumulate(each[:epochs]) if end <= left)
@@ -91,11 +90,6 @@ def make_plan(run_dir: Path, config: config_lib.RunConfig, steps: int, counts: t
     return record
 
 
-def refit_steps(steps: int, counts: tuple[int, int]) -> int:
-    """A refit epoch's steps: the validated epoch's `steps` over train + val (`counts`)."""
-    return math.ceil(steps * sum(counts) / counts[0])
-
-
 def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: float,
                  val_count: int, log) -> None:
     """The refit's plan, right after the validated training of this session (`ready`, with its
@@ -110,7 +104,7 @@ def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: flo
         pace = deadline.behind(history)
         costs, caching = budget.refit_costs(deadline.costs, deadline.caching, *counts)
         each = budget.epoch_seconds(of_config(config), costs, config.model.input_size,
-                                    refit_steps(ready.steps, counts), caching)
+                                    budget.refit_steps(ready.steps, counts), caching)
         left = pacing.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
         room = (left, [pace * s for s in each])
     make_plan(run_dir, config, ready.steps, counts, log, room)

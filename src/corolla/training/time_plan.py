@@ -66,11 +66,21 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     # behind (`pacing.Deadline`).
     plan_phases = of_config(planned)
     each = budget.epoch_seconds(plan_phases, costs, size, epoch_steps, caching)
-    # The validated training's own part of the budget, where a refit follows it.
-    deadline = pacing.Deadline(spent + share * (total - spent), tuple(each), spent,
-                               costs.final_save(), costs, caching, epoch_steps,
-                               _replan_after(trainer, plan_phases, epoch_steps))
+    # Where a refit follows, its epochs count in the deadline too (`pacing.Deadline`).
+    refit = None if share == 1 else _refit(ready, val_split.count, costs, caching, epoch_steps)
+    refit_each = () if refit is None else budget.epoch_seconds(
+        plan_phases, refit.costs, size, refit.steps, refit.caching)
+    deadline = pacing.Deadline(total, tuple(each), spent, costs.final_save(), costs, caching,
+                               epoch_steps, _replan_after(trainer, plan_phases, epoch_steps),
+                               refit, tuple(refit_each))
     return ready.planned(planned, epoch_steps, deadline)
+
+
+def _refit(ready: Prepared, val_count: int, costs: budget.Costs, caching, steps: int):
+    """The refit's costs (`pacing.Refit`) for a validated training of `steps` steps an epoch."""
+    counts = (ready.layout.split("train").count, val_count)
+    refit_costs, refit_caching = budget.refit_costs(costs, caching, *counts)
+    return pacing.Refit(refit_costs, refit_caching, budget.refit_steps(steps, counts))
 
 
 def _replan_after(trainer: Trainer, plan_phases, steps: int) -> int:
@@ -116,7 +126,8 @@ def replan(trainer: Trainer, run_dir, log) -> None:
     if trainer.plan.multi_worker:
         epochs = int(collective.chief_hex(trainer.plan, f"{epochs:x}"), 16)
     after = pacing.remaining(config, phases_of, deadline, done, pace, retrace, epochs)
-    made = deadline.remade(history, after)
+    made = deadline.remade(history, after, [pace * s for s in pacing.refit_seconds(
+        config, phases_of, deadline, epochs)])
     if epochs == t.epochs:
         log(f"time {t.time_budget}: epoch {done} took {pace:.2f}x the probe's estimate; "
             f"the plan of {epochs} epochs stands")
