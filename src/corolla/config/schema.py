@@ -238,7 +238,7 @@ class TrainConfig:
     # for the epochs the validated one trained (its schedule; each epoch a pass over train +
     # val), and predicts the test split with it (training.refit). With a time budget, the two
     # share it. The val scores stay the validated model's. auto: on for a timed run whose
-    # classes have few training photos each (`training.refit.decide`), off otherwise; the run's
+    # classes have few training photos each (`training.settings.refit`), off otherwise; the run's
     # config.toml records what was decided. true / false stand for on / off.
     refit: str = setting(
         "auto", choices=REFIT_CHOICES, flag="--refit", nargs="?", const="on",

@@ -99,12 +99,11 @@ def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: flo
     deadline, config = ready.deadline, ready.config
     counts = (ready.layout.split("train").count, val_count)
     room = None
-    if deadline is not None:
+    if deadline is not None and deadline.refit is not None:
         total = config_lib.duration_seconds(config.train.time_budget)
-        pace = deadline.behind(history)
-        costs, caching = budget.refit_costs(deadline.costs, deadline.caching, *counts)
-        each = budget.epoch_seconds(of_config(config), costs, config.model.input_size,
-                                    budget.refit_steps(ready.steps, counts), caching)
+        pace, refit = deadline.behind(history), deadline.refit
+        each = budget.epoch_seconds(of_config(config), refit.costs, config.model.input_size,
+                                    refit.steps, refit.caching)
         left = pacing.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
         room = (left, [pace * s for s in each])
     make_plan(run_dir, config, ready.steps, counts, log, room)
