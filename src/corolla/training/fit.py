@@ -77,7 +77,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         result = saving.save(trainer.model, saved, checkpoint.state, plan, run_dir, backup_dir,
                              ready.config.output.run_id, log)
         _log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
-        if ready.config.train.refit == "on" and resume is None:  # a resumed one: `refit.train`
+        result.refit = ready.config.train.refit == "on"
+        if result.refit and resume is None:  # a resumed one: `refit.train`
             refit.plan_in_time(run_dir, trainer.ready, checkpoint.state.history, began,
                                val_split.count, log)
         return result

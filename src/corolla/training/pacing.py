@@ -56,8 +56,8 @@ class Deadline:
     so an epoch more is only trained where its refit fits too: `refit_each`, the refit's
     seconds for each of the plan's epochs, counts in `next_end`, and `total` is the whole
     budget. (A fixed share for the validated training left a fifth of a 10-minute budget
-    unused where its refit went faster than estimated, and a host busier than the probe
-    found stopped it before its first trained epoch.)"""
+    unused, the refit taking no more epochs than the validated training had, and on a host
+    busier than the probe found it stopped a run before its first trained epoch.)"""
     total: float
     planned: tuple
     planned_at: float

@@ -41,12 +41,6 @@ def check_plan(plan: Plan) -> None:
                         "predicts with its validated model: drop --refit, or train on one host")
 
 
-def wanted(run_dir: Path) -> bool:
-    """Whether the run refits: its config.toml's train.refit, decided when it started
-    ("auto" settled by `settings.refit`)."""
-    return rundir.read(run_dir)[1].train.refit == "on"
-
-
 def refit_epochs(history: list[dict], train: config_lib.TrainConfig) -> int:
     """The epochs the refit trains: every epoch the validated run trained, its schedule to its
     end; where early stopping ended it, up to its best epoch by val macro F1 (the first of the

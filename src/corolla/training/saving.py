@@ -19,6 +19,7 @@ class TrainResult:
     run_dir: Path | None  # None on a worker that is not the chief: it writes no run
     model: object
     history: dict
+    refit: bool = False  # whether a refit follows (train.refit as the run decided it)
 
 
 def save(model, saved, final: BackupState, plan: Plan, run_dir: Path | None, backup_dir: Path,
