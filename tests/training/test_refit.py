@@ -61,6 +61,12 @@ def _history(run_dir, epochs: int) -> None:
                   run_dir / paths.HISTORY)
 
 
+def _each(first: float, then: float, epochs: int = 10):
+    """Refit epochs' estimated seconds as `make_plan`'s room gives them: at 6 steps (a pass over
+    64 train and 32 val photos, of a validated epoch's 4) `first` and `then`; a step 1 s."""
+    return lambda steps: [first + steps - 6] + [then + steps - 6] * (epochs - 1)
+
+
 def test_a_refit_in_a_time_budget_takes_the_epochs_that_fit_on_its_schedule_reshaped(tmp_path):
     cfg = config.load(overrides={"train.epochs": 10, "train.warmup_epochs": 2,
                                  "train.time_budget": "1m"})
@@ -69,18 +75,40 @@ def test_a_refit_in_a_time_budget_takes_the_epochs_that_fit_on_its_schedule_resh
     # 64 train and 32 val photos: epochs of 4 steps are 6; refit epochs of 9.5 s (the first,
     # which traces) and 7.5 s: 3 of them in 25 s
     plan = refit.make_plan(tmp_path / "a", cfg, 4, (64, 32), said.append,
-                           (25.0, [9.5] + [7.5] * 9))
+                           (25.0, _each(9.5, 7.5)))
     assert plan["epochs"] == 3 and plan["settings"]["train.time_steps"] == 6
     assert {k: plan["settings"][k] for k in budget.shaped(cfg.train, 3)} == \
         budget.shaped(cfg.train, 3)
     assert plan["settings"]["train.epochs"] == 3 and "room for 3 of the 10 epochs" in said[0]
     assert json.loads((tmp_path / "a" / paths.REFIT_PLAN).read_text()) == plan
     _history(tmp_path / "b", 10)
-    none = refit.make_plan(tmp_path / "b", cfg, 4, (64, 32), said.append, (5.0, [7.5] * 10))
+    none = refit.make_plan(tmp_path / "b", cfg, 4, (64, 32), said.append,
+                           (5.0, _each(7.5, 7.5)))
     assert none["epochs"] == 0 and "the validated model predicts" in said[-1]
     _history(tmp_path / "c", 10)
-    room = refit.make_plan(tmp_path / "c", cfg, 4, (64, 32), said.append, (200.0, [7.5] * 10))
-    assert room["epochs"] == 10 and "train.epochs" not in room["settings"]
+    exact = refit.make_plan(tmp_path / "c", cfg, 4, (64, 32), said.append,
+                            (77.5, _each(9.5, 7.5)))
+    assert exact["epochs"] == 10 and "train.epochs" not in exact["settings"]
+    assert exact["settings"]["train.time_steps"] == 6 and len(said) == 2
+
+
+def test_a_refit_with_time_to_spare_lengthens_its_epochs_up_to_a_bound(tmp_path):
+    cfg = config.load(overrides={"train.epochs": 4, "train.time_budget": "1m"})
+    said = []
+    _history(tmp_path / "a", 4)
+    # 4 epochs of 6 steps take 9.5 + 3 x 7.5 = 32 s; each step more costs 4 s over the four:
+    # in 40 s, 8 steps an epoch (40 s), not 9 (44 s)
+    plan = refit.make_plan(tmp_path / "a", cfg, 4, (64, 32), said.append,
+                           (41.0, _each(9.5, 7.5, 4)))
+    assert plan["epochs"] == 4 and plan["settings"]["train.time_steps"] == 8
+    assert "train.epochs" not in plan["settings"]
+    assert "room for the refit's 4 epochs at 8 steps each (of 6" in said[-1]
+    # Far more time: at most LONGEST times a pass (9 steps of 6), its epochs the validated ones
+    _history(tmp_path / "b", 4)
+    wide = refit.make_plan(tmp_path / "b", cfg, 4, (64, 32), said.append,
+                           (1000.0, _each(9.5, 7.5, 4)))
+    assert wide["epochs"] == 4 and wide["settings"]["train.time_steps"] == \
+        int(refit.LONGEST * 6) == 9
 
 
 def test_a_budget_shared_with_a_refit_gives_the_validated_training_its_part():

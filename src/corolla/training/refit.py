@@ -8,7 +8,8 @@ each epoch a pass over train + val (its steps scaled by their photos). With a ti
 plan gave the validated training its share (`budget.validated_share`: the two estimated on the
 probe's costs); what is left when it ends decides how many of those epochs the refit can take at
 the pace the validated ones kept, on the schedule reshaped to them (`budget.shaped`), or none
-(then the validated model predicts). The plan is written once (refit.json), before the refit
+(then the validated model predicts); where all of them fit with time to spare, each is made
+longer to use it (`LONGEST`). The plan is written once (refit.json), before the refit
 trains: a refit killed midway continues from its own backup (refit-backup/) on that plan.
 """
 
@@ -56,20 +57,30 @@ def refit_epochs(history: list[dict], train: config_lib.TrainConfig) -> int:
     return scores.index(max(scores)) + 1
 
 
+# A refit whose epochs all fit in the time left with room to spare trains each longer, at most
+# this many times its pass over train + val, to use that room (a validated training of many
+# classes at 10 photos each left a fifth of a 10-minute budget unused: an epoch more and its
+# refit were a sixth of it, and did not fit). Its epochs and their schedule stay the validated
+# run's; the bound keeps the refit near the training val measured.
+LONGEST = 1.5
+
+
 def make_plan(run_dir: Path, config: config_lib.RunConfig, steps: int, counts: tuple[int, int],
               log, room: tuple | None = None) -> dict:
     """The refit's plan, written to refit.json: its `epochs` (trained), the config `settings`
     it trains with, its `steps` per epoch, and the `photos` it trains on. `steps`: the validated
-    run's per epoch; `counts`: (train, val) photos. `room`: (seconds left, each refit epoch's
-    estimated seconds) under a time budget: the epochs that fit."""
+    run's per epoch; `counts`: (train, val) photos. `room`: (seconds left, a function of the
+    steps of an epoch giving each refit epoch's estimated seconds) under a time budget: the
+    epochs that fit, or where all fit with time to spare, their steps lengthened (`longer`)."""
     history = read_history(run_dir / paths.HISTORY)
     train, val = counts
     epochs = refit_epochs(history, config.train)
-    settings = {"train.early_stopping_patience": 0,
-                "train.time_steps": budget.refit_steps(steps, counts)}
+    each_steps = budget.refit_steps(steps, counts)
+    settings = {"train.early_stopping_patience": 0, "train.time_steps": each_steps}
     if room is not None:
-        left, each = room
-        fit = sum(1 for end in itertools.accumulate(each[:epochs]) if end <= left)
+        left, each_at = room
+        fit = sum(1 for end in itertools.accumulate(each_at(each_steps)[:epochs])
+                  if end <= left)
         if fit < epochs:
             log(f"time {config.train.time_budget}: {left:.0f} s left, room for {fit} of the "
                 f"{epochs} epochs in the refit" + ("" if fit else
@@ -78,10 +89,27 @@ def make_plan(run_dir: Path, config: config_lib.RunConfig, steps: int, counts: t
             if fit:  # a fresh start: its whole schedule fitted to the epochs it has
                 settings.update(budget.shaped(config.train, fit))
             epochs = fit
+        elif epochs:
+            longer = _longer(each_at, each_steps, epochs, left)
+            if longer > each_steps:
+                log(f"time {config.train.time_budget}: {left:.0f} s left, room for the refit's "
+                    f"{epochs} epochs at {longer} steps each (of {each_steps}, a pass over "
+                    f"train + val)")
+                settings["train.time_steps"] = longer
     record = {"epochs": epochs, "settings": settings, "photos": train + val,
               "validated_epochs": len(history)}
     write_json(record, run_dir / paths.REFIT_PLAN)
     return record
+
+
+def _longer(each_at, steps: int, epochs: int, left: float) -> int:
+    """The most steps an epoch, from `steps` up to LONGEST times them, whose `epochs` epochs
+    (`each_at(steps)`: their seconds) end within `left` seconds."""
+    low, high = steps, int(LONGEST * steps)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if sum(each_at(mid)[:epochs]) <= left else (low, mid - 1)
+    return low
 
 
 def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: float,
@@ -96,10 +124,9 @@ def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: flo
     if deadline is not None and deadline.refit is not None:
         total = config_lib.duration_seconds(config.train.time_budget)
         pace, refit = deadline.behind(history), deadline.refit
-        each = budget.epoch_seconds(of_config(config), refit.costs, config.model.input_size,
-                                    refit.steps, refit.caching)
         left = pacing.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
-        room = (left, [pace * s for s in each])
+        room = (left, lambda steps: [pace * s for s in budget.epoch_seconds(
+            of_config(config), refit.costs, config.model.input_size, steps, refit.caching)])
     make_plan(run_dir, config, ready.steps, counts, log, room)
 
 

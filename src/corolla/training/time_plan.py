@@ -67,7 +67,8 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     plan_phases = of_config(planned)
     each = budget.epoch_seconds(plan_phases, costs, size, epoch_steps, caching)
     # Where a refit follows, its epochs count in the deadline too (`pacing.Deadline`).
-    refit = None if share == 1 else _refit(ready, val_split.count, costs, caching, epoch_steps)
+    refit = _refit(ready, val_split.count, costs, caching, epoch_steps) \
+        if t.refit == "on" else None
     refit_each = () if refit is None else budget.epoch_seconds(
         plan_phases, refit.costs, size, refit.steps, refit.caching)
     deadline = pacing.Deadline(total, tuple(each), spent, costs.final_save(), costs, caching,
