@@ -103,12 +103,20 @@ def test_a_refit_with_time_to_spare_lengthens_its_epochs_up_to_a_bound(tmp_path)
     assert plan["epochs"] == 4 and plan["settings"]["train.time_steps"] == 8
     assert "train.epochs" not in plan["settings"]
     assert "room for the refit's 4 epochs at 8 steps each (of 6" in said[-1]
-    # Far more time: at most LONGEST times a pass (9 steps of 6), its epochs the validated ones
+    # Far more time: at most LONGEST times a pass (12 steps of 6), its epochs the validated ones
     _history(tmp_path / "b", 4)
     wide = refit.make_plan(tmp_path / "b", cfg, 4, (64, 32), said.append,
                            (1000.0, _each(9.5, 7.5, 4)))
     assert wide["epochs"] == 4 and wide["settings"]["train.time_steps"] == \
-        int(refit.LONGEST * 6) == 9
+        int(refit.LONGEST * 6) == 12
+    # Early stopping ended the validated run (3 of 4 epochs): more training is what val found
+    # worse, so the refit keeps its pass
+    stopping = config.load(overrides={"train.epochs": 4, "train.time_budget": "1m",
+                                      "train.early_stopping_patience": 1})
+    _history(tmp_path / "c", 3)
+    early = refit.make_plan(tmp_path / "c", stopping, 4, (64, 32), said.append,
+                            (1000.0, _each(9.5, 7.5, 4)))
+    assert early["epochs"] == 3 and early["settings"]["train.time_steps"] == 6
 
 
 def test_a_budget_shared_with_a_refit_gives_the_validated_training_its_part():
