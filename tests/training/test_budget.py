@@ -284,10 +284,15 @@ def test_a_plan_made_again_counts_the_epochs_so_far_as_they_took():
     deadline = _made(_cosine(4))
     history = [{"epoch": 1, "seconds": 19.0}, {"epoch": 2, "seconds": 30.0}]
     assert deadline.took(history) == pytest.approx((9.0, 11.0))
-    remade = deadline.remade(history, [5.0, 5.0])
+    remade = deadline.remade(history, [5.0, 5.0], 0.8)
     assert remade.planned == pytest.approx((9.0, 11.0, 5.0, 5.0)) and remade.replan_after == 0
     # The lag of the epochs before is not counted again: on the new plan's pace, none.
     assert remade.behind(history + [{"epoch": 3, "seconds": 35.0}]) == 1.0
+    # The refit's pace is the new plan's, 0.8x the probe's estimates; 1.5x that where the
+    # epochs after it fell behind it so.
+    assert remade.refit_pace(history + [{"epoch": 3, "seconds": 35.0}]) == pytest.approx(0.8)
+    assert remade.refit_pace(history + [{"epoch": 3, "seconds": 37.5}]) == pytest.approx(1.2)
+    assert deadline.pace == 1.0
 
 
 def test_a_phases_second_epoch_gives_the_pace_and_the_steps_tracing_at_any_size():
@@ -335,5 +340,5 @@ def test_a_plan_made_again_with_a_refit_leaves_the_refit_its_epochs():
     assert pacing.replanned(cfg, _phases_of, alone, 2, 1.0, 1.0, 25.0) == 14
     assert pacing.replanned(cfg, _phases_of, deadline, 2, 1.0, 1.0, 25.0) == 5
     remade = deadline.remade([{"epoch": 1, "seconds": 19.0}, {"epoch": 2, "seconds": 30.0}],
-                             [5.0] * 3, [9.6, 9.6, 7.6, 7.6, 7.6])
+                             [5.0] * 3, 1.0, [9.6, 9.6, 7.6, 7.6, 7.6])
     assert remade.refit_each == pytest.approx((9.6, 9.6, 7.6, 7.6, 7.6))

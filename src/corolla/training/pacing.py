@@ -34,6 +34,11 @@ class Refit:
     caching: Caching | None
     steps: int
 
+    def each(self, plan_phases, final: int, steps: int = 0) -> list[float]:
+        """Each refit epoch's estimated seconds over `plan_phases` (the validated training's)
+        at `final` px, in epochs of `steps` steps (0: its own)."""
+        return epoch_seconds(plan_phases, self.costs, final, steps or self.steps, self.caching)
+
 
 @dataclass(frozen=True)
 class Deadline:
@@ -57,7 +62,9 @@ class Deadline:
     seconds for each of the plan's epochs, counts in `next_end`, and `total` is the whole
     budget. (A fixed share for the validated training left a fifth of a 10-minute budget
     unused, the refit taking no more epochs than the validated training had, and on a host
-    busier than the probe found it stopped a run before its first trained epoch.)"""
+    busier than the probe found it stopped a run before its first trained epoch.) `pace`: the
+    pace the plan was made at, in times the probe's estimates (1 until it is made again), which
+    the refit's plan scales the probe's costs by (`training.refit.plan_in_time`)."""
     total: float
     planned: tuple
     planned_at: float
@@ -68,20 +75,26 @@ class Deadline:
     replan_after: int = 0
     refit: Refit | None = None
     refit_each: tuple = ()
+    pace: float = 1.0
 
     def took(self, history: list[dict]) -> tuple:
         """The seconds each epoch of `history` took."""
         ends = [self.planned_at] + [row["seconds"] for row in history]
         return tuple(b - a for a, b in zip(ends, ends[1:]))
 
-    def remade(self, history: list[dict], planned: list[float],
+    def remade(self, history: list[dict], planned: list[float], pace: float,
                refit_each: tuple = ()) -> Deadline:
-        """This deadline for the plan made again after the epochs of `history`: those epochs
-        as they took (the new plan's pace is theirs: their lag is not counted again), the new
-        plan's `planned` seconds after them, and its refit's seconds for each of its epochs
-        (`refit_each`, at that pace)."""
+        """This deadline for the plan made again after the epochs of `history` at `pace`:
+        those epochs as they took (the new plan's pace is theirs: their lag is not counted
+        again), the new plan's `planned` seconds after them, and its refit's seconds for each
+        of its epochs (`refit_each`, at that pace)."""
         return dataclasses.replace(self, planned=self.took(history) + tuple(planned),
-                                   replan_after=0, refit_each=tuple(refit_each))
+                                   replan_after=0, refit_each=tuple(refit_each), pace=pace)
+
+    def refit_pace(self, history: list[dict]) -> float:
+        """The pace of the epochs of `history` in times the probe's estimates, as the refit's
+        plan takes it: the plan's own pace, stretched by how far behind it they fell."""
+        return self.pace * self.behind(history)
 
     def second_epoch_pace(self, history: list[dict], kind: tuple, final: int) -> tuple:
         """(pace, seconds of tracing) from the last epoch of `history`, a phase's second, of
@@ -155,9 +168,9 @@ def refit_seconds(config: config_lib.RunConfig, phases_of, deadline: Deadline,
     epochs (the probe's costs; none without a refit)."""
     if deadline.refit is None:
         return []
-    final, refit = config.model.input_size, deadline.refit
+    final = config.model.input_size
     train = config_lib.apply(config, reshaped(config.train, epochs)).train
-    return epoch_seconds(phases_of(train, final), refit.costs, final, refit.steps, refit.caching)
+    return deadline.refit.each(phases_of(train, final), final)
 
 
 def replanned(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,

@@ -69,8 +69,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     # Where a refit follows, its epochs count in the deadline too (`pacing.Deadline`).
     refit = _refit(ready, val_split.count, costs, caching, epoch_steps) \
         if t.refit == "on" else None
-    refit_each = () if refit is None else budget.epoch_seconds(
-        plan_phases, refit.costs, size, refit.steps, refit.caching)
+    refit_each = () if refit is None else refit.each(plan_phases, size)
     deadline = pacing.Deadline(total, tuple(each), spent, costs.final_save(), costs, caching,
                                epoch_steps, _replan_after(trainer, plan_phases, epoch_steps),
                                refit, tuple(refit_each))
@@ -127,7 +126,7 @@ def replan(trainer: Trainer, run_dir, log) -> None:
     if trainer.plan.multi_worker:
         epochs = int(collective.chief_hex(trainer.plan, f"{epochs:x}"), 16)
     after = pacing.remaining(config, phases_of, deadline, done, pace, retrace, epochs)
-    made = deadline.remade(history, after, [pace * s for s in pacing.refit_seconds(
+    made = deadline.remade(history, after, pace, [pace * s for s in pacing.refit_seconds(
         config, phases_of, deadline, epochs)])
     if epochs == t.epochs:
         log(f"time {t.time_budget}: epoch {done} took {pace:.2f}x the probe's estimate; "
