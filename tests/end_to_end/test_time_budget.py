@@ -1,8 +1,9 @@
 """Tiny real runs for a time budget (`--time`): they end within their budget at the schedule's
 floor, record their plan, continue it after a kill, stop short of it on a host busier than
-their probe found, refuse a budget below one epoch, share the budget among k-fold folds, and
-time the caching of a frozen phase."""
+their probe found, refuse a budget below one epoch, share the budget among k-fold folds, time
+the caching of a frozen phase, and refit in the time their validated training leaves."""
 
+import json
 import math
 import re
 import tomllib
@@ -246,3 +247,23 @@ def test_a_timed_run_plans_again_from_its_pace_and_ends_at_the_floor_in_its_budg
         return
     assert len(rows) == train["epochs"]
     assert _down(rows[-1]["learning_rate"], train) <= _last_step_left(train)
+
+
+def test_a_timed_run_refits_in_the_time_its_validated_training_leaves(train_tiny, tmp_path,
+                                                                      capsys):
+    # tiny_petals (16 training photos a class): a timed run refits by default.
+    run = train_tiny(tmp_path, "--time", "40s", name="r",
+                     tiny=("--batch-size", "8", "--steps-per-epoch", "2"))
+    out = capsys.readouterr().out
+    assert "refit auto: on" in out and (run / paths.REFIT).is_file()
+    assert "by the refit on train + val" in out
+    plan = json.loads((run / paths.REFIT_PLAN).read_text())
+    validated = read_history(run / paths.HISTORY)
+    refitted = read_history(run / paths.REFIT_HISTORY)
+    # Planned from what the validated training left: at most its epochs, trained as planned,
+    # each at least a pass over train + val (64 + 32 photos: the validated epoch's steps x
+    # 96 / 64) and at most twice one.
+    assert 1 <= plan["epochs"] == len(refitted) <= len(validated) == plan["validated_epochs"]
+    train = _config(run)
+    one_pass = math.ceil((train["time_steps"] or train["steps_per_epoch"]) * 96 / 64)
+    assert one_pass <= plan["settings"]["train.time_steps"] <= 2 * one_pass
