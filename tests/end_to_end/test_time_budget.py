@@ -255,15 +255,21 @@ def test_a_timed_run_refits_in_the_time_its_validated_training_leaves(train_tiny
     run = train_tiny(tmp_path, "--time", "40s", name="r",
                      tiny=("--batch-size", "8", "--steps-per-epoch", "2"))
     out = capsys.readouterr().out
-    assert "refit auto: on" in out and (run / paths.REFIT).is_file()
-    assert "by the refit on train + val" in out
+    assert "refit auto: on" in out
     plan = json.loads((run / paths.REFIT_PLAN).read_text())
     validated = read_history(run / paths.HISTORY)
+    assert plan["validated_epochs"] == len(validated) and plan["epochs"] <= len(validated)
+    if plan["epochs"] == 0:  # a tiny run's epochs vary: one that fell behind left no room
+        assert "the validated model predicts the test split" in out
+        assert not (run / paths.REFIT).is_file()
+        return
+    # Planned from what the validated training left, at most its epochs, trained as planned
+    # or stopped short of them to end in time; each at least a pass over train + val (64 + 32
+    # photos: the validated epoch's steps x 96 / 64) and at most twice one.
     refitted = read_history(run / paths.REFIT_HISTORY)
-    # Planned from what the validated training left: at most its epochs, trained as planned,
-    # each at least a pass over train + val (64 + 32 photos: the validated epoch's steps x
-    # 96 / 64) and at most twice one.
-    assert 1 <= plan["epochs"] == len(refitted) <= len(validated) == plan["validated_epochs"]
+    assert (run / paths.REFIT).is_file() and "by the refit on train + val" in out
+    assert 1 <= len(refitted) <= plan["epochs"]
+    assert len(refitted) == plan["epochs"] or "time 40s: stopping after epoch" in out
     train = _config(run)
     one_pass = math.ceil((train["time_steps"] or train["steps_per_epoch"]) * 96 / 64)
     assert one_pass <= plan["settings"]["train.time_steps"] <= 2 * one_pass

@@ -242,3 +242,15 @@ def test_refit_takes_on_off_auto_and_the_bools_of_earlier_runs(tmp_path):
         assert given.get("train.refit") == value
     with pytest.raises(UserError, match="refit must be one of auto, on, off, got 'sometimes'"):
         config.load(overrides={"train.refit": "sometimes"})
+
+
+def test_a_timed_refit_stops_short_where_its_next_epoch_would_end_past_the_budget():
+    # The budget ends 30 s after the refit starts; 3 epochs of 10 steps at 1 s a step planned.
+    timed = refit.RefitDeadline(ends=130.0, each_at=lambda steps: [1.0 * steps] * 4, save=2.0)
+    deadline = timed.deadline(began=100.0, epochs=3, steps=10)
+    assert deadline.total == 30.0 and deadline.planned == (10.0, 10.0, 10.0)
+    # On its plan after epoch 1: epoch 2 (with a tenth more) and the save end at 23 s of 30.
+    assert deadline.next_end([{"epoch": 1, "seconds": 10.0}]) == pytest.approx(23.0)
+    # Epoch 2 took 1.5x its plan: the third would end at 25 + (11 + 2) x 1.5 s, past 30.
+    late = deadline.next_end([{"epoch": 1, "seconds": 10.0}, {"epoch": 2, "seconds": 25.0}])
+    assert late == pytest.approx(44.5) and late > deadline.total

@@ -30,6 +30,7 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
             collective.wait_for_each_other(plan)  # until the chief is done (see there)
             return None, None
         run_dir, model, refits = Path(resume), None, config.train.refit == "on"
+        refit_deadline = None  # a refit's time plan holds only in the session that made it
         rundir.claim(run_dir, log)
         log(f"{run_dir} finished training before it stopped: evaluating and predicting")
     else:
@@ -41,12 +42,14 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         # reloads the saved model to run alone, outside the collective strategy.
         run_dir, model = result.run_dir, None if plan.multi_worker else result.model
         refits = result.refit  # "auto" decided: the run's own config says, not `config`
+        refit_deadline = result.refit_deadline
     try:
         # A Ctrl-C raises `Interrupted`, whose message says how to finish the run (it is
         # trained); the tracked run ends KILLED (FAILED on an error) here.
         with tracking.ended_on_error(run_dir, log):
             if refits and not (run_dir / paths.REFIT).is_file():
-                refit.train(run_dir, plan, log)  # (continued, where a kill stopped it)
+                # (continued, where a kill stopped it)
+                refit.train(run_dir, plan, log, refit_deadline)
             return run_dir, _evaluate_predict(run_dir, plan, model, log)
     finally:
         rundir.release(run_dir)

@@ -79,8 +79,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         _log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
         result.refit = ready.config.train.refit == "on"
         if result.refit and resume is None:  # a resumed one: `refit.train`
-            refit.plan_in_time(run_dir, trainer.ready, checkpoint.state.history, began,
-                               val_split.count, log)
+            result.refit_deadline = refit.plan_in_time(
+                run_dir, trainer.ready, checkpoint.state.history, began, val_split.count, log)
         return result
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import itertools
 import shutil
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from corolla import config as config_lib
@@ -72,6 +74,24 @@ def stopped_early(history: list[dict], train: config_lib.TrainConfig) -> bool:
 LONGEST = 2.0
 
 
+@dataclass(frozen=True)
+class RefitDeadline:
+    """Where a timed refit stops short of its plan (the session that planned it alone): the
+    monotonic time its budget `ends`, each planned epoch's estimated seconds by steps
+    (`each_at`, at the validated epochs' pace) and the final save's (`save`). A refit fills
+    the time its validated training left (`LONGEST`), so a host that turns busier during it
+    would otherwise end it past the budget."""
+    ends: float
+    each_at: Callable[[int], list]
+    save: float
+
+    def deadline(self, began: float, epochs: int, steps: int) -> pacing.Deadline:
+        """The `pacing.Deadline` of a refit of `epochs` epochs of `steps` steps that starts
+        at monotonic time `began` (its history counts from there)."""
+        return pacing.Deadline(self.ends - began, tuple(self.each_at(steps)[:epochs]), 0.0,
+                               self.save)
+
+
 def make_plan(run_dir: Path, config: config_lib.RunConfig, steps: int, counts: tuple[int, int],
               log, room: tuple | None = None) -> dict:
     """The refit's plan, written to refit.json: its `epochs` (trained), the config `settings`
@@ -120,28 +140,35 @@ def _longer(each_at, steps: int, epochs: int, left: float) -> int:
 
 
 def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: float,
-                 val_count: int, log) -> None:
+                 val_count: int, log) -> RefitDeadline | None:
     """The refit's plan, right after the validated training of this session (`ready`, with its
     time plan's deadline where it made one): the refit's epochs estimated on the probe's costs
     (`budget.refit_costs`) at the pace the validated epochs kept (`Deadline.refit_pace`: a
     plan made again at 0.81x the probe's estimates, its refit estimated at 1x, left room for 5
-    of its 6 epochs and 16% of a 10-minute budget unused), in the time the budget has left."""
+    of its 6 epochs and 16% of a 10-minute budget unused), in the time the budget has left.
+    Returns where the refit stops short of it (None without a time plan)."""
     deadline, config = ready.deadline, ready.config
     counts = (ready.layout.split("train").count, val_count)
-    room = None
-    if deadline is not None and deadline.refit is not None:
-        total = config_lib.duration_seconds(config.train.time_budget)
-        pace, refit = deadline.refit_pace(history), deadline.refit
-        left = pacing.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
-        room = (left, lambda steps: [pace * s for s in refit.each(
-            of_config(config), config.model.input_size, steps)])
-    make_plan(run_dir, config, ready.steps, counts, log, room)
+    if deadline is None or deadline.refit is None:
+        make_plan(run_dir, config, ready.steps, counts, log)
+        return None
+    total = config_lib.duration_seconds(config.train.time_budget)
+    pace, refit = deadline.refit_pace(history), deadline.refit
+    left = pacing.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
+
+    def each_at(steps):
+        return [pace * s for s in refit.each(of_config(config), config.model.input_size, steps)]
+
+    make_plan(run_dir, config, ready.steps, counts, log, (left, each_at))
+    return RefitDeadline(began + total, each_at, pace * deadline.save)
 
 
-def train(run_dir: Path, plan: Plan, log) -> Path | None:
+def train(run_dir: Path, plan: Plan, log, timed: RefitDeadline | None = None) -> Path | None:
     """Trains the refit of the trained run `run_dir` on its plan (refit.json; made now, with
     no time budget's room, where a run was stopped before it was written): returns refit.keras,
-    or None where the plan has no epoch. Continues a refit killed midway from its backup."""
+    or None where the plan has no epoch. Continues a refit killed midway from its backup.
+    `timed`: where it stops short of its plan to end inside the budget (`plan_in_time`'s, in
+    the session that planned it)."""
     check_plan(plan)
     config, layout = resolve(rundir.read(run_dir)[1], plan, resume=True, log=lambda *args: None)
     record_path = run_dir / paths.REFIT_PLAN
@@ -156,12 +183,13 @@ def train(run_dir: Path, plan: Plan, log) -> Path | None:
     steps, steps_per_execution = epoch_steps(config.train, plan, log)
     backup_dir = run_dir / paths.REFIT_BACKUP
     state = read_state(backup_dir)
+    began = time.monotonic()
     ready = Prepared(config, folds.with_val_in_train(layout), run_dir, backup_dir, state, steps,
-                     steps_per_execution, None)
+                     steps_per_execution, None,
+                     None if timed is None else timed.deadline(began, epochs, steps))
     log(f"refit: the model trained again from the start on train + val ({record['photos']} "
         f"photos), {epochs} epoch{'s' * (epochs != 1)} of {steps} steps"
         + (f", continuing after epoch {state.epochs_done}" if state.epochs_done else ""))
-    began = time.monotonic()
     trainer = Trainer(ready, plan, log)
     saved = trainer.saved_model()
     trainer.start()

@@ -20,6 +20,9 @@ class TrainResult:
     model: object
     history: dict
     refit: bool = False  # whether a refit follows (train.refit as the run decided it)
+    # Where the refit is timed in this session (`refit.plan_in_time`): where it stops short
+    # (`refit.RefitDeadline`).
+    refit_deadline: object = None
 
 
 def save(model, saved, final: BackupState, plan: Plan, run_dir: Path | None, backup_dir: Path,
