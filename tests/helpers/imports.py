@@ -53,27 +53,30 @@ def _target(name: str, known: dict[str, Path]) -> str | None:
     return None
 
 
+def imported_names(module: str, is_package: bool, node: ast.AST) -> list[str]:
+    """The dotted names an import statement of `module` imports (relative ones made absolute;
+    `from a import b` gives a.b, which is the module a.b or a name in a); [] for another node."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        package = module if is_package else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        base = f"{package}.{base}".strip(".")
+    return [f"{base}.{alias.name}" for alias in node.names]
+
+
 def imports(src: Path = SRC) -> dict[str, set[str]]:
     """Module -> the corolla modules it imports anywhere in its source."""
     known = modules(src)
     graph = {}
     for name, path in known.items():
-        is_package = path.name == "__init__.py"
         edges = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    package = name if is_package else name.rpartition(".")[0]
-                    for _ in range(node.level - 1):
-                        package = package.rpartition(".")[0]
-                    base = f"{package}.{base}".strip(".")
-                # `from a import b`: the module a.b when there is one, else a itself.
-                names = [f"{base}.{alias.name}" for alias in node.names]
-            for imported in names:
+            for imported in imported_names(name, path.name == "__init__.py", node):
                 target = _target(imported, known)
                 if target is not None and target != name:
                     edges.add(target)

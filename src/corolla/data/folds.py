@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+import tensorflow as tf
 
+from corolla.data import records
 from corolla.data.layout import Layout, Split
 from corolla.errors import UserError
 from corolla.files import write_text_atomic
@@ -39,8 +42,6 @@ def assign(labels, k: int, seed: int, class_names=None, groups=None) -> np.ndarr
     StratifiedGroupKFold; stratified within a group's size). Without copies the folds are
     exactly the plain stratified ones. A class with fewer than k examples (groups) could not
     be in every fold: a UserError."""
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
-
     labels = np.asarray(labels)
     grouped = groups is not None and len(set(groups)) < len(labels)
     units = zip(labels.tolist(), groups if grouped else range(len(labels)))
@@ -123,14 +124,11 @@ class FoldSplit(Split):
     def keeper(self):
         """(serialized record) -> whether to keep it, for `Dataset.filter`. Build it outside
         tf.data's traced functions (the table is a resource they capture)."""
-        import tensorflow as tf
-
         table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(tf.constant(self.assignment.ids),
                                                 tf.constant(self.assignment.folds, tf.int64)),
             default_value=-1)  # an id the assignment does not know is in no fold
         keep = tf.constant(self.keep, tf.int64)
-        from corolla.data import records
 
         def kept(record):
             fold = table.lookup(records.parse_features(record, True, self.features,

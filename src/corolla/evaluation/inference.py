@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 
 from corolla.config.flags import Given
 from corolla import config as config_lib
@@ -203,8 +204,6 @@ def predict_images(model, images: np.ndarray, plan: Plan, tta: int = tta_lib.NON
                    progress: bool | None = None):
     """Class probabilities [N, C] of images in memory (uint8 [N, S, S, 3] at the model's
     size), as `predict_probabilities` gives them for a split's (the same TTA views)."""
-    import tensorflow as tf
-
     def batches(batch):
         extra = -len(images) % batch  # full batches, as eval_dataset pads them
         padded = np.concatenate([images, np.zeros((extra, *images.shape[1:]), images.dtype)])
@@ -263,8 +262,6 @@ _local_steps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _local_step(model):
-    import tensorflow as tf
-
     if model not in _local_steps:
         held = weakref.ref(model)
         _local_steps[model] = tf.function(lambda images: held()(images, training=False))

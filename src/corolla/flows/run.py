@@ -13,6 +13,7 @@ from corolla.flows.predict import predict_run
 from corolla.data import check
 from corolla.evaluation import inference
 from corolla.files import read_json
+from corolla.report import plots
 from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan, collective
 from corolla.training import refit
@@ -60,8 +61,6 @@ def draw_lr_find(run_dir: Path) -> None:
     """The picture of the run's range test (`--lr find`), from its lr_find.json, once."""
     record, picture = run_dir / paths.LR_FIND, run_dir / paths.LR_FIND_PICTURE
     if record.is_file() and not picture.is_file():
-        from corolla.report import plots
-
         plots.plot_lr_find(read_json(record, "train a new run"), picture)
 
 

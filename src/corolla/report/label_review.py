@@ -9,11 +9,14 @@ import csv
 import io
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 
+from corolla.data import pipeline
 from corolla.evaluation import label_review
 from corolla.evaluation.predictions import Predictions
 from corolla.files import write_text_atomic
+from corolla.report.plots import save_figure
 from corolla.runs import paths
 
 SHOWN = 24  # thumbnails in the picture
@@ -50,8 +53,6 @@ def write(folder: str | Path, scored: Predictions, layout=None,
 def _images(layout, ids: set[str], skip_bad_records: bool) -> dict[str, np.ndarray]:
     """The images of `ids`, from the labelled splits of `layout` (val first: a run's val
     predictions are there; out-of-fold ones are in train and val); stops once all are found."""
-    from corolla.data import pipeline
-
     found = {}
     for name in ("val", "train"):
         if not layout.has_split(name):
@@ -80,10 +81,6 @@ def _fit(text: str, width: int = TITLE_CHARS - 12, keep_end: bool = False) -> st
 
 
 def _plot(doubts, images: dict, names: list[str], path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    from corolla.report.plots import save_figure
-
     columns = 6
     rows = -(-len(doubts) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(2.3 * columns, 2.6 * rows + 0.6),

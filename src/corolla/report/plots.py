@@ -15,6 +15,7 @@ import textwrap
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator
 
 from corolla.files import atomic_path, read_history  # noqa: E402
 
@@ -60,8 +61,6 @@ def plot_confusion_matrix(matrix: np.ndarray, names: list[str], path: str | Path
 def epoch_axis(ax, epochs: list[int]) -> None:
     """Whole-epoch ticks numbered as in history.csv: every epoch's own on short runs (a single
     epoch too, where matplotlib would put fractional ones around it)."""
-    from matplotlib.ticker import MaxNLocator
-
     ax.set_xlabel("epoch (from 1, as in the log and history.csv)")
     if len(epochs) <= 20:
         ax.set_xticks(epochs)

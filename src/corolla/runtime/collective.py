@@ -10,6 +10,7 @@ and no collective is run.
 from __future__ import annotations
 
 import numpy as np
+import tensorflow as tf
 
 _BITS = 24  # int32 carries them exactly on every backend (JAX runs without 64-bit types)
 
@@ -24,8 +25,6 @@ def gather(plan, values) -> np.ndarray:
 
         return np.asarray(multihost_utils.process_allgather(values)).reshape(
             plan.num_processes, -1)
-    import tensorflow as tf
-
     rows = _tf_gather(plan.strategy)(tf.constant(values)).numpy()  # a row per replica
     return rows[:: rows.shape[0] // plan.num_processes]  # by process
 
@@ -37,8 +36,6 @@ def _tf_gather(strategy):
     """The strategy's gather of every replica's values, as one tf.function per strategy: called
     eagerly, TensorFlow's all-gather makes a new tf.function at each call, which traces again
     (and, called after every epoch, warns of "excessive retracing")."""
-    import tensorflow as tf
-
     if strategy not in _TF_GATHERS:
         @tf.function(reduce_retracing=True)
         def gather_all(values):
@@ -96,8 +93,6 @@ def take_chiefs_values(plan, variables, values=None) -> None:
     if plan.backend == "jax":
         _take_chiefs_values_jax(plan, variables, values)
         return
-    import tensorflow as tf
-
     values = [np.asarray(v) for v in (variables if values is None else values)]
     # One sum over the replicas of every value, flat, in which only the chief's first replica's
     # is not zero. In float64: a collective sum knows no bool or unsigned type, and every value

@@ -8,10 +8,12 @@ import time
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from corolla.evaluation.inference import predict_probabilities, split_batches
 from corolla.evaluation.metrics import macro_f1
 from corolla.runtime import collective
+from corolla.training.optimizer import epoch_learning_rate
 
 VAL_F1 = "val_f1_macro"
 
@@ -31,8 +33,6 @@ class SwapEMA(keras.callbacks.SwapEMAWeights):
             average.assign(current)
 
     def _tf_swap_variables(self, optimizer):
-        import tensorflow as tf
-
         for var, average in zip(optimizer._trainable_variables,
                                 optimizer._model_variables_moving_average):
             current = tf.identity(var.value)  # (mirrored copies are equal: any one will do)
@@ -100,8 +100,6 @@ class EpochTensorBoard(keras.callbacks.TensorBoard):
     epoch's end (time a fast accelerator waits for)."""
 
     def _collect_learning_rate(self, logs):
-        from corolla.training.optimizer import epoch_learning_rate
-
         logs["learning_rate"] = epoch_learning_rate(self.model.optimizer)
         return logs
 

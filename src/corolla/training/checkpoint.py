@@ -20,6 +20,8 @@ from corolla.errors import UserError
 from corolla.files import atomic_path, check_space, remove_partials
 from corolla.training import backup
 from corolla.training.backup import BackupState
+from corolla.training.callbacks import VAL_F1, ema_weights
+from corolla.training.optimizer import epoch_learning_rate
 
 
 class Checkpoint(keras.callbacks.Callback):
@@ -77,9 +79,6 @@ class Checkpoint(keras.callbacks.Callback):
             start.unlink()
 
     def on_epoch_end(self, epoch, logs=None):
-        from corolla.training.callbacks import VAL_F1, ema_weights
-        from corolla.training.optimizer import epoch_learning_rate
-
         # Epochs are counted from 1 in history.csv, as in the log (`Epoch 15/32`) and the plots.
         row = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
                "learning_rate": epoch_learning_rate(self.model.optimizer)}

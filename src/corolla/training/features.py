@@ -21,6 +21,7 @@ import time
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from corolla.data import pipeline
 from corolla.evaluation.inference import stop_check
@@ -59,8 +60,6 @@ def extract(features: keras.Model, split, size: int, batch: int, flips: bool,
     """The features of every image of `split` at `size` px in file order (the order of
     `pipeline.metadata`'s labels): [N, D], or [2, N, D] with their mirror images' when
     `flips`."""
-    import tensorflow as tf
-
     steps = -(-split.count // batch)
     views = [lambda x: x] + ([tf.image.flip_left_right] if flips else [])
     out = []
@@ -85,8 +84,6 @@ def dataset(features: np.ndarray, labels: np.ndarray, num_classes: int, batch: i
     """(features, one-hot label) batches of epochs [first_epoch, last_epoch), `steps` each.
     `features`: [N, D], or [2, N, D] (as they are, mirrored). `class_weights` ([num_classes]):
     with each example's weight too, as `pipeline.train_dataset` gives them."""
-    import tensorflow as tf
-
     flips = features.ndim == 3
     table = features if flips else features[None]
     draws = [epoch_order(seed, e, table.shape[1], steps * batch, flips)

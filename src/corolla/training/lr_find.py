@@ -22,12 +22,12 @@ the backend is chosen first, and the commands read the settings without them."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,9 +36,9 @@ from corolla.config.range_test import (BETA, DIVERGED, RULES, SKIP_BEGIN, SKIP_E
                                        RangeSettings)
 from corolla.errors import UserError
 from corolla.runtime import Plan, collective
+from corolla.training.preparing import prepare
+from corolla.training.trainer import Trainer
 
-if TYPE_CHECKING:
-    from corolla.training.trainer import Trainer
 
 @dataclass
 class RangeResult:
@@ -176,8 +176,6 @@ def range_test(model, data, compile_with, settings: RangeSettings = RangeSetting
     LearningRateSchedule given (the test's rates); each point trains `unit` batches at one rate
     and records their mean loss. `scope()`: a context (a distribution plan's) in which the
     model's variables are put back afterwards. A line every tenth of the steps."""
-    import contextlib
-
     import keras
 
     settings = settings.checked()
@@ -226,9 +224,6 @@ def find(config: config_lib.RunConfig, plan: Plan, settings: RangeSettings,
          log=print) -> RangeResult:
     """`corolla lr-find`: the range test of a new run of `config` (its settings resolved, its
     model built, as `training.run` does), with no run folder made."""
-    from corolla.training.preparing import prepare
-    from corolla.training.trainer import Trainer
-
     log = log if plan.is_chief else (lambda *args: None)
     trainer = Trainer(prepare(config, plan, log, None), plan, log)
     return find_rate(trainer, settings, log)

@@ -2,7 +2,7 @@
 claimed and its backup read (the epoch every process continues from), seeds set, the epoch's
 length in whole executions and accumulations.
 
-Keras and TensorFlow are imported in `set_determinism`: the backend is chosen first."""
+Keras is imported in `set_determinism`: the backend is chosen first."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
+
+import tensorflow as tf
+# Not exported by TensorFlow, but enable_op_determinism's counterpart (tests use it the same way).
+from tensorflow.python.framework import config as tf_config
 
 from corolla import config as config_lib
 from corolla.data import layout as layout_lib
@@ -103,15 +107,11 @@ def set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
 
     keras.utils.set_random_seed(config.train.seed)
     if plan.backend == "tensorflow":
-        import tensorflow as tf
-
         # Process-wide: a deterministic run before this one (the Python API) must not leave it
         # on, which would also make Keras drop the plan's XLA without a word.
         if config.train.deterministic:
             tf.config.experimental.enable_op_determinism()
-        else:  # not exported by TensorFlow, but its counterpart (tests use it the same way)
-            from tensorflow.python.framework import config as tf_config
-
+        else:
             tf_config.disable_op_determinism()
 
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from corolla.data import pipeline
 from corolla.evaluation.inference import predict_probabilities, split_batches
+from corolla.runs import paths
 from corolla.training import budget
+from corolla.training.backup import BackupState
 from corolla.training.phases import Phase
 from corolla.training.trainer import Trainer
 
@@ -99,9 +101,7 @@ def _time_commit(model, costs: budget.Costs) -> None:
     folder of its own (the backup alone, which the plan once counted, is about 60% of it:
     0.15 s of 0.22-0.26 for EfficientNet-Lite0 at 192 px on a 2-core CPU); and the final save
     (`costs.save`)."""
-    from corolla.runs import paths
     from corolla.training.callbacks import VAL_F1
-    from corolla.training.backup import BackupState
     from corolla.training.checkpoint import Checkpoint
 
     with tempfile.TemporaryDirectory() as folder:

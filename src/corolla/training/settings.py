@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
+
 from corolla import config as config_lib
 from corolla import models
-from corolla.data import check, datasets, folds
+from corolla.data import check, datasets, folds, pipeline
 from corolla.data import layout as layout_lib
 from corolla.errors import UserError
 from corolla.files import absolute
@@ -114,9 +116,7 @@ def refit(config: config_lib.RunConfig, plan: Plan, train_split, log) -> str:
         return t.refit
     if not t.time_budget or t.folds or config.data.fold or plan.multi_worker:
         return "off"
-    import numpy as np
 
-    from corolla.data import pipeline
 
     labels = pipeline.metadata(train_split, config.data.skip_bad_records)["labels"]
     counts = np.bincount(np.asarray(labels, dtype=np.int64))

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.data.classes import CLASSES_FILE, format_classes_file
+from corolla.data.synthetic import petals
 
 VERSION = 2  # bump when the drawing changes, so caches are not reused across versions
 _DONE = "COMPLETE"
@@ -49,7 +50,6 @@ def write(out_dir: str | Path, spec: PetalsSpec = PetalsSpec()) -> Path:
     import tensorflow as tf
 
     from corolla.data import records
-    from corolla.data.synthetic import petals
 
     out_dir = Path(out_dir)
     size_dir = out_dir / f"tfrecords-jpeg-{spec.image_size}x{spec.image_size}"

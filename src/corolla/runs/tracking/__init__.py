@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from corolla.config import flatten
 from corolla.errors import Interrupted, UserError
 from corolla.files import read_json, write_json
 from corolla.runs import paths
@@ -162,8 +163,6 @@ def _open_run(kind: str, config, run_dir: Path, record: dict | None, parent, log
 
 def _new(kind: str, config, run_dir: Path, parent: Tracker | None, log) -> Tracker:
     """A new tracked run; `parent`: the k-fold parent's (open) tracker of a fold's run."""
-    from corolla.config import flatten
-
     params = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v
               for k, v in flatten(config.to_dict()).items()}
     tags = {"corolla.run_dir": str(run_dir.resolve())}
