@@ -127,6 +127,33 @@ def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
     assert budget.fill(cfg, _phases_of, costs, 2.0, 10)[0] == 0
 
 
+def test_a_plan_never_made_again_takes_one_epoch_more_of_a_quarter_of_the_steps_or_more():
+    """Where the plan's first epoch on images is its last, its pace is never measured in time
+    to plan again: one epoch more of fewer steps (down to SHORTEST_TO_REPLAN of them) lets it."""
+    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
+    costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0},
+                         epoch={(False, 64): 0.0}, val={64: 0.5}, val_first={64: 0.0},
+                         backup=0.1)
+    seen = []
+
+    def after_the_first(plan_phases, steps):  # made again after epoch 1, unless it is the last
+        seen.append((plan_phases[-1].end, steps))
+        return plan_phases[-1].end > 1
+
+    # 1 whole epoch in 3 s, never made again; 2 epochs of 3 steps (of 10) fit: 2.9 s.
+    assert budget.fill(cfg, _phases_of, costs, 3.0, 10, replans=after_the_first) == \
+        (2, 3, pytest.approx(2.9))
+    assert seen == [(1, 10), (2, 3)]
+    # Where that would not be made again either, or is already, the plan stays as fill made it.
+    assert budget.fill(cfg, _phases_of, costs, 3.0, 10, replans=lambda *_: False) == \
+        (1, 10, pytest.approx(2.7))
+    assert budget.fill(cfg, _phases_of, costs, 6.0, 10, replans=after_the_first) == \
+        (4, 6, pytest.approx(5.9))
+    # 2 epochs of 2 steps would be fewer than a quarter of 10 each: 1 whole epoch stays.
+    assert budget.fill(cfg, _phases_of, costs, 2.75, 10, replans=after_the_first) == \
+        (1, 10, pytest.approx(2.7))
+
+
 def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val_pass():
     """A GPU's compile of the predict function can be 40 warm val passes: charged every epoch
     (as the probe's first pass measures it), a minute's plan would hold 2 epochs, not 22."""

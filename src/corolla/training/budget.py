@@ -54,6 +54,12 @@ SIZE_STEP = 16  # a short budget's input size steps down by this (`candidates`)
 # of cpu-finetune fit 1 trained one in 56% of the budget; shortened, its frozen head and a
 # trained epoch fit.
 SHORTEST = 0.5
+# Where the plan's first epoch on images is its last, nothing measures the run's pace in time
+# for the plan to be made again (`pacing.replanned`), and the margin kept for the forecast stays
+# unused: flowers5 at 6 minutes, on a 2-core host whose probe found a step 18% slower than the
+# epoch then ran, planned its cached head and one trained epoch of 169 steps and ended at 63% of
+# its budget. There, one epoch more is taken (`fill`) at this share of an epoch's steps or more.
+SHORTEST_TO_REPLAN = 0.25
 
 
 @dataclass
@@ -233,8 +239,9 @@ def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: flo
 
 
 def shortened(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
-              epochs: int, caching: Caching | None = None, unit: int = 1) -> int:
-    """The most steps per epoch (a multiple of `unit`, fewer than `steps`, at least SHORTEST
+              epochs: int, caching: Caching | None = None, unit: int = 1,
+              shortest: float = SHORTEST) -> int:
+    """The most steps per epoch (a multiple of `unit`, fewer than `steps`, at least `shortest`
     of them) at which `epochs` + 1 epochs fit in `left` seconds, else 0: the time whole epochs
     leave is a part of an epoch, and an epoch more (shorter ones) uses it. The arguments as in
     `most_epochs`; `unit`: what an epoch's steps are a multiple of (`preparing.epoch_unit`)."""
@@ -246,21 +253,36 @@ def shortened(config: config_lib.RunConfig, phases_of, costs: Costs, left: float
     per_step = seconds(phases_of(train, final), costs, final, 1, caching) - fixed
     fits = int((left - fixed) // per_step) if per_step > 0 else 0
     fits = min(fits, steps - 1) // unit * unit
-    return fits if fits >= math.ceil(SHORTEST * steps) else 0
+    return fits if fits >= math.ceil(shortest * steps) else 0
 
 
 def fill(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
-         caching: Caching | None = None, unit: int = 1) -> tuple[int, int, float]:
+         caching: Caching | None = None, unit: int = 1,
+         replans=None) -> tuple[int, int, float]:
     """(epochs, steps per epoch, their estimated seconds): the most whole epochs of `steps`
     that fit in `left` seconds, or one more of fewer steps where that fits (`shortened`); (0,
-    `steps`, one epoch's seconds) where not even one does. Arguments as in `shortened`."""
-    epochs, estimate = most_epochs(config, phases_of, costs, left, steps, caching)
-    short = shortened(config, phases_of, costs, left, steps, epochs, caching, unit)
-    if not short:
-        return epochs, steps, estimate
+    `steps`, one epoch's seconds) where not even one does. `replans(plan_phases, steps)`:
+    whether a plan of those phases and steps an epoch is made again mid-run; where the plan
+    found is not, one epoch more of SHORTEST_TO_REPLAN of the steps or more, where that fits
+    and is. Other arguments as in `shortened`."""
     final = config.model.input_size
-    train = config_lib.apply(config, shaped(config.train, epochs + 1)).train
-    return epochs + 1, short, seconds(phases_of(train, final), costs, final, short, caching)
+
+    def phases_for(n):
+        return phases_of(config_lib.apply(config, shaped(config.train, n)).train, final)
+
+    epochs, estimate = most_epochs(config, phases_of, costs, left, steps, caching)
+    each = steps
+    short = shortened(config, phases_of, costs, left, steps, epochs, caching, unit)
+    if short:
+        epochs, each = epochs + 1, short
+    if epochs and replans is not None and not replans(phases_for(epochs), each):
+        short = shortened(config, phases_of, costs, left, steps, epochs, caching, unit,
+                          SHORTEST_TO_REPLAN)
+        if short and replans(phases_for(epochs + 1), short):
+            epochs, each = epochs + 1, short
+    if each == steps:
+        return epochs, steps, estimate
+    return epochs, each, seconds(phases_for(epochs), costs, final, each, caching)
 
 
 def candidates(config: config_lib.RunConfig) -> list[int]:

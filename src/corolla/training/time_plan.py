@@ -50,8 +50,9 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     note = "" if size == sizes[0] else \
         f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
     if epoch_steps != steps:
-        note += f", {epoch_steps} steps each (of {steps}: one epoch more in the time whole " \
-            f"ones left)"
+        why = "in the time whole ones left" if epoch_steps >= budget.SHORTEST * steps else \
+            "so that the plan is made again from the first trained epoch's pace"
+        note += f", {epoch_steps} steps each (of {steps}: one epoch more {why})"
     log(_probe_line(costs, trainer.plan.inference_batch))
     if share < 1:
         log(f"time {t.time_budget}: {share:.0%} of the time left for the validated training, "
@@ -181,8 +182,9 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, tot
                                        *counts) if t.refit == "on" else 1.0
         left = budget.MARGIN * share * (total - (time.monotonic() - began))
         # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
-        return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit),
-                share)
+        return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit,
+                                    lambda plan_phases, each: bool(
+                                        _replan_after(trainer, plan_phases, each))), share)
 
     return fitted, caching
 
