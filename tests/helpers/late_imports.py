@@ -57,13 +57,18 @@ def required(pyproject: Path = SRC.parent / "pyproject.toml") -> set[str]:
     return names
 
 
+def _with_parents(module: str) -> set[str]:
+    """`module` and its parent packages: what importing it runs."""
+    parts = module.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+
+
 def _read(module: str, is_package: bool, node, known) -> tuple[set[str], set[str]]:
     own, packages = set(), set()
     for name in imported_names(module, is_package, node):
         if name.split(".")[0] == "corolla":
             target = _target(name, known)
-            parts = (target or "").split(".")
-            own |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)} - {"", module}
+            own |= (_with_parents(target) if target else set()) - {module}
         elif name.split(".")[0] not in STANDARD - PLATFORM:
             packages.add(name.split(".")[0])
     return own, packages
@@ -99,9 +104,7 @@ class Package:
         for name, path in self.known.items():
             package = path.name == "__init__.py"
             tree = ast.parse(path.read_text(), str(path))
-            own, packages = set(), set()
-            parts = name.split(".")
-            own |= {".".join(parts[:i]) for i in range(1, len(parts))}
+            own, packages = _with_parents(name) - {name}, set()
             typing_only = []
             top = _top_nodes(tree.body, typing_only)
             for node in top:
@@ -109,11 +112,8 @@ class Package:
                 own, packages = own | o, packages | p
             self.tops[name] = (own, packages)
             inside = {id(n) for n in top + typing_only}
-            seen = set()
             for node in ast.walk(tree):
-                if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in inside \
-                        and node.lineno not in seen:
-                    seen.add(node.lineno)
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in inside:
                     o, p = _read(name, package, node, self.known)
                     self.late.append(Import(name, node.lineno, ast.unparse(node),
                                             frozenset(o), frozenset(p)))

@@ -214,6 +214,14 @@ def scaled(costs: Costs, measured: int, size: int) -> Costs:
     return out
 
 
+def phases_at(config: config_lib.RunConfig, phases_of, epochs: int, shape=None) -> list:
+    """The run's phases (`phases_of(train, size)`, as in `most_epochs`) at its final size, its
+    schedule reshaped to `epochs` by `shape(train, epochs)`: `shaped`, unless told (a plan
+    made again mid-run: `pacing.reshaped`)."""
+    settings = (shape or shaped)(config.train, epochs)
+    return phases_of(config_lib.apply(config, settings).train, config.model.input_size)
+
+
 def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: float,
                 steps: int, caching: Caching | None = None) -> tuple[int, float]:
     """(the most epochs whose training fits in `left` seconds, their estimated seconds); (0,
@@ -222,8 +230,7 @@ def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: flo
     final = config.model.input_size
 
     def cost(epochs):
-        train = config_lib.apply(config, shaped(config.train, epochs)).train
-        return seconds(phases_of(train, final), costs, final, steps, caching)
+        return seconds(phases_at(config, phases_of, epochs), costs, final, steps, caching)
 
     one = cost(1)
     if one > left:
@@ -248,41 +255,43 @@ def shortened(config: config_lib.RunConfig, phases_of, costs: Costs, left: float
     if epochs < 1 or epochs + 1 > MAX_EPOCHS:
         return 0
     final = config.model.input_size
-    train = config_lib.apply(config, shaped(config.train, epochs + 1)).train
-    fixed = seconds(phases_of(train, final), costs, final, 0, caching)  # linear in the steps
-    per_step = seconds(phases_of(train, final), costs, final, 1, caching) - fixed
+    plan_phases = phases_at(config, phases_of, epochs + 1)
+    fixed = seconds(plan_phases, costs, final, 0, caching)  # linear in the steps
+    per_step = seconds(plan_phases, costs, final, 1, caching) - fixed
     fits = int((left - fixed) // per_step) if per_step > 0 else 0
     fits = min(fits, steps - 1) // unit * unit
     return fits if fits >= math.ceil(shortest * steps) else 0
 
 
+# Why `fill` took an epoch more of fewer steps (the plan's line says it).
+TIME_LEFT = "in the time whole ones left"
+TO_REPLAN = "so that the plan is made again from the first trained epoch's pace"
+
+
 def fill(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
          caching: Caching | None = None, unit: int = 1,
-         replans=None) -> tuple[int, int, float]:
-    """(epochs, steps per epoch, their estimated seconds): the most whole epochs of `steps`
-    that fit in `left` seconds, or one more of fewer steps where that fits (`shortened`); (0,
-    `steps`, one epoch's seconds) where not even one does. `replans(plan_phases, steps)`:
-    whether a plan of those phases and steps an epoch is made again mid-run; where the plan
-    found is not, one epoch more of SHORTEST_TO_REPLAN of the steps or more, where that fits
-    and is. Other arguments as in `shortened`."""
-    final = config.model.input_size
-
-    def phases_for(n):
-        return phases_of(config_lib.apply(config, shaped(config.train, n)).train, final)
-
+         replans=None) -> tuple[int, int, float, str]:
+    """(epochs, steps per epoch, their estimated seconds, why the epochs are shorter than
+    `steps`): the most whole epochs of `steps` that fit in `left` seconds, or one more of fewer
+    steps where that fits (`shortened`; TIME_LEFT); (0, `steps`, one epoch's seconds, "")
+    where not even one does. `replans(plan_phases, steps)`: whether a plan of those phases and
+    steps an epoch is made again mid-run; where the plan found is not, one epoch more of
+    SHORTEST_TO_REPLAN of the steps or more, where that fits and is (TO_REPLAN). Other
+    arguments as in `shortened`."""
     epochs, estimate = most_epochs(config, phases_of, costs, left, steps, caching)
-    each = steps
+    each, why = steps, ""
     short = shortened(config, phases_of, costs, left, steps, epochs, caching, unit)
     if short:
-        epochs, each = epochs + 1, short
-    if epochs and replans is not None and not replans(phases_for(epochs), each):
+        epochs, each, why = epochs + 1, short, TIME_LEFT
+    if epochs and replans is not None and not replans(phases_at(config, phases_of, epochs), each):
         short = shortened(config, phases_of, costs, left, steps, epochs, caching, unit,
                           SHORTEST_TO_REPLAN)
-        if short and replans(phases_for(epochs + 1), short):
-            epochs, each = epochs + 1, short
+        if short and replans(phases_at(config, phases_of, epochs + 1), short):
+            epochs, each, why = epochs + 1, short, TO_REPLAN
     if each == steps:
-        return epochs, steps, estimate
-    return epochs, each, seconds(phases_for(epochs), costs, final, each, caching)
+        return epochs, steps, estimate, why
+    return epochs, each, seconds(phases_at(config, phases_of, epochs), costs,
+                                 config.model.input_size, each, caching), why
 
 
 def candidates(config: config_lib.RunConfig) -> list[int]:

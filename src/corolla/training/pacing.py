@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from corolla import config as config_lib
 from corolla.config.schema import MAX_EPOCHS
-from corolla.training.budget import Caching, Costs, epoch_seconds, shaped
+from corolla.training.budget import Caching, Costs, epoch_seconds, phases_at, shaped
 
 # What a plan made again from a trained epoch's measured pace fills (`replanned`): the pace is
 # known then, and `Deadline` stops a run that falls behind it; its check of the next epoch with
@@ -153,8 +153,7 @@ def remaining(config: config_lib.RunConfig, phases_of, deadline: Deadline, done:
     in `retrace` seconds: the epoch after `done` pays them, unless it starts a phase, which
     traces anyway."""
     final, t = config.model.input_size, config.train
-    train = config_lib.apply(config, reshaped(t, epochs)).train
-    plan_phases = phases_of(train, final)
+    plan_phases = phases_at(config, phases_of, epochs, reshaped)
     each = [pace * s for s in epoch_seconds(plan_phases, deadline.costs, final, deadline.steps,
                                             deadline.caching)[done:]]
     if epochs != t.epochs and each and next(p for p in plan_phases if p.end > done).start < done:
@@ -168,9 +167,8 @@ def refit_seconds(config: config_lib.RunConfig, phases_of, deadline: Deadline,
     epochs (the probe's costs; none without a refit)."""
     if deadline.refit is None:
         return []
-    final = config.model.input_size
-    train = config_lib.apply(config, reshaped(config.train, epochs)).train
-    return deadline.refit.each(phases_of(train, final), final)
+    return deadline.refit.each(phases_at(config, phases_of, epochs, reshaped),
+                               config.model.input_size)
 
 
 def replanned(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,

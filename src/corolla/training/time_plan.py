@@ -32,7 +32,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     # collective), at the recipe's size alone, and take the chief's epochs and steps.
     multi = trainer.plan.multi_worker
     sizes = [config.model.input_size] if multi else budget.candidates(config)
-    sized, epochs, epoch_steps, estimate, share = fitted(sizes[0])
+    sized, epochs, epoch_steps, estimate, why, share = fitted(sizes[0])
     size = sizes[0]
     # Fewer epochs than the recipe wants: the size where they fit, chosen on the costs
     # estimated by the pixels, then measured there.
@@ -40,7 +40,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
         if fitted(size, scaled_from=sizes[0])[1] >= t.time_min_epochs:
             break
     if size != sizes[0]:
-        sized, epochs, epoch_steps, estimate, share = fitted(size)
+        sized, epochs, epoch_steps, estimate, why, share = fitted(size)
     if multi:
         epochs, epoch_steps = (int(collective.chief_hex(trainer.plan, f"{n:x}"), 16)
                                for n in (epochs, epoch_steps))
@@ -49,10 +49,9 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
         raise budget.TooShort(t.time_budget, spent, estimate, t.recipe, share)
     note = "" if size == sizes[0] else \
         f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
-    if epoch_steps != steps:
-        why = "in the time whole ones left" if epoch_steps >= budget.SHORTEST * steps else \
-            "so that the plan is made again from the first trained epoch's pace"
-        note += f", {epoch_steps} steps each (of {steps}: one epoch more {why})"
+    if epoch_steps != steps:  # (a worker takes the chief's steps, and so its reason)
+        note += f", {epoch_steps} steps each (of {steps}: one epoch more " \
+            f"{why or budget.TIME_LEFT})"
     log(_probe_line(costs, trainer.plan.inference_batch))
     if share < 1:
         log(f"time {t.time_budget}: {share:.0%} of the time left for the validated training, "
@@ -148,7 +147,7 @@ def replan(trainer: Trainer, run_dir, log) -> None:
 
 def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, total: float):
     """(`fitted`, the run's `budget.Caching` or None). `fitted(size)`: (the run's config at
-    `size` px, and `budget.fill`'s epochs, steps per epoch and estimated seconds in the time
+    `size` px, and `budget.fill`'s epochs, steps per epoch, estimated seconds and reason in the time
     left before `total` seconds from `began`, and the share of that time the run trains in:
     1, or where a refit follows, the validated training's `budget.validated_share`), on costs
     the probe adds to `costs` at that size, or, `scaled_from` another size measured,
