@@ -151,12 +151,11 @@ def test_a_refit_killed_midway_continues_from_its_backup_as_the_uninterrupted_on
         train_tiny, tmp_path, monkeypatch):
     overrides = {"train.epochs": 2, "train.refit": True, "train.deterministic": True}
     for name in "ab":
-        train_tiny.fit(tmp_path, name, overrides)
+        _, plan = train_tiny.fit(tmp_path, name, overrides)  # (b's plan serves both refits)
 
     def quiet(*args):
         pass
 
-    _, plan = train_tiny.fit(tmp_path, "c", {"train.epochs": 1})  # (a plan for this process)
     refit.train(tmp_path / "a", plan, quiet)
 
     class Killed(refit.Trainer):
