@@ -14,6 +14,7 @@ from corolla.data import pipeline
 from corolla.runs import paths
 from helpers.cli import one_line_error
 from helpers.images import planted_folder
+from helpers.once import built_once
 from helpers.processes import crash_train
 from helpers.runs import assert_same_stored_weights, epochs, history
 
@@ -180,27 +181,39 @@ def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_p
     assert len(list((cache / "checks").iterdir())) == 1  # checked once, for both commands
 
 
+@pytest.fixture(scope="module")
+def taken_over(train_tiny, tmp_path_factory) -> Path:
+    """Runs of one step started in folders a kill -9 left between their mkdir and their
+    config.toml: <runs>/empty (with --lr 0.003, whose derived rates a test reads too) and
+    <runs>/locked (its lock file held by nobody). Built once for the session (each is a whole
+    tiny training; the tests only read them)."""
+    def build(runs):
+        (runs / "empty").mkdir()
+        (runs / "locked").mkdir()
+        (runs / "locked" / paths.LOCK).write_text("process 1 on elsewhere")  # held by nobody
+        train_tiny(runs, "--model", "small_cnn", "--steps-per-epoch", "1", "--lr", "0.003",
+                   name="empty")
+        train_tiny(runs, "--steps-per-epoch", "1", name="locked")
+
+    return built_once(tmp_path_factory, "taken-over", build)
+
+
 @pytest.mark.slow
-def test_a_run_folder_killed_before_its_config_is_taken_over(train_tiny, tmp_path):
+def test_a_run_folder_killed_before_its_config_is_taken_over(train_tiny, taken_over, tmp_path):
     """kill -9 between the folder's mkdir and its config.toml: the same command starts the run
     in it, instead of 'already exists'. A folder holding anything else is still refused."""
-    (tmp_path / "empty").mkdir()
-    (tmp_path / "locked").mkdir()
-    (tmp_path / "locked" / paths.LOCK).write_text("process 1 on elsewhere")  # held by nobody
     for name in ("empty", "locked"):
-        run = train_tiny(tmp_path, "--steps-per-epoch", "1", name=name)
-        assert (run / paths.FINISHED).is_file()
+        assert (taken_over / name / paths.FINISHED).is_file()
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("someone's")
     train_tiny(tmp_path, "--steps-per-epoch", "1", name="mine", code=2)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "someone's"
 
 
-def test_derived_learning_rates_are_saved_as_the_decimals_they_are(train_tiny, tmp_path):
+def test_derived_learning_rates_are_saved_as_the_decimals_they_are(taken_over):
     """config.toml said `start_learning_rate = 0.00030000000000000003` (a peak of 0.003 over
     10 in binary floating point). Rounded where it is derived, so a resume reads back what an
-    uninterrupted run uses."""
-    run = train_tiny(tmp_path, "--model", "small_cnn", "--steps-per-epoch", "1", "--lr", "0.003")
-    saved = (run / paths.CONFIG).read_text()
+    uninterrupted run uses (`--model small_cnn --lr 0.003`: the module's `empty` run)."""
+    saved = (taken_over / "empty" / paths.CONFIG).read_text()
     assert "\nstart_learning_rate = 0.0003\n" in saved, saved
     assert "\nmin_learning_rate = 3e-05\n" in saved, saved

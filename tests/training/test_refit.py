@@ -151,12 +151,11 @@ def test_a_refit_killed_midway_continues_from_its_backup_as_the_uninterrupted_on
         train_tiny, tmp_path, monkeypatch):
     overrides = {"train.epochs": 2, "train.refit": True, "train.deterministic": True}
     for name in "ab":
-        train_tiny.fit(tmp_path, name, overrides)
+        _, plan = train_tiny.fit(tmp_path, name, overrides)  # (b's plan serves both refits)
 
     def quiet(*args):
         pass
 
-    _, plan = train_tiny.fit(tmp_path, "c", {"train.epochs": 1})  # (a plan for this process)
     refit.train(tmp_path / "a", plan, quiet)
 
     class Killed(refit.Trainer):
@@ -179,8 +178,8 @@ def test_a_refit_killed_midway_continues_from_its_backup_as_the_uninterrupted_on
                 saved_weights(tmp_path / "b" / paths.REFIT))
 
 
-def test_a_refit_plan_that_sets_other_settings_is_refused(train_tiny, tmp_path, capsys):
-    run = train_tiny(tmp_path, "--epochs", 1, name="r")
+def test_a_refit_plan_that_sets_other_settings_is_refused(tiny_run_copy, capsys):
+    run = tiny_run_copy  # (any finished run: its training is not this test's)
     (run / paths.FINISHED).unlink()  # trained, its refit to come, as after a kill
     (run / paths.REFIT_PLAN).write_text(json.dumps(
         {"epochs": 1, "photos": 96, "settings": {"data.path": "/elsewhere"}}))
