@@ -291,21 +291,42 @@ def test_a_plan_made_again_from_a_pace_fills_the_budget_and_keeps_the_trained_fr
 
     # 95 s of 100 less 25 spent and the save: at the probe's pace 12 epochs of 5.6 s after the
     # first 2 and a retrace of 1 s (68.2 s) fit, 13 do not; at twice its pace, 6; at half, 26.
-    assert again(1.0) == 14 and again(2.0) == 8 and again(0.5) == 26
+    # (The epochs of 10 steps stay: an epoch more of shorter ones would train fewer steps.)
+    assert again(1.0) == (14, 10) and again(2.0) == (8, 10) and again(0.5) == (26, 10)
     more = pacing.remaining(cfg, _phases_of, deadline, 2, 1.0, 1.0, 14)
     assert more == pytest.approx([5.6 + 1.0] + [5.6] * 11)
     # The plan's own epochs trace nothing again: they stand where they fit and one more does
     # not with its retrace.
     assert pacing.remaining(cfg, _phases_of, deadline, 2, 1.0, 1.0, 10) == \
         pytest.approx([5.6] * 8)
-    assert pacing.replanned(cfg, _phases_of, deadline, 2, 1.0, 40.0, 45.0) == 10
+    assert pacing.replanned(cfg, _phases_of, deadline, 2, 1.0, 40.0, 45.0) == (10, 10)
     # Not one epoch more: the run ends after the epochs it trained.
-    assert again(1.0, spent=93.0) == 2
+    assert again(1.0, spent=93.0) == (2, 10)
     # The trained frozen epoch stays one; the rest of the schedule keeps its shape.
     shape = pacing.reshaped(cfg.train, 20)
     assert shape["train.frozen_epochs"] == 1 and shape["train.warmup_epochs"] == 2
     # A run that never thaws stays frozen over the new epochs.
     assert pacing.reshaped(_cosine(10, frozen=10).train, 20)["train.frozen_epochs"] == 20
+
+
+def test_a_plan_made_again_fills_what_whole_epochs_leave_with_one_more_of_fewer_steps():
+    cfg = _cosine(10, frozen=1)
+    deadline = _made(cfg)
+
+    def again(spent, unit=1):
+        return pacing.replanned(cfg, _phases_of, deadline, 2, 1.0, 1.0, spent, unit)
+
+    # 14.9 s left after 80 s: two more epochs of 10 steps (12.2 s with the retrace) leave 2.7
+    # s; three of 8 steps (14.8 s) train 24 steps, not 20.
+    assert again(80.0) == (5, 8)
+    assert sum(pacing.remaining(cfg, _phases_of, deadline, 2, 1.0, 1.0, 5, 8)) == \
+        pytest.approx(3 * (8 * 0.5 + 0.6) + 1.0)
+    # In whole units only: of 3 steps, 6 would train fewer steps than the whole epochs.
+    assert again(80.0, unit=3) == (4, 10)
+    # Where no whole epoch more fits, one of half the steps or more does (8 s of 5.9 left).
+    assert again(89.0) == (3, 8)
+    # Not below half the plan's steps: 1.9 s left hold none.
+    assert again(93.0) == (2, 10)
 
 
 def test_a_plan_made_again_counts_the_epochs_so_far_as_they_took():
@@ -364,9 +385,10 @@ def test_a_plan_made_again_with_a_refit_leaves_the_refit_its_epochs():
     assert pacing.refit_seconds(cfg, _phases_of, alone, 4) == []
     # 95 s less 25 spent and two saves, 69.8 s: alone, 14 epochs in all (above); with the
     # refit of every one, 5: 3 x 5.6 + 1 (retrace) + 42.0 of refit is 59.8 s, where 6 would
-    # be 73.0.
-    assert pacing.replanned(cfg, _phases_of, alone, 2, 1.0, 1.0, 25.0) == 14
-    assert pacing.replanned(cfg, _phases_of, deadline, 2, 1.0, 1.0, 25.0) == 5
+    # be 73.0; the 10 s left, 6 with the 4 epochs after the second of 8 steps (32 s with the
+    # retrace, 49.6 of refit: 69.0 s), and the refit's epochs keep their 15.
+    assert pacing.replanned(cfg, _phases_of, alone, 2, 1.0, 1.0, 25.0) == (14, 10)
+    assert pacing.replanned(cfg, _phases_of, deadline, 2, 1.0, 1.0, 25.0) == (6, 8)
     remade = deadline.remade([{"epoch": 1, "seconds": 19.0}, {"epoch": 2, "seconds": 30.0}],
                              [5.0] * 3, 1.0, [9.6, 9.6, 7.6, 7.6, 7.6])
     assert remade.refit_each == pytest.approx((9.6, 9.6, 7.6, 7.6, 7.6))

@@ -97,3 +97,32 @@ def test_schedules_count_optimizer_updates_and_continue_into_a_second_phase():
     for update in (0, 2, 5):
         assert value(second, 2 * update) == pytest.approx(0.1 * value(plain, 6 * STEPS + update))
         assert value(second, 2 * update + 1) == value(second, 2 * update)
+
+
+def test_later_epochs_of_other_steps_follow_the_schedule_epoch_by_epoch_to_its_floor():
+    """A time plan made again after epoch 4 with epochs of 6 updates, not 10, after it."""
+    import keras
+
+    from corolla.training.schedule import for_training
+
+    t = config.apply(config.RunConfig(), {
+        "train.schedule": "cosine", "train.epochs": 8, "train.warmup_epochs": 1,
+        "train.learning_rate": 1e-3, "train.min_learning_rate": 1e-5}).train
+    plain = for_training(t, 10)
+    later = for_training(t, 10, later=(4, 6))
+    value = lambda s, step: float(keras.ops.convert_to_numpy(s(step)))  # noqa: E731
+    # The same before epoch 4; then each update of a later epoch is 10/6 of the plan's.
+    for update in (0, 9, 25, 40):
+        assert value(later, update) == pytest.approx(value(plain, update))
+    assert value(later, 43) == pytest.approx(value(plain, 45))
+    assert value(later, 40 + 4 * 6) == pytest.approx(value(plain, 80))  # its floor, at the end
+    assert value(plain, 80) == pytest.approx(1e-5)
+    # A second phase's optimizer (from epoch 2, x 0.1, 2 micro-steps an update) alike.
+    second = for_training(t, 10, accumulation=2, first_epoch=2, scale=0.1, later=(4, 6))
+    assert value(second, 2 * 19) == pytest.approx(0.1 * value(plain, 39))
+    assert value(second, 2 * (20 + 3)) == pytest.approx(0.1 * value(plain, 45))
+    # One that starts after the change counts only epochs of 6.
+    third = for_training(t, 10, first_epoch=5, later=(4, 6))
+    assert value(third, 3) == pytest.approx(value(plain, 55))
+    # The same steps: the plan's schedule itself.
+    assert value(for_training(t, 10, later=(4, 10)), 43) == pytest.approx(value(plain, 43))

@@ -1,14 +1,16 @@
 """Training options and callbacks on tiny data, for real: val macro F1 after every epoch, the
 best epoch kept as model.keras (the last as last.keras), early stopping, all surviving a
 resume; EMA, gradient accumulation and two-phase fine-tuning, resumed exactly across the phase
-boundary."""
+boundary; the shorter epochs of a time plan made again, and their refit."""
+
+import json
 
 import numpy as np
 import pytest
 
 from corolla import config
-from corolla.runs import rundir
-from corolla.runs import paths
+from corolla.files import read_history
+from corolla.runs import paths, rundir
 from helpers.runs import Stop, history, same, saved_weights
 
 
@@ -206,3 +208,39 @@ def test_a_progressive_run_resumed_after_its_size_changed_trains_as_the_uninterr
     assert rates[0] == rates[1] and len(set(rates[0])) == 4
     assert same(saved_weights(tmp_path / "a" / paths.LAST),
                 saved_weights(tmp_path / "b" / paths.LAST))
+
+
+def test_epochs_of_other_steps_after_a_plan_made_again_train_them_and_resume_exactly(
+        train_tiny, tmp_path):
+    """A time plan made again after epoch 2 with epochs of 1 step, not 2, after it (as
+    `time_plan.replan` records it): those epochs train 1 step each on the schedule followed
+    epoch by epoch, killed after epoch 3 and resumed as the uninterrupted run."""
+    import keras
+
+    from corolla.training import refit
+    from corolla.training.schedule import for_training
+
+    overrides = {"train.epochs": 4, "train.deterministic": True, "train.schedule": "cosine",
+                 "train.warmup_epochs": 0, "train.time_steps_from": 2,
+                 "train.time_steps_later": 1}
+    _, plan = train_tiny.fit(tmp_path, "a", overrides)
+    _fit(train_tiny, tmp_path, "b", overrides, crash_after=2)
+    _fit(train_tiny, tmp_path, "b", {}, resume=True)
+    rates = [[r["learning_rate"] for r in history(tmp_path / name)] for name in "ab"]
+    # Each epoch's rate is its last update's (counted from 0): 1 and 3, then 4 and 5, which
+    # the schedule of 2-step epochs over the 8 updates of the run reads as its 4 and 4 + 2.
+    t = config.load(overrides={"train.learning_rate": 3e-3, "train.min_learning_rate": 3e-5,
+                               **overrides}).train
+    plain = for_training(t, 2)
+    expected = [float(keras.ops.convert_to_numpy(plain(u))) for u in (1, 3, 4, 6)]
+    assert [float(r) for r in rates[0]] == pytest.approx(expected) and rates[0] == rates[1]
+    assert same(saved_weights(tmp_path / "a" / paths.LAST),
+                saved_weights(tmp_path / "b" / paths.LAST))
+    # Its refit trains 4 epochs all of its own steps, on the schedule of those.
+    refit.train(tmp_path / "a", plan, lambda *a: None)
+    steps = json.loads((tmp_path / "a" / paths.REFIT_PLAN).read_text())["settings"][
+        "train.time_steps"]
+    ours = for_training(t, steps)
+    assert [r["learning_rate"] for r in read_history(tmp_path / "a" / paths.REFIT_HISTORY)] \
+        == pytest.approx([float(keras.ops.convert_to_numpy(ours(k * steps - 1)))
+                          for k in (1, 2, 3, 4)])

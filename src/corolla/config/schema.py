@@ -40,6 +40,9 @@ MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, 
 # 1e12: std::bad_alloc). The pipeline also holds no more than the split has.
 MAX_SHUFFLE_BUFFER = 1_000_000
 REFIT_CHOICES = ("auto", "on", "off")  # train.refit
+# What a time budget's plan sets (training.time_plan), unset: a budget given is planned anew.
+UNPLANNED = {"train.time_plan": "", "train.time_steps": 0, "train.time_steps_from": 0,
+             "train.time_steps_later": 0}
 
 # The help texts below are templates (config.setting): {recipe} is the recipes' default for the
 # key, {value} the field's own default, {note} and {default} what the command adds. A field's
@@ -249,6 +252,11 @@ class TrainConfig:
     # Set by Corolla: the plan's steps per epoch where it shortened them to fit one epoch more
     # (training.budget.fill); 0 = steps_per_epoch, which stays what was asked.
     time_steps: int = setting(0, low=0)
+    # Set by Corolla: where the plan made again mid-run changed the length of the epochs after
+    # it to fill the time whole ones left (training.pacing.replanned), the epoch (from 0) from
+    # which they have `time_steps_later` steps; 0 = every epoch the same.
+    time_steps_from: int = setting(0, low=0)
+    time_steps_later: int = setting(0, low=0)
     # With a time budget: the fewest epochs the recipe wants at model.input_size; where fewer
     # fit, the input size steps down by 16 px (not below time_min_size) to fit more. 0 = off.
     time_min_epochs: int = setting(0, low=0, high=MAX_EPOCHS)

@@ -16,6 +16,7 @@ from corolla import models, runtime
 from corolla.config import recipe as recipe_lib
 from corolla.config.flags import Given
 from corolla.config.range_test import FIND, RangeSettings
+from corolla.config.schema import UNPLANNED
 from corolla.data.prepare import sources
 from corolla.errors import UserError
 from corolla.files import absolute
@@ -58,7 +59,7 @@ def train_config(config_file: str | config_lib.ConfigFile | None = None,
     if "train.time_budget" in given and not resume:
         # A budget given is planned anew: a saved config's plan (`--config runs/X/config.toml`)
         # was its own budget's.
-        given = given.with_values({"train.time_plan": "", "train.time_steps": 0})
+        given = given.with_values(UNPLANNED)
     if resume:
         fixed = sorted(given.name(k) for k in given if not k.startswith(SESSION))
         if fixed or config_file:
@@ -128,7 +129,7 @@ def _check_same_command(saved: config_lib.RunConfig, given: Given, run) -> None:
     """A run continued by re-running its command must get the settings it started with."""
     if given.get("train.recipe") == "auto":  # picked by the hardware: the run has the one used
         given = given.without("train.recipe")
-    given = given.without("train.time_plan", "train.time_steps")  # (set above, not given)
+    given = given.without(*UNPLANNED)  # (set above, not given)
     flags = {k: v for k, v in given.values.items() if not k.startswith((*SESSION, "output."))}
     asked = config_lib.apply(saved, flags)
     if "data.path" in flags:

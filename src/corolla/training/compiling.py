@@ -36,24 +36,29 @@ def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None =
 
 def compile_phase(model, backbone, phase: phases_lib.Phase, plan: Plan,
                   train: config_lib.TrainConfig, steps: int, steps_per_execution: int,
-                  frozen_bn: bool, schedule=None) -> None:
+                  frozen_bn: bool, schedule=None, later_steps: int = 0) -> None:
     """`model` with its `backbone` (None: nothing to freeze) frozen, or thawed as far as
     `train` says, and compiled for `phase`: a fresh optimizer whose schedule continues from
-    the phase's first epoch, over epochs of `steps` steps (or on `schedule`, a Keras
-    LearningRateSchedule of the optimizer's micro-steps: the range test's)."""
+    the phase's first epoch, over epochs of `steps` steps (`later_steps` from
+    train.time_steps_from; or on `schedule`, a Keras LearningRateSchedule of the optimizer's
+    micro-steps: the range test's)."""
     if backbone is not None:
         phases_lib.freeze(backbone, phase, train.unfreeze_fraction, frozen_bn)
     if schedule is None:
-        schedule = phase_schedule(phase, train, steps)
+        schedule = phase_schedule(phase, train, steps, later_steps)
     compile_model(model, plan, schedule, steps_per_execution, train=train)
 
 
-def phase_schedule(phase: phases_lib.Phase, train: config_lib.TrainConfig, steps: int):
+def phase_schedule(phase: phases_lib.Phase, train: config_lib.TrainConfig, steps: int,
+                   later_steps: int = 0):
     """The learning-rate schedule of `phase` as its optimizer calls it: over epochs of `steps`
-    steps (schedules count updates), from the phase's first epoch, x its rate's scale."""
-    return schedule_lib.for_training(train, steps // train.accumulation_steps,
-                                     train.accumulation_steps, first_epoch=phase.start,
-                                     scale=phase.lr_scale)
+    steps (schedules count updates), or from train.time_steps_from on, of `later_steps` where
+    given; from the phase's first epoch, x its rate's scale."""
+    updates = train.accumulation_steps
+    later = (train.time_steps_from, later_steps // updates) \
+        if later_steps and train.time_steps_from else None
+    return schedule_lib.for_training(train, steps // updates, updates, first_epoch=phase.start,
+                                     scale=phase.lr_scale, later=later)
 
 
 def compile_head(head, model, plan: Plan, steps_per_execution: int) -> None:

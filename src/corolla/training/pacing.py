@@ -5,7 +5,8 @@ A plan is a forecast, and the margin it keeps for that left a quarter of the bud
 idle host (flowers5 at 6 minutes ended at 75-81%). So the plan is made again after the first
 epoch that trains on images (`replanned`), from the pace of its steps (`time_plan.replan`), to
 fill REPLAN_SHARE of the budget: more epochs on a host faster than the probe found, fewer on a
-busier one, the schedule's shape kept, so that its learning rate still ends at its floor. A run
+busier one, the schedule's shape kept, so that its learning rate still ends at its floor;
+where whole epochs leave part of one, one more, the epochs after it shorter. A run
 that falls behind after that (a host that turned busier) stops short of its plan where the next
 epoch would end past the budget (`Deadline`; `callbacks.StopInTime` stops it).
 """
@@ -13,11 +14,12 @@ epoch would end past the budget (`Deadline`; `callbacks.StopInTime` stops it).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from corolla import config as config_lib
 from corolla.config.schema import MAX_EPOCHS
-from corolla.training.budget import Caching, Costs, epoch_seconds, phases_at, shaped
+from corolla.training.budget import SHORTEST, Caching, Costs, epoch_seconds, phases_at, shaped
 
 # What a plan made again from a trained epoch's measured pace fills (`replanned`): the pace is
 # known then, and `Deadline` stops a run that falls behind it; its check of the next epoch with
@@ -146,17 +148,19 @@ def reshaped(train: config_lib.TrainConfig, epochs: int) -> dict:
 
 
 def remaining(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
-              pace: float, retrace: float, epochs: int) -> list[float]:
+              pace: float, retrace: float, epochs: int, steps: int | None = None) -> list[float]:
     """The planned seconds of each epoch after the first `done` of the run's plan made again
-    for `epochs` epochs, at `pace` times the probe's estimates. Other epochs than the plan's
-    trace the training step again (the schedule's rates are constants of the compiled step),
-    in `retrace` seconds: the epoch after `done` pays them, unless it starts a phase, which
-    traces anyway."""
+    for `epochs` epochs of `steps` steps after `done` (None: the plan's), at `pace` times the
+    probe's estimates. Another schedule than the plan's (other epochs or steps) traces the
+    training step again (its rates are constants of the compiled step), in `retrace` seconds:
+    the epoch after `done` pays them, unless it starts a phase, which traces anyway."""
     final, t = config.model.input_size, config.train
+    steps = deadline.steps if steps is None else steps
     plan_phases = phases_at(config, phases_of, epochs, reshaped)
-    each = [pace * s for s in epoch_seconds(plan_phases, deadline.costs, final, deadline.steps,
+    each = [pace * s for s in epoch_seconds(plan_phases, deadline.costs, final, steps,
                                             deadline.caching)[done:]]
-    if epochs != t.epochs and each and next(p for p in plan_phases if p.end > done).start < done:
+    other = epochs != t.epochs or steps != deadline.steps
+    if other and each and next(p for p in plan_phases if p.end > done).start < done:
         each[0] += retrace
     return each
 
@@ -172,20 +176,55 @@ def refit_seconds(config: config_lib.RunConfig, phases_of, deadline: Deadline,
 
 
 def replanned(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
-              pace: float, retrace: float, spent: float) -> int:
-    """The epochs of the run's plan made again after its first `done` epochs, `spent` seconds
-    into the budget, at `pace` times the probe's estimates (as measured: `time_plan.replan`)
-    with `retrace` seconds of tracing for other epochs than the plan's (`remaining`): the most
-    whose epochs after `done` and the final save (and with a refit, its epochs and save) end
-    by REPLAN_SHARE of the budget; `done` (the run ends) where not one more does. `phases_of`
-    as in `most_epochs`."""
+              pace: float, retrace: float, spent: float, unit: int = 1) -> tuple[int, int]:
+    """(epochs, steps of those after `done`) of the run's plan made again after its first
+    `done` epochs, `spent` seconds into the budget, at `pace` times the probe's estimates (as
+    measured: `time_plan.replan`) with `retrace` seconds of tracing for another schedule than
+    the plan's (`remaining`): the most epochs of the plan's steps whose epochs after `done` and
+    the final save (and with a refit, its epochs and save) end by REPLAN_SHARE of the budget
+    (`done`: the run ends, where not one more does); then, as `budget.fill` does, one epoch
+    more where the epochs after `done` shortened to fewer steps (a multiple of `unit`, at least
+    budget.SHORTEST of the plan's) make room for it: whole epochs leave up to one of them
+    unused, a fifth of a short budget. `phases_of` as in `most_epochs`."""
     saves = 2 if deadline.refit is not None else 1
     left = REPLAN_SHARE * deadline.total - spent - saves * pace * deadline.save
+    epochs = _most_replanned(config, phases_of, deadline, done, pace, retrace, left)
+    return _shortened(config, phases_of, deadline, done, pace, retrace, left, epochs, unit) \
+        or (epochs, deadline.steps)
+
+
+def _after(config, phases_of, deadline: Deadline, done: int, pace: float, retrace: float,
+           epochs: int, steps: int | None = None) -> float:
+    """The seconds after `done` of a plan made again for `epochs` epochs of `steps`
+    (`remaining`), with its refit's."""
+    return sum(remaining(config, phases_of, deadline, done, pace, retrace, epochs, steps)) + \
+        pace * sum(refit_seconds(config, phases_of, deadline, epochs))
+
+
+def _shortened(config, phases_of, deadline: Deadline, done: int, pace: float, retrace: float,
+               left: float, epochs: int, unit: int) -> tuple[int, int] | None:
+    """(`epochs` + 1, the most steps below the plan's at which the epochs after `done` fit in
+    `left` seconds), where those are at least SHORTEST of the plan's and train more steps in
+    all than `epochs`; else None."""
+    more, steps = epochs + 1, deadline.steps
+    if more > MAX_EPOCHS:
+        return None
+    fixed = _after(config, phases_of, deadline, done, pace, retrace, more, 0)
+    per_step = _after(config, phases_of, deadline, done, pace, retrace, more, 1) - fixed
+    fits = int((left - fixed) // per_step) if per_step > 0 else 0
+    fits = min(fits, steps - 1) // unit * unit
+    # (Not where the epoch more's own start and validation would take what it adds.)
+    trains_more = (more - done) * fits > (epochs - done) * steps
+    return (more, fits) if fits >= math.ceil(SHORTEST * steps) and trains_more else None
+
+
+def _most_replanned(config, phases_of, deadline: Deadline, done: int, pace: float,
+                    retrace: float, left: float) -> int:
+    """The most epochs of the plan's steps whose seconds after `done` fit in `left`."""
     planned = config.train.epochs
 
     def fits(epochs):
-        return sum(remaining(config, phases_of, deadline, done, pace, retrace, epochs)) + \
-            pace * sum(refit_seconds(config, phases_of, deadline, epochs)) <= left
+        return _after(config, phases_of, deadline, done, pace, retrace, epochs) <= left
 
     # Leaving the plan's own epochs aside (they need no new tracing), the time grows with
     # the epochs: the most that fit by doubling, then halving.

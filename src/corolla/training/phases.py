@@ -64,6 +64,18 @@ def optimizer_start(plan_phases: list[Phase], epoch: int) -> int:
     return plan_phases[k].start
 
 
+def split_at(plan_phases: list[Phase], epoch: int) -> list[Phase]:
+    """`plan_phases` with the one that holds `epoch` (from 0) split in two there (they share
+    its optimizer); as they are where none does (or `epoch` is 0)."""
+    out = []
+    for p in plan_phases:
+        if p.start < epoch < p.end:
+            out += [dataclasses.replace(p, end=epoch), dataclasses.replace(p, start=epoch)]
+        else:
+            out.append(p)
+    return out
+
+
 def of_config(config: config_lib.RunConfig) -> list[Phase]:
     """The phases of a run's config, at its input size."""
     return phases(config.train, config.model.train_backbone, config.model.input_size)

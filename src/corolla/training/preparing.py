@@ -68,6 +68,20 @@ class Prepared:
         """What an epoch's steps are a multiple of (`epoch_unit`)."""
         return epoch_unit(self.steps_per_execution, self.config.train.accumulation_steps)
 
+    @property
+    def later_steps(self) -> int:
+        """The steps of the epochs from train.time_steps_from (a plan made again mid-run), in
+        whole units; 0 where every epoch has `steps`."""
+        t = self.config.train
+        if not t.time_steps_from or not t.time_steps_later:
+            return 0
+        return max(t.time_steps_later // self.unit, 1) * self.unit
+
+    def steps_at(self, epoch: int) -> int:
+        """The steps of `epoch` (from 0)."""
+        later = self.later_steps
+        return later if later and epoch >= self.config.train.time_steps_from else self.steps
+
     def planned(self, config: config_lib.RunConfig, steps: int,
                 made: pacing.Deadline | None = None) -> Prepared:
         """This, with another config and steps per epoch (whole units already): a time

@@ -65,22 +65,30 @@ def _classes():
 
     @keras.saving.register_keras_serializable(package="corolla")
     class OnUpdates(base):
-        """scale * schedule(step // accumulation + offset)."""
+        """scale * schedule(u + offset), u = step // accumulation; past `boundary` updates
+        (-1: none), each counts `stretch` (later epochs of other steps: `later`)."""
 
-        def __init__(self, schedule, accumulation=1, offset=0, scale=1.0):
+        def __init__(self, schedule, accumulation=1, offset=0, scale=1.0, boundary=-1,
+                     stretch=1.0):
             if isinstance(schedule, dict):
                 schedule = keras.optimizers.schedules.deserialize(schedule)
             self.schedule, self.accumulation = schedule, accumulation
             self.offset, self.scale = offset, scale
+            self.boundary, self.stretch = boundary, stretch
 
         def __call__(self, step):
-            update = ops.floor_divide(ops.cast(step, "int32"), self.accumulation) + self.offset
-            return self.scale * self.schedule(update)
+            update = ops.floor_divide(ops.cast(step, "int32"), self.accumulation)
+            if self.boundary < 0:
+                return self.scale * self.schedule(update + self.offset)
+            update = ops.cast(update, "float32")
+            at = float(self.boundary)
+            update = ops.minimum(update, at) + ops.maximum(update - at, 0.0) * self.stretch
+            return self.scale * self.schedule(update + float(self.offset))
 
         def get_config(self):
             return {"schedule": keras.optimizers.schedules.serialize(self.schedule),
                     "accumulation": self.accumulation, "offset": self.offset,
-                    "scale": self.scale}
+                    "scale": self.scale, "boundary": self.boundary, "stretch": self.stretch}
 
     return Ramp, OnUpdates
 
@@ -108,10 +116,12 @@ def ramp_schedule(start: float, peak: float, minimum: float, rampup_epochs: floa
 
 
 def for_training(train, updates_per_epoch: int, accumulation: int = 1, first_epoch: int = 0,
-                 scale: float = 1.0):
+                 scale: float = 1.0, later: tuple[int, int] | None = None):
     """The schedule a resolved TrainConfig asks for, as the optimizer calls it: on micro-steps
     (`accumulation` per update), for an optimizer that starts at `first_epoch` (the second phase
-    of a two-phase fine-tuning), times `scale`."""
+    of a two-phase fine-tuning), times `scale`. `later`: (epoch, updates): the epochs from that
+    one (from 0) have that many updates each, and the schedule follows them epoch by epoch (a
+    time plan made again mid-run: its epochs' shape kept, its rate still ending at its floor)."""
     if train.schedule == "ramp":
         schedule = ramp_schedule(train.start_learning_rate, train.learning_rate,
                                  train.min_learning_rate, train.warmup_epochs,
@@ -121,10 +131,17 @@ def for_training(train, updates_per_epoch: int, accumulation: int = 1, first_epo
             train.learning_rate, updates_per_epoch * train.epochs,
             math.ceil(train.warmup_epochs * updates_per_epoch), train.start_learning_rate,
             train.min_learning_rate)
-    if (accumulation, first_epoch, scale) == (1, 0, 1.0):
+    boundary, stretch = -1, 1.0
+    if later is not None and later[1] != updates_per_epoch:
+        # This optimizer's updates before the later epochs start, then each of theirs as a
+        # share of one of the schedule's epochs.
+        boundary = max(later[0] - first_epoch, 0) * updates_per_epoch
+        stretch = updates_per_epoch / later[1]
+    if (accumulation, first_epoch, scale, boundary) == (1, 0, 1.0, -1):
         return schedule
     _, on_updates = _classes()
-    return on_updates(schedule, accumulation, first_epoch * updates_per_epoch, scale)
+    return on_updates(schedule, accumulation, first_epoch * updates_per_epoch, scale, boundary,
+                      stretch)
 
 
 SIZE_STEP = 16  # progressive resizing's sizes are multiples of this (below the final size)

@@ -103,9 +103,9 @@ def _replan_after(trainer: Trainer, plan_phases, steps: int) -> int:
 def replan(trainer: Trainer, run_dir, log) -> None:
     """The trainer's plan made again after its epoch `replan_after` (`pacing.replanned`), from
     the pace that epoch measured (its steps' against the probe's, or where they were not
-    timed, the epoch's against its plan): where its epochs change, recorded in the run's
-    config (a resumed run continues the new plan) and the optimizer put on the new schedule.
-    Every process takes the chief's epochs."""
+    timed, the epoch's against its plan): where its epochs or the steps of those after it
+    change, recorded in the run's config (a resumed run continues the new plan) and the
+    optimizer put on the new schedule. Every process takes the chief's epochs and steps."""
     ready = trainer.ready
     config, deadline, t = ready.config, ready.deadline, ready.config.train
     history = trainer.checkpoint.state.history
@@ -122,21 +122,28 @@ def replan(trainer: Trainer, run_dir, log) -> None:
     def phases_of(train, size):
         return phases(train, config.model.train_backbone, size)
 
-    epochs = pacing.replanned(config, phases_of, deadline, done, pace, retrace, spent)
+    epochs, later = pacing.replanned(config, phases_of, deadline, done, pace, retrace, spent,
+                                     ready.unit)
     if trainer.plan.multi_worker:
-        epochs = int(collective.chief_hex(trainer.plan, f"{epochs:x}"), 16)
-    after = pacing.remaining(config, phases_of, deadline, done, pace, retrace, epochs)
+        epochs, later = (int(collective.chief_hex(trainer.plan, f"{n:x}"), 16)
+                         for n in (epochs, later))
+    after = pacing.remaining(config, phases_of, deadline, done, pace, retrace, epochs, later)
     made = deadline.remade(history, after, pace, [pace * s for s in pacing.refit_seconds(
         config, phases_of, deadline, epochs)])
-    if epochs == t.epochs:
+    if (epochs, later) == (t.epochs, ready.steps):
         log(f"time {t.time_budget}: epoch {done} took {pace:.2f}x the probe's estimate; "
             f"the plan of {epochs} epochs stands")
         trainer.follow(ready.planned(config, ready.steps, made))
         return
+    shorter = f" (those after it {later} steps each, of {ready.steps}: one epoch more in " \
+        f"the time whole ones left)" if later != ready.steps else ""
     line = (f"made again after epoch {done}, which took {pace:.2f}x the probe's estimate: "
-            f"{epochs} epoch{'s' * (epochs != 1)}, ~{(spent + sum(after)) / 60:.1f} min in all")
+            f"{epochs} epoch{'s' * (epochs != 1)}{shorter}, ~{(spent + sum(after)) / 60:.1f} "
+            f"min in all")
     log(f"time {t.time_budget}: plan {line}" + (" (none more fits)" if epochs == done else ""))
     planned = config_lib.apply(config, {**pacing.reshaped(t, epochs),
+                                        "train.time_steps_from": done * bool(shorter),
+                                        "train.time_steps_later": later * bool(shorter),
                                         "train.time_plan": f"{t.time_plan}; {line}"})
     if run_dir is not None:
         config_lib.save(planned, run_dir / paths.CONFIG)

@@ -25,7 +25,7 @@ from corolla.training.backup import stops_early
 from corolla.training.compiling import compile_phase, phase_schedule
 from corolla.training.optimizer import finalize_ema
 from corolla.training.phases import (Phase, backbone_of, batchnorm_inference, epochs_text,
-                                     optimizer_start)
+                                     optimizer_start, split_at)
 from corolla.training.preparing import Prepared
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class Trainer:
         with self.plan.scope():
             self.model.optimizer.learning_rate = phase_schedule(
                 self._from_optimizer_start(self.current), self.ready.config.train,
-                self.ready.steps)
+                self.ready.steps, self.ready.later_steps)
             self.model.make_train_function(force=True)
 
     def saved_model(self):
@@ -93,7 +93,7 @@ class Trainer:
 
     def data(self, first_epoch: int, size: int):
         """The training stream from `first_epoch` at `size` px (`TrainingStream.at`)."""
-        return self.stream.at(first_epoch, size, self.ready.steps)
+        return self.stream.at(first_epoch, size, self.ready.steps_at(first_epoch))
 
     def configure(self, phase: Phase, schedule=None, train=None) -> None:
         """The model compiled for `phase`: backbone frozen or not, a fresh optimizer whose
@@ -107,7 +107,7 @@ class Trainer:
         ready = self.ready
         compile_phase(model, backbone, self._from_optimizer_start(phase), self.plan,
                       train or ready.config.train, ready.steps, ready.steps_per_execution,
-                      self.frozen_bn, schedule)
+                      self.frozen_bn, schedule, ready.later_steps)
 
     def _from_optimizer_start(self, phase: Phase) -> Phase:
         """`phase` from its optimizer's first epoch (`phases.optimizer_start`): the schedule
@@ -180,7 +180,8 @@ class Trainer:
 
         t = self.ready.config.train
         verbose = (1 if sys.stdout.isatty() else 2) if self.plan.is_chief else 0
-        for phase in self.ready.phases:
+        # Epochs of other steps from train.time_steps_from: each length a `fit` of its own.
+        for phase in split_at(self.ready.phases, self.ready.config.train.time_steps_from):
             done = self.checkpoint.state.epochs_done
             if phase.end <= done or stops_early(self.checkpoint.state,
                                                 t.early_stopping_patience):
@@ -193,16 +194,19 @@ class Trainer:
                 finalize_ema(self.model)
                 self.configure(phase)
             self.current = phase
-            self._say(phase)
+            if any(p.start == phase.start for p in self.ready.phases):  # not a split's half
+                self._say(phase)
             first = max(done, phase.start)
+            steps = self.ready.steps_at(first)
             if self.frozen.usable(phase):
-                self.frozen.fit(phase, first, self.ready, self.val_f1, self.own + self.extra,
-                                self.stream.class_weights, verbose)
+                self.frozen.fit(phase, first, self.ready.planned(
+                    self.ready.config, steps, self.ready.deadline), self.val_f1,
+                    self.own + self.extra, self.stream.class_weights, verbose)
             else:
                 data = self.first_data if first == self.ready.state.epochs_done else \
                     self.data(first, phase.size)
                 self.model.fit(data, epochs=end,
-                               initial_epoch=first, steps_per_epoch=self.ready.steps,
+                               initial_epoch=first, steps_per_epoch=steps,
                                callbacks=self.own + self.extra + [RunProgress(t.epochs),
                                                                   stop_check()],
                                shuffle=False, verbose=verbose)
