@@ -181,6 +181,7 @@ class Trainer:
         t = self.ready.config.train
         verbose = (1 if sys.stdout.isatty() else 2) if self.plan.is_chief else 0
         # Epochs of other steps from train.time_steps_from: each length a `fit` of its own.
+        starts, said = {p.start for p in self.ready.phases}, False
         for phase in split_at(self.ready.phases, self.ready.config.train.time_steps_from):
             done = self.checkpoint.state.epochs_done
             if phase.end <= done or stops_early(self.checkpoint.state,
@@ -194,8 +195,9 @@ class Trainer:
                 finalize_ema(self.model)
                 self.configure(phase)
             self.current = phase
-            if any(p.start == phase.start for p in self.ready.phases):  # not a split's half
+            if phase.start in starts or not said:  # a split's second half goes on silently
                 self._say(phase)
+                said = True
             first = max(done, phase.start)
             steps = self.ready.steps_at(first)
             if self.frozen.usable(phase):
