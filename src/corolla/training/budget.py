@@ -256,8 +256,16 @@ def shortened(config: config_lib.RunConfig, phases_of, costs: Costs, left: float
         return 0
     final = config.model.input_size
     plan_phases = phases_at(config, phases_of, epochs + 1)
-    fixed = seconds(plan_phases, costs, final, 0, caching)  # linear in the steps
-    per_step = seconds(plan_phases, costs, final, 1, caching) - fixed
+    return most_steps(left, lambda each: seconds(plan_phases, costs, final, each, caching),
+                      steps, unit, shortest)
+
+
+def most_steps(left: float, cost, steps: int, unit: int = 1, shortest: float = SHORTEST) -> int:
+    """The most steps per epoch (a multiple of `unit`, fewer than `steps`, at least `shortest`
+    of them) at which `cost(steps per epoch)`, seconds linear in them, is within `left`, else 0.
+    The one rule for shortening epochs, in a plan (`shortened`) and one made again mid-run."""
+    fixed = cost(0)
+    per_step = cost(1) - fixed
     fits = int((left - fixed) // per_step) if per_step > 0 else 0
     fits = min(fits, steps - 1) // unit * unit
     return fits if fits >= math.ceil(shortest * steps) else 0

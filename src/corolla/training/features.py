@@ -152,11 +152,11 @@ class FrozenPath:
             self.said_slow = True
         return not why
 
-    def fit(self, phase: Phase, first: int, ready: Prepared, val_f1, callbacks, class_weights,
-            verbose) -> None:
+    def fit(self, phase: Phase, first: int, ready: Prepared, steps: int, val_f1, callbacks,
+            class_weights, verbose) -> None:
         """Trains the head alone on the backbone's cached features for epochs [first,
-        phase.end): computed once per size, with their mirror images' where flips augment a
-        phase of more than one epoch (`budget.cached_views`). `val_f1`: the run's
+        phase.end) of `steps` each: computed once per size, with their mirror images' where
+        flips augment a phase of more than one epoch (`budget.cached_views`). `val_f1`: the run's
         `callbacks.ValMacroF1`, which validates on the val features meanwhile (None: a refit,
         which does not validate); `callbacks` see the full model (`OnModel`)."""
         config, plan, t, layout = ready.config, self.plan, ready.config.train, ready.layout
@@ -181,12 +181,12 @@ class FrozenPath:
         with plan.scope():
             compile_head(self.head, self.model, plan, ready.steps_per_execution)
         data = dataset(train_features, labels, len(layout.class_names), plan.global_batch,
-                       ready.steps, first, phase.end, t.seed, class_weights)
+                       steps, first, phase.end, t.seed, class_weights)
         if val_f1 is not None:
             val_f1.cached = (self.head, val_features)
         try:
             self.head.fit(data, epochs=phase.end, initial_epoch=first,
-                          steps_per_epoch=ready.steps,
+                          steps_per_epoch=steps,
                           callbacks=[OnModel(callbacks, self.model), RunProgress(t.epochs),
                                      stop_check()],
                           shuffle=False, verbose=verbose)

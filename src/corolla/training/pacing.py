@@ -14,12 +14,12 @@ epoch would end past the budget (`Deadline`; `callbacks.StopInTime` stops it).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 from corolla import config as config_lib
 from corolla.config.schema import MAX_EPOCHS
-from corolla.training.budget import SHORTEST, Caching, Costs, epoch_seconds, phases_at, shaped
+from corolla.training.budget import (
+    Caching, Costs, epoch_seconds, most_steps, phases_at, shaped)
 
 # What a plan made again from a trained epoch's measured pace fills (`replanned`): the pace is
 # known then, and `Deadline` stops a run that falls behind it; its check of the next epoch with
@@ -204,18 +204,17 @@ def _after(config, phases_of, deadline: Deadline, done: int, pace: float, retrac
 def _shortened(config, phases_of, deadline: Deadline, done: int, pace: float, retrace: float,
                left: float, epochs: int, unit: int) -> tuple[int, int] | None:
     """(`epochs` + 1, the most steps below the plan's at which the epochs after `done` fit in
-    `left` seconds), where those are at least SHORTEST of the plan's and train more steps in
+    `left` seconds), where those are at least budget.SHORTEST of the plan's and train more steps in
     all than `epochs`; else None."""
     more, steps = epochs + 1, deadline.steps
     if more > MAX_EPOCHS:
         return None
-    fixed = _after(config, phases_of, deadline, done, pace, retrace, more, 0)
-    per_step = _after(config, phases_of, deadline, done, pace, retrace, more, 1) - fixed
-    fits = int((left - fixed) // per_step) if per_step > 0 else 0
-    fits = min(fits, steps - 1) // unit * unit
+    fits = most_steps(
+        left, lambda each: _after(config, phases_of, deadline, done, pace, retrace, more, each),
+        steps, unit)
     # (Not where the epoch more's own start and validation would take what it adds.)
     trains_more = (more - done) * fits > (epochs - done) * steps
-    return (more, fits) if fits >= math.ceil(SHORTEST * steps) and trains_more else None
+    return (more, fits) if fits and trains_more else None
 
 
 def _most_replanned(config, phases_of, deadline: Deadline, done: int, pace: float,

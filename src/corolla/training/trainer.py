@@ -201,9 +201,8 @@ class Trainer:
             first = max(done, phase.start)
             steps = self.ready.steps_at(first)
             if self.frozen.usable(phase):
-                self.frozen.fit(phase, first, self.ready.planned(
-                    self.ready.config, steps, self.ready.deadline), self.val_f1,
-                    self.own + self.extra, self.stream.class_weights, verbose)
+                self.frozen.fit(phase, first, self.ready, steps, self.val_f1,
+                                self.own + self.extra, self.stream.class_weights, verbose)
             else:
                 data = self.first_data if first == self.ready.state.epochs_done else \
                     self.data(first, phase.size)
