@@ -67,6 +67,38 @@ def test_sample_and_mistake_grids_are_pictures(tmp_path):
                                   confidence=np.array([0.9, 0.8])), min_side=150)
 
 
+def test_a_picture_grid_lays_out_no_ticks_and_draws_what_hidden_axes_draw(tmp_path,
+                                                                          monkeypatch):
+    import matplotlib.axis
+    import matplotlib.image
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(2)
+    images = rng.uniform(0, 255, (5, 32, 32, 3)).astype(np.uint8)
+
+    def draw(fig, axes, path):
+        for k, ax in enumerate(axes.flat[:len(images)]):
+            ax.imshow(images[k])
+            ax.set_title(f"rose {k}\n(true: daisy)", fontsize=8, color="red")
+        fig.suptitle("grid", fontsize=10)
+        return matplotlib.image.imread(plots.save_figure(fig, path))
+
+    # The same grid with its axes turned off only: what the pictures looked like before.
+    fig, axes = plt.subplots(2, 3, figsize=(6.6, 5.4), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    before = draw(fig, axes, tmp_path / "off.png")
+    # The grid's own: not one tick laid out (hidden ticks were the most of a grid's drawing
+    # time), to the same pixels.
+    laid_out = []
+    update = matplotlib.axis.Axis._update_ticks
+    monkeypatch.setattr(matplotlib.axis.Axis, "_update_ticks",
+                        lambda self: laid_out.append(self) or update(self))
+    after = draw(*plots.image_grid(2, 3, (6.6, 5.4)), tmp_path / "grid.png")
+    assert laid_out == []
+    assert after.shape == before.shape and np.array_equal(after, before)
+
+
 def test_per_class_table_lines_up():
     m = metrics.classification_metrics([0, 0, 1, 2], [0, 1, 1, 2], ["daisy", "rose", "tulip "])
     lines = plots.per_class_table(m["per_class"])

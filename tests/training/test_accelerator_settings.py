@@ -115,7 +115,14 @@ def test_xla_is_forced_on_cpu_and_keras_keeps_it(train_tiny, tmp_path):
     seen = {}
     run = _fit(train_tiny, tmp_path, "x", overrides, extra=[Jit()])
     assert run["plan"].jit_compile and seen["jit"] is True
-    assert math.isfinite(run["loss0"]) and run["scale0"]["counter"] > 0
+    assert math.isfinite(run["loss0"])
+    # The loss-scale optimizer took each of the epoch's 4 updates: a finite one counts, one
+    # that overflows halves the scale (from Keras' 2^15) and starts the count again. Either
+    # can happen here: the order of the reads is not fixed (determinism would turn XLA off),
+    # and one run in four overflowed on its last update.
+    halvings = math.log2(2 ** 15 / run["scale0"]["scale"])
+    assert halvings.is_integer() and 0 <= run["scale0"]["counter"] <= 4 - halvings
+    assert run["scale0"]["counter"] > 0 or halvings > 0
 
 
 @pytest.mark.large

@@ -9,14 +9,13 @@ import csv
 import io
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from corolla.data import pipeline
 from corolla.evaluation import label_review
 from corolla.evaluation.predictions import Predictions
 from corolla.files import write_text_atomic
-from corolla.report.plots import save_figure
+from corolla.report.plots import image_grid, save_figure
 from corolla.runs import paths
 
 SHOWN = 24  # thumbnails in the picture
@@ -83,10 +82,7 @@ def _fit(text: str, width: int = TITLE_CHARS - 12, keep_end: bool = False) -> st
 def _plot(doubts, images: dict, names: list[str], path: Path) -> Path:
     columns = 6
     rows = -(-len(doubts) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(2.3 * columns, 2.6 * rows + 0.6),
-                             squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
+    fig, axes = image_grid(rows, columns, (2.3 * columns, 2.6 * rows + 0.6))
     for k, (ax, d) in enumerate(zip(axes.flat, doubts)):
         ax.imshow(np.clip(images[d.id], 0, 255).astype(np.uint8))
         ax.set_title(f"#{k + 1} {_fit(d.id, TITLE_CHARS - 4, keep_end=True)}\n"

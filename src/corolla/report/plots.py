@@ -95,6 +95,19 @@ def plot_history(history_csv: str | Path, path: str | Path) -> Path | None:
     return save_figure(fig, path)
 
 
+def image_grid(rows: int, columns: int, figsize: tuple[float, float]):
+    """(figure, 2-D array of axes) for a grid of pictures: every axes bare, the unused ones
+    blank. `axis("off")` alone still makes matplotlib lay out the hidden axes' ticks at every
+    draw (to place each title above them): hidden too, a grid draws in half the time, to the
+    same pixels."""
+    fig, axes = plt.subplots(rows, columns, figsize=figsize, squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+        ax.xaxis.set_visible(False)
+        ax.yaxis.set_visible(False)
+    return fig, axes
+
+
 def plot_samples(images: np.ndarray, y_true, y_pred, names, path: str | Path,
                  columns: int = 6, title: str = "Sample predictions",
                  confidence=None) -> Path:
@@ -102,10 +115,7 @@ def plot_samples(images: np.ndarray, y_true, y_pred, names, path: str | Path,
     red, as the figure's own title says); `confidence`: the predicted probability, shown too."""
     n = len(images)
     rows = max(1, -(-n // columns))
-    fig, axes = plt.subplots(rows, columns, figsize=(2.2 * columns, 2.4 * rows + 0.6),
-                             squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
+    fig, axes = image_grid(rows, columns, (2.2 * columns, 2.4 * rows + 0.6))
     for k, (ax, image, t, p) in enumerate(zip(axes.flat, images, y_true, y_pred)):
         ax.imshow(np.clip(image, 0, 255).astype(np.uint8))
         ok = t == p
