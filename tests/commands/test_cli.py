@@ -115,6 +115,25 @@ def test_the_parser_is_built_from_the_commands_without_tensorflow():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+def test_a_parser_built_again_reads_no_recipe_again(monkeypatch):
+    """Each `main` call builds the parser, whose help shows the CPU recipes' values in some
+    thirty flags: read once a process, not once a flag (a tenth of a second a command)."""
+    from corolla import cli
+    from corolla.config import recipe
+
+    def train_help():
+        (commands,) = cli.build_parser()._subparsers._group_actions
+        return commands.choices["train"].format_help()
+
+    first = train_help()
+    assert "default: the recipe's; cpu: " in first
+    read = []
+    load = recipe.load
+    monkeypatch.setattr(recipe, "load", lambda name: read.append(name) or load(name))
+    assert train_help() == first
+    assert read == []
+
+
 def test_a_closed_pipe_ends_quietly(tmp_path):
     """`corolla check-data --data D | head -1` ended in a BrokenPipeError traceback."""
     import subprocess

@@ -11,6 +11,7 @@ keys by the table in `config.flags`, which the Python API's keywords go through 
 from __future__ import annotations
 
 import argparse
+import functools
 import string
 
 from corolla import config as config_lib
@@ -113,12 +114,19 @@ def train_settings(p, lr_find: bool = False) -> None:
     runtime(p)
 
 
+@functools.cache
+def _cpu_recipes() -> tuple[tuple[str, config_lib.RunConfig], ...]:
+    """(name, config) of the shipped recipes `--recipe auto` picks on a CPU, read once: every
+    parser built (each `main` call) shows their values in some thirty flags' help."""
+    return tuple((name, config_lib.apply(config_lib.RunConfig(), recipe_lib.load(name).values))
+                 for name in (recipe_lib.AUTO["cpu"], recipe_lib.CPU_FINETUNE))
+
+
 def _recipe_default(key: str) -> str:
     """A train flag's default, which the recipe sets: "default: the recipe's; cpu: 32,
     cpu-finetune: 7" (the values of the recipes `--recipe auto` picks on a CPU)."""
     values = []
-    for name in (recipe_lib.AUTO["cpu"], recipe_lib.CPU_FINETUNE):
-        config = config_lib.apply(config_lib.RunConfig(), recipe_lib.load(name).values)
+    for name, config in _cpu_recipes():
         section, _, field = key.partition(".")
         value = getattr(getattr(config, section), field)
         value = ",".join(value) or "none" if isinstance(value, list) else \
