@@ -118,7 +118,7 @@ class Run:
                        tta: int = 1, bias: str = "none", **runtime) -> list[dict]:
         """The top-`top_k` classes of each photo (`photos`: a path or a list of image files,
         folders and CSVs of paths), as `corolla predict RUN PATH...`: one dict a photo,
-        {"path", "top": [{"class", "label", "probability"}, ...]}."""
+        {"path", "top": [{"class", "class_index", "probability"}, ...]}."""
         given = from_keywords(runtime, "Run.predict_photos()", _INFERENCE)
         with _command():
             return photos_flow.predict_photos(self.path, photos, given,

@@ -54,7 +54,7 @@ def test_photos_of_any_mode_are_named_by_class_and_broken_ones_listed(run, album
         rows = list(csv.DictReader(f))
     assert {r["path"].rsplit("/", 1)[-1]: r["class_1"] for r in rows} == expected
     for r in rows:
-        assert r["class_1"] in CLASS_NAMES and CLASS_NAMES[int(r["label_1"])] == r["class_1"]
+        assert r["class_1"] in CLASS_NAMES and CLASS_NAMES[int(r["class_index_1"])] == r["class_1"]
         assert float(r["probability_1"]) >= float(r["probability_2"])
         assert "class_3" not in r  # --top-k 2
     assert "broken.jpg" in printed and "skipped 1 file" in printed

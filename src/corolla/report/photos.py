@@ -1,5 +1,7 @@
 """Predictions on anyone's photos, for people: the top-k classes of each photo by name (the
-class index in a column beside it), as a table, a CSV (one row a photo) and a JSON file."""
+class's index, its line in classes.txt from 0, beside it as `class_index`: never a column
+called `label`, which readers take for the class itself), as a table, a CSV (one row a photo)
+and a JSON file."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def records(paths, probabilities: np.ndarray, class_names, k: int) -> list[dict]
     """One dict a photo: its path and its top-k classes (name, index, probability)."""
     order, probs = top_k(probabilities, k)
     return [{"path": path,
-             "top": [{"class": class_names[c], "label": int(c), "probability": float(p)}
+             "top": [{"class": class_names[c], "class_index": int(c), "probability": float(p)}
                      for c, p in zip(row, prow)]}
             for path, row, prow in zip(paths, order, probs)]
 
@@ -50,16 +52,16 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def csv_text(rows: list[dict]) -> str:
-    """path, class_1, label_1, probability_1, ..., class_k, label_k, probability_k."""
+    """path, class_1, class_index_1, probability_1, ..., class_k, class_index_k, probability_k."""
     k = max((len(r["top"]) for r in rows), default=0)
     header = ["path"] + [f"{what}_{i}" for i in range(1, k + 1)
-                         for what in ("class", "label", "probability")]
+                         for what in ("class", "class_index", "probability")]
     text = io.StringIO(newline="")
     writer = csv.writer(text)
     writer.writerow(header)
     for r in rows:
         writer.writerow([r["path"]] + [x for t in r["top"] for x in
-                                       (t["class"], t["label"], f"{t['probability']:.6f}")])
+                                       (t["class"], t["class_index"], f"{t['probability']:.6f}")])
     return text.getvalue()
 
 
