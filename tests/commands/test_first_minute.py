@@ -2,6 +2,7 @@
 installed package) is said first, in one line, before any recipe is announced, data checked or
 converted, or time probed; no line is contradicted by the next."""
 
+import json
 import subprocess
 import sys
 
@@ -85,6 +86,12 @@ NO_DATA = {
     "class_folders_without_images": (_folder("rose/notes.txt", "tulip/"), "no images in"),
     "tfrecords_outside_the_layout": (_folder("train/00-8x8-5.tfrec"),
                                      "holds .tfrec files but not in the layout"),
+    "one_class_folder": (_folder("rose/01.jpg", "rose/02.jpg", "notes/"),
+                         "name one class ('rose'); a classifier needs at least 2 classes"),
+    "one_class_in_splits": (_folder("train/rose/01.jpg", "val/rose/02.jpg"),
+                            "name one class ('rose')"),
+    "one_class_csv": (_csv("path,label\nx.jpg,rose\ny.jpg,rose\n"),
+                      "the labels of"),
 }
 
 
@@ -111,20 +118,64 @@ def test_data_that_is_no_data_is_said_before_tensorflow_is_imported(tmp_path, ma
     assert result.stdout == "2 False\n" and says in result.stderr, result
 
 
+def _in_a_fresh_process(commands: list[list[str]]) -> tuple[list[int], list[str], bool]:
+    """(each command's exit status, its last line on stderr, whether TensorFlow was imported
+    by the end): `corolla COMMAND` run one after another in a new process (this one has
+    TensorFlow already)."""
+    code = ("import contextlib, io, json, sys\n"
+            "from corolla.cli import main\n"
+            "said = []\n"
+            f"for argv in {commands!r}:\n"
+            "    err = io.StringIO()\n"
+            "    with contextlib.redirect_stderr(err):\n"
+            "        said.append([main(argv), err.getvalue().strip().splitlines()[-1]])\n"
+            "print(json.dumps([said, 'tensorflow' in sys.modules]))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result
+    said, imported = json.loads(result.stdout)
+    return [c for c, _ in said], [line for _, line in said], imported
+
+
+def test_a_run_that_does_not_exist_is_said_before_tensorflow_is_imported(tmp_path):
+    """`corolla predict runs/gardn photos/` (a typo) answers in a second, not after
+    TensorFlow's import: the run folder is looked at first, by every command that takes one."""
+    run, photo = str(tmp_path / "runs" / "gardn"), tmp_path / "a.jpg"
+    photo.touch()
+    commands = [["predict", run, str(photo)], ["predict", run], ["evaluate", run],
+                ["explain", run, str(photo)], ["export", run, "--format", "onnx"],
+                ["ensemble", run, run], ["report", run], ["train", "--resume", run]]
+    codes, lines, imported = _in_a_fresh_process(commands)
+    assert codes == [2] * len(commands) and not imported, (lines, imported)
+    assert all(line.startswith("corolla") and run in line for line in lines), lines
+
+
+def test_convert_refuses_what_is_no_data_set_before_tensorflow_is_imported(tmp_path):
+    one_class = _folder("rose/01.jpg", "rose/02.jpg")(tmp_path)
+    codes, lines, imported = _in_a_fresh_process([
+        ["convert", str(tmp_path / "nope"), str(tmp_path / "a")],
+        ["convert", str(one_class), str(tmp_path / "b")]])
+    assert codes == [2, 2] and not imported, (lines, imported)
+    assert "does not exist" in lines[0] and "name one class ('rose')" in lines[1], lines
+    assert not (tmp_path / "b").exists()
+
+
 def test_the_first_check_finds_images_behind_linked_class_folders(tmp_path):
     """A tree walk does not follow links, while the listing takes linked class folders (and
     skips links back into the folder): the check must not call such a folder empty."""
     elsewhere = tmp_path / "elsewhere"
-    (elsewhere / "rose").mkdir(parents=True)
-    (elsewhere / "rose" / "01.jpg").touch()
     flat, split = tmp_path / "flat", tmp_path / "split" / "train"
     flat.mkdir()
     split.mkdir(parents=True)
-    (flat / "rose").symlink_to(elsewhere / "rose")
-    (split / "rose").symlink_to(elsewhere / "rose")
+    for name in ("rose", "tulip"):
+        (elsewhere / name).mkdir(parents=True)
+        (elsewhere / name / "01.jpg").touch()
+        (flat / name).symlink_to(elsewhere / name)
+        (split / name).symlink_to(elsewhere / name)
     for folder in (flat, split.parent):
         sources.check_source(str(folder))
-    (elsewhere / "rose" / "01.jpg").unlink()
+    for name in ("rose", "tulip"):
+        (elsewhere / name / "01.jpg").unlink()
     (flat / "loop").symlink_to(flat)  # skipped, as the listing skips it: no endless walk
     for folder in (flat, split.parent):
         with pytest.raises(UserError, match="no images in"):

@@ -16,8 +16,6 @@ from corolla.errors import UserError
 
 def convert(src: str, out: str, settings: Settings) -> Path:
     """Converts `src` into the new folder `out` (never an existing one)."""
-    from corolla.data import datasets
-
     settings = settings.check()
     if Path(out).exists():  # before the source is listed
         raise UserError(f"{out} already exists; convert never overwrites: remove it or "
@@ -25,6 +23,8 @@ def convert(src: str, out: str, settings: Settings) -> Path:
     source = sources.scan(src)
     copies = None
     if settings.dedupe or needs_split(source):  # copies are kept in one split
+        from corolla.data import datasets  # loads TensorFlow: after the source is checked
+
         copies = survey.copies(src, datasets.checks_dir(),
                                max_megapixels=settings.max_megapixels)
     convert_lib.convert(source, out, settings, copies=copies)

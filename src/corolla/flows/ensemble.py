@@ -18,9 +18,10 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
     folder is made, so a refusal leaves nothing behind."""
     from corolla.evaluation import ensemble as ensemble_lib
     from corolla.evaluation import metrics as metrics_lib
-    from corolla.report import scored
 
     ensemble = ensemble_lib.build(folders, weights)
+    from corolla.report import scored  # loads TensorFlow: after the members are checked
+
     if out is not None and (Path(out).exists() or Path(out).is_symlink()):
         raise UserError(f"--out {out} already exists; an ensemble writes a new folder: choose "
                         f"another name")

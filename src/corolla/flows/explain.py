@@ -20,12 +20,9 @@ def explain(run, images, given: Given = Given(),
     """Writes OUT/<image name>.png for each photo named by `images` (files, folders, CSVs of
     paths, as `corolla predict RUN PATH...` takes them; default OUT: RUN/explain/); returns the
     files written. A file that does not decode is skipped and listed."""
-    from corolla.evaluation.inference import input_size, load_model, open_run
-    from corolla.report import plots
-
     images = photos_lib.as_paths(images, "images")
-    opened = open_run(run, given, with_data=False)
-    run_dir, config, plan = opened.folder, opened.config, opened.plan
+    # The run, the images and the output folder are checked before Keras is imported.
+    run_dir, config = rundir.load(run)
     files = photos_lib.list_photos(images)
     if not files:
         raise UserError("no images given; pass image files, folders of them, or a CSV of paths")
@@ -36,6 +33,10 @@ def explain(run, images, given: Given = Given(),
         raise UserError(f"{taken[0]} already exists; pass --force to replace it, or --out with "
                         f"another folder")
     class_names = rundir.class_names(run_dir)
+    from corolla.evaluation.inference import input_size, load_model, open_run
+    from corolla.report import plots
+
+    plan = open_run(run_dir, given, with_data=False, config=config).plan
     model = load_model(run_dir, plan, len(class_names), config)
     explain_images = gradcam.explainer(model)
     size = input_size(model, config.model.input_size or config.data.image_size)

@@ -33,18 +33,16 @@ def predict_photos(run, photos, given: Given = Given(),
     for a few photos; a CSV (and with `as_json` a JSON file) at `out`, or beside the current
     folder for many. A file that does not decode is skipped and listed at the end (`strict`:
     an error). Returns the rows (path and top classes of each photo)."""
-    import keras
-
     from corolla.evaluation import bias as bias_lib
-    from corolla.evaluation.inference import input_size, load_model, open_run
 
     photos = photos_lib.as_paths(photos)
     tta = tta_lib.check(tta)
     check_bias(bias)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"--top-k must be a number of classes, 1 or more, got {top!r}")
-    opened = open_run(run, given, with_data=False)
-    run_dir, config, plan = opened.folder, opened.config, opened.plan
+    # The run, the photos and the outputs are checked before Keras is imported (seconds): a
+    # misspelt run folder is said at once.
+    run_dir, config = rundir.load(run)
     class_names = rundir.class_names(run_dir)
     top = min(top, len(class_names))  # --top-k 1000 of 5 classes: all 5, said as such
     offsets = bias_lib.load(run_dir, class_names) if bias == "fitted" else None
@@ -58,6 +56,11 @@ def predict_photos(run, photos, given: Given = Given(),
     elif out is None and (as_json or len(files) > TABLE_MAX):
         out = Path.cwd() / f"{run_dir.resolve().name}-predictions.csv"
     csv_path, json_path = _outputs(run_dir, config, out, as_json, force, [*photos, *files])
+    from corolla.evaluation.inference import input_size, load_model, open_run
+
+    plan = open_run(run_dir, given, with_data=False, config=config).plan  # picks the backend
+    import keras
+
     model = load_model(run_dir, plan, len(class_names), config, final=True)
     size = input_size(model, config.model.input_size or config.data.image_size)
     fit = photos_lib.fit_of(config.data.converted or config.data.path)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,15 +99,44 @@ def kind_of(path: str) -> str:
 def check_source(path: str) -> None:
     """A data path that cannot be data, as one line, found without work (no image read, no
     TensorFlow: `corolla train` checks it first thing): what `kind_of` refuses, a CSV whose
-    header lacks path or label or that has no rows, a folder without a single image. The rest
-    (each row's file, each class folder) is listed when the source is converted (`scan`)."""
+    header lacks path or label or that has no rows, a folder without a single image, data of one
+    class (a classifier needs two). The rest (each row's file, each image) is listed when the
+    source is converted (`scan`)."""
     kind = kind_of(path)
     if kind == "csv":
-        _read_csv(Path(path).resolve(), rows=1)
+        csv_path = Path(path).resolve()
+        rows = _read_csv(csv_path)[1]
+        if any(row["label"] for row, _ in rows):
+            _check_classes(_csv_class_names(rows, csv_path), csv_path, "labels of")
     elif kind == "folder":
         root = Path(path).resolve()
         if not any(p.is_file() and is_image_file(p) for p in _where_images_may_be(root)):
             raise UserError(_no_images(root))
+        _check_classes(_folder_class_names(root), root, "class folders of")
+
+
+def _check_classes(names, where: Path, what: str) -> None:
+    """One class is no classifier's data (the model would be refused after the conversion)."""
+    if names is not None and len(names) == 1:
+        raise UserError(f"the {what} {where} name one class ({names[0]!r}); a classifier needs "
+                        f"at least 2 classes: add images of the others")
+
+
+def _folder_class_names(root: Path) -> tuple[str, ...] | None:
+    """The classes an image folder names (its classes.txt, or its class folders that hold an
+    image), listed without reading every file; None where its layout is for `scan_folder` to
+    refuse (split folders beside class folders)."""
+    names = _read_classes(root)
+    if names is not None:
+        return names
+    tops = _class_folders(root, root, log=lambda *args: None)
+    named = {p.name for p in tops} & set(SPLIT_FOLDERS)
+    if named and named != {p.name for p in tops}:
+        return None
+    parents = tops if named else [root]
+    return tuple(sorted({c.name for parent in parents
+                         for c in _class_folders(parent, root, log=lambda *args: None)
+                         if any(p.is_file() and is_image_file(p) for p in c.rglob("*"))}))
 
 
 def _where_images_may_be(root: Path):
@@ -230,14 +258,8 @@ def scan_csv(path: str | Path) -> ImageSource:
         if not row["label"] and not (has_split and row["split"] == "test"):
             raise UserError(f"{csv_path} line {line}: no label; only rows of the test split "
                             f"(split = test) may leave it empty")
-    names = _read_classes(base)
-    given = [row["label"] for row, _ in rows if row["label"]]
-    integers = all(_is_int(x) for x in given)
-    if names is None:
-        if integers:
-            names = tuple(str(i) for i in range(_integer_classes(given, csv_path)))
-        else:
-            names = tuple(sorted(set(given)))
+    names = _csv_class_names(rows, csv_path)
+    integers = all(_is_int(row["label"]) for row, _ in rows if row["label"])
     index = {name: i for i, name in enumerate(names)}
     items, seen = [], {}
     for row, line in rows:
@@ -259,15 +281,27 @@ def scan_csv(path: str | Path) -> ImageSource:
                        check_names(names, f"the labels of {csv_path}"))
 
 
-def _read_csv(csv_path: Path, rows: int | None = None) -> tuple[list[str], list]:
+def _csv_class_names(rows: list, csv_path: Path) -> tuple[str, ...]:
+    """The classes a CSV's rows make: its classes.txt's, 0..the largest of integer labels, or
+    the label names, sorted."""
+    names = _read_classes(csv_path.parent)
+    if names is not None:
+        return names
+    given = [row["label"] for row, _ in rows if row["label"]]
+    if all(_is_int(x) for x in given):
+        return tuple(str(i) for i in range(_integer_classes(given, csv_path)))
+    return tuple(sorted(set(given)))
+
+
+def _read_csv(csv_path: Path) -> tuple[list[str], list]:
     """(columns, [(row, line number), ...]) of a CSV whose header names path and label and
-    which has rows; `rows`: read only that many (`check_source` reads one)."""
+    which has rows."""
     try:
         with csv_path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
             columns = [c.strip() for c in reader.fieldnames or []]
             read = [({k.strip(): (v or "").strip() for k, v in row.items() if k is not None},
-                     reader.line_num) for row in itertools.islice(reader, rows)]
+                     reader.line_num) for row in reader]
     except UnicodeDecodeError:
         raise UserError(f"{csv_path} is not a UTF-8 text CSV") from None
     missing = [c for c in ("path", "label") if c not in columns]
@@ -323,8 +357,9 @@ def _label(text: str, index: dict[str, int], integers: bool, csv_path: Path, lin
 def scan(path: str | Path, log=print) -> ImageSource:
     """An image folder or a CSV, listed (`log` hears what is skipped)."""
     kind = kind_of(str(path))
-    if kind == "csv":
-        return scan_csv(path)
-    if kind == "folder":
-        return scan_folder(path, log)
-    raise UserError(f"{path} is already in the TFRecord layout; nothing to convert")
+    if kind == "layout":
+        raise UserError(f"{path} is already in the TFRecord layout; nothing to convert")
+    source = scan_csv(path) if kind == "csv" else scan_folder(path, log)
+    _check_classes(source.class_names, Path(source.path),
+                   "labels of" if kind == "csv" else "class folders of")
+    return source
