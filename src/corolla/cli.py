@@ -22,7 +22,8 @@ from corolla.errors import UserError, clear_stop, closest, did_you_mean, request
 from corolla.runtime import signals, tflog
 
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).
-# Each declares HELP, add_arguments(parser) and main(args) -> exit status.
+# Each declares HELP, add_arguments(parser) and main(args) -> exit status; DESCRIPTION, where
+# it has one, is the longer text its own --help opens with (else HELP).
 COMMANDS = {module.__name__.rpartition(".")[2].replace("_", "-"): module for module in (
     info, demo, train, lr_find, evaluate, predict, export, explain, ensemble, convert, check_data,
     check_submission, report, submit, bench)}
@@ -67,12 +68,14 @@ def _chosen(parser: argparse.ArgumentParser, parsed) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="corolla", description="Train, evaluate and submit flower "
-                     "classifiers on TPUs, GPUs or CPUs.")
+    parser = _Parser(prog="corolla", description="Train image classifiers on your own photos "
+                     "(or on TFRecords such as the Kaggle flowers'), on TPUs, GPUs or CPUs; "
+                     "evaluate them, predict with them, explain and export them.")
     parser.add_argument("--version", action="version", version=f"corolla {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, command in COMMANDS.items():
-        p = sub.add_parser(name, help=command.HELP)
+        p = sub.add_parser(name, help=command.HELP,
+                           description=getattr(command, "DESCRIPTION", command.HELP))
         command.add_arguments(p)
         arguments.name_flags(p)
     return parser

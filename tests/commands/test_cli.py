@@ -166,3 +166,22 @@ def test_the_batch_is_set_per_replica_or_in_all_not_both(tmp_path, capsys):
     with pytest.raises(UserError, match=r"^batch_size= \(per replica\) and global_batch_size="):
         corolla.train(data=str(tmp_path), batch_size=4, global_batch_size=3)
     assert not (tmp_path / "runs").exists()
+
+
+def _help(capsys, *argv) -> str:
+    assert main([*argv, "--help"]) == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_the_help_speaks_of_any_photos_not_only_the_competitions_data(capsys):
+    """What the tool does for anyone's photos is in its help, not only the competition's
+    TFRecords and submission.csv: a user reading `--help` finds predictions on photos."""
+    top = _help(capsys)
+    assert "image classifiers on your own photos" in top and "flower classifiers" not in top
+    predict = _help(capsys, "predict")
+    assert "corolla predict RUN PATH...: the likeliest classes of each photo" in predict
+    assert "corolla predict RUN: the checked submission.csv" in predict
+    train = _help(capsys, "train")
+    assert "subfolder per class" in train and "CSV of path,label" in train
+    assert "competition layout" not in train.split("options:")[0]
+    assert "the top classes of any photos" in top and "train a classifier on your photos" in top

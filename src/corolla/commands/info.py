@@ -74,6 +74,10 @@ def hardware(given: Given = Given(), as_json: bool = False, log=print) -> dict:
 
 
 HELP = "hardware, backend, strategy, replicas, global batch"
+DESCRIPTION = ("The hardware as the frameworks see it, and what Corolla would do on it: backend, "
+               "strategy, replicas, global batch, precision. Seeing the devices as training "
+               "will means importing TensorFlow (and JAX, where it may matter): seconds on a "
+               "CPU, most of this command's time; --models and --recipes import neither.")
 
 
 def add_arguments(p) -> None:

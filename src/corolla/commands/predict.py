@@ -9,15 +9,21 @@ from corolla.flows.photos import TOP_K, predict_photos
 from corolla.flows.predict import BIAS_CHOICES, predict
 
 
-HELP = "write a run's submission.csv for the test split"
+HELP = ("the top classes of any photos by name (RUN PATH...), or a run's submission.csv for its "
+        "data's test split (RUN alone)")
+DESCRIPTION = ("corolla predict RUN PATH...: the likeliest classes of each photo (image files, "
+               "folders searched recursively, CSVs of paths; any size, format and mode), by "
+               "name with their probabilities: a table for a few photos, a CSV (path,class_1,"
+               "class_index_1,probability_1,...) for more. corolla predict RUN: the checked "
+               "submission.csv (id,label) for the test split of the run's data.")
 
 
 def add_arguments(p) -> None:
     arguments.scored_run(p)
     _photo_flags(p)
-    p.add_argument("--out", help="submission file (default: RUN/submission.csv); with PATHs, "
-                   "the CSV of their predictions (default for more than 20 photos or --json: "
-                   "./RUN_NAME-predictions.csv); never a file of the run")
+    p.add_argument("--out", help="with PATHs, the CSV of their predictions (default for more "
+                   "than 20 photos or --json: ./RUN_NAME-predictions.csv); without, the "
+                   "submission file (default: RUN/submission.csv); never a file of the run")
     p.add_argument("--force", action="store_true", help="let --out replace an existing file")
     p.add_argument("--bias", choices=BIAS_CHOICES, default="none",
                    help="fitted: decide with the per-class offsets of `corolla evaluate RUN "

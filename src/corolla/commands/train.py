@@ -6,7 +6,9 @@ from __future__ import annotations
 from corolla.commands import arguments
 from corolla.flows.train import train
 
-HELP = "train on data in the competition layout, then evaluate on val and write submission.csv"
+HELP = ("train a classifier on your photos (a folder of one subfolder per class, or a CSV of "
+        "path,label) or on TFRecords, then evaluate it on val (and write submission.csv when "
+        "the data has a test split)")
 
 
 def add_arguments(p) -> None:
