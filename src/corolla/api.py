@@ -23,6 +23,7 @@ CLI's commands call as well, with the same one-line errors (a `UserError`) for b
 from __future__ import annotations
 
 import contextlib
+import functools
 from html import escape
 from pathlib import Path
 
@@ -56,6 +57,22 @@ def _command():
         yield
 
 
+def _user_facing(function):
+    """A UserError leaves the API as the user's mistake it is, one line: raised from here with
+    none of Corolla's frames behind it (a script shows the call that failed and the message;
+    IPython and Jupyter, which ask an exception for `_render_traceback_`, the message alone)."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except UserError as error:
+            line = f"{type(error).__name__}: {error}"
+            error._render_traceback_ = lambda: [line]
+            raise error.with_traceback(None) from None
+
+    return call
+
+
 class Report:
     """A written report.html; Jupyter shows it inline."""
 
@@ -77,12 +94,14 @@ class Run:
         self.path = Path(path)
 
     @property
+    @_user_facing
     def config(self):
         """The run's resolved config (None for an ensemble folder, which has none)."""
         path = self.path / paths.CONFIG
         return config_lib.load(path) if path.is_file() else None
 
     @property
+    @_user_facing
     def metrics(self) -> dict | None:
         """metrics.json of the run's last evaluation (None before any)."""
         path = self.path / paths.METRICS
@@ -91,6 +110,7 @@ class Run:
 
     # The defaults tta=1 and top_k=5 are evaluation.tta.NONE and flows.photos.TOP_K written out,
     # so that the API reference (read from the source) shows values; a test holds them equal.
+    @_user_facing
     def evaluate(self, tta: int = 1, data: str | Path | None = None,
                  out: str | Path | None = None, fit_bias: bool = False, **runtime) -> dict:
         """Scores the run on val (metrics.json, pictures, predictions, report.html) and returns
@@ -102,6 +122,7 @@ class Run:
             return evaluate.evaluate(self.path, given, data=_text(data), out=out,
                                      tta=tta, fit_bias=fit_bias)
 
+    @_user_facing
     def predict(self, tta: int = 1, data: str | Path | None = None,
                 out: str | Path | None = None, force: bool = False, bias: str = "none",
                 **runtime) -> Path:
@@ -113,6 +134,7 @@ class Run:
             return predict.predict(self.path, given, data=_text(data), out=out,
                                    force=force, tta=tta, bias=bias)
 
+    @_user_facing
     def predict_photos(self, photos, top_k: int = 5, out: str | Path | None = None,
                        json: bool = False, strict: bool = False, force: bool = False,
                        tta: int = 1, bias: str = "none", **runtime) -> list[dict]:
@@ -125,6 +147,7 @@ class Run:
                                               top=top_k, out=out, as_json=json, strict=strict,
                                               force=force, tta=tta, bias=bias)
 
+    @_user_facing
     def export(self, format: str, out: str | Path | None = None,
                quantize: str = "none", check_images: int = 64) -> Path:
         """The model for deployment, as `corolla export`: `format` savedmodel, tflite or
@@ -133,6 +156,7 @@ class Run:
             return export.export(self.path, format, out=out, quantize=quantize,
                                  check_images=check_images)
 
+    @_user_facing
     def explain(self, images, out: str | Path | None = None, force: bool = False,
                 **runtime) -> list[Path]:
         """Grad-CAM pictures of `images` (a path or a list of image files, folders, CSVs), as
@@ -141,6 +165,7 @@ class Run:
         with _command():
             return explain.explain(self.path, images, given, out=out, force=force)
 
+    @_user_facing
     def report(self) -> Report:
         """Writes report.html from the run's files; Jupyter shows the result inline."""
         with _command():
@@ -165,6 +190,7 @@ def _text(path) -> str | None:
     return None if path is None else str(path)
 
 
+@_user_facing
 def train(config: str | Path | None = None, resume: str | Path | None = None, log=print,
           strict: bool = False, **keywords) -> Run | None:
     """Trains a run as `corolla train` does (then evaluates on val and writes submission.csv)
@@ -179,6 +205,7 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     return Run(run_dir) if run_dir is not None else None
 
 
+@_user_facing
 def lr_find(config: str | Path | None = None, start: float = range_test.START,
             end: float = range_test.END, steps: int = range_test.STEPS, rule: str = "steepest",
             out: str | Path | None = None, log=print, **keywords) -> dict:
@@ -195,6 +222,7 @@ def lr_find(config: str | Path | None = None, start: float = range_test.START,
                                     RangeSettings(start, end, steps, rule), out=out, log=log)
 
 
+@_user_facing
 def check_data(data: str | Path, out: str | Path | None = None, strict: bool = False,
                log=print) -> dict:
     """Checks a data set as `corolla check-data` does (duplicates within and across splits,
@@ -205,6 +233,7 @@ def check_data(data: str | Path, out: str | Path | None = None, strict: bool = F
         return check_flow.check_data(str(data), out=out, strict=strict, log=log)
 
 
+@_user_facing
 def open_run(path: str | Path) -> Run:
     """An existing run (or ensemble) folder."""
     path = Path(path)

@@ -3,6 +3,8 @@ its names without importing Keras."""
 
 import subprocess
 import sys
+import traceback
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,33 @@ def test_errors_name_the_keyword_a_python_caller_wrote(tmp_path):
     assert "--" not in str(info.value)
     with pytest.raises(UserError, match=r"resume= continues a run .* drop epochs="):
         corolla.train(resume=tmp_path, epochs=2)
+
+
+def test_a_taken_run_name_is_one_line_naming_the_keyword(tiny_run, tiny_petals):
+    """The README's snippet run a second time (its run name taken): the message names
+    `name=`, and the traceback holds the caller's line and the API's, none of Corolla's
+    insides; IPython and Jupyter show the message alone."""
+    with pytest.raises(UserError) as caught:
+        corolla.train(data=str(tiny_petals), name=tiny_run.name, runs_dir=str(tiny_run.parent),
+                      epochs=1)
+    message = str(caught.value)
+    assert "already exists (a finished run); choose another name= or" in message, message
+    assert "--" not in message
+    inside = [frame for frame in traceback.extract_tb(caught.value.__traceback__)
+              if "/corolla/" in frame.filename.replace("\\", "/")]
+    assert [(Path(f.filename).name, f.name) for f in inside] == [("api.py", "call")]
+    assert caught.value._render_traceback_() == [f"UserError: {message}"]
+
+
+def test_every_user_error_of_the_api_is_raised_from_its_edge(tmp_path):
+    """Not only train's: a run folder that is none, and a Run's own calls."""
+    for call in (lambda: corolla.open_run(tmp_path / "nope"),
+                 lambda: corolla.Run(tmp_path).predict_photos(tmp_path),
+                 lambda: corolla.check_data(tmp_path / "nope")):
+        with pytest.raises(UserError) as caught:
+            call()
+        frames = traceback.extract_tb(caught.value.__traceback__)
+        assert [f.name for f in frames if "/corolla/" in f.filename] == ["call"], frames
 
 
 def test_an_array_given_as_data_is_one_short_line():

@@ -121,7 +121,7 @@ def test_a_top_k_past_the_classes_gives_every_class_and_says_so(run, album, caps
                  str(out)]) == 0
     assert f"(1 photos, top {len(CLASS_NAMES)})" in capsys.readouterr().out
     header = out.read_text().splitlines()[0].split(",")
-    assert sum(name.startswith("class_") for name in header) == len(CLASS_NAMES), header
+    assert sum(name.startswith("probability_") for name in header) == len(CLASS_NAMES), header
 
 
 def test_other_data_of_any_size_is_scaled_and_other_classes_named(data, run, tmp_path,

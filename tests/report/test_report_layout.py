@@ -149,3 +149,19 @@ def test_the_plan_has_a_row_a_setting_and_a_column_a_session(tmp_path):
         f"session 2, started {_stamp(START + timedelta(seconds=100))}"]
     assert '<td class="txt">backend</td><td class="txt">tensorflow</td>' \
         '<td class="txt">tensorflow</td>' in plan
+
+
+def _epochs_fact(page: str) -> str:
+    header = page.split('<table class="facts">')[1].split("</table>")[0]
+    return re.search(r"<tr><th>epochs</th><td>([^<]*)</td></tr>", header).group(1)
+
+
+def test_the_header_counts_the_epochs_trained_not_those_planned(tmp_path):
+    """A time budget plans 4 epochs (config.toml keeps the plan) and ends after 3: the header
+    says 3, and the plan beside it."""
+    folder = _run(tmp_path / "run")
+    assert _epochs_fact(_page(folder)) == "2"  # as planned
+    (folder / paths.CONFIG).write_text((folder / paths.CONFIG).read_text().replace(
+        "epochs = 2", "epochs = 4"))
+    (folder / paths.HISTORY).write_text("epoch,loss,seconds\n1,1.2,50\n2,0.9,100\n3,0.8,150\n")
+    assert _epochs_fact(_page(folder)) == "3 of 4 planned"

@@ -21,6 +21,7 @@ def convert(src: str, out: str, settings: Settings) -> Path:
         raise UserError(f"{out} already exists; convert never overwrites: remove it or "
                         f"choose another OUT")
     source = sources.scan(src)
+    sources.check_classes(source)
     copies = None
     if settings.dedupe or needs_split(source):  # copies are kept in one split
         from corolla.data import datasets  # loads TensorFlow: after the source is checked

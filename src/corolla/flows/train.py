@@ -76,7 +76,7 @@ def train_config(config_file: str | config_lib.ConfigFile | None = None,
     if "output.name" in given and rundir.status(again) == rundir.FINISHED_STATUS:
         # Said first, before the backend is chosen (a finished run is never the folder this
         # command's chief has just made; other taken names are checked on the chief, in `train`).
-        rundir.check_free(cfg.output.runs_dir, cfg.output.name)
+        rundir.check_free(cfg.output.runs_dir, cfg.output.name, given)
     if "output.name" in given and rundir.status(again) != rundir.FINISHED_STATUS \
             and (again / paths.CONFIG).is_file():
         # The same named command after a kill (preemption): continue that run.
@@ -199,7 +199,7 @@ def train(config_file: str | None = None, given: Given = Given(),
     if plan.is_chief:  # a missing package or a server down: one line, before anything runs
         tracking.check(cfg.output.track, cfg.output.runs_dir)
         if resume is None:  # a name taken: said before the recipe, the data check, a probe
-            rundir.check_free(cfg.output.runs_dir, cfg.output.name)
+            rundir.check_free(cfg.output.runs_dir, cfg.output.name, given)
     if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
         name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
         cfg, plan, recipe = for_plan(config_file, given, plan, log)

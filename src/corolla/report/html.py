@@ -84,6 +84,12 @@ class Sources:
             return {}
 
     @cached_property
+    def history(self) -> list[dict]:
+        """history.csv's rows, one an epoch trained (values as text); none where there is no
+        run or no history."""
+        return _history(self.run_dir) if self.run_dir is not None else []
+
+    @cached_property
     def data_check(self) -> dict | None:
         """The run's data_check.json; None where there is none."""
         path = None if self.run_dir is None else self.run_dir / paths.DATA_CHECK
@@ -203,10 +209,23 @@ def _header(src: Sources) -> str:
     facts.append(("split", m.get("split", "val")))
     if src.run_dir is not None:
         cfg = _config_values(src)
-        facts += [(k, cfg[k]) for k in ("model", "data image size", "model input size",
-                                         "epochs") if k in cfg]
+        facts += [(k, cfg[k]) for k in ("model", "data image size", "model input size")
+                  if k in cfg]
+        epochs = _epochs(src.settings.get("epochs"), len(src.history))
+        if epochs:
+            facts.append(("epochs", epochs))
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
     return f'<table class="facts">{rows}</table>'
+
+
+def _epochs(planned, trained: int) -> str:
+    """The epochs trained (history.csv's rows), beside those config.toml planned where fewer
+    ran: a time budget or early stopping ended the run sooner, and config.toml keeps the plan
+    (as written: a config edited by hand may hold anything)."""
+    if not trained:
+        return f"{planned} planned" if planned else ""
+    fewer = isinstance(planned, int) and not isinstance(planned, bool) and trained < planned
+    return f"{trained} of {planned} planned" if fewer else str(trained)
 
 
 def _interval(m: dict) -> str:
@@ -406,7 +425,7 @@ def _timings(src: Sources) -> str:
         stop, what = (end, "finish") if end is not None else (evaluated, "evaluation")
         rows.append([f"wall time, first start to {what}",
                      _duration((stop - start).total_seconds())])
-    history = _history(run_dir)
+    history = src.history
     text = "<h2>Timings</h2>\n" + _table(["event", "time"], rows)
     if history:
         header = list(history[0])

@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 
 from corolla import config as config_lib
+from corolla.config.flags import Given
 from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
 from corolla.files import (UNMAKEABLE, hold_lock, lock_is_free, read_json, remove_partials,
@@ -48,10 +49,11 @@ def create(runs_dir: str | Path, name: str, default_prefix: str) -> Path:
     raise UserError(f"could not create a new run directory under {str(runs_dir)!r}")
 
 
-def check_free(runs_dir: str | Path, name: str) -> None:
+def check_free(runs_dir: str | Path, name: str, given: Given = Given()) -> None:
     """Refuses what `create` would: --runs-dir a file, or an explicit name taken (a finished
     run, any other folder; `train` continues an unfinished run of the same name before this).
-    Checked before a run's work (recipe, data, time probe) too, so that the refusal comes first."""
+    Checked before a run's work (recipe, data, time probe) too, so that the refusal comes first.
+    `given`: the settings as the user wrote them (`--name`, or `name=` from Python)."""
     runs_dir, path = Path(runs_dir), Path(runs_dir) / name
     try:
         is_file = runs_dir.exists() and not runs_dir.is_dir()
@@ -59,12 +61,12 @@ def check_free(runs_dir: str | Path, name: str) -> None:
     except OSError:  # a folder that cannot be read: `create` says so as it fails to make one
         return
     if is_file:
-        raise UserError(f"--runs-dir {str(runs_dir)!r} is a file, not a folder; pass a folder "
-                        f"(made if missing)")
+        raise UserError(f"{given.name('output.runs_dir', '--runs-dir')} {str(runs_dir)!r} is "
+                        f"a file, not a folder; pass a folder (made if missing)")
     if taken:
         finished = " (a finished run)" if status(path) == FINISHED_STATUS else ""
         raise UserError(f"run directory {str(path)!r} already exists{finished}; choose another "
-                        f"--name or move the old run away")
+                        f"{given.name('output.name', '--name')} or move the old run away")
 
 
 def _unstarted(path: Path) -> bool:

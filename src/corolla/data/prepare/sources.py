@@ -359,7 +359,11 @@ def scan(path: str | Path, log=print) -> ImageSource:
     kind = kind_of(str(path))
     if kind == "layout":
         raise UserError(f"{path} is already in the TFRecord layout; nothing to convert")
-    source = scan_csv(path) if kind == "csv" else scan_folder(path, log)
+    return scan_csv(path) if kind == "csv" else scan_folder(path, log)
+
+
+def check_classes(source: ImageSource) -> None:
+    """A listed source of one class is refused before its conversion (`check_source` says so
+    first for training; a data check surveys such a folder all the same)."""
     _check_classes(source.class_names, Path(source.path),
-                   "labels of" if kind == "csv" else "class folders of")
-    return source
+                   "labels of" if source.kind == "csv" else "class folders of")
