@@ -66,6 +66,8 @@ def test_each_format_gives_the_models_probabilities_in_its_own_runtime(trained, 
         assert (got.argmax(1) == want.argmax(1)).mean() >= 0.9
     assert about["format"] == fmt and about["quantize"] == quantize
     assert about["input"]["shape"] == [None, *images.shape[1:]]
+    assert about["preprocessing"]["fit"] == "crop" and about["preprocessing"]["layout"] == \
+        f"[N, {images.shape[1]}, {images.shape[1]}, 3], channels RGB"
     assert about["check"]["images"] > 0
     assert parse_classes_file((out / "classes.txt").read_text()) == \
         parse_classes_file((run / paths.CLASSES).read_text())

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla import runtime
+from corolla.data.prepare import photos as photos_lib
 from corolla.errors import UserError, did_you_mean
 from corolla.evaluation import exported
 from corolla.files import check_folder, make_folder
@@ -111,6 +112,10 @@ def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, chec
         about = {"format": fmt, "quantize": quantize, "file": path.name,
                  "input": {"shape": [None, size, size, 3], "dtype": "float32",
                            "range": [0, 255], "channels": "RGB"},
+                 # A photo made into the input as `corolla predict RUN PATH...` makes it:
+                 # another resize or crop changes some predictions.
+                 "preprocessing": photos_lib.preprocessing(
+                     size, photos_lib.fit_of(config.data.converted or config.data.path)),
                  "output": {"shape": [None, len(class_names)], "what": "class probabilities"},
                  "classes": len(class_names), "run": str(run_dir.resolve()),
                  "corolla": metadata.version("corolla"), "keras": keras.__version__,

@@ -4,8 +4,10 @@ beside it.
     OUT/saved_model/ | OUT/model.tflite | OUT/model.onnx   the model: raw RGB in [0, 255] at
                                                            the run's size -> probabilities
     OUT/classes.txt                                        column j's class name, line j
-    OUT/export.json                                        input size, format, quantization,
-                                                           source run, versions, agreement
+    OUT/export.json                                        input size, how a photo is made
+                                                           into the input, format,
+                                                           quantization, source run,
+                                                           versions, agreement
 
 Keras 3's `model.export` makes all three (SavedModel: its ExportArchive; LiteRT: TensorFlow's
 TFLite converter behind it; ONNX: tf2onnx, the route Keras documents on TensorFlow).

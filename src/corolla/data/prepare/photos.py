@@ -60,6 +60,41 @@ def open_rgb(path: str, largest: int, max_megapixels: float = MAX_MEGAPIXELS):
         return image.convert("RGB")
 
 
+# How `_fit` resizes (`preprocessing` records it; both change together).
+RESAMPLE, REDUCING_GAP = Image.BICUBIC, 3.0
+
+
+def preprocessing(size: int, fit: str) -> dict:
+    """What `load_image` does to a photo, step by step, as data: what an exported model's
+    user must do to show it a photo as `corolla predict RUN PATH...` does (export.json)."""
+    s = size
+    if fit == "crop":
+        side = "short"
+        new = f"max({s}, round(w * ({s} / min(w, h)))), max({s}, round(h * ({s} / min(w, h))))"
+        square = (f"the centre {s}x{s} cut out: its top-left corner at ((new_w - {s}) // 2, "
+                  f"(new_h - {s}) // 2)")
+    else:
+        side = "long"
+        new = (f"min({s}, max(1, round(w * ({s} / max(w, h))))), "
+               f"min({s}, max(1, round(h * ({s} / max(w, h)))))")
+        square = (f"pasted on a black {s}x{s} square, its top-left corner at (({s} - new_w) "
+                  f"// 2, ({s} - new_h) // 2)")
+    return {
+        "reference": "corolla.data.prepare.photos.load_image(path, size, fit)",
+        "decode": f"Pillow: Image.draft(None, ({s}, {s})) first (a JPEG decoded at the smallest "
+                  f"DCT scale whose sides are both at least {s}), then ImageOps.exif_transpose",
+        "colour": "RGB; transparency composited over white; 16-bit images keep their top 8 "
+                  "bits; CMYK, greyscale and palette images converted by Pillow",
+        "fit": fit,
+        "resize": {"side": f"the {side} side to {s}", "method": "Pillow Image.resize, BICUBIC",
+                   "reducing_gap": REDUCING_GAP, "new_size": f"({new}) for a w x h image",
+                   "skipped": "where the new size is the image's own"},
+        "square": square,
+        "dtype": "uint8 pixels as float32, not rescaled: [0, 255] (the model rescales them)",
+        "layout": f"[N, {size}, {size}, 3], channels RGB",
+    }
+
+
 def _fit(image, size: int, fit: str):
     w, h = image.size
     scale = size / (min(w, h) if fit == "crop" else max(w, h))
@@ -67,7 +102,8 @@ def _fit(image, size: int, fit: str):
            max(size if fit == "crop" else 1, round(h * scale)))
     if fit == "pad":
         new = (min(size, new[0]), min(size, new[1]))
-    resized = image.resize(new, Image.BICUBIC, reducing_gap=3.0) if new != image.size else image
+    resized = image.resize(new, RESAMPLE, reducing_gap=REDUCING_GAP) if new != image.size else \
+        image
     if fit == "crop":
         left, top = (new[0] - size) // 2, (new[1] - size) // 2
         return resized.crop((left, top, left + size, top + size))
