@@ -7,6 +7,7 @@ MkDocs needed (`mkdocs build --strict` in .ci/run renders the pages)."""
 import argparse
 import dataclasses
 import re
+import tomllib
 
 import pytest
 
@@ -116,3 +117,34 @@ def test_the_package_map_page_names_every_module_of_every_package(pages, referen
         names |= {p.parent.name for p in init.parent.glob("*/__init__.py")}
         rows = set(re.findall(r"^\| `(\w+)` \|", sections[package], flags=re.M))
         assert rows == names, package
+
+
+def test_the_readme_and_the_sites_front_page_give_the_same_time_budget_figures():
+    """The same sentence of measured figures on both front pages, not two versions of it."""
+    def figures(path):
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        return re.findall(r"\(with Lite0, `--time 6m` [^)]*\)", text)
+
+    readme, index = figures(README), figures(REPO / "docs" / "index.md")
+    assert len(readme) == 1 and readme == index, (readme, index)
+
+
+def test_every_documented_docs_build_is_quiet_and_on_mkdocs_1():
+    """Material for MkDocs prints a banner about MkDocs 2.0 on every build: each command the
+    docs give sets the variable that keeps it off, as CI does, and the extra stays below 2."""
+    for path in (README, REPO / "docs" / "contributing.md", REPO / ".ci" / "run"):
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        commands = re.findall(r"(\S+ )mkdocs (?:serve|build)", text)
+        assert commands and all(c == "NO_MKDOCS_2_WARNING=1 " for c in commands), (path, commands)
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(spec.replace(" ", "").startswith("mkdocs>=") and "<2" in spec
+               for spec in extras["docs"]), extras["docs"]
+
+
+def test_the_headless_notebook_command_is_installed_by_the_test_extra():
+    guide = (REPO / "docs" / "guides" / "python.md").read_text(encoding="utf-8")
+    assert "jupyter execute examples/your_photos.ipynb --output" in guide
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert any(spec.startswith("nbclient") for spec in extras["test"])  # `jupyter execute`
