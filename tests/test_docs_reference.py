@@ -148,3 +148,13 @@ def test_the_headless_notebook_command_is_installed_by_the_test_extra():
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]
     assert any(spec.startswith("nbclient") for spec in extras["test"])  # `jupyter execute`
+
+
+def test_the_readmes_python_snippet_trains_a_run_its_commands_have_not():
+    """Followed top to bottom, the README's commands make runs/garden: its Python snippet, run
+    next, must not ask for that name again (a finished run's name is refused)."""
+    text = README.read_text(encoding="utf-8")
+    shell = set(re.findall(r"--name (\S+)", "".join(re.findall(r"```bash\n(.*?)```", text, re.S))))
+    python = "".join(re.findall(r"```python\n(.*?)```", text, re.S))
+    assert shell and re.search(r"corolla\.train\(", python)
+    assert not shell & set(re.findall(r"\bname=\"([^\"]+)\"", python)), shell
