@@ -33,8 +33,6 @@ def predict_photos(run, photos, given: Given = Given(),
     for a few photos; a CSV (and with `as_json` a JSON file) at `out`, or beside the current
     folder for many. A file that does not decode is skipped and listed at the end (`strict`:
     an error). Returns the rows (path and top classes of each photo)."""
-    from corolla.evaluation import bias as bias_lib
-
     photos = photos_lib.as_paths(photos)
     tta = tta_lib.check(tta)
     check_bias(bias)
@@ -45,7 +43,11 @@ def predict_photos(run, photos, given: Given = Given(),
     run_dir, config = rundir.load(run)
     class_names = rundir.class_names(run_dir)
     top = min(top, len(class_names))  # --top-k 1000 of 5 classes: all 5, said as such
-    offsets = bias_lib.load(run_dir, class_names) if bias == "fitted" else None
+    offsets = None
+    if bias == "fitted":  # (scikit-learn, a second's import: only where it is used)
+        from corolla.evaluation import bias as bias_lib
+
+        offsets = bias_lib.load(run_dir, class_names)
     files = photos_lib.list_photos(photos)
     if not files:
         raise UserError("no photos given; pass image files, folders of them, or a CSV of paths")
