@@ -115,6 +115,19 @@ def test_the_parser_is_built_from_the_commands_without_tensorflow():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+def test_info_lists_models_and_recipes_without_tensorflow():
+    """As `corolla info --help` says: only the hardware needs TensorFlow's seconds-long import."""
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, sys; from corolla.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            "    codes = [main(['info', '--models']), main(['info', '--recipes'])]\n"
+            "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', 'jax'})\n"
+            "assert codes == [0, 0] and 'small_cnn' in out.getvalue() and not loaded, loaded")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
 def test_a_parser_built_again_reads_no_recipe_again(monkeypatch):
     """Each `main` call builds the parser, whose help shows the CPU recipes' values in some
     thirty flags: read once a process, not once a flag (a tenth of a second a command)."""
