@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corolla.errors import UserError
+from corolla.errors import UserError, shown
 from corolla.config.schema import MAX_EPOCHS
 from corolla.files import atomic_path, check_space, regular_file_inside, write_text_atomic
 from corolla.runs.paths import STATE
@@ -81,14 +81,8 @@ def read_state(backup_dir: Path) -> BackupState:
             what = "missing" if os.path.basename(name) == name and \
                 not os.path.lexists(backup_dir / name) else \
                 "not the name of a regular file inside the backup folder"
-            raise UserError(f"{path} names {_short(name)} as its {key}, which is {what}; {fix}")
+            raise UserError(f"{path} names {shown(name, 200)} as its {key}, which is {what}; {fix}")
     return state
-
-
-def _short(value) -> str:
-    """A value of a tampered file, as an error line shows it (never a whole file of it)."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _wrong_field(state: BackupState) -> str:
@@ -100,11 +94,11 @@ def _wrong_field(state: BackupState) -> str:
         return type(value) in (int, float)
 
     if not count(state.epochs_done, MAX_EPOCHS):
-        return (f"epochs_done is {_short(state.epochs_done)}, not a count of epochs (0 to "
+        return (f"epochs_done is {shown(state.epochs_done)}, not a count of epochs (0 to "
                 f"{MAX_EPOCHS})")
     for key in ("weights", "best"):
         if getattr(state, key) is not None and not isinstance(getattr(state, key), str):
-            return f"{key} is {_short(getattr(state, key))}, not a file name"
+            return f"{key} is {shown(getattr(state, key))}, not a file name"
     if not isinstance(state.history, list) or not all(
             isinstance(row, dict) and all(isinstance(k, str) and number(v)
                                           for k, v in row.items()) for row in state.history):
@@ -112,10 +106,10 @@ def _wrong_field(state: BackupState) -> str:
     if len(state.history) > state.epochs_done:
         return f"history has {len(state.history)} epochs, more than the {state.epochs_done} done"
     if state.best_epoch is not None and not count(state.best_epoch, state.epochs_done - 1):
-        return (f"best_epoch is {_short(state.best_epoch)}, not one of the {state.epochs_done} "
+        return (f"best_epoch is {shown(state.best_epoch)}, not one of the {state.epochs_done} "
                 f"epochs done")
     if state.best_f1 is not None and not (number(state.best_f1) and 0 <= state.best_f1 <= 1):
-        return f"best_f1 is {_short(state.best_f1)}, not a macro F1 (0 to 1)"
+        return f"best_f1 is {shown(state.best_f1)}, not a macro F1 (0 to 1)"
     return ""
 
 
