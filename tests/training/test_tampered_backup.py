@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -71,11 +72,17 @@ def test_a_state_that_is_a_link_is_refused(tmp_path):
         backup.read_state(folder)
 
 
-def test_a_backup_folder_that_is_a_link_is_refused(tmp_path):
+@pytest.mark.parametrize("with_state", [True, False])
+def test_a_backup_folder_that_is_a_link_is_refused(tmp_path, with_state):
+    """A resumed run writes its epochs into the backup folder and deletes the older ones."""
     folder, _ = _backup(tmp_path)
+    if not with_state:
+        (folder / paths.STATE).unlink()
     moved = folder.rename(tmp_path / "elsewhere")
     os.symlink(moved, folder)
-    with pytest.raises(UserError, match="a link"):
+    with pytest.raises(UserError, match=re.escape(
+            f"{folder} is a link (to {moved}), not the run's own backup folder; move the "
+            f"backup folder away")):
         backup.read_state(folder)
 
 

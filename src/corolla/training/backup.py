@@ -62,10 +62,13 @@ def read_state(backup_dir: Path) -> BackupState:
     itself (`files.regular_file_inside`), never a path elsewhere."""
     backup_dir = Path(backup_dir)
     path = backup_dir / STATE
+    fix = "move the backup folder away to start the run's training over"
+    if backup_dir.is_symlink():  # the backup would be written, and deleted, elsewhere
+        raise UserError(f"{backup_dir} is a link (to {os.readlink(backup_dir)}), not the run's "
+                        f"own backup folder; {fix}")
     if not os.path.lexists(path):
         return BackupState()
-    fix = "move the backup folder away to start the run's training over"
-    if backup_dir.is_symlink() or regular_file_inside(backup_dir, STATE) is None:
+    if regular_file_inside(backup_dir, STATE) is None:
         raise UserError(f"{path} is not a file of the run's own backup folder (a link, or not a "
                         f"regular file); {fix}")
     try:
