@@ -347,3 +347,31 @@ def test_mlflows_store_set_up_lines_show_only_when_asked_for(tmp_path, asked):
     assert ("Creating initial MLflow database tables" in result.stderr) == asked, result.stderr
     if not asked:
         assert " INFO " not in result.stderr, result.stderr
+
+
+def test_a_scored_file_that_is_a_link_is_not_sent(tmp_path, monkeypatch):
+    """What a tracked run sends is a run's own files: a link (to a secret anywhere) among them
+    would upload what it points to."""
+    from corolla.runs import paths
+    from corolla.runs.tracking.base import Tracker
+
+    sent = []
+
+    class Recording(Tracker):
+        kind = "mlflow"
+
+        def log_scores(self, metrics, prefix):
+            pass
+
+        def log_files(self, files, base):
+            sent.extend(files)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / paths.METRICS).write_text("{}")
+    secret = tmp_path / "secret.png"
+    secret.write_text("s3cr3t")
+    os.symlink(secret, run / paths.CONFUSION)
+    monkeypatch.setitem(tracking._open, run.resolve(), Recording())
+    tracking.send_scored(run, run, {"f1_macro": 0.5})
+    assert sent == [run / paths.METRICS]
