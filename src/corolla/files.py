@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import shutil
+import stat
 import sys
 import uuid
 from pathlib import Path
@@ -212,6 +213,22 @@ def make_folder(folder: str | Path, own: bool = False) -> Path:
         raise UserError(f"cannot make {folder} ({e.strerror}); make {folder.parent} writable "
                         f"or write elsewhere") from None
     return folder
+
+
+def regular_file_inside(folder: str | Path, name) -> Path | None:
+    """folder/name where `name` is one plain file name (not absolute, no separator, not `..`)
+    and names a regular file there, not a link or a special file; None otherwise. For the
+    names a run's own files hold (state.json's weights), and for the files of a run that are
+    read into what Corolla writes: a tampered run folder must not lead Corolla to read,
+    overwrite or delete a file outside it."""
+    if not isinstance(name, str) or name in ("", ".", "..") or \
+            any(c in name for c in ("/", os.sep, os.altsep or "/", "\0")):
+        return None
+    path = Path(folder) / name
+    try:
+        return path if stat.S_ISREG(path.lstat().st_mode) else None
+    except OSError:
+        return None
 
 
 def write_json(data: dict, path: str | Path) -> Path:
