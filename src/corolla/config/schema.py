@@ -20,7 +20,7 @@ import tomli_w
 from corolla.config import policies
 from corolla.config.setting import Setting, duration, rate_or_find, setting, table
 from corolla.errors import UserError
-from corolla.files import write_text_atomic
+from corolla.files import MAX_TEXT, read_bounded, write_text_atomic
 
 BACKENDS = ("auto", "tensorflow", "jax")
 STRATEGIES = ("auto", "tpu", "mirrored", "multiworker", "one_device", "data_parallel", "default")
@@ -546,14 +546,14 @@ def load(path: str | Path | ConfigFile | None = None, overrides: dict[str, Any] 
 def read_toml(path: str | Path, what: str) -> dict[str, Any]:
     """A TOML file's tree; a missing or malformed file is a one-line error naming `what`."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{what} {str(path)!r} is a folder; pass a .toml file")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        return tomllib.loads(read_bounded(path, MAX_TEXT, what).decode("utf-8-sig"))
     except FileNotFoundError:
         raise UserError(f"{what} {str(path)!r} does not exist") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{what} {str(path)!r} is not valid TOML: {e}") from None
-    except IsADirectoryError:
-        raise UserError(f"{what} {str(path)!r} is a folder; pass a .toml file") from None
     except UnicodeDecodeError as e:
         raise UserError(f"{what} {str(path)!r} is not UTF-8 text ({e.reason} at byte "
                         f"{e.start}); save it as UTF-8") from None

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from corolla.data.audit import findings
 from corolla.errors import UserError
-from corolla.files import read_history, read_json, write_text_atomic
+from corolla.files import MAX_PICTURE, read_bounded, read_history, read_json, write_text_atomic
 from corolla.runs import paths, rundir
 
 
@@ -243,7 +243,10 @@ def _pictures(folder: Path) -> str:
         return ""
     figures = []
     for path in found:
-        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        try:
+            data = base64.b64encode(read_bounded(path, MAX_PICTURE, "picture")).decode("ascii")
+        except (UserError, OSError):  # a FIFO, a device, a vast file: no picture of the run's
+            continue
         caption = CAPTIONS.get(path.name, path.stem.replace("_", " "))
         figures.append(f'<figure><img src="data:image/png;base64,{data}" alt="{_e(caption)}">'
                        f"<figcaption>{_e(caption)} ({_e(path.name)})</figcaption></figure>")
