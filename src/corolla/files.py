@@ -241,8 +241,9 @@ MAX_TEXT = 4 * MB  # a config or recipe TOML, a classes.txt (a thousand classes 
 MAX_PICTURE = 32 * MB  # a PNG a report embeds
 MAX_MODEL = 8 * 2**30  # a .keras archive (opened by Keras, not read whole), and its contents
 MAX_MODEL_JSON = 64 * MB  # the config.json / metadata.json inside one
-# A member of a .keras archive may inflate to this many times its stored size (Keras stores its
-# members uncompressed; weights compress little) before it counts as a decompression bomb.
+# A zip member (of a .keras archive, of an .npz) may inflate to this many times its stored size
+# (Keras and numpy store members uncompressed; numbers compress little) before it counts as a
+# decompression bomb.
 MAX_INFLATION = 100
 
 
@@ -268,8 +269,8 @@ def check_regular(path: str | Path, what: str, limit: int | None = None) -> int:
         raise UserError(f"{what} {str(path)!r} is not a regular file ({_kind(info.st_mode)}); "
                         f"pass a file")
     if limit is not None and info.st_size > limit:
-        raise UserError(f"{what} {str(path)!r} is {_size(info.st_size)}, more than the "
-                        f"{_size(limit)} a {what} can be; pass the right file")
+        raise UserError(f"{what} {str(path)!r} is {size_text(info.st_size)}, more than the "
+                        f"{size_text(limit)} a {what} can be; pass the right file")
     return info.st_size
 
 
@@ -280,7 +281,7 @@ def read_bounded(path: str | Path, limit: int, what: str) -> bytes:
     with open(path, "rb") as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise UserError(f"{what} {str(path)!r} is more than the {_size(limit)} a {what} can "
+        raise UserError(f"{what} {str(path)!r} is more than the {size_text(limit)} a {what} can "
                         f"be; pass the right file")
     return data
 
@@ -297,17 +298,22 @@ def check_archive(path: str | Path, what: str) -> None:
         raise UserError(f"{what} {str(path)!r} is damaged (not a whole .keras archive: {e}); "
                         f"pass a model Corolla saved") from None
     for m in members:
-        small = m.filename.endswith(".json")
-        if m.file_size > (MAX_MODEL_JSON if small else
-                          max(MAX_MODEL_JSON, MAX_INFLATION * m.compress_size)):
-            raise UserError(f"{what} {str(path)!r} holds {m.filename!r} of {_size(m.file_size)} "
-                            f"inflated ({_size(m.compress_size)} stored): not a model Corolla "
-                            f"saved; pass the right file")
+        json_too_big = m.filename.endswith(".json") and m.file_size > MAX_MODEL_JSON
+        if json_too_big or inflates_too_far(m):
+            raise UserError(f"{what} {str(path)!r} holds {m.filename!r} of "
+                            f"{size_text(m.file_size)} inflated ({size_text(m.compress_size)} "
+                            f"stored): not a model Corolla saved; pass the right file")
     if sum(m.file_size for m in members) > MAX_MODEL:
-        raise UserError(f"{what} {str(path)!r} inflates to more than {_size(MAX_MODEL)}; pass "
+        raise UserError(f"{what} {str(path)!r} inflates to more than {size_text(MAX_MODEL)}; pass "
                         f"the right file")
 
 
-def _size(n: int) -> str:
+def inflates_too_far(member: zipfile.ZipInfo) -> bool:
+    """Whether a zip member declares more than MAX_INFLATION times its stored size (beyond
+    MAX_MODEL_JSON): a decompression bomb, found in the archive's directory."""
+    return member.file_size > max(MAX_MODEL_JSON, MAX_INFLATION * member.compress_size)
+
+
+def size_text(n: int) -> str:
     return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / MB:.1f} MB" if n >= MB else \
         f"{n} bytes"
