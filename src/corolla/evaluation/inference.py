@@ -220,7 +220,7 @@ def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
     """The mean over `tta` views of the probabilities of `count` images; `batches(batch)`: a
     fresh dataset of their padded, full batches."""
     with plan.inference_scope():
-        batch = plan.inference_batch
+        batch = plan.inference_batch_for(count)
         # Exact step count: Keras warns when a dataset "runs out" before steps are given.
         steps = -(-count // batch)
         if progress is None:
