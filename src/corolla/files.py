@@ -316,4 +316,4 @@ def inflates_too_far(member: zipfile.ZipInfo) -> bool:
 
 def size_text(n: int) -> str:
     return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / MB:.1f} MB" if n >= MB else \
-        f"{n} bytes"
+        f"{n / 1024:.0f} kB" if n >= 1024 else f"{n} bytes"
