@@ -11,6 +11,7 @@ import os
 import zipfile
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from helpers.processes import run_capped
@@ -155,3 +156,12 @@ text = html._pictures(Path({str(tmp_path)!r}))
 print(json.dumps({{"figures": text.count("<figure>"), "curves": "(curves.png)" in text}}))
 """, setup="from corolla.report import html")
     assert found == {"figures": 1, "curves": True}
+
+
+def test_weights_that_are_a_device_are_said_to_be_one_not_missing():
+    from corolla import models
+    from corolla.errors import UserError
+
+    with pytest.raises(UserError, match=r"^weights file '/dev/zero' is not a regular file \(a "
+                                        r"device\); pass a file$"):
+        models.check_weights(models.get("small_cnn"), "/dev/zero")
