@@ -18,6 +18,11 @@
    chosen backend with the plan's XLA setting), and beside it timm's `efficientnet_b0` on
    PyTorch, eager and with `torch.compile`, at the same batch and precision (its batch made
    on the GPU), when torch and timm are importable.
+4. Where Corolla's step time goes, each part timed alone in the same process as row 3: `fit` on
+   a batch already on the device (the compute alone; JAX), the host-to-device copy of one batch
+   (JAX), Corolla's input pipeline with no model (`--data`'s train split, decoded and augmented
+   at --size) and `fit` through that pipeline. The slowest of them bounds the pipeline row.
+5. The first step again in a second process with the compile cache the first one filled.
 
 Everything runs under a fresh COROLLA_CACHE_DIR, so the first process compiles cold. Each
 command's seconds are printed as it ends and --json is rewritten after each, so a run cut short
@@ -44,7 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from accelerator_check import NUM_CLASSES, in_memory  # this folder's: a script's sys.path
+from accelerator_check import NUM_CLASSES, in_memory, train_split  # this folder's
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -63,6 +68,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--tiny", action="store_true")
     p.add_argument("--_child", choices=("corolla", "timm"), help=argparse.SUPPRESS)
     p.add_argument("--precision", default="", help=argparse.SUPPRESS)  # timm's, from Corolla's
+    p.add_argument("--first-only", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--pipeline-data", default="", help=argparse.SUPPRESS)  # the child's --data
     args = p.parse_args(argv)
     if args.tiny:
         args.model, args.size, args.batch, args.steps = "small_cnn", 32, 8, 3
@@ -92,6 +99,15 @@ def corolla(args_list, env, cwd, counted: bool = False) -> dict:
     return row
 
 
+def tiny_petals(work: Path) -> Path:
+    """The demo's tiny synthetic petals (32 px records), written once under `work`."""
+    from corolla.data.synthetic import dataset as synthetic
+    from corolla.flows import demo
+
+    folder = work / "petals"
+    return folder if folder.exists() else Path(synthetic.write(folder, demo.TINY.data))
+
+
 def photos(folder: Path, size: int, n: int = 4) -> Path:
     import numpy as np
     from PIL import Image
@@ -109,10 +125,7 @@ def user_path(args, work: Path, env: dict, report: dict, save) -> None:
     runtime = ["--backend", args.backend]
     short = ["--epochs", args.epochs, "--steps-per-epoch", args.steps_per_epoch]
     if args.tiny:
-        from corolla.flows import demo
-        from corolla.data.synthetic import dataset as synthetic
-
-        data = synthetic.write(work / "petals", demo.TINY.data)
+        args.pipeline_data = data = tiny_petals(work)
         train = ["--data", data, "--model", "small_cnn", "--input-size", 32, "--batch-size", 8]
     else:
         data = Path(args.data).resolve()
@@ -125,16 +138,16 @@ def user_path(args, work: Path, env: dict, report: dict, save) -> None:
         save()
         return rows[name].pop("stdout")
 
+    # JAX's events count nothing where "auto" picks TensorFlow: no programs, nothing shown.
+    counted = args.backend != "tensorflow" and importlib.util.find_spec("jax") is not None
     said = step("train", ["train", *train, *short, *runtime, "--runs-dir", work / "runs",
-                          "--name", "path"])
+                          "--name", "path"], counted)
     report["recipe_auto"] = next((line for line in said.splitlines()
                                   if line.startswith("recipe auto on")), "")
     metrics = run / "metrics.json"
     if metrics.exists():
         report["train_metrics"] = {k: v for k, v in json.loads(metrics.read_text()).items()
                                    if k in ("f1_macro", "accuracy")}
-    # JAX's events count nothing where "auto" picks TensorFlow: no programs, nothing shown.
-    counted = args.backend != "tensorflow" and importlib.util.find_spec("jax") is not None
     step("evaluate", ["evaluate", run, *runtime], counted)
     step("evaluate again", ["evaluate", run, *runtime], counted)
     step("predict photos", ["predict", run, photos(work / "photos", 64), *runtime,
@@ -161,15 +174,77 @@ def corolla_throughput(args) -> dict:
     start = time.perf_counter()
     model.fit(data, epochs=1, steps_per_epoch=1, verbose=0)
     first = time.perf_counter() - start
-    rates = []
-    for _ in range(3):
-        start = time.perf_counter()
-        model.fit(data, epochs=1, steps_per_epoch=args.steps, verbose=0)
-        rates.append(args.batch * args.steps / (time.perf_counter() - start))
-    return {"name": f"Corolla ({keras.backend.backend()}, {plan.precision})",
-            "images_per_second": round(statistics.median(rates), 1),
-            "first_step_seconds": round(first, 1), "precision": plan.precision,
-            "device": plan.hardware.device_name or plan.accelerator}
+    name = f"Corolla ({keras.backend.backend()}, {plan.precision})"
+    row = {"name": name, "first_step_seconds": round(first, 1), "precision": plan.precision,
+           "device": plan.hardware.device_name or plan.accelerator}
+    if args.first_only:  # the compile cache's row: a second process's first step
+        return [{**row, "name": f"{name}, a second process", "images_per_second": 0.0}]
+    row["images_per_second"] = fit_rate(model, lambda: data, args)
+    return [row, *explained(args, model, data)]
+
+
+def fit_rate(model, data, args) -> float:
+    """images/s of `model.fit` on `data()`: the median of 3 epochs of --steps steps after one
+    that warms it, in one `fit`, so the input's iterator is made once, as in a run."""
+    import keras
+
+    ends = []
+    timer = keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: ends.append(time.perf_counter()),
+        on_epoch_end=lambda epoch, logs: ends.append(time.perf_counter()))
+    model.fit(data(), epochs=4, steps_per_epoch=args.steps, verbose=0, callbacks=[timer])
+    rates = [args.batch * args.steps / (ends[i + 1] - ends[i]) for i in range(2, 8, 2)]
+    return round(statistics.median(rates), 1)
+
+
+def explained(args, model, data) -> list[dict]:
+    """Section 4: the parts of a step through the pipeline, each alone (see the docstring)."""
+    import keras
+    import numpy as np
+
+    from corolla.data import pipeline
+
+    rows = []
+    images, labels = next(iter(data.take(1).as_numpy_iterator()))
+    if keras.backend.backend() == "jax":
+        import jax
+
+        on_device = (jax.device_put(images), jax.device_put(labels))
+
+        def again():  # a generator: Keras takes no other iterator
+            while True:
+                yield on_device
+
+        rows.append({"name": "  fit, batch already on the device",
+                     "images_per_second": fit_rate(model, again, args)})
+        host = np.ascontiguousarray(images)
+        jax.device_put(host).block_until_ready()
+        seconds = []
+        for _ in range(10):
+            start = time.perf_counter()
+            jax.device_put(host).block_until_ready()
+            seconds.append(time.perf_counter() - start)
+        rows.append({"name": "  host-to-device copy alone",
+                     "images_per_second": round(args.batch / statistics.median(seconds), 1),
+                     "megabytes": round(host.nbytes / 1e6, 1)})
+    split = train_split(args.pipeline_data, args.size)
+
+    def stream():
+        return pipeline.train_dataset(split, args.size, args.batch,
+                                      epoch_examples=args.batch * args.steps, seed=0,
+                                      num_classes=NUM_CLASSES)
+
+    batches = stream().as_numpy_iterator()
+    next(batches)  # the first batch opens the files and fills the shuffle buffer
+    start = time.perf_counter()
+    for _ in range(args.steps - 1):
+        next(batches)
+    rows.append({"name": "  pipeline alone, no model",
+                 "images_per_second": round(args.batch * (args.steps - 1) /
+                                            (time.perf_counter() - start), 1)})
+    rows.append({"name": "  fit through the pipeline",
+                 "images_per_second": fit_rate(model, stream, args)})
+    return rows
 
 
 def timm_throughput(args, precision: str) -> list[dict]:
@@ -222,14 +297,15 @@ def child(args) -> None:
     """One throughput child: Corolla's row, or (`--_child timm`) timm's at a given precision,
     each in its own process so that neither framework holds the other's GPU memory."""
     rows = (timm_throughput(args, args.precision) if args._child == "timm"
-            else [corolla_throughput(args)])
+            else corolla_throughput(args))
     print("ROWS " + json.dumps(rows), flush=True)
 
 
-def throughput_child(args, env, which: str, precision: str = "") -> list[dict]:
+def throughput_child(args, env, which: str, precision: str = "", *extra) -> list[dict]:
     out = subprocess.run([sys.executable, __file__, "--_child", which, "--precision", precision,
                           "--backend", args.backend, "--model", args.model, "--size",
-                          str(args.size), "--batch", str(args.batch), "--steps", str(args.steps)],
+                          str(args.size), "--batch", str(args.batch), "--steps", str(args.steps),
+                          "--pipeline-data", str(args.pipeline_data), *extra],
                          env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise SystemExit(f"throughput child ({which}) failed:\n{out.stderr[-3000:]}")
@@ -269,7 +345,10 @@ def main(argv=None) -> int:
         if args.part in ("all", "path"):
             user_path(args, work, env, report, save)
         if args.part in ("all", "throughput"):
+            args.pipeline_data = tiny_petals(work) if args.tiny else Path(args.data).resolve()
             rows = report["throughput"] = throughput_child(args, env, "corolla")
+            save()
+            rows += throughput_child(args, env, "corolla", "", "--first-only")
             save()
             rows += throughput_child(args, env, "timm", rows[0]["precision"])
             save()
@@ -291,6 +370,12 @@ def print_table(report: dict) -> None:
     if report.get("train_metrics"):
         print("the trained run's val: " + ", ".join(
             f"{k} {v:.4f}" for k, v in report["train_metrics"].items()))
+    for name, row in commands.items():
+        events = row.get("cache_events", {})
+        if events.get("slowest"):
+            print(f"{name}: {events['programs']} XLA programs, {events['hits']} from the cache, "
+                  f"{events['seconds']:.1f} s compiling or loading; longest: " + ", ".join(
+                      f"{fun} {seconds:.1f} s" for fun, seconds in events["slowest"]))
     if "evaluate again" in commands:
         first, again = commands["evaluate"], commands["evaluate again"]
         events = ", ".join(f"{label} {row['cache_events']['hits']} of "
@@ -306,10 +391,13 @@ def print_table(report: dict) -> None:
         a = report["args"]
         print(f"{a['model']} {a['size']} px, batch {a['batch']}, {rows[0]['precision']}, "
               f"on {rows[0]['device']}:")
-        print(f"{'train step':34s} {'images/s':>10s} {'ratio':>6s} {'first step s':>13s}")
+        print(f"{'train step':40s} {'images/s':>10s} {'ratio':>6s} {'first step s':>13s}")
         for row in rows:
-            print(f"{row['name']:34s} {row['images_per_second']:10.1f} "
-                  f"{row['images_per_second'] / base:6.2f} {row['first_step_seconds']:13.1f}")
+            first = row.get("first_step_seconds")
+            rate = row["images_per_second"]
+            print(f"{row['name']:40s} " + (f"{rate:10.1f} {rate / base:6.2f}" if rate else
+                                            f"{'':10s} {'':6s}") +
+                  (f" {first:13.1f}" if first is not None else ""))
 
 
 if __name__ == "__main__":

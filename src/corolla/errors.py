@@ -38,6 +38,13 @@ def did_you_mean(word: str, choices) -> str:
     return f"did you mean {found}?" if found else ""
 
 
+def shown(value, limit: int = 60) -> str:
+    """A value read from a file someone else wrote, as a one-line message quotes it: its repr
+    (a newline stays escaped), cut at `limit` (never a whole file of it)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def first_line(error: BaseException, limit: int = 200, typed: bool = False) -> str:
     """A library's exception as a few words for a one-line message: the first line of its
     text (its type's name when it has none), secrets scrubbed, cut at `limit`; `typed`: led by

@@ -216,6 +216,22 @@ def make_folder(folder: str | Path, own: bool = False) -> Path:
     return folder
 
 
+def regular_file_inside(folder: str | Path, name) -> Path | None:
+    """folder/name where `name` is one plain file name (not absolute, no separator, not `..`)
+    and names a regular file there, not a link or a special file; None otherwise. For the
+    names a run's own files hold (state.json's weights), and for the files of a run that are
+    read into what Corolla writes: a tampered run folder must not lead Corolla to read,
+    overwrite or delete a file outside it."""
+    if not isinstance(name, str) or name in ("", ".", "..") or \
+            any(c in name for c in ("/", os.sep, os.altsep or "/", "\0")):
+        return None
+    path = Path(folder) / name
+    try:
+        return path if stat.S_ISREG(path.lstat().st_mode) else None
+    except OSError:
+        return None
+
+
 def write_json(data: dict, path: str | Path) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 

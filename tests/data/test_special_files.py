@@ -1,8 +1,9 @@
 """Special files cannot hang a command or take the host's memory: a FIFO (whose opening blocks
 its reader), a device (/dev/zero never ends) or a file far larger than its kind, given where
-Corolla reads a file from outside (a config, a recipe, a classes.txt, a record shard, a model,
-a report's picture), is refused in one line before it is opened. Each runs in a process with
-a memory cap and a timeout, so a regression fails instead of hanging or exhausting the host."""
+Corolla reads a file from outside (a config, a recipe, a classes.txt, a record shard, a model),
+is refused in one line before it is opened; a report leaves out a picture larger than any
+plot. Each runs in a process with a memory cap and a timeout, so a regression fails instead of
+hanging or exhausting the host."""
 
 from __future__ import annotations
 
@@ -145,14 +146,17 @@ print(json.dumps({{name: refused(lambda: inference.load_model(Path(folder), None
                 f"stored): not a model Corolla saved; pass the right file"}
 
 
-def test_a_report_embeds_no_picture_that_is_a_fifo_or_a_device(tmp_path):
+def test_a_report_embeds_no_picture_larger_than_any_plot(tmp_path):
+    """Beside a plot, a 64 MB .png (sparse: it takes no disk) is left out, not read into the
+    page; links and special files are left out before (`Sources.file`)."""
     Image.new("RGB", (4, 4)).save(tmp_path / "curves.png")
-    os.mkfifo(tmp_path / "fifo.png")
-    (tmp_path / "zero.png").symlink_to("/dev/zero")
+    with open(tmp_path / "vast.png", "wb") as f:
+        f.truncate(64 * 2**20)
     found = _refusals(f"""
 from pathlib import Path
 from corolla.report import html
-text = html._pictures(Path({str(tmp_path)!r}))
+folder = Path({str(tmp_path)!r})
+text = html._pictures(html.Sources(folder, "run", {{}}, folder))
 print(json.dumps({{"figures": text.count("<figure>"), "curves": "(curves.png)" in text}}))
 """, setup="from corolla.report import html")
     assert found == {"figures": 1, "curves": True}

@@ -1,6 +1,7 @@
 """benchmarks/user_path.py as CI runs it: `--tiny` on the CPU on JAX, every command of the
-user's path through, the second evaluate finding the programs the first process compiled, and
-one throughput row (timm's rows only where torch and timm are importable)."""
+user's path through, the second evaluate finding the programs the first process compiled, the
+throughput row with the parts of its step each timed alone and a second process's first step
+(timm's rows only where torch and timm are importable)."""
 
 import json
 import os
@@ -33,7 +34,12 @@ def test_tiny_user_path_on_cpu(tmp_path):
     first = report["commands"]["evaluate"]["cache_events"]
     again = report["commands"]["evaluate again"]["cache_events"]
     assert first["programs"] > 0 and again["hits"] == again["programs"] == first["programs"]
-    corolla_row = report["throughput"][0]
-    assert corolla_row["name"] == "Corolla (jax, float32)"
-    assert corolla_row["images_per_second"] > 0
+    assert report["commands"]["train"]["cache_events"]["programs"] > 0
+    rows = report["throughput"]
+    assert [row["name"].strip() for row in rows[:6]] == [
+        "Corolla (jax, float32)", "fit, batch already on the device",
+        "host-to-device copy alone", "pipeline alone, no model", "fit through the pipeline",
+        "Corolla (jax, float32), a second process"]
+    assert all(row["images_per_second"] > 0 for row in rows[:5])
+    assert rows[0]["first_step_seconds"] > 0 and rows[5]["first_step_seconds"] > 0
     assert "USER_PATH " in out.stdout and "train step" in out.stdout

@@ -2,13 +2,14 @@
 out; the advised --skip-bad-records continues a run; a folder run without a test split says how to
 add one."""
 
+import json
 import shutil
 
 import pytest
 
 from corolla.cli import main
 from corolla.runs import paths
-from helpers.cli import one_line
+from helpers.cli import one_line, one_line_error
 from helpers.images import class_folders
 from helpers.processes import crash_train
 
@@ -38,6 +39,25 @@ def test_damaged_records_of_a_run_are_one_line_naming_the_file(tiny_run_copy, ca
     (run / paths.PLAN).write_text("{")  # what a resumed session adds to
     with pytest.raises(UserError, match=r"plan.json is damaged .* move it away"):
         rundir.record_session(run, plan=None)
+
+
+@pytest.mark.slow
+def test_a_resumed_state_naming_a_file_outside_the_run_deletes_nothing(tiny_run_copy, capsys):
+    """state.json's best epoch file is deleted when an epoch beats best_f1: one naming a file
+    elsewhere, with a best_f1 any epoch beats, had `train --resume` delete that file."""
+    run = tiny_run_copy
+    for done in (paths.FINISHED, paths.MODEL):
+        (run / done).unlink()  # back in training, as a killed run is
+    victim = run.parent / "victim.txt"
+    victim.write_text("the user's")
+    (run / paths.BACKUP).mkdir()
+    (run / paths.BACKUP / paths.STATE).write_text(json.dumps(
+        {"epochs_done": 0, "weights": None, "history": [], "best_epoch": None,
+         "best_f1": 0.0, "best": str(victim)}))
+    capsys.readouterr()
+    one_line_error(capsys, ["train", "--resume", str(run)], str(run / paths.BACKUP / paths.STATE),
+                   "move the backup folder away")
+    assert victim.read_text() == "the user's"
 
 
 @pytest.mark.large  # 33s: CI's large step (the README's suite keeps to 20 min)

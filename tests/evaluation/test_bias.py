@@ -6,8 +6,11 @@ images (on runs: end_to_end/test_fitted_bias.py)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from corolla.errors import UserError
 from corolla.evaluation import bias, metrics
+from corolla.runs.paths import BIAS
 
 
 def _under_predicted(n: int, seed: int, classes: int = 5):
@@ -57,3 +60,45 @@ def test_the_interval_holds_the_figure_and_widens_as_the_split_shrinks():
         widths.append(high - low)
     assert widths[0] < widths[1] < widths[2]
     assert metrics.macro_f1_interval(y, predicted) == metrics.macro_f1_interval(y, predicted)
+
+
+CLASSES = ["daisy", "rose", "tulip"]
+
+
+def _offsets(table: str) -> str:
+    return f'{{"offsets": {table}, "fitted_on": "val"}}'
+
+
+@pytest.mark.parametrize("text, says", [
+    (_offsets('{"daisy": 0.5, "rose": NaN, "tulip": 0}'),
+     "holds nan as the offset of class 'rose', not a finite number"),
+    (_offsets('{"daisy": Infinity, "rose": 0, "tulip": 0}'),
+     "holds inf as the offset of class 'daisy'"),
+    (_offsets('{"daisy": -Infinity, "rose": 0, "tulip": 0}'), "holds -inf as the offset"),
+    (_offsets('{"daisy": "1", "rose": 0, "tulip": 0}'), "holds '1' as the offset of class"),
+    (_offsets('{"daisy": true, "rose": 0, "tulip": 0}'), "holds True as the offset"),
+    (_offsets('{"daisy": null, "rose": 0, "tulip": 0}'), "holds None as the offset"),
+    (_offsets('{"daisy": [1], "rose": 0, "tulip": 0}'), "holds [1] as the offset"),
+    (_offsets('{"daisy": 0, "rose": 0}'),
+     "holds no offset for class 'tulip' (1 missing, 0 not the run's)"),
+    (_offsets('{"daisy": 0, "rose": 0, "tulip": 0, "lily": 1}'),
+     "holds an offset for 'lily', which is not a class of the run (0 missing, 1 not the run's)"),
+    (_offsets("[0, 0, 0]"), "holds no table of offsets by class"),
+    ('{"daisy": 0, "rose": 0, "tulip": 0}', "holds no table of offsets by class"),
+    ("[0, 0, 0]", "holds no table of offsets by class"),
+    ('{"offsets": {"daisy"', "is damaged"),
+])
+def test_offsets_that_are_not_one_finite_number_a_class_are_one_line(tmp_path, text, says):
+    """Python's json reads NaN: a NaN offset made every row of a submission the same class,
+    and `predict --bias fitted` said it was checked."""
+    (tmp_path / BIAS).write_text(text)
+    with pytest.raises(UserError) as e:
+        bias.load(tmp_path, CLASSES)
+    message = str(e.value)
+    assert says in message and "\n" not in message and str(tmp_path / BIAS) in message
+    assert message.endswith(f"fit them again with `corolla evaluate {tmp_path} --fit-bias`")
+
+
+def test_fitted_offsets_read_back_in_the_order_of_the_classes(tmp_path):
+    (tmp_path / BIAS).write_text(_offsets('{"tulip": 3, "daisy": -0.5, "rose": 0.25}'))
+    assert bias.load(tmp_path, CLASSES).tolist() == [-0.5, 0.25, 3.0]

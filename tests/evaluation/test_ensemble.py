@@ -302,3 +302,15 @@ def test_a_run_inside_an_ensemble_member_is_not_counted_twice(runs, tmp_path, ca
         assert err.startswith("corolla: error: ") and "so the blend would count it twice" \
             in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "twice").exists()
+
+
+def test_an_ensemble_naming_itself_or_odd_members_is_still_a_member(runs, tmp_path):
+    """Its metrics.json names the runs it holds, read to count none twice: one naming its own
+    folder (or a loop of ensembles) recursed without end, a member folder given as a number
+    was a traceback."""
+    assert main(["ensemble", str(runs[0]), str(runs[1]), "--out", "ens1"]) == 0
+    path = tmp_path / "ens1" / paths.METRICS
+    metrics = json.loads(path.read_text())
+    metrics["members"] += [{"folder": str(tmp_path / "ens1")}, {"folder": 5}, 7]
+    path.write_text(json.dumps(metrics))
+    assert main(["ensemble", "ens1", str(runs[2]), "--out", "ens2"]) == 0

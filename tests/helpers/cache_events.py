@@ -1,7 +1,8 @@
 """Runs the `corolla` command and prints, at its end, how many XLA programs this process
 needed and how many of them JAX's persistent compilation cache gave it:
-`CACHE_EVENTS {"programs": P, "hits": H}`, from JAX's own monitoring events (its
-backend-compile duration is recorded for each program, loaded or compiled); P - H were compiled.
+`CACHE_EVENTS {"programs": P, "hits": H, "seconds": S, "slowest": [[name, s], ...]}`, from
+JAX's own monitoring events (its backend-compile duration is recorded for each program, loaded
+or compiled); P - H were compiled; S is their seconds in all, `slowest` the five longest.
 
     python cache_events.py corolla-args...
 """
@@ -11,7 +12,8 @@ import sys
 
 import jax.monitoring
 
-counts = {"programs": 0, "hits": 0}
+counts = {"programs": 0, "hits": 0, "seconds": 0.0}
+durations = []
 
 
 def _event(event: str, **kwargs) -> None:
@@ -22,6 +24,8 @@ def _event(event: str, **kwargs) -> None:
 def _duration(event: str, seconds: float, **kwargs) -> None:
     if event == "/jax/core/compile/backend_compile_duration":
         counts["programs"] += 1
+        counts["seconds"] += seconds
+        durations.append((kwargs.get("fun_name", "?"), round(seconds, 2)))
 
 
 jax.monitoring.register_event_listener(_event)
@@ -32,5 +36,7 @@ from corolla.cli import main  # noqa: E402
 try:
     code = main(sys.argv[1:])
 finally:
+    counts["seconds"] = round(counts["seconds"], 1)
+    counts["slowest"] = sorted(durations, key=lambda d: -d[1])[:5]
     print("CACHE_EVENTS " + json.dumps(counts), flush=True)
 sys.exit(code)

@@ -165,6 +165,29 @@ def test_tensorflow_trained_lite0_computes_its_own_features(lite0, reference):
                                reference["features_same"], atol=ATOL)
 
 
+# The larger rungs a time budget may choose: Lite1 (240 px) and Lite2 (260 px), whose folder's
+# config.json carries the `num_features` keras-hub does not save (a backbone rebuilt without it
+# has a 1408-channel head its weights do not fit). Their reference is at 192 px too.
+@pytest.mark.large  # each folder's build and predict: CI's large step
+@pytest.mark.parametrize("rung", ["lite1", "lite2"])
+def test_each_larger_tensorflow_trained_rung_computes_its_own_features(rung, tmp_path):
+    pytest.importorskip("keras_hub")
+    folder = SHARED / "weights" / f"efficientnet_{rung}_imagenet"
+    reference_file = SHARED / "weights" / f"efficientnet_{rung}_reference.npz"
+    if not (folder / "config.json").is_file() or not reference_file.is_file():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must check {folder} against {reference_file}: absent")
+        pytest.skip(f"{folder} or {reference_file} is absent")
+    with np.load(reference_file) as f:
+        reference = {k: f[k] for k in f.files}
+    spec = models.get(f"hub:{folder}")
+    assert "SAME" in spec.description
+    backbone = spec.backbone((192, 192, 3), "imagenet")
+    pooled = _pooled(backbone, _reference_input(reference))
+    assert pooled.shape == (8, 1280)
+    np.testing.assert_allclose(pooled, reference["features_same"], atol=ATOL)
+
+
 JAX_PARITY = """
 import numpy as np
 import keras

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -67,17 +69,36 @@ def test_track_with_its_package_missing_is_one_line_before_training(capsys, tiny
     assert not (tmp_path / "runs").exists()
 
 
-def test_an_unreachable_mlflow_server_is_one_line_within_seconds(capsys, tiny_petals, tmp_path,
-                                                                 monkeypatch):
+def test_an_unreachable_mlflow_server_is_one_line_from_one_bounded_request(capsys, tiny_petals,
+                                                                          tmp_path, monkeypatch):
+    # "Within seconds" is the request's own timeout, not this test's wall time (which is the
+    # host's load): one request, no retries, given PROBE_SECONDS.
     (port,) = free_ports(1)  # nothing listens there
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
-    began = time.monotonic()
+    requests = []
+    real = urllib.request.urlopen
+
+    def spy(url, *args, **kwargs):
+        requests.append((getattr(url, "full_url", url), kwargs.get("timeout")))
+        return real(url, *args, **kwargs)
+
+    monkeypatch.setattr(urllib.request, "urlopen", spy)
     one_line_error(capsys, ["train", "--data", str(tiny_petals), "--epochs", "1", "--runs-dir",
                             str(tmp_path / "runs"), "--track", "mlflow"],
                    f"the MLflow server at http://127.0.0.1:{port} does not answer",
                    "MLFLOW_TRACKING_URI")
-    assert time.monotonic() - began < 10
+    assert requests == [(f"http://127.0.0.1:{port}/health", mlflow_tracker.PROBE_SECONDS)]
+    assert mlflow_tracker.PROBE_SECONDS <= 10
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_silent_mlflow_server_is_one_line_when_the_probe_times_out(monkeypatch):
+    # A server that takes the connection and never answers: the probe's timeout ends the wait.
+    monkeypatch.setattr(mlflow_tracker, "PROBE_SECONDS", 0.2)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        with pytest.raises(UserError, match=f"127.0.0.1:{port} does not answer.*timed out"):
+            mlflow_tracker._probe(f"http://127.0.0.1:{port}")
 
 
 def test_an_mlflow_store_that_cannot_be_made_is_one_line_before_training(capsys, tiny_petals,
@@ -326,3 +347,31 @@ def test_mlflows_store_set_up_lines_show_only_when_asked_for(tmp_path, asked):
     assert ("Creating initial MLflow database tables" in result.stderr) == asked, result.stderr
     if not asked:
         assert " INFO " not in result.stderr, result.stderr
+
+
+def test_a_scored_file_that_is_a_link_is_not_sent(tmp_path, monkeypatch):
+    """What a tracked run sends is a run's own files: a link (to a secret anywhere) among them
+    would upload what it points to."""
+    from corolla.runs import paths
+    from corolla.runs.tracking.base import Tracker
+
+    sent = []
+
+    class Recording(Tracker):
+        kind = "mlflow"
+
+        def log_scores(self, metrics, prefix):
+            pass
+
+        def log_files(self, files, base):
+            sent.extend(files)
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / paths.METRICS).write_text("{}")
+    secret = tmp_path / "secret.png"
+    secret.write_text("s3cr3t")
+    os.symlink(secret, run / paths.CONFUSION)
+    monkeypatch.setitem(tracking._open, run.resolve(), Recording())
+    tracking.send_scored(run, run, {"f1_macro": 0.5})
+    assert sent == [run / paths.METRICS]

@@ -15,13 +15,14 @@ the other, both halves' decisions pooled.
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 
 import numpy as np
 
-from corolla.errors import UserError
+from corolla.errors import UserError, shown
 from corolla.evaluation.metrics import macro_f1
+from corolla.files import read_json
 from corolla.runs.paths import BIAS
 
 GRID = np.round(np.linspace(-3.0, 3.0, 61), 2)  # offsets tried, in log-probability (x e^3)
@@ -111,10 +112,22 @@ def load(run_dir, class_names) -> np.ndarray:
     if not path.is_file():
         raise UserError(f"{run_dir} has no fitted offsets ({path}); fit them first with "
                         f"`corolla evaluate {run_dir} --fit-bias`, or leave out --bias")
-    try:
-        offsets = json.loads(path.read_text())["offsets"]
-        values = np.array([float(offsets[name]) for name in class_names])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise UserError(f"{path} does not hold an offset for each of the run's classes; fit "
-                        f"them again with `corolla evaluate {run_dir} --fit-bias`") from None
-    return values
+    fix = f"fit them again with `corolla evaluate {run_dir} --fit-bias`"
+    record = read_json(path, fix)
+    offsets = record.get("offsets") if isinstance(record, dict) else None
+    if not isinstance(offsets, dict):
+        raise UserError(f"{path} holds no table of offsets by class; {fix}")
+    missing = [name for name in class_names if name not in offsets]
+    extra = [name for name in offsets if name not in set(class_names)]
+    if missing or extra:
+        what = f"no offset for class {missing[0]!r}" if missing else \
+            f"an offset for {shown(extra[0])}, which is not a class of the run"
+        raise UserError(f"{path} holds {what} ({len(missing)} missing, {len(extra)} not the "
+                        f"run's); {fix}")
+    # Python's json reads NaN and Infinity: one such offset made every row the same class.
+    wrong = [name for name in class_names if type(offsets[name]) not in (int, float) or
+             not math.isfinite(offsets[name])]
+    if wrong:
+        raise UserError(f"{path} holds {shown(offsets[wrong[0]])} as the offset of class "
+                        f"{wrong[0]!r}, not a finite number; {fix}")
+    return np.array([float(offsets[name]) for name in class_names])

@@ -98,18 +98,20 @@ def _aligned(first: Predictions, other: Predictions, what: str) -> Predictions:
     return other.in_order(first.ids)
 
 
-def _runs_in(folder: Path) -> set[Path]:
+def _runs_in(folder: Path, within: frozenset = frozenset()) -> set[Path]:
     """The runs whose predictions a member's hold: itself, or an ensemble's members (its
-    metrics.json names them), recursively."""
+    metrics.json names them), recursively; `within`: the ensembles on the way here (a
+    metrics.json naming one of them, or its own folder, names no further run)."""
     folder = Path(folder).resolve()
     path = folder / paths.METRICS
-    if not path.is_file():
+    if folder in within or not path.is_file():
         return {folder}
-    members = read_json(path, f"run `corolla evaluate {folder}` again").get("members")
+    record = read_json(path, f"run `corolla evaluate {folder}` again")
+    members = record.get("members") if isinstance(record, dict) else None
     if not isinstance(members, list):
         return {folder}
-    return set().union(*(_runs_in(Path(m["folder"])) for m in members
-                         if isinstance(m, dict) and "folder" in m)) or {folder}
+    return set().union(*(_runs_in(Path(m["folder"]), within | {folder}) for m in members
+                         if isinstance(m, dict) and isinstance(m.get("folder"), str))) or {folder}
 
 
 def load_members(folders) -> list[Member]:

@@ -13,6 +13,9 @@ and never runs a model. Three kinds of folder have one:
 
 Every value read from a file is data, whatever its type (a tampered metrics.json may hold
 markup where a number belongs): `_table` escapes each cell itself, so no caller can forget.
+Every file is read through `Sources.file`: a link or a special file is not read but named in
+the page, since a link in a run folder would put whatever it points to into a page that is
+mailed and archived.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from __future__ import annotations
 import base64
 import csv
 import html
+import os
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from importlib import metadata
@@ -30,7 +34,8 @@ from pathlib import Path
 
 from corolla.data.audit import findings
 from corolla.errors import UserError
-from corolla.files import MAX_PICTURE, read_bounded, read_history, read_json, write_text_atomic
+from corolla.files import (MAX_PICTURE, read_bounded, read_history, read_json,
+                           regular_file_inside, write_text_atomic)
 from corolla.runs import paths, rundir
 
 
@@ -66,36 +71,49 @@ class Sources:
     kind: str  # "run", "evaluation" or "ensemble"
     metrics: dict
     run_dir: Path | None
+    skipped: dict[Path, None] = field(default_factory=dict)  # files not read, in order met
+
+    def file(self, folder: Path | None, name: str) -> Path | None:
+        """folder/name where it is a regular file of the folder; None where it is missing, or
+        where it is a link or a special file: such a one is not read, and the page names it
+        (`_skipped`)."""
+        if folder is None:
+            return None
+        path = regular_file_inside(folder, name)
+        if path is None and os.path.lexists(folder / name):
+            self.skipped[folder / name] = None
+        return path
 
     @cached_property
-    def config_text(self) -> str:
-        """config.toml as written (the run's: only asked for where there is a run)."""
-        return (self.run_dir / paths.CONFIG).read_text()
+    def config_text(self) -> str | None:
+        """config.toml as written (the run's); None where it is not read."""
+        path = self.file(self.run_dir, paths.CONFIG)
+        return None if path is None else path.read_text()
 
     @cached_property
     def settings(self) -> dict:
         """The headline settings as config.toml holds them (sizes as numbers); none where
-        there is no run or its config.toml does not parse."""
+        there is no run or its config.toml is not read or does not parse."""
         if self.run_dir is None:
             return {}
         try:
-            return _settings(tomllib.loads(self.config_text))
+            return _settings(tomllib.loads(self.config_text or ""))
         except (OSError, tomllib.TOMLDecodeError):
             return {}
 
     @cached_property
     def data_check(self) -> dict | None:
         """The run's data_check.json; None where there is none."""
-        path = None if self.run_dir is None else self.run_dir / paths.DATA_CHECK
-        if path is None or not path.is_file():
+        path = self.file(self.run_dir, paths.DATA_CHECK)
+        if path is None:
             return None
         return read_json(path, "train the run again to check its data, or remove the file")
 
     @cached_property
     def sessions(self) -> list[dict]:
         """The training sessions of the run's plan.json; none where it has none."""
-        path = None if self.run_dir is None else self.run_dir / paths.PLAN
-        if path is None or not path.is_file():
+        path = self.file(self.run_dir, paths.PLAN)
+        if path is None:
             return []
         fix = "move it away to write the report without the sessions"
         sessions = read_json(path, fix).get("sessions", [])
@@ -119,6 +137,10 @@ def sources(folder: str | Path) -> Sources:
                             f"`corolla evaluate {folder}` first")
         raise UserError(f"{folder} holds no {paths.METRICS}; pass a run folder after "
                         f"`corolla evaluate`, an eval-* folder or an ensemble folder")
+    if regular_file_inside(folder, paths.METRICS) is None:
+        raise UserError(f"{path} is a link or not a regular file; a report reads only a "
+                        f"folder's own files: put the file itself there, e.g. with "
+                        f"`corolla evaluate`")
     metrics = read_json(path, f"write it again with `corolla evaluate {folder}`")
     if "members" in metrics:
         return Sources(folder, "ensemble", metrics, None)
@@ -157,12 +179,13 @@ def fragment(src: Sources | str | Path) -> str:
              _per_class(src.metrics)]
     if src.kind == "ensemble":
         parts.append(_members(src.metrics))
-    parts.append(_pictures(src.folder))
-    parts += [_label_review(src.folder), _data_check(src)]
+    parts.append(_pictures(src))
+    parts += [_label_review(src), _data_check(src)]
     if src.run_dir is not None:
         parts += [_timings(src), _plan(src), _config(src)]
     elif src.kind == "evaluation":
         parts.append("<p>The run of this evaluation was not found: no config or plan.</p>")
+    parts.insert(3, _skipped(src))  # below the header, once every file has been asked for
     version = metadata.version("corolla")
     parts.append(f'<p class="foot">Written by Corolla {_e(version)} on '
                  f"{_e(time.strftime('%Y-%m-%d %H:%M:%S %z'))} from the files of "
@@ -236,8 +259,19 @@ def _members(m: dict) -> str:
             + f"<p>Weights: {_e(m.get('weights_search', ''))}</p>")
 
 
-def _pictures(folder: Path) -> str:
-    found = sorted(folder.glob("*.png"), key=lambda p: (
+def _skipped(src: Sources) -> str:
+    """The files of the folder that were not read: links and special files."""
+    if not src.skipped:
+        return ""
+    names = ", ".join(str(p) for p in src.skipped)
+    return (f'<p class="note">Not read: {_e(names)}: a link or not a regular file. A report '
+            f"shows only a folder's own files; put the files themselves there to see them."
+            f"</p>")
+
+
+def _pictures(src: Sources) -> str:
+    folder = src.folder
+    found = sorted((p for p in folder.glob("*.png") if src.file(folder, p.name)), key=lambda p: (
         list(CAPTIONS).index(p.name) if p.name in CAPTIONS else len(CAPTIONS), p.name))
     if not found:
         return ""
@@ -245,7 +279,7 @@ def _pictures(folder: Path) -> str:
     for path in found:
         try:
             data = base64.b64encode(read_bounded(path, MAX_PICTURE, "picture")).decode("ascii")
-        except (UserError, OSError):  # a FIFO, a device, a vast file: no picture of the run's
+        except UserError:  # far larger than any plot: no picture Corolla drew, not shown
             continue
         caption = CAPTIONS.get(path.name, path.stem.replace("_", " "))
         figures.append(f'<figure><img src="data:image/png;base64,{data}" alt="{_e(caption)}">'
@@ -314,10 +348,10 @@ def _per_class(m: dict) -> str:
 REVIEW_ROWS = 20  # rows of label_review.csv shown; the file has them all
 
 
-def _label_review(folder: Path) -> str:
+def _label_review(src: Sources) -> str:
     """The first rows of label_review.csv (the picture is among the pictures)."""
-    path = folder / paths.LABEL_REVIEW
-    if not path.is_file():
+    path = src.file(src.folder, paths.LABEL_REVIEW)
+    if path is None:
         return ""
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -397,8 +431,8 @@ def _timings(src: Sources) -> str:
         rows.append([f"session {i + 1} started", session.get("started", "?")])
     evaluated = datetime.fromtimestamp((src.folder / paths.METRICS).stat().st_mtime).astimezone()
     rows.append(["evaluation written", evaluated.strftime("%Y-%m-%dT%H:%M:%S%z")])
-    finished = run_dir / paths.FINISHED
-    end = _when(finished.read_text()) if finished.is_file() else None
+    finished = src.file(run_dir, paths.FINISHED)
+    end = _when(finished.read_text()) if finished is not None else None
     if end is not None:
         rows.append(["run finished", end.strftime("%Y-%m-%dT%H:%M:%S%z")])
     # In the order they happened (an evaluation run again after the finish comes last); a
@@ -409,7 +443,7 @@ def _timings(src: Sources) -> str:
         stop, what = (end, "finish") if end is not None else (evaluated, "evaluation")
         rows.append([f"wall time, first start to {what}",
                      _duration((stop - start).total_seconds())])
-    history = _history(run_dir)
+    history = _history(src)
     text = "<h2>Timings</h2>\n" + _table(["event", "time"], rows)
     if history:
         header = list(history[0])
@@ -430,9 +464,9 @@ def _in_time_order(row: list) -> tuple:
     return (0, when.timestamp()) if when is not None else (1, 0.0)
 
 
-def _history(run_dir: Path) -> list[dict]:
-    path = run_dir / paths.HISTORY
-    if not path.is_file():
+def _history(src: Sources) -> list[dict]:
+    path = src.file(src.run_dir, paths.HISTORY)
+    if path is None:
         return []
     return [{k: str(v) for k, v in row.items()} for row in read_history(path)]
 
@@ -498,6 +532,8 @@ def _settings(cfg: dict) -> dict:
 
 
 def _config(src: Sources) -> str:
+    if src.config_text is None:
+        return "<h2>Config (config.toml)</h2>\n<p>Not read (see above).</p>"
     return f"<h2>Config (config.toml)</h2>\n<pre>{_e(src.config_text)}</pre>"
 
 

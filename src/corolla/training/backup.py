@@ -27,13 +27,15 @@ import csv
 import io
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from corolla.errors import UserError
-from corolla.files import atomic_path, check_space, write_text_atomic
+from corolla.errors import UserError, shown
+from corolla.config.schema import MAX_EPOCHS
+from corolla.files import atomic_path, check_space, regular_file_inside, write_text_atomic
 from corolla.runs.paths import STATE
 
 
@@ -55,19 +57,63 @@ def stops_early(state: BackupState, patience: int) -> bool:
 
 
 def read_state(backup_dir: Path) -> BackupState:
-    path = Path(backup_dir) / STATE
-    if not path.is_file():
+    """state.json, checked: a run folder comes from anywhere, and its state names the files
+    that a resumed run loads and later deletes, so each must be a file of the backup folder
+    itself (`files.regular_file_inside`), never a path elsewhere."""
+    backup_dir = Path(backup_dir)
+    path = backup_dir / STATE
+    fix = "move the backup folder away to start the run's training over"
+    if backup_dir.is_symlink():  # the backup would be written, and deleted, elsewhere
+        raise UserError(f"{backup_dir} is a link (to {os.readlink(backup_dir)}), not the run's "
+                        f"own backup folder; {fix}")
+    if not os.path.lexists(path):
         return BackupState()
+    if regular_file_inside(backup_dir, STATE) is None:
+        raise UserError(f"{path} is not a file of the run's own backup folder (a link, or not a "
+                        f"regular file); {fix}")
     try:
         state = BackupState(**json.loads(path.read_text()))
-    except (ValueError, TypeError) as e:
-        raise UserError(f"{path} is damaged ({e}); move the backup folder away to start the "
-                        f"run's training over") from None
-    for name in (state.weights, state.best):
-        if name and not (Path(backup_dir) / name).is_file():
-            raise UserError(f"{path} names {name}, which is missing; move the backup "
-                            f"folder away to start the run's training over")
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path} is damaged ({e}); {fix}") from None
+    wrong = _wrong_field(state)
+    if wrong:
+        raise UserError(f"{path} is damaged: {wrong}; {fix}")
+    for key in ("weights", "best"):
+        name = getattr(state, key)
+        if name is not None and regular_file_inside(backup_dir, name) is None:
+            what = "missing" if os.path.basename(name) == name and \
+                not os.path.lexists(backup_dir / name) else \
+                "not the name of a regular file inside the backup folder"
+            raise UserError(f"{path} names {shown(name, 200)} as its {key}, which is {what}; {fix}")
     return state
+
+
+def _wrong_field(state: BackupState) -> str:
+    """What is wrong with the fields of a state read from state.json ("" where nothing is)."""
+    def count(value, high: int) -> bool:
+        return type(value) is int and 0 <= value <= high
+
+    def number(value) -> bool:
+        return type(value) in (int, float)
+
+    if not count(state.epochs_done, MAX_EPOCHS):
+        return (f"epochs_done is {shown(state.epochs_done)}, not a count of epochs (0 to "
+                f"{MAX_EPOCHS})")
+    for key in ("weights", "best"):
+        if getattr(state, key) is not None and not isinstance(getattr(state, key), str):
+            return f"{key} is {shown(getattr(state, key))}, not a file name"
+    if not isinstance(state.history, list) or not all(
+            isinstance(row, dict) and all(isinstance(k, str) and number(v)
+                                          for k, v in row.items()) for row in state.history):
+        return "history is not a list of epochs, each a table of numbers"
+    if len(state.history) > state.epochs_done:
+        return f"history has {len(state.history)} epochs, more than the {state.epochs_done} done"
+    if state.best_epoch is not None and not count(state.best_epoch, state.epochs_done - 1):
+        return (f"best_epoch is {shown(state.best_epoch)}, not one of the {state.epochs_done} "
+                f"epochs done")
+    if state.best_f1 is not None and not (number(state.best_f1) and 0 <= state.best_f1 <= 1):
+        return f"best_f1 is {shown(state.best_f1)}, not a macro F1 (0 to 1)"
+    return ""
 
 
 def backup_variables(model) -> list:

@@ -9,6 +9,12 @@ from corolla.data.prepare.settings import MANIFEST, VERSION, Settings
 from corolla.data.prepare.sources import ImageSource
 from corolla.data.prepare.splits import Copies, needs_split
 
+# Past this many classes the log gives each split's spread of images a class, not a table: a
+# conversion's last screen is a summary, and convert.json keeps every class's count.
+TABLE_CLASSES = 20
+FEWEST = 5  # the classes with fewest images named in that spread
+LISTED_SKIPPED = 20  # skipped files listed in the log (convert.json lists them all)
+
 
 @dataclass
 class Summary:
@@ -60,7 +66,9 @@ def describe(summary: Summary, class_names, settings: Settings) -> list[str]:
         files = "/".join(map(str, summary.files[name]))
         lines.append(f"  {name:5s} {sum(counts.values()):7d} images in {files} file(s)")
     names = [n for n in summary.counts if n != "test" or -1 not in summary.counts[n]]
-    if names:
+    if names and len(class_names) > TABLE_CLASSES:
+        lines += _class_spread(summary, class_names, names)
+    elif names:
         width = max(len(n) for n in class_names) if class_names else 5
         lines.append(f"  {'class':{width}s}  " + "  ".join(f"{n:>6s}" for n in names))
         for index, cls in enumerate(class_names):
@@ -73,14 +81,30 @@ def describe(summary: Summary, class_names, settings: Settings) -> list[str]:
         if copies["removed"]:
             lines.append(f"  dedupe: left out {len(copies['removed'])} exact copies (listed "
                          f"in {MANIFEST})")
-    lines += skipped_lines(summary.skipped)
+    lines += skipped_lines(summary.skipped, most=LISTED_SKIPPED)
     return lines
 
 
-def skipped_lines(skipped: list) -> list[str]:
-    """The files a conversion skipped, one line each under a heading."""
+def _class_spread(summary: Summary, class_names, names) -> list[str]:
+    """Many classes: per split, the spread of images a class and its fewest, not a line each
+    (the whole table is convert.json's `per_class`)."""
+    lines = [f"  {len(class_names)} classes (images a class; every class in {MANIFEST}):"]
+    for name in names:
+        counts = sorted((summary.counts[name].get(i, 0), c) for i, c in enumerate(class_names))
+        fewest = ", ".join(f"{c!r} {n}" for n, c in counts[:FEWEST])
+        lines.append(f"  {name:5s} fewest {counts[0][0]}, median {counts[len(counts) // 2][0]}, "
+                     f"most {counts[-1][0]}; fewest: {fewest}")
+    return lines
+
+
+def skipped_lines(skipped: list, most: int | None = None) -> list[str]:
+    """The files a conversion skipped, one line each under a heading (the first `most`, then
+    how many more, when `most` is given)."""
     if not skipped:
         return []
+    shown = skipped if most is None else skipped[:most]
+    more = len(skipped) - len(shown)
     return [f"skipped {len(skipped)} file(s) that are not readable images:",
-            *(f"  warning: {i}: {r}" for i, r in skipped)]
+            *(f"  warning: {i}: {r}" for i, r in shown),
+            *([f"  ... and {more} more (all of them in {MANIFEST})"] if more else [])]
 

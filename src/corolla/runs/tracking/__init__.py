@@ -40,7 +40,7 @@ from pathlib import Path
 
 from corolla.config import flatten
 from corolla.errors import Interrupted, UserError
-from corolla.files import read_json, write_json
+from corolla.files import read_json, regular_file_inside, write_json
 from corolla.runs import paths
 from corolla.runs.tracking.base import (FINAL, MLFLOW, NONE, PROJECT, WANDB, Tracker, said,
                                         scores)
@@ -111,7 +111,8 @@ def finish(run_dir: str | Path | None, log=print, files=(), status: str = "FINIS
         return
     tracker = _open.pop(Path(run_dir).resolve(), None)
     if tracker is not None:
-        tracker.log_files([f for f in files if Path(f).is_file()], Path(run_dir))
+        tracker.log_files([f for f in map(Path, files) if regular_file_inside(f.parent, f.name)],
+                          Path(run_dir))
         tracker.close(status)
 
 
@@ -150,7 +151,9 @@ def send_scored(run_dir: str | Path, folder: str | Path, metrics: dict, log=prin
     files = [folder / name for name in (paths.METRICS, paths.CONFUSION, paths.CURVES,
                                         paths.REPORT)]
     files += [folder / paths.HISTORY] if own else []
-    tracker.log_files([f for f in files if f.is_file()], folder if own else folder.parent)
+    # A link is not sent: it would put the file it points to on the tracking server.
+    tracker.log_files([f for f in files if regular_file_inside(f.parent, f.name)],
+                      folder if own else folder.parent)
 
 
 def _open_run(kind: str, config, run_dir: Path, record: dict | None, parent, log) -> Tracker:
