@@ -80,7 +80,7 @@ def _fit(image, size: int, fit: str):
         new = (min(size, new[0]), min(size, new[1]))
     if fit == "crop" and new[0] * new[1] > CUT_FIRST * size * size:
         # A long strip would be resized whole to be cut to a square: resize only the square's
-        # part of it (Pillow's `box`), the same pixels but for rounding.
+        # part of it (Pillow's `box`: the same neighbourhoods sampled, nearly the same pixels).
         left, top = (new[0] - size) // 2, (new[1] - size) // 2
         sx, sy = w / new[0], h / new[1]
         return image.resize((size, size), Image.BICUBIC, reducing_gap=3.0,
