@@ -64,8 +64,9 @@ print(json.dumps({{
 
 def test_a_classes_file_or_a_record_shard_that_is_a_fifo_is_refused_unopened(tmp_path,
                                                                               photos):
-    """A photo folder's classes.txt, a TFRecord layout's classes.txt, a shard of a split; and
-    --data naming a device says what it is, not that it does not exist."""
+    """A photo folder's classes.txt, a TFRecord layout's classes.txt, a shard of a split, a
+    k-fold run's fold assignment; and --data naming a device says what it is, not that it
+    does not exist."""
     root, _ = photos
     folder = tmp_path / "photos"
     (folder / "aster").mkdir(parents=True)
@@ -80,7 +81,7 @@ def test_a_classes_file_or_a_record_shard_that_is_a_fifo_is_refused_unopened(tmp
     (linked / "tfrecords-jpeg-32x32" / "val").mkdir(parents=True)
     (linked / "classes.txt").symlink_to("/dev/zero")
     found = _refusals(f"""
-from corolla.data import layout
+from corolla.data import folds, layout
 from corolla.data.prepare import sources
 shards = layout.Layout({str(layout)!r}, 32, ("a",), (32,))
 print(json.dumps({{
@@ -89,6 +90,7 @@ print(json.dumps({{
     "layout device": refused(lambda: layout.open_layout({str(linked)!r})),
     "shard": refused(lambda: shards.split("val")),
     "data": refused(lambda: sources.kind_of("/dev/zero")),
+    "folds": refused(lambda: folds.Assignment.read({str(layout / 'classes.txt')!r})),
 }}))
 """, setup="import tensorflow")
     assert found == {
@@ -101,7 +103,9 @@ print(json.dumps({{
         "shard": f"record file {str(shards / '00-32x32-5.tfrec')!r} is not a regular file (a "
                  f"FIFO); pass a file",
         "data": "data path '/dev/zero' is a device; pass --data with a folder (TFRecord "
-                "layout, or images in one subfolder per class) or a CSV of path,label"}
+                "layout, or images in one subfolder per class) or a CSV of path,label",
+        "folds": f"fold assignment {str(layout / 'classes.txt')!r} is not a regular file (a "
+                 f"FIFO); pass a file"}
 
 
 def _model_with_inflating_config(path: Path, size: int) -> Path:
