@@ -16,6 +16,7 @@ import shutil
 import stat
 import sys
 import uuid
+import zipfile
 from pathlib import Path
 
 from corolla.errors import UserError
@@ -245,3 +246,90 @@ def absolute(path: str) -> str:
     """A local path made absolute, so that a run's record still finds it from another working
     folder; a remote one as it is."""
     return path if is_remote(path) else os.path.abspath(path)
+
+
+# Files from outside (a config, a recipe, a data set's classes.txt, a model, a run's pictures)
+# are read only when they are regular files, and only up to a size fit for their kind: a device
+# (/dev/zero) never ends and a FIFO blocks its reader forever, and a file of gigabytes where a
+# few kilobytes belong would be held in memory whole. The limits, one place for all kinds:
+MB = 2**20
+MAX_TEXT = 4 * MB  # a config or recipe TOML, a classes.txt (a thousand classes take ~30 kB)
+MAX_PICTURE = 32 * MB  # a PNG a report embeds
+MAX_MODEL = 8 * 2**30  # a .keras archive (opened by Keras, not read whole), and its contents
+MAX_MODEL_JSON = 64 * MB  # the config.json / metadata.json inside one
+# A zip member (of a .keras archive, of an .npz) may inflate to this many times its stored size
+# (Keras and numpy store members uncompressed; numbers compress little) before it counts as a
+# decompression bomb.
+MAX_INFLATION = 100
+
+
+def _kind(mode: int) -> str:
+    return ("a regular file" if stat.S_ISREG(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "not a file")
+
+
+def describe(path: str | Path) -> str:
+    """What is at `path` (not a folder): "a regular file", "a FIFO", "a device"..."""
+    return _kind(os.stat(path).st_mode)
+
+
+def check_regular(path: str | Path, what: str, limit: int | None = None) -> int:
+    """The size of `path` (followed as given, links included), a regular file of at most
+    `limit` bytes; else a one-line UserError naming `what`. Checked before opening: opening a
+    FIFO for reading blocks. A missing file raises FileNotFoundError, for the caller to name."""
+    info = os.stat(path)
+    if stat.S_ISDIR(info.st_mode):
+        raise UserError(f"{what} {str(path)!r} is a folder; pass a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError(f"{what} {str(path)!r} is not a regular file ({_kind(info.st_mode)}); "
+                        f"pass a file")
+    if limit is not None and info.st_size > limit:
+        raise UserError(f"{what} {str(path)!r} is {size_text(info.st_size)}, more than the "
+                        f"{size_text(limit)} a {what} can be; pass the right file")
+    return info.st_size
+
+
+def read_bounded(path: str | Path, limit: int, what: str) -> bytes:
+    """The bytes of the regular file `path`, of at most `limit` bytes (`check_regular`); one
+    that grows past it while read (or a /proc file, which reports no size) is refused too."""
+    check_regular(path, what, limit)
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise UserError(f"{what} {str(path)!r} is more than the {size_text(limit)} a {what} can "
+                        f"be; pass the right file")
+    return data
+
+
+def check_archive(path: str | Path, what: str) -> None:
+    """A .keras archive whose members' declared sizes are in bounds, found in its directory
+    before anything is inflated: its JSON at most MAX_MODEL_JSON each, no member inflating more
+    than MAX_INFLATION times (beyond MAX_MODEL_JSON), all of it at most MAX_MODEL."""
+    check_regular(path, what, MAX_MODEL)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise UserError(f"{what} {str(path)!r} is damaged (not a whole .keras archive: {e}); "
+                        f"pass a model Corolla saved") from None
+    for m in members:
+        json_too_big = m.filename.endswith(".json") and m.file_size > MAX_MODEL_JSON
+        if json_too_big or inflates_too_far(m):
+            raise UserError(f"{what} {str(path)!r} holds {m.filename!r} of "
+                            f"{size_text(m.file_size)} inflated ({size_text(m.compress_size)} "
+                            f"stored): not a model Corolla saved; pass the right file")
+    if sum(m.file_size for m in members) > MAX_MODEL:
+        raise UserError(f"{what} {str(path)!r} inflates to more than {size_text(MAX_MODEL)}; pass "
+                        f"the right file")
+
+
+def inflates_too_far(member: zipfile.ZipInfo) -> bool:
+    """Whether a zip member declares more than MAX_INFLATION times its stored size (beyond
+    MAX_MODEL_JSON): a decompression bomb, found in the archive's directory."""
+    return member.file_size > max(MAX_MODEL_JSON, MAX_INFLATION * member.compress_size)
+
+
+def size_text(n: int) -> str:
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / MB:.1f} MB" if n >= MB else \
+        f"{n / 1024:.0f} kB" if n >= 1024 else f"{n} bytes"

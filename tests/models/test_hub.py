@@ -1,6 +1,8 @@
 """`--model hub:PRESET`: a keras-hub preset in a local folder (built here, nothing downloaded)
 trains through the CLI, and its saved model reloads in safe mode."""
 
+import json
+import shutil
 import sys
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 from corolla import models
 from corolla.errors import UserError
 from corolla.runs import paths
+from helpers.processes import SHARED, run_capped
 
 keras_hub = pytest.importorskip("keras_hub")
 
@@ -93,3 +96,53 @@ def test_without_keras_hub_the_error_names_the_extra(monkeypatch):
     models.hub.spec.cache_clear()
     with pytest.raises(UserError, match=r'pip install "corolla\[hub\]"'):
         models.get("hub:anything")
+
+
+def _refused(build: str, setup: str) -> str:
+    """What `build` said (a UserError's line) in a process with 1 GiB of memory left."""
+    result = run_capped(f"""
+from corolla.errors import UserError
+try:
+    {build}
+    print("built")
+except UserError as e:
+    print(e)
+""", gib=1, setup=setup, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_a_preset_declaring_a_vast_backbone_is_refused_before_it_is_built(preset, tmp_path):
+    """A copy of the preset whose last stage has 2,000,000 filters (trillions of parameters)
+    is counted from its config.json, not built: one line, under a 1 GiB cap."""
+    folder = tmp_path / "vast"
+    shutil.copytree(preset[0], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["config"]["stackwise_num_filters"][-1] = 2_000_000
+    (folder / "config.json").write_text(json.dumps(config))
+    said = _refused(f"hub.spec({str(folder)!r}).backbone((48, 48, 3), None)",
+                    setup="import keras_hub\nfrom corolla.models import hub")
+    assert said.startswith(f"keras-hub preset {folder} declares a backbone of 36,")
+    assert said.endswith("parameters, more than 1,000,000,000; check its config.json")
+
+
+LITE0 = SHARED / "weights" / "efficientnet_lite0_imagenet"
+
+
+@pytest.mark.skipif(not LITE0.is_dir(), reason="needs ../shared/weights (CI has them)")
+def test_a_named_backbones_preset_folder_of_another_size_is_refused_before_it_is_built(
+        tmp_path):
+    """efficientnet_lite0 --weights FOLDER, the folder's config.json edited to 2,000,000
+    output filters in its last stage: refused on its declared parameters (the built model
+    would take 19 GB), under a 1 GiB cap."""
+    folder = tmp_path / "lite0"
+    folder.mkdir()
+    for name in ("config.json", "image_converter.json", "metadata.json"):
+        shutil.copy(LITE0 / name, folder / name)
+    config = json.loads((folder / "config.json").read_text())
+    config["config"]["stackwise_output_filters"][-1] = 2_000_000
+    (folder / "config.json").write_text(json.dumps(config))
+    said = _refused(f"models.get('efficientnet_lite0').backbone((224, 224, 3), {str(folder)!r})",
+                    setup="import keras_hub\nfrom corolla import models")
+    assert said == (f"--weights {folder}: the preset declares a backbone of 4,874,633,504 "
+                    f"parameters, not efficientnet_lite0 (3,413,024); use --model hub:{folder}")

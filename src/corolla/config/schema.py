@@ -20,7 +20,7 @@ import tomli_w
 from corolla.config import policies
 from corolla.config.setting import Setting, duration, rate_or_find, setting, table
 from corolla.errors import UserError
-from corolla.files import write_text_atomic
+from corolla.files import MAX_TEXT, read_bounded, write_text_atomic
 
 BACKENDS = ("auto", "tensorflow", "jax")
 STRATEGIES = ("auto", "tpu", "mirrored", "multiworker", "one_device", "data_parallel", "default")
@@ -36,6 +36,9 @@ TRACKERS = ("none", "mlflow", "wandb")  # output.track: where a run's figures ar
 MAX_EPOCHS = 10_000  # more is a typo, not a plan
 MAX_SEED = 2**32 - 1  # what NumPy's and scikit-learn's generators take
 MAX_SIZE = 4096  # px: the largest image size converted or read (a typo beyond, not a plan)
+# Images a batch, per replica or all together: beyond, a batch of even small images outgrows
+# any accelerator's and most hosts' memory (a typo, not a plan).
+MAX_BATCH = 16_384
 # Records held to shuffle: TensorFlow reserves a slot for each up front (1e8: 3 GB for any data;
 # 1e12: std::bad_alloc). The pipeline also holds no more than the split has.
 MAX_SHUFFLE_BUFFER = 1_000_000
@@ -125,12 +128,12 @@ class TrainConfig:
     epochs: int = setting(  # the tutorial's 12
         12, low=1, high=MAX_EPOCHS, flag="--epochs", help="{recipe}")
     batch_size: int = setting(  # per replica: global batch = 16 x REPLICAS, as in the tutorial
-        16, low=1, flag="--batch-size",
+        16, low=1, high=MAX_BATCH, flag="--batch-size",
         help="per-replica batch (default 16: the tutorial's 16 x REPLICAS){note}")
     global_batch_size: int = setting(
         # set it instead to keep the global batch fixed across hardware
-        0, low=0, flag="--global-batch-size", help="fixed global batch, split over the replicas "
-        "(default: per-replica x replicas){note}")
+        0, low=0, high=MAX_BATCH, flag="--global-batch-size", help="fixed global batch, split "
+        "over the replicas (default: per-replica x replicas){note}")
     learning_rate: float = setting(  # peak rate (recipes set their own); see scale_lr
         1e-3, low=0, flag="--lr", type=rate_or_find, metavar="RATE|find", help="peak learning "
         "rate, or find: the suggestion of a range test on the run's own model first (corolla "
@@ -546,14 +549,14 @@ def load(path: str | Path | ConfigFile | None = None, overrides: dict[str, Any] 
 def read_toml(path: str | Path, what: str) -> dict[str, Any]:
     """A TOML file's tree; a missing or malformed file is a one-line error naming `what`."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{what} {str(path)!r} is a folder; pass a .toml file")
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        return tomllib.loads(read_bounded(path, MAX_TEXT, what).decode("utf-8-sig"))
     except FileNotFoundError:
         raise UserError(f"{what} {str(path)!r} does not exist") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{what} {str(path)!r} is not valid TOML: {e}") from None
-    except IsADirectoryError:
-        raise UserError(f"{what} {str(path)!r} is a folder; pass a .toml file") from None
     except UnicodeDecodeError as e:
         raise UserError(f"{what} {str(path)!r} is not UTF-8 text ({e.reason} at byte "
                         f"{e.start}); save it as UTF-8") from None

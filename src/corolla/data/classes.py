@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from corolla.errors import UserError
+from corolla.files import MAX_TEXT, read_bounded
 
 # The Kaggle "Petals to the Metal" classes, index = label. Two names end with a space in the
 # competition's own list ('cyclamen ', 'hippeastrum '); they are kept exactly.
@@ -36,6 +39,21 @@ def parse_classes_file(text: str) -> tuple[str, ...]:
     # A byte-order mark (Windows editors write one) is not part of the first name.
     text = text.removeprefix("\ufeff")
     return tuple(line.rstrip("\r") for line in text.split("\n") if line.strip())
+
+
+def read_classes_file(path: str | Path, data: bytes | None = None) -> tuple[str, ...]:
+    """The names of the classes.txt at `path`: a local one read here, a regular file of at
+    most MAX_TEXT (`files.read_bounded`); a remote one's `data`, as its caller read it."""
+    if data is None:
+        data = read_bounded(path, MAX_TEXT, "classes file")
+    if len(data) > MAX_TEXT:
+        raise UserError(f"classes file {str(path)!r} is more than {MAX_TEXT // 2**20} MB; pass "
+                        f"one class name a line")
+    try:
+        return parse_classes_file(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise UserError(f"classes file {str(path)!r} is not UTF-8 text ({e.reason} at byte "
+                        f"{e.start}); save it as UTF-8") from None
 
 
 def check_names(names, where: str) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ import tensorflow as tf
 from corolla.data import records
 from corolla.data.layout import Layout, Split
 from corolla.errors import UserError
-from corolla.files import write_text_atomic
+from corolla.files import check_regular, write_text_atomic
 
 HEADER = ["id", "label", "fold"]
 GROUP = "group"  # a fourth column where copies were kept together: each id's group of copies
@@ -91,6 +91,7 @@ class Assignment:
         path = Path(path)
         again = "run the k-fold command again with a new --name, or restore the file"
         try:
+            check_regular(path, "fold assignment")  # a FIFO would block its reading
             with path.open(newline="") as f:
                 rows = list(csv.reader(f))
             width = len(rows[0]) if rows else 0

@@ -9,15 +9,17 @@ Record counts come from the file names, as in the competition (no pass over the 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass
 
 import tensorflow as tf
 
 from corolla.data.records import COMPETITION, Features
-from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES, parse_classes_file
+from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES, read_classes_file
 from corolla.data.folders import size_folders
 from corolla.errors import UserError
+from corolla.files import MAX_TEXT, check_regular, describe, is_remote
 
 SPLITS = ("train", "val", "test")
 # A record file's name, NN-SxS-COUNT.tfrec: its count is what `check` holds the file to.
@@ -68,6 +70,9 @@ class Layout:
         if not paths:
             raise UserError(f"no .tfrec files in {folder}; the {name} split is needed here "
                             f"(layout: tfrecords-jpeg-SxS/{{train,val,test}}/NN-SxS-COUNT.tfrec)")
+        for path in paths:  # before tf.data opens one: a FIFO would block it, unkillably
+            if not is_remote(path):
+                check_regular(path, "record file")
         return Split(name, tuple(RecordFile(p, _count(p)) for p in paths),
                      labelled=name != "test", features=self.features,
                      stored_size=self.image_size)
@@ -99,8 +104,10 @@ def available_sizes(path: str) -> dict[int, str]:
         raise UserError("no data path given; pass --data with a folder holding "
                         "tfrecords-jpeg-SxS/{train,val,test}/")
     if not tf.io.gfile.isdir(path):
-        raise UserError(f"data path {path!r} does not exist or is not a folder; pass --data "
-                        f"with a folder holding tfrecords-jpeg-SxS/{{train,val,test}}/")
+        what = "does not exist" if not tf.io.gfile.exists(path) else "is not a folder" \
+            if is_remote(path) else f"is {describe(path)}, not a folder"
+        raise UserError(f"data path {path!r} {what}; pass --data with a folder holding "
+                        f"tfrecords-jpeg-SxS/{{train,val,test}}/")
     sizes = size_folders(path, tf.io.gfile.listdir)
     if not sizes:
         raise UserError(f"no tfrecords-jpeg-SxS folder in {path!r}; expected the competition "
@@ -125,9 +132,11 @@ def open_layout(path: str, image_size: int = 0, preferred_size: int = 224) -> La
     size_dir = sizes[size]
     root = size_dir.rsplit("/", 1)[0]
     classes_path = f"{root}/{CLASSES_FILE}"
-    if tf.io.gfile.exists(classes_path):
-        with tf.io.gfile.GFile(classes_path) as f:
-            class_names = parse_classes_file(f.read())
+    if not is_remote(classes_path) and os.path.exists(classes_path):
+        class_names = read_classes_file(classes_path)  # refused unless a regular file
+    elif is_remote(classes_path) and tf.io.gfile.exists(classes_path):
+        with tf.io.gfile.GFile(classes_path, "rb") as f:
+            class_names = read_classes_file(classes_path, f.read(MAX_TEXT + 1))
     else:
         class_names = COMPETITION_CLASSES
     return Layout(root=root, image_size=size, class_names=class_names,

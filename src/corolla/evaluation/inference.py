@@ -20,6 +20,7 @@ from corolla.data import datasets, folds
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
+from corolla import files
 from corolla.errors import UserError, check_stop, first_line
 from corolla.evaluation import tta as tta_lib
 from corolla.models import hub
@@ -89,12 +90,14 @@ def load_model(run_dir: Path, plan: Plan, num_classes: int, config=None, final: 
     import corolla.models.layers  # noqa: F401  (registers Corolla's layers for loading)
 
     path = model_path(run_dir, final)
+    files.check_regular(path, "model", files.MAX_MODEL)  # a FIFO would block the reading
     if not zipfile.is_zipfile(path):  # Keras would say "File not found" of a damaged file
         last = run_dir / paths.LAST
         other = f"copy {last} (the last epoch's model) over it if that one is whole, or " \
             if last.is_file() and zipfile.is_zipfile(last) else ""
         raise UserError(f"{path} is damaged (not a whole .keras archive); {other}train the "
                         f"run again")
+    files.check_archive(path, "model")  # its members' sizes, before Keras inflates them
     with plan.inference_scope():
         try:
             model = keras.saving.load_model(path, compile=False)
@@ -217,7 +220,7 @@ def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
     """The mean over `tta` views of the probabilities of `count` images; `batches(batch)`: a
     fresh dataset of their padded, full batches."""
     with plan.inference_scope():
-        batch = plan.inference_batch
+        batch = plan.inference_batch_for(count)
         # Exact step count: Keras warns when a dataset "runs out" before steps are given.
         steps = -(-count // batch)
         if progress is None:

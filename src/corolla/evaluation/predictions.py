@@ -22,6 +22,7 @@ Readers ignore keys they do not know, so that later writers may add some.
 
 from __future__ import annotations
 
+import math
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ import numpy as np
 
 from corolla.errors import UserError
 from corolla.evaluation import tta as tta_lib
+from corolla.files import inflates_too_far, size_text
 from corolla.runs.paths import predictions_file
 
 UNKNOWN = -1  # the label of an example whose class is not known (test)
@@ -115,6 +117,33 @@ def _problem(ids, labels, probabilities, class_names) -> str | None:
     return None
 
 
+def _check_declared(path: Path, again: str) -> None:
+    """Each array's size as its .npy header declares it, read from the zip's directory and the
+    headers before any array is inflated: an array declaring more than its member holds, or a
+    member that inflates past `files.inflates_too_far`, is refused (numpy would allocate the
+    declared array first). Also refuses a file that is no zip (a bare .npy, read whole)."""
+    headers = {(1, 0): np.lib.format.read_array_header_1_0,
+               (2, 0): np.lib.format.read_array_header_2_0}
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            name = member.filename.removesuffix(".npy")
+            if name == member.filename:
+                continue
+            if inflates_too_far(member):
+                raise UserError(f"{path} holds an array {name!r} that inflates from "
+                                f"{size_text(member.compress_size)} to "
+                                f"{size_text(member.file_size)}; {again}")
+            with archive.open(member) as f:
+                version = np.lib.format.read_magic(f)
+                if version not in headers:
+                    raise ValueError(f"{member.filename}: .npy format {version}")
+                shape, _, dtype = headers[version](f)
+            if math.prod(shape) * dtype.itemsize > member.file_size:
+                raise UserError(f"{path} declares an array {name!r} of shape {shape} "
+                                f"({size_text(math.prod(shape) * dtype.itemsize)}) in "
+                                f"{size_text(member.file_size)}; {again}")
+
+
 def load(path: str | Path) -> Predictions:
     """A predictions file, checked as `make` checks its arrays; a file that is not one is a user
     error naming the file (it is data on disk, perhaps from another tool or a damaged copy)."""
@@ -123,6 +152,7 @@ def load(path: str | Path) -> Predictions:
     if not path.is_file():
         raise UserError(f"no predictions file {path}; {again}")
     try:
+        _check_declared(path, again)
         with np.load(path, allow_pickle=False) as archive:
             missing = [key for key in KEYS if key not in archive.files]
             if missing:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from corolla.errors import UserError, first_line
+from corolla.files import check_regular
 from corolla.models import hub
 from corolla.models.registry import HUB_PREFIX, ModelSpec, lookup
 from corolla.runtime import tflog
@@ -42,6 +43,8 @@ def check_weights(spec: ModelSpec, weights: str) -> str | None:
                         f"keras-hub preset folder goes to --model efficientnet_lite0 --weights "
                         f"FOLDER, or to --model hub:FOLDER (its own weights come with it)")
     if not Path(weights).is_file():
+        if Path(weights).exists():  # a FIFO or a device: say which, not that it is missing
+            check_regular(weights, "weights file")
         raise UserError(_no_such_weights(weights, spec.name))
     return weights
 

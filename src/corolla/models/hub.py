@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import math
 import os
 import socket
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from corolla.errors import UserError, first_line
-from corolla.files import is_remote
+from corolla.files import MAX_TEXT, check_regular, is_remote
 from corolla.models import padding, preprocessing
 from corolla.models.registry import HUB_PREFIX, ModelSpec, register
 
@@ -89,6 +90,10 @@ def spec(preset: str) -> ModelSpec:
     trained = padding.trained_padding(preset, padding.SYMMETRIC) if local else padding.SYMMETRIC
 
     def backbone(input_shape, weights):
+        planned = _planned_params(preset, keras_hub) if local else 0
+        if planned > MAX_PARAMS:
+            raise UserError(f"keras-hub preset {preset} declares a backbone of {planned:,} "
+                            f"parameters, more than {MAX_PARAMS:,}; check its config.json")
         model = _load(preset, local, lambda: keras_hub.models.Backbone.from_preset(
             preset, load_weights=weights == "imagenet"))
         pad = trained
@@ -102,6 +107,31 @@ def spec(preset: str) -> ModelSpec:
         f"{HUB_PREFIX}{preset}", backbone,
         lambda: preprocessing.converter(scale, offset), image_size=int(size), imagenet=True,
         description=f"keras-hub preset {preset} ({type(converter).__name__}{same})")
+
+
+# The most parameters a local preset's backbone may declare (4 GB of float32 weights, before an
+# optimizer's copies): a config.json edited to a vast width is refused before it is built.
+MAX_PARAMS = 1_000_000_000
+
+
+def _planned_params(preset: str, keras_hub) -> int:
+    """The parameters of a local preset's backbone as its config.json declares them, counted
+    without allocating them: Keras defers creating a variable's value inside a StatelessScope,
+    and the pending variables are dropped after, never initialised."""
+    import keras
+    from keras.src.backend.common import global_state
+
+    check_regular(os.path.join(preset, "config.json"), "preset config", MAX_TEXT)
+    pending = global_state.get_global_attribute("uninitialized_variables", [],
+                                                set_to_default=True)
+    before = len(pending)
+    try:
+        with keras.StatelessScope(initialize_variables=False):
+            model = _load(preset, True, lambda: keras_hub.models.Backbone.from_preset(
+                preset, load_weights=False))
+            return sum(math.prod(w.shape) for w in model.weights)
+    finally:
+        del pending[before:]
 
 
 def _plain(value):
@@ -249,6 +279,11 @@ def _named_spec(named: Named) -> ModelSpec:
                                 f"preset, a weights file, imagenet or none")
             if not local and not cached(named) and not reachable():
                 raise UserError(download_failed(named))
+            planned = _planned_params(source, keras_hub) if local else named.params
+            if planned != named.params:
+                raise UserError(f"--weights {weights}: the preset declares a backbone of "
+                                f"{planned:,} parameters, not {named.name} "
+                                f"({named.params:,}); use --model hub:{weights}")
             model = _load(source, local, lambda: keras_hub.models.Backbone.from_preset(source))
             converter = _load(source, local,
                               lambda: keras_hub.layers.ImageConverter.from_preset(source))

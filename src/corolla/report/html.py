@@ -34,7 +34,8 @@ from pathlib import Path
 
 from corolla.data.audit import findings
 from corolla.errors import UserError
-from corolla.files import read_history, read_json, regular_file_inside, write_text_atomic
+from corolla.files import (MAX_PICTURE, read_bounded, read_history, read_json,
+                           regular_file_inside, write_text_atomic)
 from corolla.runs import paths, rundir
 
 
@@ -295,7 +296,10 @@ def _pictures(src: Sources) -> str:
         return ""
     figures = []
     for path in found:
-        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        try:
+            data = base64.b64encode(read_bounded(path, MAX_PICTURE, "picture")).decode("ascii")
+        except UserError:  # far larger than any plot: no picture Corolla drew, not shown
+            continue
         caption = CAPTIONS.get(path.name, path.stem.replace("_", " "))
         figures.append(f'<figure><img src="data:image/png;base64,{data}" alt="{_e(caption)}">'
                        f"<figcaption>{_e(caption)} ({_e(path.name)})</figcaption></figure>")

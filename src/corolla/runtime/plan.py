@@ -83,6 +83,14 @@ class Plan:
         """The batch for `inference_scope`: this process's devices only in a multi-process job."""
         return self.batch_per_replica * self.devices if self.multi_worker else self.global_batch
 
+    def inference_batch_for(self, count: int) -> int:
+        """`inference_batch`, or for fewer than that many images the fewest whole parts of it
+        (a part a device) that hold them: padding a few images to a vast batch would decode
+        blank images for nothing."""
+        parts = self.inference_batch // self.batch_per_replica
+        return min(self.inference_batch, parts * -(-count // parts)) if count else \
+            self.inference_batch
+
     @property
     def input_shard(self) -> tuple[int, int]:
         """(number of shards, this process's shard) of the training input: every process reads

@@ -28,6 +28,14 @@ from corolla.data.prepare.sources import is_image_file
 from corolla.errors import UserError
 
 
+# A photo longer than this many times its width (or wider than its height) is refused: a strip
+# shows a model nothing, and fitting it to a square would stretch one row of pixels.
+MAX_ASPECT = 100
+# A crop resizes the whole photo before cutting the square unless that is this many squares'
+# worth of pixels (a photo more than 4:1); then it resizes only the square's part.
+CUT_FIRST = 4
+
+
 @contextlib.contextmanager
 def opened(file, max_megapixels: float = MAX_MEGAPIXELS):
     """The Pillow image of `file` (a path or a binary file), only its header read: one over
@@ -38,6 +46,9 @@ def opened(file, max_megapixels: float = MAX_MEGAPIXELS):
         if width * height > max_megapixels * 1e6:
             raise ValueError(f"{width}x{height} is {width * height / 1e6:.0f} megapixels, over "
                              f"the limit of {max_megapixels:g} (--max-megapixels)")
+        if max(width, height) > MAX_ASPECT * min(width, height):
+            raise ValueError(f"{width}x{height} is a strip (more than {MAX_ASPECT} times as "
+                             f"long as it is wide), not a photo")
         yield image
 
 
@@ -102,6 +113,13 @@ def _fit(image, size: int, fit: str):
            max(size if fit == "crop" else 1, round(h * scale)))
     if fit == "pad":
         new = (min(size, new[0]), min(size, new[1]))
+    if fit == "crop" and new[0] * new[1] > CUT_FIRST * size * size:
+        # A long strip would be resized whole to be cut to a square: resize only the square's
+        # part of it (Pillow's `box`: the same neighbourhoods sampled, nearly the same pixels).
+        left, top = (new[0] - size) // 2, (new[1] - size) // 2
+        sx, sy = w / new[0], h / new[1]
+        return image.resize((size, size), RESAMPLE, reducing_gap=REDUCING_GAP,
+                            box=(left * sx, top * sy, (left + size) * sx, (top + size) * sy))
     resized = image.resize(new, RESAMPLE, reducing_gap=REDUCING_GAP) if new != image.size else \
         image
     if fit == "crop":

@@ -27,10 +27,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from corolla.data.classes import CLASSES_FILE, check_names, parse_classes_file
+from corolla.data.classes import CLASSES_FILE, check_names, read_classes_file
 from corolla.data.folders import size_folders
 from corolla.errors import UserError
-from corolla.files import is_remote
+from corolla.files import describe, is_remote
 
 # What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -84,7 +84,8 @@ def kind_of(path: str) -> str:
         raise UserError(f"data path {path!r} is a file but not a .csv; pass a CSV with the "
                         f"columns path,label, an image folder or a TFRecord layout")
     if not local.is_dir():
-        raise UserError(f"data path {path!r} does not exist; pass --data with a folder "
+        what = f"is {describe(local)}" if local.exists() else "does not exist"
+        raise UserError(f"data path {path!r} {what}; pass --data with a folder "
                         f"(TFRecord layout, or images in one subfolder per class) or a CSV "
                         f"of path,label")
     if size_folders(path, os.listdir):
@@ -158,9 +159,9 @@ def _no_images(root: Path) -> str:
 
 def _read_classes(folder: Path) -> tuple[str, ...] | None:
     path = folder / CLASSES_FILE
-    if not path.is_file():
+    if not path.exists():
         return None
-    names = parse_classes_file(path.read_text())
+    names = read_classes_file(path)  # refused unless a regular file
     if not names:
         raise UserError(f"{path} names no classes; write one class name a line, or remove it")
     if len(set(names)) != len(names):
