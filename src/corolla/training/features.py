@@ -190,7 +190,7 @@ class FrozenPath:
         took = time.monotonic() - began
         if val_f1 is None:
             self.log(f"linear head: a logistic regression on the frozen features of "
-                     f"{len(labels)} images, fit in {took:.1f} s; training starts from it")
+                     f"{len(labels)} images, fit in {took:.1f} s")
             return
         f1 = linear_head.score(val_features, val_f1.labels, kernel, bias)
         checkpoint.seed(self.model, {"val_f1": f1, "c": linear_head.C})
