@@ -10,7 +10,8 @@ so far (`checkpoint.Checkpoint.seed`): fine-tuning starts from it, and a fine-tu
 kept only where it beats it on val. A budget too short for a thawed epoch ends with it, as
 does a fine-tuning that fails; a refit whose run kept it fits it again on train + val.
 
-Plain NumPy and scikit-learn: no Keras (the caller puts the weights into the model)."""
+Plain NumPy and scikit-learn, no Keras import: `put` sets the weights through the model it is
+given."""
 
 from __future__ import annotations
 
