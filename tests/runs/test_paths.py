@@ -22,6 +22,7 @@ FORMAT = {
     "LR_FIND_PICTURE": "lr_find.png", "TRACKING": "tracking.json",
     "MLFLOW_DB": "mlflow.db", "MLFLOW_ARTIFACTS": "mlartifacts", "REFIT": "refit.keras",
     "REFIT_PLAN": "refit.json", "REFIT_HISTORY": "refit-history.csv",
+    "LINEAR_HEAD": "linear_head.json",
     "REFIT_BACKUP": "refit-backup",
 }
 

@@ -81,16 +81,20 @@ def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
     assert twice["train.sustain_epochs"] == 4
     # The ramp's decay over the run is the recipe's: 0.8 ** 8 over 8 epochs, over 16 now.
     assert twice["train.lr_decay"] ** 16 == pytest.approx(0.8 ** 8)
-    # At least one frozen and one trained epoch where both fit; one epoch trains.
+    # At least one frozen and one trained epoch where both fit.
     assert budget.shaped(t, 3)["train.frozen_epochs"] == 1
-    one = budget.shaped(config.apply(config.load(), {"train.learning_rate": 3e-3,
-                                                     "train.min_learning_rate": 3e-5,
-                                                     **{f"train.{k}": getattr(t, k) for k in
-                                                        ("epochs", "frozen_epochs")}}).train, 1)
-    # One epoch trains the backbone, at the thawed phase's rates (x finetune_lr_scale).
-    assert one["train.frozen_epochs"] == 0
-    assert one["train.learning_rate"] == pytest.approx(3e-4)
-    assert one["train.min_learning_rate"] == pytest.approx(3e-6)
+    assert budget.shaped(t, 2)["train.frozen_epochs"] == 1
+
+
+def test_a_budget_of_one_epoch_keeps_the_frozen_one_where_a_timed_run_fits_its_linear_head():
+    t = config.load(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
+                               "train.learning_rate": 3e-3}).train
+    one = budget.shaped(t, 1)
+    # Not one thawed epoch from an untrained head: the frozen one, the recipe's own rates.
+    assert one["train.frozen_epochs"] == 1 and "train.learning_rate" not in one
+    assert [p.frozen for p in _phases_of(config.apply(config.load(), {
+        f"train.{k}": getattr(t, k) for k in ("epochs", "frozen_epochs")} | one).train, 64)] \
+        == [True]
 
 
 def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():

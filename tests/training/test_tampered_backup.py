@@ -43,6 +43,13 @@ def test_a_state_as_the_checkpoint_writes_it_reads_back(tmp_path):
         (2, "epoch-0001.npz", "best-epoch-0001.npz", 0.5)
 
 
+def test_a_state_whose_best_is_the_linear_head_reads_back(tmp_path):
+    head = {"val_f1": 0.6, "c": 0.01}
+    folder, _ = _backup(tmp_path, best_epoch=backup.LINEAR_HEAD, best_f1=0.6, linear_head=head)
+    state = backup.read_state(folder)
+    assert (state.best_epoch, state.linear_head) == (backup.LINEAR_HEAD, head)
+
+
 @pytest.mark.parametrize("key", ["best", "weights"])
 @pytest.mark.parametrize("where", ["absolute", "relative", "link"])
 def test_a_state_naming_a_file_outside_its_backup_folder_is_refused(tmp_path, key, where):
@@ -97,6 +104,11 @@ def test_a_backup_folder_that_is_a_link_is_refused(tmp_path, with_state):
     ({"history": [{"epoch": 1}] * 3}, "history has 3 epochs, more than the 2 done"),
     ({"best_epoch": 2}, "best_epoch is 2, not one of the 2 epochs done"),
     ({"best_epoch": "1"}, "best_epoch is '1'"),
+    ({"best_epoch": -1}, "best_epoch is -1, not one of the 2 epochs done"),  # no linear head
+    ({"best_epoch": -2, "linear_head": {"val_f1": 0.4, "c": 0.01}},
+     "best_epoch is -2, not one of the 2 epochs done nor the linear head"),
+    ({"linear_head": {"val_f1": float("nan"), "c": 0.01}}, "linear_head is {'val_f1': nan"),
+    ({"linear_head": [0.4]}, "linear_head is [0.4], not a head's val macro F1 and C"),
     ({"best_f1": float("nan")}, "best_f1 is nan, not a macro F1"),
     ({"best_f1": -1}, "best_f1 is -1, not a macro F1"),
     ({"best": 7}, "best is 7, not a file name"),

@@ -9,6 +9,8 @@
         refit.keras  refit.json  refit-history.csv   --refit: the model trained again on
                                                  train + val, which predicts the test split;
                                                  its plan; its epochs (refit-backup/ meanwhile)
+        linear_head.json                         a timed run's linear head: its val macro F1,
+                                                 its C, whether the run kept it
         metrics.json  *.png  report.html        scores on val, pictures, the offline page
         data_check.json                          the check of the data before training
         lr_find.json  lr_find.png                the range test of `--lr find`: the rate found
@@ -35,6 +37,7 @@ CLASSES = "classes.txt"  # the class names the model's outputs stand for
 MODEL = "model.keras"  # the best epoch's model by val macro F1
 LAST = "last.keras"  # the last epoch's model, beside model.keras
 HISTORY = "history.csv"
+LINEAR_HEAD = "linear_head.json"  # a timed run's linear head (training.linear_head), its fate
 LOGS = "logs"  # TensorBoard's event files
 METRICS = "metrics.json"
 SUBMISSION = "submission.csv"

@@ -10,6 +10,7 @@ Importing this package does not import Keras (the backend is chosen first).
     checkpoint: the Keras callback that commits the backup each epoch, safe to kill at any moment
     compiling: a model compiled for training (optimizer, loss, metric), for a run or a phase
     features: frozen features, computed once while the backbone is frozen; the head trains on them
+    linear_head: a timed run's floor: a logistic regression on the frozen features, the best so far
     fit: `run(config, plan)`: a run's story from its settings to its saved model, its folder
     lr_find: the learning-rate range test: the rate grown exponentially, the loss recorded
     optimizer: the optimizer a TrainConfig asks for (Adam, AdamW, SGD), EMA, accumulation

@@ -4,10 +4,14 @@ and written without Keras (`checkpoint.Checkpoint`, the callback, writes it afte
     backup/state.json               {"epochs_done": N, "weights": "epoch-0003.npz",
                                      "history": [one row per completed epoch],
                                      "best_epoch": 1, "best_f1": 0.83,
-                                     "best": "best-epoch-0001.npz"}
+                                     "best": "best-epoch-0001.npz",
+                                     "linear_head": {"val_f1": 0.81, "c": 0.1}}
     backup/epoch-0003.npz           model and optimizer state after epoch 3 (0-based)
     backup/best-epoch-0001.npz      the model's weights of the best epoch by val macro F1 so far
                                      (its EMA weights, when the optimizer keeps them)
+    backup/linear-head.npz          the linear head's model weights, while it is the best
+                                     (`best_epoch` LINEAR_HEAD: a timed run's floor, fit on
+                                     frozen features before the first epoch: `linear_head`)
 
 history.csv is rewritten from state.json's rows, so each epoch is in it exactly once.
 The best epoch keeps its weights alone (a third of the backup with Adam's two moments): the
@@ -39,6 +43,11 @@ from corolla.files import atomic_path, check_space, regular_file_inside, write_t
 from corolla.runs.paths import STATE
 
 
+# `best_epoch` of the linear head (`linear_head`), fit before the first epoch.
+LINEAR_HEAD = -1
+LINEAR_HEAD_FILE = "linear-head.npz"
+
+
 @dataclass
 class BackupState:
     epochs_done: int = 0
@@ -47,11 +56,15 @@ class BackupState:
     best_epoch: int | None = None  # the best epoch by val macro F1 so far, and its figure
     best_f1: float | None = None
     best: str | None = None  # its model file inside the backup folder
+    # The linear head's record, once fit (`linear_head`): its val macro F1 and its C.
+    linear_head: dict | None = None
 
 
 def stops_early(state: BackupState, patience: int) -> bool:
     """Early stopping by val macro F1, decided from the saved state alone (so a resumed run
-    stops where an uninterrupted one would): `patience` epochs without a better figure."""
+    stops where an uninterrupted one would): `patience` epochs without a better figure (than
+    the linear head's too, where it is the best: LINEAR_HEAD counts as the epoch before the
+    first)."""
     return bool(patience) and state.best_epoch is not None and \
         state.epochs_done - 1 - state.best_epoch >= patience
 
@@ -108,9 +121,15 @@ def _wrong_field(state: BackupState) -> str:
         return "history is not a list of epochs, each a table of numbers"
     if len(state.history) > state.epochs_done:
         return f"history has {len(state.history)} epochs, more than the {state.epochs_done} done"
-    if state.best_epoch is not None and not count(state.best_epoch, state.epochs_done - 1):
+    head = state.linear_head
+    if head is not None and not (isinstance(head, dict) and number(head.get("val_f1")) and
+                                 0 <= head["val_f1"] <= 1 and number(head.get("c")) and
+                                 0 < head["c"] < math.inf):
+        return f"linear_head is {shown(head)}, not a head's val macro F1 and C"
+    if state.best_epoch is not None and not count(state.best_epoch, state.epochs_done - 1) \
+            and not (state.best_epoch == LINEAR_HEAD and head is not None):
         return (f"best_epoch is {shown(state.best_epoch)}, not one of the {state.epochs_done} "
-                f"epochs done")
+                f"epochs done" + (" nor the linear head" if head is not None else ""))
     if state.best_f1 is not None and not (number(state.best_f1) and 0 <= state.best_f1 <= 1):
         return f"best_f1 is {shown(state.best_f1)}, not a macro F1 (0 to 1)"
     return ""

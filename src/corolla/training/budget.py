@@ -108,22 +108,17 @@ class Caching:
 def shaped(train: config_lib.TrainConfig, epochs: int) -> dict:
     """The config updates that keep the recipe's schedule (`train`, with its own epochs) in
     shape over `epochs`: the warm-up, sustain and frozen epochs keep their share of the run
-    (at least one frozen and one trained epoch where the recipe has both and `epochs` allows),
-    and the ramp's decay per epoch its decay over the run."""
+    (at least one frozen and one trained epoch where the recipe has both and `epochs` allows;
+    one epoch is the frozen one: on cached features, a timed run fits its linear head there,
+    its floor), and the ramp's decay per epoch its decay over the run."""
     r = epochs / train.epochs
-    frozen = train.frozen_epochs and min(max(1, round(train.frozen_epochs * r)), epochs - 1)
+    frozen = train.frozen_epochs and max(1, min(round(train.frozen_epochs * r), epochs - 1))
     if train.frozen_epochs >= train.epochs:  # a recipe that never thaws stays frozen
         frozen = epochs
-    out = {"train.epochs": epochs, "train.frozen_epochs": frozen,
-           "train.warmup_epochs": train.warmup_epochs * r,
-           "train.sustain_epochs": train.sustain_epochs * r,
-           "train.lr_decay": train.lr_decay ** (1 / r) if train.lr_decay else 0.0}
-    if train.frozen_epochs and not frozen:  # one epoch, trained: at the thawed phase's rates
-        scale = train.finetune_lr_scale
-        out.update({"train.learning_rate": config_lib.rate(train.learning_rate * scale),
-                    "train.start_learning_rate": config_lib.rate(train.start_learning_rate * scale),
-                    "train.min_learning_rate": config_lib.rate(train.min_learning_rate * scale)})
-    return out
+    return {"train.epochs": epochs, "train.frozen_epochs": frozen,
+            "train.warmup_epochs": train.warmup_epochs * r,
+            "train.sustain_epochs": train.sustain_epochs * r,
+            "train.lr_decay": train.lr_decay ** (1 / r) if train.lr_decay else 0.0}
 
 
 def kinds(plan_phases, final: int) -> set:
@@ -318,20 +313,26 @@ def least(spent: float, one: float, share: float = 1.0) -> int:
 
 
 class TooShort(UserError):
-    """A budget that holds no epoch, naming the least that would (`least`, in seconds).
-    `budget`, `measured`: the budget, and what the probe found in words (a k-fold run words
-    its own error with them)."""
+    """A budget that holds no epoch (`what`: or where the first is the linear head's, not its
+    frozen features), naming the least that would (`least`, in seconds). `budget`, `measured`:
+    the budget, and what the probe found in words (a k-fold run words its own error with
+    them)."""
 
-    def __init__(self, budget: str, spent: float, one: float, recipe: str, share: float = 1.0):
+    def __init__(self, budget: str, spent: float, one: float, recipe: str, share: float = 1.0,
+                 what: str = "one epoch"):
         self.budget, self.least = budget, least(spent, one, share)
-        self.measured = (f"{spent:.0f} s went on starting and measuring, and one epoch would "
+        self.measured = (f"{spent:.0f} s went on starting and measuring, and {what} would "
                          f"take ~{one:.0f} s more" + ("" if share == 1 else
                                                       f" in the {share:.0%} of the time left "
                                                       f"before the refit"))
         super().__init__(
-            f"--time {budget} (train.time_budget) is too short for one epoch of recipe "
+            f"--time {budget} (train.time_budget) is too short for {what} of recipe "
             f"{recipe} here: {self.measured}; give at least --time "
             f"{config_lib.format_duration(self.least)}")
+
+
+# TooShort's `what` where a run's first epoch fits the linear head on cached frozen features.
+LINEAR_HEAD = "the frozen features and the linear head"
 
 
 def describe(budget: str, epochs: int, estimate: float, spent: float, note: str) -> str:

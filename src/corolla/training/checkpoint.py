@@ -10,6 +10,7 @@ model is saved; hence this.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from pathlib import Path
@@ -78,6 +79,20 @@ class Checkpoint(keras.callbacks.Callback):
                 model.save_weights(tmp)
             start.unlink()
 
+    def seed(self, model, record: dict) -> None:
+        """The linear head (`linear_head`, in `model`'s weights; `record`: its val macro F1
+        `val_f1` and its C), fit before the first epoch, recorded as the best so far: an epoch
+        is kept only where it beats it. In the backup (a resumed run keeps it) at once."""
+        name, old = backup.LINEAR_HEAD_FILE, self.state.best
+        backup.save_model_weights(model if self.saved is None else self.saved,
+                                  self.backup_dir / name)
+        self.state = dataclasses.replace(self.state, best_epoch=backup.LINEAR_HEAD,
+                                         best_f1=record["val_f1"], best=name,
+                                         linear_head=dict(record))
+        backup.write_state(self.backup_dir, self.state)
+        if old and old != name:
+            (self.backup_dir / old).unlink(missing_ok=True)
+
     def on_epoch_end(self, epoch, logs=None):
         # Epochs are counted from 1 in history.csv, as in the log (`Epoch 15/32`) and the plots.
         row = {"epoch": epoch + 1, **{k: float(v) for k, v in (logs or {}).items()},
@@ -102,7 +117,7 @@ class Checkpoint(keras.callbacks.Callback):
                                    self.backup_dir / best)
         row["seconds"] = round(self.spent(), 2)  # the backup's own time included
         self.state = BackupState(epoch + 1, name, self.state.history + [row], best_epoch,
-                                 best_f1, best)
+                                 best_f1, best, self.state.linear_head)
         backup.write_state(self.backup_dir, self.state)
         for previous, now in ((old, name), (old_best, best)):
             if previous and previous != now:

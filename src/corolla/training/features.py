@@ -12,7 +12,8 @@ ordinary path.
 The head is the full model's own layers (dropout, the classifier) on a features input: it
 trains the full model's weights with the full model's optimizer, so the run's backups, its
 best model and its validation see the full model as on the slow path. `FrozenPath` trains a
-run's frozen phases so.
+run's frozen phases so. In a timed run, the first of them starts from the linear head
+(`linear_head`: a logistic regression on the same cached features, the run's floor).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import tensorflow as tf
 
 from corolla.data import pipeline
 from corolla.evaluation.inference import stop_check
-from corolla.training import budget
+from corolla.training import budget, linear_head
 from corolla.training.callbacks import RunProgress
 from corolla.training.compiling import compile_head
 from corolla.training.phases import Phase
@@ -152,31 +153,65 @@ class FrozenPath:
             self.said_slow = True
         return not why
 
+    def cache(self, size: int, ready: Prepared, val_split, flips: bool) -> None:
+        """The frozen features of the training images at `size` px (with their mirror
+        images', `flips`), their labels, and those of `val_split` (None: none) at the run's
+        input size, computed once per size (`cached`), in the log with their time."""
+        if self.cached_size == size:
+            return
+        config, plan, layout = ready.config, self.plan, ready.layout
+        began = time.monotonic()
+        extractor, self.head = self.halves()
+        train_split = layout.split("train")
+        batch, skip = plan.inference_batch, config.data.skip_bad_records
+        self.cached = (extract(extractor, train_split, size, batch, flips, skip),
+                       pipeline.metadata(train_split, skip)["labels"],
+                       None if val_split is None else
+                       extract(extractor, val_split, config.model.input_size, batch, False,
+                               skip))
+        self.cached_size = size
+        val_text = "" if val_split is None else f" and {val_split.count} val images"
+        self.log(f"frozen backbone: features of {train_split.count} training images"
+                 f"{' and their mirror images' if flips else ''}{val_text} cached in "
+                 f"{time.monotonic() - began:.0f} s; the head trains on them")
+
+    def fit_linear_head(self, ready: Prepared, val_f1, checkpoint, class_weights) -> None:
+        """The linear head (`linear_head.fit`) on the cached training features (the images as
+        they are), written into the model's classifier; with `val_f1` (a validated run),
+        scored on the cached val features and recorded in `checkpoint` as the best so far
+        (`Checkpoint.seed`), its figure said in the log."""
+        train_features, labels, val_features = self.cached
+        began = time.monotonic()
+        kernel, bias = linear_head.fit(train_features[0] if train_features.ndim == 3 else
+                                       train_features, labels, len(ready.layout.class_names),
+                                       class_weights)
+        with self.plan.scope():
+            linear_head.put(self.model, kernel, bias)
+        took = time.monotonic() - began
+        if val_f1 is None:
+            self.log(f"linear head: a logistic regression on the frozen features of "
+                     f"{len(labels)} images, fit in {took:.1f} s")
+            return
+        f1 = linear_head.score(val_features, val_f1.labels, kernel, bias)
+        checkpoint.seed(self.model, {"val_f1": f1, "c": linear_head.C})
+        self.log(f"linear head: val macro F1 {f1:.4f} (a logistic regression on the frozen "
+                 f"features, fit in {took:.1f} s); training starts from it, and an epoch is "
+                 f"kept only where it beats it on val")
+
     def fit(self, phase: Phase, first: int, ready: Prepared, steps: int, val_f1, callbacks,
-            class_weights, verbose) -> None:
+            class_weights, verbose, checkpoint=None) -> None:
         """Trains the head alone on the backbone's cached features for epochs [first,
         phase.end) of `steps` each: computed once per size, with their mirror images' where
         flips augment a phase of more than one epoch (`budget.cached_views`). `val_f1`: the run's
         `callbacks.ValMacroF1`, which validates on the val features meanwhile (None: a refit,
-        which does not validate); `callbacks` see the full model (`OnModel`)."""
+        which does not validate); `callbacks` see the full model (`OnModel`). `checkpoint`
+        (a timed run's): at the run's first epoch, the head first fit as the linear head
+        (`fit_linear_head`), the best so far."""
         config, plan, t, layout = ready.config, self.plan, ready.config.train, ready.layout
         flips = budget.cached_views("flip" in config.data.augment, phase.end - phase.start) > 1
-        if self.cached_size != phase.size:
-            began = time.monotonic()
-            extractor, self.head = self.halves()
-            train_split = layout.split("train")
-            val_split = val_f1.split if val_f1 is not None else None
-            batch, skip = plan.inference_batch, config.data.skip_bad_records
-            self.cached = (extract(extractor, train_split, phase.size, batch, flips, skip),
-                           pipeline.metadata(train_split, skip)["labels"],
-                           None if val_split is None else
-                           extract(extractor, val_split, config.model.input_size, batch, False,
-                                   skip))
-            self.cached_size = phase.size
-            val_text = "" if val_split is None else f" and {val_split.count} val images"
-            self.log(f"frozen backbone: features of {train_split.count} training images"
-                     f"{' and their mirror images' if flips else ''}{val_text} cached in "
-                     f"{time.monotonic() - began:.0f} s; the head trains on them")
+        self.cache(phase.size, ready, val_f1.split if val_f1 is not None else None, flips)
+        if checkpoint is not None and first == 0:
+            self.fit_linear_head(ready, val_f1, checkpoint, class_weights)
         train_features, labels, val_features = self.cached
         with plan.scope():
             compile_head(self.head, self.model, plan, ready.steps_per_execution)

@@ -2,7 +2,8 @@
 from its settings to its saved model. Each step is a module of this package: `preparing`
 (settings, backup, epoch length), `trainer` (the model through its phases), `time_plan` (a
 time budget) and `saving`; the run's folder and what the log says of the training are this
-module's, below `run`.
+module's, below `run`. A timed run that fit the linear head (`linear_head`) ends with it where
+training does not beat it on val, or fails.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla import models
 from corolla.data import check, pipeline
+from corolla.errors import UserError
 from corolla.files import write_json
 from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
 from corolla.training import lr_find as lr_find_lib
-from corolla.training import backup, refit, saving
+from corolla.training import backup, linear_head, refit, saving
 from corolla.training.phases import epochs_text
 from corolla.training.preparing import Prepared, prepare
 from corolla.training.saving import TrainResult
@@ -34,7 +36,10 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     had before the test, at the rate suggested (config.toml's train.learning_rate; the test
     in lr_find.json).
 
-    The run's model.keras is its best epoch by val macro F1; last.keras its last epoch."""
+    The run's model.keras is its best epoch by val macro F1 (or a timed run's linear head,
+    where no epoch beat it); last.keras its last epoch. Where training fails (raises, or its
+    loss becomes NaN) after the linear head was fit, the run ends with its best so far, and
+    says so."""
     began = time.monotonic()  # a time budget counts from here (`budget`)
     log = log if plan.is_chief else (lambda *args: None)
     if config.train.refit == "on":
@@ -71,9 +76,17 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     with tracking.ended_on_error(run_dir, log):
         # A plan made in this session is made again from the pace of its first epoch trained
         # on images (`time_plan.replan`).
-        if trainer.fit_phases(until=ready.deadline.replan_after if ready.deadline else 0):
-            replan(trainer, run_dir, log)
-            trainer.fit_phases()
+        try:
+            if trainer.fit_phases(until=ready.deadline.replan_after if ready.deadline else 0):
+                replan(trainer, run_dir, log)
+                trainer.fit_phases()
+        except Exception as e:  # (a Ctrl-C is no Exception: it stops the run as ever)
+            if checkpoint.state.linear_head is None:
+                raise
+            log(f"training failed after epoch {checkpoint.state.epochs_done} "
+                f"({_one_line(e)}): the run ends with its best so far")
+            _recover(trainer, saved, checkpoint)
+        _end_linear_head(checkpoint.state, run_dir, plan, log)
         result = saving.save(trainer.model, saved, checkpoint.state, plan, run_dir, backup_dir,
                              ready.config.output.run_id, log)
         _log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
@@ -82,6 +95,43 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             result.refit_deadline = refit.plan_in_time(
                 run_dir, trainer.ready, checkpoint.state.history, began, val_split.count, log)
         return result
+
+
+def _one_line(error: Exception) -> str:
+    """An error in one line: a UserError's message, else its type and first line."""
+    text = str(error).strip().splitlines()
+    if isinstance(error, UserError):
+        return text[0] if text else type(error).__name__
+    return type(error).__name__ + (f": {text[0]}" if text else "")
+
+
+def _recover(trainer: Trainer, saved, checkpoint) -> None:
+    """The model's weights after a training that failed midway: its last committed epoch's
+    (the backup's model part: the optimizer may be another phase's by now), or with none, the
+    best so far's (the linear head); last.keras is written from them."""
+    state, folder = checkpoint.state, checkpoint.backup_dir
+    with trainer.plan.scope():
+        if state.weights and not state.weights.endswith(".h5"):
+            weights = trainer.model.weights
+            for variable, value in zip(weights, backup.read_arrays(folder / state.weights)):
+                variable.assign(value)
+        else:
+            backup.load_model_weights(saved, folder / state.best)
+
+
+def _end_linear_head(state: backup.BackupState, run_dir: Path | None, plan: Plan, log) -> None:
+    """Where the run fit the linear head: which of it and the trained epochs the run keeps,
+    and why (`linear_head.verdict`), in the log and in linear_head.json (its record; the
+    refit repeats the winner's recipe)."""
+    from corolla.training.callbacks import VAL_F1
+
+    if state.linear_head is None:
+        return
+    kept, why = linear_head.verdict(state.linear_head["val_f1"],
+                                    [row.get(VAL_F1) for row in state.history])
+    log(why)
+    if plan.is_chief:
+        write_json({**state.linear_head, "kept": kept}, run_dir / paths.LINEAR_HEAD)
 
 
 def _val_split(ready: Prepared) -> tuple:

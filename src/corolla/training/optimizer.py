@@ -47,8 +47,9 @@ def inner(optimizer):
 def finalize_ema(model) -> None:
     """Puts the EMA of the weights into the model (what `fit` does when it ends), for a phase
     or a run that ends without a `fit` of its own (resumed after its last epoch). Idempotent:
-    the average stays in the optimizer."""
-    optimizer = model.optimizer
+    the average stays in the optimizer. A model never compiled (a linear head's refit) has
+    none."""
+    optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and inner(optimizer).use_ema and inner(optimizer).built:
         optimizer.finalize_variable_values(model.trainable_weights)
 

@@ -11,6 +11,10 @@ the pace the validated ones kept, on the schedule reshaped to them (`budget.shap
 (then the validated model predicts); where all of them fit with time to spare, each is made
 longer to use it (`LONGEST`). The plan is written once (refit.json), before the refit
 trains: a refit killed midway continues from its own backup (refit-backup/) on that plan.
+
+A timed run that kept its linear head (`linear_head`; linear_head.json says) repeats that
+recipe instead: the logistic regression fit again on the frozen features of train + val, no
+epoch trained (`linear_head_refit`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from corolla.files import read_history, read_json, write_json
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
 from corolla.training import budget, pacing, saving
-from corolla.training.backup import read_state
+from corolla.training.backup import BackupState, read_state
 from corolla.training.phases import of_config
 from corolla.training.preparing import Prepared, epoch_steps, set_determinism
 from corolla.training.settings import resolve
@@ -95,12 +99,18 @@ class RefitDeadline:
 def make_plan(run_dir: Path, config: config_lib.RunConfig, steps: int, counts: tuple[int, int],
               log, room: tuple | None = None) -> dict:
     """The refit's plan, written to refit.json: its `epochs` (trained), the config `settings`
-    it trains with, its `steps` per epoch, and the `photos` it trains on. `steps`: the validated
+    it trains with, its `steps` per epoch, and the `photos` it trains on; where the run kept
+    its linear head, no epoch and `linear_head` (`linear_head_refit`). `steps`: the validated
     run's per epoch; `counts`: (train, val) photos. `room`: (seconds left, a function of the
     steps of an epoch giving each refit epoch's estimated seconds) under a time budget: the
     epochs that fit, or where all fit with time to spare, their steps lengthened (`longer`)."""
     history = read_history(run_dir / paths.HISTORY)
     train, val = counts
+    if kept_linear_head(run_dir):
+        record = {"epochs": 0, "settings": {}, "photos": train + val,
+                  "validated_epochs": len(history), "linear_head": True}
+        write_json(record, run_dir / paths.REFIT_PLAN)
+        return record
     epochs = refit_epochs(history, config.train)
     each_steps = budget.refit_steps(steps, counts)
     settings = {"train.early_stopping_patience": 0, "train.time_steps": each_steps}
@@ -175,6 +185,8 @@ def train(run_dir: Path, plan: Plan, log, timed: RefitDeadline | None = None) ->
     record = _read_plan(record_path, config) if record_path.is_file() else \
         make_plan(run_dir, config, epoch_steps(config.train, plan, lambda *a: None)[0],
                   (layout.split("train").count, layout.split("val").count), log)
+    if record.get("linear_head"):
+        return linear_head_refit(run_dir, config, layout, plan, log, record["photos"])
     epochs = record["epochs"]
     if epochs < 1:
         return None
@@ -207,11 +219,51 @@ def train(run_dir: Path, plan: Plan, log, timed: RefitDeadline | None = None) ->
     return path
 
 
+def kept_linear_head(run_dir: Path) -> bool:
+    """Whether the trained run `run_dir` kept its linear head (linear_head.json, which a timed
+    run that fit one writes when its training ends)."""
+    path = run_dir / paths.LINEAR_HEAD
+    if not path.is_file():
+        return False
+    record = read_json(path, "train the run again")
+    kept = record.get("kept") if isinstance(record, dict) else None
+    if not isinstance(kept, bool):
+        raise UserError(f"{path} is not a linear head's record Corolla wrote; train the run "
+                        f"again")
+    return kept
+
+
+def linear_head_refit(run_dir: Path, config: config_lib.RunConfig, layout, plan: Plan, log,
+                      photos: int) -> Path:
+    """refit.keras of a run that kept its linear head: the model built as the run's, its
+    classifier the logistic regression fit on the frozen features of train + val
+    (`features.FrozenPath.fit_linear_head`). Seconds beyond the features: nothing to back up,
+    a kill starts it over."""
+    began = time.monotonic()
+    set_determinism(config, plan)
+    steps, steps_per_execution = epoch_steps(config.train, plan, lambda *a: None)
+    ready = Prepared(config, folds.with_val_in_train(layout), run_dir, None, BackupState(),
+                     steps, steps_per_execution, None)
+    log(f"refit: the run kept its linear head: the logistic regression fit again on the "
+        f"frozen features of train + val ({photos} photos)")
+    trainer = Trainer(ready, plan, log)
+    saved = trainer.saved_model()
+    trainer.frozen.cache(config.model.input_size, ready, None, False)
+    trainer.frozen.fit_linear_head(ready, None, None, trainer.stream.class_weights)
+    path = run_dir / paths.REFIT
+    saving.write_final(trainer.model, saved, path, config.output.run_id)
+    log(f"refit: {path} written ({(time.monotonic() - began) / 60:.1f} min); it predicts the "
+        f"test split, model.keras (validated) keeps the val scores")
+    return path
+
+
 def _read_plan(path: Path, config: config_lib.RunConfig) -> dict:
     """refit.json as `make_plan` wrote it, checked (a run folder comes from anywhere): its
     epochs a count, its settings only those a plan sets."""
     record = read_json(path, "remove it to plan the refit again")
-    allowed = {"train.early_stopping_patience", "train.time_steps",
+    # (the rates: a plan of an earlier version's one trained epoch)
+    allowed = {"train.early_stopping_patience", "train.time_steps", "train.learning_rate",
+               "train.start_learning_rate", "train.min_learning_rate",
                *budget.shaped(config.train, 1)}
     settings = record.get("settings") if isinstance(record, dict) else None
     epochs = record.get("epochs") if isinstance(record, dict) else None

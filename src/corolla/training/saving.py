@@ -10,7 +10,7 @@ from pathlib import Path
 from corolla import files
 from corolla.runs import identity, paths
 from corolla.runtime import Plan
-from corolla.training.backup import BackupState, load_model_weights
+from corolla.training.backup import LINEAR_HEAD, BackupState, load_model_weights
 from corolla.training.optimizer import finalize_ema
 
 
@@ -27,7 +27,8 @@ class TrainResult:
 
 def save(model, saved, final: BackupState, plan: Plan, run_dir: Path | None, backup_dir: Path,
          run_id: str, log) -> TrainResult:
-    """last.keras, then model.keras (the best epoch's, or the last), then the backup goes.
+    """last.keras, then model.keras (the best epoch's, or a timed run's linear head where it
+    is the best, or the last), then the backup goes.
     Every worker saves (saving may read mirrored variables collectively) beside its backup;
     only the chief's copy is the run's. The backup goes only once the model is safely written;
     model.keras last of all (it marks the run trained). `saved`: the model as the run saves it
@@ -41,8 +42,10 @@ def save(model, saved, final: BackupState, plan: Plan, run_dir: Path | None, bac
     write(saved, model_path.with_name(paths.LAST))
     last_epoch = final.epochs_done - 1
     if final.best is not None and final.best_epoch != last_epoch:
-        log(f"model.keras: epoch {final.best_epoch + 1} (val macro F1 {final.best_f1:.4f}, "
-            f"the best); last.keras: epoch {last_epoch + 1}")
+        best = "the linear head" if final.best_epoch == LINEAR_HEAD else \
+            f"epoch {final.best_epoch + 1}"
+        log(f"model.keras: {best} (val macro F1 {final.best_f1:.4f}, the best); last.keras: "
+            f"epoch {last_epoch + 1}")
         best = backup_dir / final.best
         if best.suffix == ".keras":  # a backup from before bests were weights alone
             with files.atomic_path(model_path) as tmp:

@@ -20,7 +20,10 @@ from corolla.training.trainer import Trainer
 def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     """The trainer's preparation fitted to its time budget: the config's epochs, steps per
     epoch (`budget.fill`) and input size, with the plan's line in train.time_plan; a budget too
-    short for one epoch is an error naming the least that would do. `began`: when the run
+    short for one epoch is an error naming the least that would do. A recipe whose frozen
+    phase trains on cached features plans it first whatever the budget (`budget.shaped`): its
+    first epoch fits the linear head, so a budget that holds no thawed epoch still gives that
+    model, and only one too short for the features is refused. `began`: when the run
     started (the budget counts from there)."""
     ready = trainer.ready
     config, steps = ready.config, ready.steps
@@ -45,13 +48,17 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
         epochs, epoch_steps = (int(collective.chief_hex(trainer.plan, f"{n:x}"), 16)
                                for n in (epochs, epoch_steps))
     spent = time.monotonic() - began
-    if not epochs:
-        raise budget.TooShort(t.time_budget, spent, estimate, t.recipe, share)
+    if not epochs:  # (a first epoch on cached features holds the linear head: its least)
+        raise budget.TooShort(t.time_budget, spent, estimate, t.recipe, share,
+                              budget.LINEAR_HEAD if caching else "one epoch")
     note = "" if size == sizes[0] else \
         f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
     if epoch_steps != steps:  # (a worker takes the chief's steps, and so its reason)
         note += f", {epoch_steps} steps each (of {steps}: one epoch more " \
             f"{why or budget.TIME_LEFT})"
+    if caching and epochs <= budget.shaped(t, epochs)["train.frozen_epochs"] < t.epochs:
+        note += ", the frozen one alone (no time for a thawed epoch): the model is the " \
+            "linear head or its head epoch, the better on val"
     log(_probe_line(costs, trainer.plan.inference_batch))
     if share < 1:
         log(f"time {t.time_budget}: {share:.0%} of the time left for the validated training, "

@@ -1,6 +1,6 @@
 """The fit loop: the run's model built, compiled per phase, fed per phase (`TrainingStream`;
-on cached features where a frozen phase can be: `features.FrozenPath`), with Corolla's
-callbacks.
+on cached features where a frozen phase can be: `features.FrozenPath`, which in a timed run
+first fits the linear head there), with Corolla's callbacks.
 
 Keras and the modules that import it (callbacks, checkpoint, features) are imported in the
 methods: the backend is chosen first."""
@@ -201,8 +201,10 @@ class Trainer:
             first = max(done, phase.start)
             steps = self.ready.steps_at(first)
             if self.frozen.usable(phase):
+                # A timed run starts from the linear head, its floor (`linear_head`).
                 self.frozen.fit(phase, first, self.ready, steps, self.val_f1,
-                                self.own + self.extra, self.stream.class_weights, verbose)
+                                self.own + self.extra, self.stream.class_weights, verbose,
+                                self.checkpoint if t.time_budget else None)
             else:
                 data = self.first_data if first == self.ready.state.epochs_done else \
                     self.data(first, phase.size)

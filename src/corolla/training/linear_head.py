@@ -1,0 +1,97 @@
+"""The linear head: a converged multinomial logistic regression on a run's cached frozen
+features, the floor a timed run never ends below.
+
+A timed run's fine-tuning gets what epochs the host's speed allows; on a slow host that was
+less than a logistic regression on the same frozen features reaches in seconds. So a timed run
+whose first phase trains on cached features (`features.FrozenPath`) first fits this head there
+(scikit-learn's lbfgs), writes it into the model's own classifier (`probabilities`: kernel =
+coef.T, bias = intercept), scores it on val with the run's macro F1, and keeps it as the best
+so far (`checkpoint.Checkpoint.seed`): fine-tuning starts from it, and a fine-tuned epoch is
+kept only where it beats it on val. A budget too short for a thawed epoch ends with it, as
+does a fine-tuning that fails; a refit whose run kept it fits it again on train + val.
+
+Plain NumPy and scikit-learn, no Keras import: `put` sets the weights through the model it is
+given."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from corolla.evaluation.metrics import macro_f1
+
+# The inverse regularisation strength: a fixed value, chosen on flowers5's Lite0 features
+# (docs/benchmarks.md), not on each run's val split, whose figure then stays a fair one to
+# compare fine-tuned epochs with. The images' mirror images as extra rows did not help there
+# (and doubled the fit's time): the head fits on the images as they are.
+C = 0.01
+MAX_ITER = 1000
+# A class the training split lacks gets no weights and a bias this far below the lowest of the
+# training examples' top logits: never predicted on data like them, and its share of a
+# label-smoothed loss stays moderate for the epochs that train from it.
+ABSENT_MARGIN = 10.0
+
+
+def fit(features: np.ndarray, labels, num_classes: int, class_weights=None,
+        c: float = C) -> tuple[np.ndarray, np.ndarray]:
+    """(kernel [D, num_classes], bias [num_classes]) of a multinomial logistic regression of
+    `labels` on `features` [N, D], with each class weighted by `class_weights` (per class, or
+    None). Classes absent from `labels` get no weights and a bias below every training
+    example's top logit (ABSENT_MARGIN)."""
+    labels, x = np.asarray(labels), np.asarray(features, np.float32)
+    weights = None if class_weights is None else np.asarray(class_weights, np.float64)[labels]
+    present = np.unique(labels)
+    kernel = np.zeros((x.shape[1], num_classes), np.float32)
+    bias = np.zeros(num_classes, np.float32)
+    if len(present) == 1:  # nothing to separate: the one class always
+        bias[:] = -ABSENT_MARGIN
+        bias[present[0]] = 0.0
+        return kernel, bias
+    model = LogisticRegression(C=c, max_iter=MAX_ITER)
+    model.fit(x, labels, sample_weight=weights)
+    coef, intercept = model.coef_, model.intercept_
+    if len(present) == 2:  # scikit-learn keeps one row of a binary problem: its two logits
+        coef, intercept = np.stack([-coef[0] / 2, coef[0] / 2]), \
+            np.array([-intercept[0] / 2, intercept[0] / 2])
+    kernel[:, present] = coef.T
+    bias[present] = intercept
+    if len(present) < num_classes:
+        absent = np.setdiff1d(np.arange(num_classes), present)
+        bias[absent] = (x @ kernel[:, present] + bias[present]).max(axis=1).min() - \
+            ABSENT_MARGIN
+    return kernel, bias
+
+
+def probabilities(features: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """The softmax of the head's logits on `features` [N, D]."""
+    logits = np.asarray(features, np.float64) @ kernel + bias
+    logits -= logits.max(axis=1, keepdims=True)
+    out = np.exp(logits)
+    return out / out.sum(axis=1, keepdims=True)
+
+
+def score(features: np.ndarray, labels, kernel: np.ndarray, bias: np.ndarray) -> float:
+    """Macro F1 of the head on `features` against `labels`, as the run scores its epochs."""
+    return macro_f1(np.asarray(labels), (np.asarray(features, np.float64) @ kernel + bias)
+                    .argmax(axis=1))
+
+
+def put(model, kernel: np.ndarray, bias: np.ndarray) -> None:
+    """The head's weights into `model`'s classifier (`probabilities`)."""
+    model.get_layer("probabilities").set_weights([kernel, bias])
+
+
+def verdict(head_f1: float, epochs_f1) -> tuple[bool, str]:
+    """(whether the run keeps the linear head, the line that says why): kept unless a
+    fine-tuned epoch's val macro F1 (`epochs_f1`, one per epoch; None: not validated) beats
+    its `head_f1`, as the checkpoint keeps the best."""
+    scored = [f for f in epochs_f1 if f is not None and np.isfinite(f)]
+    best = max(scored, default=None)
+    if best is None:
+        return True, f"no trained epoch was validated: kept the linear head (val macro F1 " \
+            f"{head_f1:.4f})"
+    if best > head_f1:
+        return False, f"training beat the linear head on val ({best:.4f} > {head_f1:.4f}): " \
+            f"kept epoch {epochs_f1.index(best) + 1}"
+    return True, f"training did not beat the linear head on val ({best:.4f} <= " \
+        f"{head_f1:.4f}): kept the linear head"

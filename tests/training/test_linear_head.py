@@ -1,0 +1,214 @@
+"""A timed run's floor, the linear head (`training.linear_head`): a logistic regression on the
+cached frozen features, written into the model's classifier, kept as the best to beat; the run
+ends with it where training fails or scores below it, a killed run keeps its record, and its
+refit fits it again on train + val. The probe's costs are fixed here (`fixed_costs`), so that
+the plans are the same on any host."""
+
+import json
+import tomllib
+
+import numpy as np
+import pytest
+
+from corolla.runs import paths
+from corolla.training import linear_head
+
+# A timed run of small_cnn whose frozen epoch trains on cached features (tiny_petals, 4 classes).
+TIMED = {"train.time_budget": "10m", "train.frozen_epochs": 1, "data.augment": "flip",
+         "train.refit": "off"}
+# `corolla train`'s flags of such a run, its epochs left to the budget.
+TIMED_FLAGS = ("--frozen-epochs", "1", "--augment", "flip", "--time", "10m", "--batch-size", "8",
+               "--steps-per-epoch", "2")
+
+
+class Kill(BaseException):
+    """A kill in the middle of a run: no Exception, which a run that fit its linear head would
+    take for a failed training."""
+
+
+@pytest.fixture
+def fixed_costs(monkeypatch):
+    """The time probe measures nothing: a frozen epoch's caching costs 5 s a batch (no host
+    is so slow: the run never falls behind its plan), a trained step `costs.thawed` s (100:
+    a few trained epochs of 1-2 steps fit in 10 minutes), a validation pass and a commit next
+    to nothing; the plan is not made again."""
+    from corolla.training import fit, probe
+
+    class Costs:
+        thawed = 100.0
+
+    def measure(trainer, kinds, costs, final, val_split, cached):
+        for frozen, size in kinds:
+            if frozen and cached:
+                costs.cache[size], costs.cache_first[size] = 5.0, 0.0
+            else:
+                costs.step[(frozen, size)] = Costs.thawed
+                costs.first[(frozen, size)] = costs.epoch[(frozen, size)] = 0.0
+        costs.val[final] = costs.val_first[final] = 0.0
+        costs.backup = 0.01
+
+    monkeypatch.setattr(probe, "measure", measure)
+    monkeypatch.setattr(fit, "replan", lambda *a: None)
+    return Costs
+
+
+@pytest.fixture
+def heads(monkeypatch):
+    """The linear heads the runs fit, as (kernel, bias), in order."""
+    fitted, put = [], linear_head.put
+
+    def recording(model, kernel, bias):
+        fitted.append((kernel, bias))
+        put(model, kernel, bias)
+
+    monkeypatch.setattr(linear_head, "put", recording)
+    return fitted
+
+
+def _classifier(path):
+    import keras
+
+    return keras.saving.load_model(path, compile=False).get_layer("probabilities").get_weights()
+
+
+def test_the_heads_weights_in_the_model_give_scikit_learns_probabilities():
+    """kernel = coef.T and bias = intercept in the model's own classifier: the model predicts
+    what LogisticRegression's predict_proba does; a class the training split lacks (here 1 and
+    4 of 5) is never predicted."""
+    from sklearn.linear_model import LogisticRegression
+
+    from corolla import models
+    from corolla.training import features
+
+    rng = np.random.default_rng(0)
+    labels = np.array([0, 2, 3] * 20)
+    x = rng.normal(size=(60, 256)).astype("float32") + 0.2 * labels[:, None]  # small_cnn's
+    kernel, bias = linear_head.fit(x, labels, 5)
+    model = models.create_model("small_cnn", 5, 32, train_backbone=False)
+    linear_head.put(model, kernel, bias)
+    _, head = features.split_model(model)
+    expected = LogisticRegression(C=linear_head.C, max_iter=linear_head.MAX_ITER).fit(
+        x, labels).predict_proba(x)
+    predicted = head.predict(x, verbose=0)
+    np.testing.assert_allclose(predicted[:, [0, 2, 3]], expected, atol=1e-4)
+    assert predicted[:, [1, 4]].max() < 1e-4
+    np.testing.assert_allclose(linear_head.probabilities(x, kernel, bias), predicted, atol=1e-5)
+    # Two classes: scikit-learn's one row of weights, as two logits of the same softmax.
+    two = np.array([0, 1] * 20)
+    kernel, bias = linear_head.fit(x[:40], two, 2)
+    np.testing.assert_allclose(
+        linear_head.probabilities(x[:40], kernel, bias),
+        LogisticRegression(C=linear_head.C).fit(x[:40], two).predict_proba(x[:40]), atol=1e-6)
+
+
+def test_a_run_whose_training_diverges_ends_with_the_linear_head_and_says_so(
+        train_tiny, tmp_path, fixed_costs, heads, monkeypatch):
+    import keras
+
+    monkeypatch.setattr(linear_head, "score", lambda *a: 1.0)  # the best, whatever the epochs
+
+    class Diverge(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch >= 1:  # the thawed phase: its loss becomes NaN
+                layer = self.model.get_layer("probabilities")
+                layer.set_weights([np.full_like(w, np.nan) for w in layer.get_weights()])
+
+    lines = []
+    result, _ = train_tiny.fit(tmp_path, "d", TIMED, [Diverge()], log=lines.append)
+    run = tmp_path / "d"
+    assert result is not None and (run / paths.MODEL).is_file() and len(heads) == 1
+    said = [line for line in lines if line.startswith("training failed after epoch 1 (")]
+    assert len(said) == 1 and "the training loss became nan" in said[0] and \
+        said[0].endswith("the run ends with its best so far")
+    assert json.loads((run / paths.LINEAR_HEAD).read_text())["kept"] is True
+    assert any(line.endswith("kept the linear head") for line in lines)
+    # model.keras the head; last.keras the last committed epoch, not the diverged weights.
+    model = _classifier(run / paths.MODEL)
+    for a, b in zip(model, heads[0]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert all(np.isfinite(w).all() for w in _classifier(run / paths.LAST))
+
+
+def test_a_run_whose_trained_epochs_score_below_the_linear_head_keeps_the_head(
+        train_tiny, tmp_path, fixed_costs, heads, monkeypatch):
+    monkeypatch.setattr(linear_head, "score", lambda *a: 1.0)  # no epoch can beat it
+    lines = []
+    result, _ = train_tiny.fit(tmp_path, "k", TIMED, log=lines.append)
+    run = tmp_path / "k"
+    assert any(line.startswith("linear head: val macro F1 1.0000 (a logistic regression")
+               for line in lines)
+    rows = result.history["val_f1_macro"]
+    assert len(rows) >= 2  # a frozen epoch and trained ones, all validated
+    assert f"training did not beat the linear head on val ({max(rows):.4f} <= 1.0000): " \
+        f"kept the linear head" in lines
+    assert f"model.keras: the linear head (val macro F1 1.0000, the best); last.keras: epoch " \
+        f"{len(rows)}" in lines
+    for a, b in zip(_classifier(run / paths.MODEL), heads[0]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert json.loads((run / paths.LINEAR_HEAD).read_text()) == \
+        {"val_f1": 1.0, "c": linear_head.C, "kept": True}
+
+
+def test_a_killed_run_keeps_its_linear_head_in_its_backup_and_ends_with_it(
+        train_tiny, tmp_path, fixed_costs, monkeypatch):
+    import keras
+
+    monkeypatch.setattr(linear_head, "score", lambda *a: 1.0)
+
+    class KillAfterFirst(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise Kill
+
+    with pytest.raises(Kill):
+        train_tiny.fit(tmp_path, "r", TIMED, [KillAfterFirst()])
+    state = json.loads((tmp_path / "r" / paths.BACKUP / paths.STATE).read_text())
+    assert state["epochs_done"] == 1 and state["linear_head"]["val_f1"] == 1.0
+    assert (state["best_epoch"], state["best"]) == (-1, "linear-head.npz")
+    monkeypatch.setattr(linear_head, "score", lambda *a: 0.0)  # a head fit again would say
+    lines = []
+    train_tiny.fit(tmp_path, "r", {}, resume=True, log=lines.append)
+    run = tmp_path / "r"
+    assert not any(line.startswith("linear head:") for line in lines)  # not fit again
+    assert json.loads((run / paths.LINEAR_HEAD).read_text())["kept"] is True
+    assert any(line.startswith("model.keras: the linear head (val macro F1 1.0000")
+               for line in lines)
+
+
+def test_a_budget_with_no_time_for_a_thawed_epoch_ends_with_the_linear_head(
+        train_tiny, tmp_path, fixed_costs, capsys):
+    # A trained epoch would take 2,000 s of the 10 minutes: once refused, now the head.
+    fixed_costs.thawed = 1000.0
+    run = train_tiny(tmp_path, *TIMED_FLAGS, "--refit", "on", name="h", tiny=())
+    out = capsys.readouterr().out
+    line = next(s for s in out.splitlines() if s.startswith("time 10m: 1 epoch of"))
+    assert "the frozen one alone (no time for a thawed epoch)" in line
+    assert "linear head: val macro F1 " in out
+    train = tomllib.loads((run / paths.CONFIG).read_text())["train"]
+    assert (train["epochs"], train["frozen_epochs"]) == (1, 1)
+    # Evaluated, predicted and finished as any run; its refit repeats the winner's recipe.
+    assert all((run / name).is_file() for name in (paths.METRICS, paths.SUBMISSION,
+                                                  paths.FINISHED, paths.REFIT))
+    kept = json.loads((run / paths.LINEAR_HEAD).read_text())["kept"]
+    refit_plan = json.loads((run / paths.REFIT_PLAN).read_text())
+    assert refit_plan.get("linear_head", False) == kept
+    assert ("refit: the run kept its linear head: the logistic regression fit again on the "
+            "frozen features of train + val (96 photos)" in out) == kept
+
+
+def test_a_budget_too_short_for_the_frozen_features_is_refused_naming_them(
+        train_tiny, tmp_path, fixed_costs, monkeypatch, capsys):
+    from corolla.training import probe
+
+    measure = probe.measure
+
+    def slow_caching(trainer, kinds, costs, final, val_split, cached):
+        measure(trainer, kinds, costs, final, val_split, cached)
+        for size in costs.cache:
+            costs.cache[size] = 1000.0
+
+    monkeypatch.setattr(probe, "measure", slow_caching)
+    train_tiny(tmp_path, *TIMED_FLAGS, name="s", tiny=(), code=2)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("corolla: error: --time 10m (train.time_budget) is too short for "
+                          "the frozen features and the linear head of recipe ") and \
+        "give at least --time" in err and "\n" not in err
