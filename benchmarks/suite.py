@@ -215,8 +215,12 @@ def table(files: list[Path]) -> None:
     header = ["data", "classes", "photos a class (train/val/test)", "probe F1", "Corolla F1",
               "seconds / T", "load before-after", "pace"]
     lines, gains = [], []
-    trained = [r for r in rows if r["kind"] == "train"]
-    for row in trained or list(probes.values()):
+    trained = {r["data"] for r in rows if r["kind"] == "train"}
+    shown = [r for r in rows if r["kind"] == "train"] + \
+        [r for r in probes.values() if r["data"] not in trained]
+    order = list(dict.fromkeys(r["data"] for r in rows))
+    shown.sort(key=lambda r: order.index(r["data"]))
+    for row in shown:
         p = probes.get((row["data"], row["weights"]))
         cells = [row["data"], str(row["classes"]), row["per_class"],
                  f"{p['f1']:.4f}" if p else "-"]

@@ -1,0 +1,132 @@
+"""benchmarks/suite.py lays each data set out as a competition's data from its fetched
+repository (read with `git archive`) or a folder: the set's train and val photos a class by a
+seeded draw, the test photos unlabelled with their classes held apart, the set's classes as
+its source names them. A tiny fake source; no network, no TensorFlow."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from collections import Counter
+
+from helpers.processes import REPO
+
+SCRIPT = REPO / "benchmarks" / "suite.py"
+
+
+def suite(*args, cwd):
+    out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                         timeout=60, cwd=cwd)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout
+
+
+def photos(root, counts: dict[str, int]) -> None:
+    for folder, n in counts.items():
+        (root / folder).mkdir(parents=True)
+        for i in range(n):
+            (root / folder / f"{folder.rsplit('/', 1)[-1]}_{i:04d}.jpg").write_bytes(
+                b"\xff\xd8 not decoded by prepare %d" % i)
+
+
+def rows(path):
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def git(folder, *args):
+    subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True)
+
+
+def test_a_fetched_mirror_is_laid_out_with_the_sets_split_and_test_labels_held_apart(
+        tmp_path):
+    # The textures set: DTD's class folders under images/, 40 train and 20 val a class.
+    repo = tmp_path / "mirrors" / "pan8915+DeepTexture" / "repo"
+    photos(repo, {"images/banded": 70, "images/zigzagged": 65})
+    (repo / "README.md").write_text("not a photo\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "photos")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+    said = suite("prepare", "--only", "textures", "--mirrors", str(tmp_path / "mirrors"),
+                 "--out", str(tmp_path / "a"), cwd=tmp_path)
+
+    out = tmp_path / "a" / "textures"
+    labels, held = rows(out / "labels.csv"), rows(out / "test_labels.csv")
+    assert Counter((r["label"], r["split"]) for r in labels if r["split"] != "test") == {
+        ("banded", "train"): 40, ("banded", "val"): 20,
+        ("zigzagged", "train"): 40, ("zigzagged", "val"): 20}
+    tests = [r for r in labels if r["split"] == "test"]
+    assert {r["label"] for r in tests} == {""}  # as a competition's test split
+    assert sorted(r["path"] for r in tests) == sorted(r["path"] for r in held)
+    assert Counter(r["label"] for r in held) == {"banded": 10, "zigzagged": 5}
+    # Every photo once, under its class; nothing else of the repository.
+    assert len({r["path"] for r in labels}) == 135
+    assert all((out / r["path"]).is_file() for r in labels)
+    assert {r["path"].split("/")[1] for r in labels} == {"banded", "zigzagged"}
+    assert all(r["path"].split("/")[1] == r["label"] for r in held)
+    assert not (out / "raw").exists()
+    described = json.loads((out / "source.json").read_text())
+    assert described["commit"] == head and described["repo"] == "pan8915/DeepTexture"
+    assert (described["classes"], described["train"], described["val"], described["test"]) \
+        == (2, 40, 20, [5, 10])
+    assert "the suite's figures at" in said  # the mirror is not at the recorded commit
+
+    # The draw is seeded: the same seed lays the same photos out in the same splits.
+    suite("prepare", "--only", "textures", "--mirrors", str(tmp_path / "mirrors"),
+          "--out", str(tmp_path / "b"), cwd=tmp_path)
+    assert rows(tmp_path / "b" / "textures" / "labels.csv") == labels
+
+
+def test_a_folder_source_pools_its_split_folders_names_its_classes_and_is_left_as_it_was(
+        tmp_path):
+    # The monkeys set: the source's own training/ and validation/ folders pooled, its n0..n9
+    # folders named by species; 30 train and 10 val a class.
+    source = tmp_path / "monkeys"
+    photos(source, {"training/n0": 35, "validation/n0": 10, "training/n3": 41,
+                    "training/extra": 50})
+    # The same file name in both folders: both photos are kept.
+    (source / "validation" / "n0" / "n0_0000.jpg").write_bytes(b"\xff\xd8 another photo")
+    before = sorted(p.relative_to(source) for p in source.rglob("*"))
+
+    suite("prepare", "--only", "monkeys", "--source", f"monkeys={source}",
+          "--out", str(tmp_path / "out"), cwd=tmp_path)
+
+    out = tmp_path / "out" / "monkeys"
+    labels, held = rows(out / "labels.csv"), rows(out / "test_labels.csv")
+    assert Counter(r["label"] for r in labels if r["split"] == "train") == {
+        "mantled_howler": 30, "japanese_macaque": 30}
+    assert Counter(r["label"] for r in held) == {"mantled_howler": 5, "japanese_macaque": 1}
+    assert len({r["path"] for r in labels}) == 45 + 41
+    assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
+    assert json.loads((out / "source.json").read_text())["commit"] == "(a folder)"
+
+
+def test_the_table_merges_the_rows_of_several_results_files(tmp_path):
+    """A probe measured in one invocation stands beside the timed runs of another; a set
+    with a probe and no run yet keeps its row; the gain over the probe is summed up."""
+    common = {"host": "h", "cores": 2, "weights": "lite0", "classes": 6,
+              "per_class": "90/20/27-484", "load_before": [1.0, 1, 1],
+              "load_after": [2.5, 1, 1]}
+    first = [{**common, "kind": "probe", "data": "trash", "f1": 0.9, "seconds": 100.0},
+             {**common, "kind": "probe", "data": "textures", "f1": 0.8, "seconds": 50.0}]
+    second = [{**common, "kind": "train", "data": "trash", "time": "3m", "seed": s,
+               "extra": "", "f1": f1, "seconds": 190.0, "pace": "0.8 s a step at 192 px"}
+              for s, f1 in ((42, 0.92), (7, 0.87))]
+    for name, table in (("a.jsonl", first), ("b.jsonl", second)):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in table))
+
+    said = suite("table", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), cwd=tmp_path)
+
+    lines = [line for line in said.splitlines() if line.startswith("| ")][1:]
+    assert [line.split(" | ")[:5] for line in lines] == [
+        ["| trash", "6", "90/20/27-484", "0.9000", "0.9200 (--time 3m, seed 42)"],
+        ["| trash", "6", "90/20/27-484", "0.9000", "0.8700 (--time 3m, seed 7)"],
+        ["| textures", "6", "90/20/27-484", "0.8000", "-"]]
+    assert "190 / 180" in lines[0] and "1.0-2.5 (2 cores)" in lines[0]
+    assert lines[0].endswith("| 0.8 s a step at 192 px |")
+    assert "Corolla - probe: mean -0.0050, worst -0.0300 (2 runs)" in said
