@@ -53,18 +53,19 @@ def commit(source: Path) -> str:
 
 
 def extract(source: Path, folders: tuple[str, ...], into: Path,
-            left_out: frozenset[str] = frozenset()) -> Path:
-    """The folder under which `folders` (each a folder of class folders) lie: `source` itself
-    where it holds them, else `into`, where they are written from the git repository `source`
-    at HEAD (`git archive`, class folder by class folder: a fetched mirror may lack the blobs
-    of a folder left out)."""
-    if all((source / folder).is_dir() for folder in folders):
+            left_out: frozenset[str] = frozenset(), files: tuple[str, ...] = ()) -> Path:
+    """The folder under which `folders` (each a folder of class folders) and `files` (any
+    other path the classes are read from, whole) lie: `source` itself where it holds them,
+    else `into`, where they are written from the git repository `source` at HEAD (`git
+    archive`, class folder by class folder: a fetched mirror may lack the blobs of a folder
+    left out)."""
+    if all((source / path).exists() for path in folders + files):
         return source
     git = git_dir(source)
     if git is None:
-        raise SystemExit(f"{source} holds no {', '.join(folders)} folder and is no git "
+        raise SystemExit(f"{source} holds no {', '.join(folders + files)} and is no git "
                          f"repository")
-    wanted = []
+    wanted = list(files)
     for folder in folders:
         listed = subprocess.run(["git", f"--git-dir={git}", "ls-tree", "-d", "--name-only",
                                  "HEAD", f"{folder}/"], capture_output=True, text=True,

@@ -40,6 +40,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,26 @@ class Set:
     left_out: frozenset[str] = frozenset()
     names: dict[str, str] | None = field(default=None, hash=False)  # folder -> class
     licence: str = ""
+    files: tuple[str, ...] = ()  # read whole, by `listed`
+    listed: Callable[[Path], dict[str, list[Path]]] | None = None  # classes from lists
+
+
+def cars(root: Path) -> dict[str, list[Path]]:
+    """Stanford Cars' training half: cars_train/NNNNN.jpg, the class of each photo in their
+    order in the devkit's train_perfect_preds.txt (1-based), the classes' names in
+    cars_meta.mat ("/" in a name, as in "Ram C/V Cargo Van Minivan 2012", becomes "-")."""
+    from scipy.io import loadmat
+
+    names = [str(n[0]).strip().replace("/", "-")
+             for n in loadmat(root / "cars_meta.mat")["class_names"][0]]
+    labels = (root / "train_perfect_preds.txt").read_text().split()
+    photos = sorted((root / "cars_train").glob("*.jpg"))
+    if len(labels) != len(photos):
+        raise SystemExit(f"{root}: {len(labels)} labels for {len(photos)} photos")
+    classes: dict[str, list[Path]] = {}
+    for photo, label in zip(photos, labels, strict=True):
+        classes.setdefault(names[int(label) - 1], []).append(photo)
+    return {name: classes[name] for name in sorted(classes)}
 
 
 MONKEYS = {"n0": "mantled_howler", "n1": "patas_monkey", "n2": "bald_uakari",
@@ -80,6 +101,11 @@ SETS: dict[str, Set] = {
         "nikhildutta333/Monkey-Species-Classification",
         "cb62130b182246b59ed74614734320e61eb6aacc", ("training", "validation"), 30, 10,
         names=MONKEYS, licence="CC0 (the Kaggle set '10 Monkey Species')"),
+    "cars": Set(
+        "fine-grained: Stanford Cars' 196 models (its training half), 24-68 photos a class",
+        "fmejbah/car_dataset1", "2ac6920297f51277ac4e24afd231c46d35077831", (), 10, 5,
+        files=("cars_train", "train_perfect_preds.txt", "cars_meta.mat"), listed=cars,
+        licence="Stanford Cars: for non-commercial research"),
     "textures": Set(
         "textures: 10 of DTD's 47 classes, 120 photos each (downscaled, ~300 px)",
         "pan8915/DeepTexture", "522f46f683af11e93673bff29f81df14f49edfb2", ("images",),
@@ -128,8 +154,9 @@ def prepare(args) -> None:
             print(f"{name}: {spec.repo} is at {read_at[:12]}, the suite's figures at "
                   f"{spec.commit[:12]}: its draw may differ", flush=True)
         out.mkdir(parents=True)
-        root = heldout.extract(source, spec.folders, out / "raw", spec.left_out)
-        photos = heldout.by_class(root, spec.folders, spec.left_out, spec.names)
+        root = heldout.extract(source, spec.folders, out / "raw", spec.left_out, spec.files)
+        photos = spec.listed(root) if spec.listed else \
+            heldout.by_class(root, spec.folders, spec.left_out, spec.names)
         counts = heldout.lay_out(photos, out, spec.train, spec.val, args.seed, spec.test)
         shutil.rmtree(out / "raw", ignore_errors=True)
         tests = [min(len(files) - spec.train - spec.val, spec.test or len(files))

@@ -130,3 +130,35 @@ def test_the_table_merges_the_rows_of_several_results_files(tmp_path):
     assert "190 / 180" in lines[0] and "1.0-2.5 (2 cores)" in lines[0]
     assert lines[0].endswith("| 0.8 s a step at 192 px |")
     assert "Corolla - probe: mean -0.0050, worst -0.0300 (2 runs)" in said
+
+
+def test_a_set_whose_classes_are_listed_takes_each_photos_class_from_the_lists(tmp_path):
+    """Stanford Cars: cars_train/NNNNN.jpg, the class of each in order in
+    train_perfect_preds.txt, the names in cars_meta.mat ("/" in a name cannot be a folder)."""
+    import numpy as np
+    from scipy.io import savemat
+
+    source = tmp_path / "cars"
+    (source / "cars_train").mkdir(parents=True)
+    labels = [1, 2] * 20 + [2]  # 20 photos of the first class, 21 of the second
+    for i in range(len(labels)):
+        (source / "cars_train" / f"{i + 1:05d}.jpg").write_bytes(b"\xff\xd8 %d" % i)
+    (source / "train_perfect_preds.txt").write_text("".join(f"{n}\n" for n in labels))
+    # As the devkit stores them: a 1 x N array of cells, one name each.
+    names = np.empty((1, 2), dtype=object)
+    names[0, 0], names[0, 1] = "Ram C/V Cargo Van Minivan 2012", "Audi TTS Coupe 2012"
+    savemat(source / "cars_meta.mat", {"class_names": names})
+
+    suite("prepare", "--only", "cars", "--source", f"cars={source}",
+          "--out", str(tmp_path / "out"), cwd=tmp_path)
+
+    out = tmp_path / "out" / "cars"
+    labels_csv = rows(out / "labels.csv")
+    by_photo = {r["path"].rsplit("/", 1)[1]: r for r in labels_csv}
+    held = {r["path"].rsplit("/", 1)[1]: r["label"] for r in rows(out / "test_labels.csv")}
+    classes = {name: held.get(name) or by_photo[name]["label"] for name in by_photo}
+    assert classes["00001.jpg"] == classes["00003.jpg"] == "Ram C-V Cargo Van Minivan 2012"
+    assert classes["00002.jpg"] == classes["00041.jpg"] == "Audi TTS Coupe 2012"
+    assert Counter(classes.values()) == {"Ram C-V Cargo Van Minivan 2012": 20,
+                                         "Audi TTS Coupe 2012": 21}
+    assert Counter(r["split"] for r in labels_csv) == {"train": 20, "val": 10, "test": 11}
