@@ -189,12 +189,13 @@ def probe(args) -> None:
     for name in chosen(args.only):
         out = args.out / name
         described = _described(out)
-        r = heldout.probe(out, args.weights, args.size)
+        r = heldout.probe(out, args.weights, args.size, args.test_cap)
         print(f"{name}: linear probe ({r['backbone']}, {r['size']} px) on {r['fitted']} "
               f"train + val photos, {r['classes']} classes: test macro F1 {r['f1']:.4f}, "
               f"accuracy {r['accuracy']:.4f} on {r['tested']} photos; {r['seconds']:.0f} s; "
               f"{heldout.load()}", flush=True)
-        _append(args, {"kind": "probe", "data": name, **_shape(described), **r})
+        _append(args, {"kind": "probe", "data": name, **_shape(described), **r,
+                       "test_cap": args.test_cap})
 
 
 def train(args) -> None:
@@ -250,7 +251,8 @@ def table(files: list[Path]) -> None:
     for row in shown:
         p = probes.get((row["data"], row["weights"]))
         cells = [row["data"], str(row["classes"]), row["per_class"],
-                 f"{p['f1']:.4f}" if p else "-"]
+                 "-" if not p else f"{p['f1']:.4f}" + (
+                     f" ({p['tested']} test photos)" if p.get("test_cap") else "")]
         if row["kind"] == "train":
             cells += [f"{row['f1']:.4f} (--time {row['time']}, seed {row['seed']}"
                       + (f", {row['extra']}" if row["extra"] else "") + ")",
@@ -286,6 +288,9 @@ def main(argv=None) -> int:
             s.add_argument("--weights", type=Path, default=WEIGHTS)
         if name == "probe":
             s.add_argument("--size", type=int, default=224)
+            s.add_argument("--test-cap", type=int, default=None,
+                           help="score on at most this many test photos a class (a seeded "
+                                "draw), where all would take too long")
         if name == "train":
             s.add_argument("--time", required=True)
             s.add_argument("--seeds", type=lambda t: [int(x) for x in t.split(",")],
