@@ -95,25 +95,25 @@ SETS: dict[str, Set] = {
     "caltech101": Set(
         "many classes, few photos each (Caltech-101 objects)", "taibarehm/CVassimgement",
         "5e5ee696e6576f6ed4c674e3763f77e40242332a", ("caltech-101",), 10, 10,
-        left_out=frozenset({"BACKGROUND_Google"})),
+        left_out=frozenset({"BACKGROUND_Google"}), licence="none stated (Caltech: CC BY 4.0)"),
     "monkeys": Set(
         "fine-grained: 10 monkey species (250 px)",
         "nikhildutta333/Monkey-Species-Classification",
         "cb62130b182246b59ed74614734320e61eb6aacc", ("training", "validation"), 30, 10,
-        names=MONKEYS, licence="CC0 (the Kaggle set '10 Monkey Species')"),
+        names=MONKEYS, licence="none stated (Kaggle's '10 Monkey Species')"),
     "cars": Set(
         "fine-grained: Stanford Cars' 196 models (its training half), 24-68 photos a class",
         "fmejbah/car_dataset1", "2ac6920297f51277ac4e24afd231c46d35077831", (), 10, 5,
         files=("cars_train", "train_perfect_preds.txt", "cars_meta.mat"), listed=cars,
-        licence="Stanford Cars: for non-commercial research"),
+        licence="none stated (Stanford Cars: non-commercial research)"),
     "textures": Set(
         "textures: 10 of DTD's 47 classes, 120 photos each (downscaled, ~300 px)",
         "pan8915/DeepTexture", "522f46f683af11e93673bff29f81df14f49edfb2", ("images",),
-        40, 20, licence="DTD: for research purposes"),
+        40, 20, licence="none stated (DTD: for research purposes)"),
     "trash": Set(
         "a few hundred photos a class: TrashNet's 6 classes (512 x 384)",
         "congduytran12/Trash-Classification-", "00212f2c18dcdb9045c74481eaae5baaf72537df",
-        ("dataset-resized",), 90, 20, licence="TrashNet: MIT"),
+        ("dataset-resized",), 90, 20, licence="none stated (TrashNet: MIT)"),
 }
 
 
@@ -163,6 +163,7 @@ def prepare(args) -> None:
                  for files in photos.values()]
         (out / "source.json").write_text(json.dumps({
             "name": name, "character": spec.character, "repo": spec.repo,
+            "licence": spec.licence,
             "commit": read_at or "(a folder)", "seed": args.seed, "classes": len(photos),
             "train": spec.train, "val": spec.val, "test": [min(tests), max(tests)],
             "photos": dict(counts)}, indent=1) + "\n")
