@@ -154,10 +154,15 @@ def prepare(args) -> None:
             print(f"{name}: {spec.repo} is at {read_at[:12]}, the suite's figures at "
                   f"{spec.commit[:12]}: its draw may differ", flush=True)
         out.mkdir(parents=True)
-        root = heldout.extract(source, spec.folders, out / "raw", spec.left_out, spec.files)
-        photos = spec.listed(root) if spec.listed else \
-            heldout.by_class(root, spec.folders, spec.left_out, spec.names)
-        counts = heldout.lay_out(photos, out, spec.train, spec.val, args.seed, spec.test)
+        try:
+            root = heldout.extract(source, spec.folders, out / "raw", spec.left_out,
+                                   spec.files)
+            photos = spec.listed(root) if spec.listed else \
+                heldout.by_class(root, spec.folders, spec.left_out, spec.names)
+            counts = heldout.lay_out(photos, out, spec.train, spec.val, args.seed, spec.test)
+        except BaseException:
+            shutil.rmtree(out)  # not half laid out: the next prepare starts it again
+            raise
         shutil.rmtree(out / "raw", ignore_errors=True)
         tests = [min(len(files) - spec.train - spec.val, spec.test or len(files))
                  for files in photos.values()]
