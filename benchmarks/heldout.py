@@ -10,7 +10,6 @@ rotation, centre crop). TensorFlow and scikit-learn are imported only by what ne
 from __future__ import annotations
 
 import csv
-import io
 import os
 import random
 import re
@@ -18,7 +17,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -43,22 +41,28 @@ def git_dir(source: Path) -> Path | None:
     return None
 
 
-def commit(source: Path) -> str:
-    """The commit a git `source` is read at (HEAD); "" for a plain folder."""
+def commit(source: Path, wanted: str = "") -> str:
+    """The commit a git `source` is read at: `wanted` where the repository holds it, else
+    HEAD; "" for a plain folder."""
     git = git_dir(source)
     if git is None:
         return ""
-    return subprocess.run(["git", f"--git-dir={git}", "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    for ref in ([f"{wanted}^{{commit}}"] if wanted else []) + ["HEAD"]:
+        found = subprocess.run(["git", f"--git-dir={git}", "rev-parse", "--verify", "--quiet",
+                                ref], capture_output=True, text=True, check=False)
+        if found.returncode == 0:
+            return found.stdout.strip()
+    raise SystemExit(f"{source}: a git repository without a HEAD commit")
 
 
 def extract(source: Path, folders: tuple[str, ...], into: Path,
-            left_out: frozenset[str] = frozenset(), files: tuple[str, ...] = ()) -> Path:
+            left_out: frozenset[str] = frozenset(), files: tuple[str, ...] = (),
+            ref: str = "HEAD") -> Path:
     """The folder under which `folders` (each a folder of class folders) and `files` (any
     other path the classes are read from, whole) lie: `source` itself where it holds them,
-    else `into`, where they are written from the git repository `source` at HEAD (`git
-    archive`, class folder by class folder: a fetched mirror may lack the blobs of a folder
-    left out)."""
+    else `into`, where they are written from the git repository `source` at `ref`, file by
+    file (a fetched mirror lacks its largest files, and may lack those of a folder left out:
+    those are left out, and said)."""
     if all((source / path).exists() for path in folders + files):
         return source
     git = git_dir(source)
@@ -68,18 +72,43 @@ def extract(source: Path, folders: tuple[str, ...], into: Path,
     wanted = list(files)
     for folder in folders:
         listed = subprocess.run(["git", f"--git-dir={git}", "ls-tree", "-d", "--name-only",
-                                 "HEAD", f"{folder}/"], capture_output=True, text=True,
+                                 ref, f"{folder}/"], capture_output=True, text=True,
                                 check=False)
         found = [f for f in listed.stdout.splitlines() if f.rsplit("/", 1)[-1] not in left_out]
         if not found:
-            raise SystemExit(f"{source} holds no class folders under {folder}/ at HEAD")
+            raise SystemExit(f"{source} holds no class folders under {folder}/ at {ref}")
         wanted += found
-    archive = subprocess.run(["git", f"--git-dir={git}", "archive", "HEAD", *wanted],
-                             capture_output=True, check=False)
-    if archive.returncode:
-        raise SystemExit(f"git archive of {source} failed: {archive.stderr.decode()[:200]}")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(into, filter="data")
+    tree = subprocess.run(["git", f"--git-dir={git}", "ls-tree", "-r", "-z", ref, "--",
+                           *wanted], capture_output=True, check=True).stdout
+    blobs = []
+    for entry in tree.decode().split("\0"):
+        if entry:
+            info, path = entry.split("\t", 1)
+            mode, kind, sha = info.split()
+            if kind == "blob" and mode in ("100644", "100755"):
+                blobs.append((sha, path))
+    missing = 0
+    root = into.resolve()
+    with subprocess.Popen(["git", f"--git-dir={git}", "cat-file", "--batch"],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE) as cat:
+        for sha, path in blobs:
+            cat.stdin.write(f"{sha}\n".encode())
+            cat.stdin.flush()
+            header = cat.stdout.readline().split()
+            if header[-1] == b"missing":
+                missing += 1
+                continue
+            data = cat.stdout.read(int(header[2]))
+            cat.stdout.read(1)  # the newline after each object
+            target = (root / path).resolve()
+            if not target.is_relative_to(root):  # a path from elsewhere: never outside
+                raise SystemExit(f"{source}: {path!r} would be written outside {into}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        cat.stdin.close()
+    if missing:
+        print(f"{source}: {missing} of {len(blobs)} files absent from the repository (a "
+              f"fetched mirror lacks its largest files): left out", flush=True)
     return into
 
 

@@ -10,13 +10,13 @@ row, never on one set.
     python benchmarks/suite.py table [RESULTS.jsonl ...]
 
 - prepare: each set's photos from its public GitHub repository (`SETS`: the repository and
-  the commit read), fetched as a mirror under `--mirrors` (`owner+name/repo`, read with
-  `git archive`), or from `--source NAME=DIR` (a folder holding the set's folders, or a git
-  repository). Each lands in OUT/NAME/ as `many_classes.py` lays Caltech-101 out: photos/ by
-  class, labels.csv (train and val labelled, test unlabelled), test_labels.csv held apart,
-  and source.json (repository, commit, photos a class). Per class a seeded draw of the set's
-  fixed train and val photos, chosen to fit its character; the rest (up to the set's cap) are
-  the test split.
+  the commit read, where the mirror holds it; else its HEAD, said), fetched as a mirror under
+  `--mirrors` (`owner+name/repo`, read with `git archive`), or from `--source NAME=DIR` (a
+  folder holding the set's folders, or a git repository). Each lands in OUT/NAME/ as
+  `many_classes.py` lays Caltech-101 out: photos/ by class, labels.csv (train and val
+  labelled, test unlabelled), test_labels.csv held apart, and source.json (repository,
+  commit, photos a class). Per class a seeded draw of the set's fixed train and val photos,
+  chosen to fit its character; the rest (up to the set's cap) are the test split.
 - probe: the linear probe on each set (frozen features of train + val as `--model
   hub:WEIGHTS` builds them, a logistic regression, scored on test; one forward pass a photo).
 - train: `corolla train --data OUT/NAME/labels.csv --time T --seed S` on each set and seed,
@@ -66,6 +66,21 @@ class Set:
     licence: str = ""
     files: tuple[str, ...] = ()  # read whole, by `listed`
     listed: Callable[[Path], dict[str, list[Path]]] | None = None  # classes from lists
+    min_pixels: int = 0  # only photos of at least this many pixels
+
+
+def at_least(photos: dict[str, list[Path]], pixels: int) -> dict[str, list[Path]]:
+    """The photos of at least `pixels` pixels (their headers read, nothing decoded)."""
+    from PIL import Image
+
+    def size(path: Path) -> int:
+        try:
+            with Image.open(path) as image:
+                return image.width * image.height
+        except Exception:  # noqa: BLE001 - a file PIL cannot open is no photo of any size
+            return 0
+
+    return {name: [p for p in files if size(p) >= pixels] for name, files in photos.items()}
 
 
 def cars(root: Path) -> dict[str, list[Path]]:
@@ -97,10 +112,12 @@ SETS: dict[str, Set] = {
         "5e5ee696e6576f6ed4c674e3763f77e40242332a", ("caltech-101",), 10, 10,
         left_out=frozenset({"BACKGROUND_Google"}), licence="none stated (Caltech: CC BY 4.0)"),
     "monkeys": Set(
-        "fine-grained: 10 monkey species (250 px)",
+        "large photos: 10 monkey species, the originals of 1 MP and more (19-56 a class; up "
+        "to 16 MP) at a commit before the repository resized them to 250 px",
         "nikhildutta333/Monkey-Species-Classification",
-        "cb62130b182246b59ed74614734320e61eb6aacc", ("training", "validation"), 30, 10,
-        names=MONKEYS, licence="none stated (Kaggle's '10 Monkey Species')"),
+        "cce754e96b45e49613a83f4f5dd4ecdeb1bb3f33", ("training", "validation"), 10, 4,
+        names=MONKEYS, min_pixels=1_000_000,
+        licence="none stated (Kaggle's '10 Monkey Species')"),
     "cars": Set(
         "fine-grained: Stanford Cars' 196 models (its training half), 24-68 photos a class",
         "fmejbah/car_dataset1", "2ac6920297f51277ac4e24afd231c46d35077831", (), 10, 5,
@@ -149,16 +166,18 @@ def prepare(args) -> None:
             print(f"{out} exists: kept (remove it to lay it out again)")
             continue
         source = sources.get(name) or mirror(spec.repo, args.mirrors)
-        read_at = heldout.commit(source)
+        read_at = heldout.commit(source, spec.commit)
         if read_at and read_at != spec.commit:
             print(f"{name}: {spec.repo} is at {read_at[:12]}, the suite's figures at "
                   f"{spec.commit[:12]}: its draw may differ", flush=True)
         out.mkdir(parents=True)
         try:
             root = heldout.extract(source, spec.folders, out / "raw", spec.left_out,
-                                   spec.files)
+                                   spec.files, read_at or "HEAD")
             photos = spec.listed(root) if spec.listed else \
                 heldout.by_class(root, spec.folders, spec.left_out, spec.names)
+            if spec.min_pixels:
+                photos = at_least(photos, spec.min_pixels)
             counts = heldout.lay_out(photos, out, spec.train, spec.val, args.seed, spec.test)
         except BaseException:
             shutil.rmtree(out)  # not half laid out: the next prepare starts it again

@@ -6,6 +6,7 @@ its source names them. A tiny fake source; no network, no TensorFlow."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import subprocess
 import sys
@@ -82,15 +83,27 @@ def test_a_fetched_mirror_is_laid_out_with_the_sets_split_and_test_labels_held_a
     assert rows(tmp_path / "b" / "textures" / "labels.csv") == labels
 
 
-def test_a_folder_source_pools_its_split_folders_names_its_classes_and_is_left_as_it_was(
+def png(width: int, height: int) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (90, 120, 60)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_a_folder_source_pools_its_split_folders_names_its_classes_keeps_its_large_photos(
         tmp_path):
     # The monkeys set: the source's own training/ and validation/ folders pooled, its n0..n9
-    # folders named by species; 30 train and 10 val a class.
+    # folders named by species, only photos of 1 MP and more; 10 train and 4 val a class.
     source = tmp_path / "monkeys"
-    photos(source, {"training/n0": 35, "validation/n0": 10, "training/n3": 41,
-                    "training/extra": 50})
-    # The same file name in both folders: both photos are kept.
-    (source / "validation" / "n0" / "n0_0000.jpg").write_bytes(b"\xff\xd8 another photo")
+    large, small = png(1000, 1000), png(999, 1000)
+    for folder, n in {"training/n0": 12, "validation/n0": 6, "training/n3": 15,
+                      "training/extra": 20}.items():
+        (source / folder).mkdir(parents=True)
+        for i in range(n):
+            (source / folder / f"{i:04d}.png").write_bytes(large)
+    for i in range(5):  # under 1 MP: left out
+        (source / "training" / "n3" / f"small-{i}.png").write_bytes(small)
     before = sorted(p.relative_to(source) for p in source.rglob("*"))
 
     suite("prepare", "--only", "monkeys", "--source", f"monkeys={source}",
@@ -99,9 +112,11 @@ def test_a_folder_source_pools_its_split_folders_names_its_classes_and_is_left_a
     out = tmp_path / "out" / "monkeys"
     labels, held = rows(out / "labels.csv"), rows(out / "test_labels.csv")
     assert Counter(r["label"] for r in labels if r["split"] == "train") == {
-        "mantled_howler": 30, "japanese_macaque": 30}
-    assert Counter(r["label"] for r in held) == {"mantled_howler": 5, "japanese_macaque": 1}
-    assert len({r["path"] for r in labels}) == 45 + 41
+        "mantled_howler": 10, "japanese_macaque": 10}
+    # training/n0/0000.png and validation/n0/0000.png: both kept, the same name numbered.
+    assert Counter(r["label"] for r in held) == {"mantled_howler": 4, "japanese_macaque": 1}
+    assert len({r["path"] for r in labels}) == 18 + 15
+    assert not any("small" in r["path"] for r in labels)
     assert sorted(p.relative_to(source) for p in source.rglob("*")) == before
     assert json.loads((out / "source.json").read_text())["commit"] == "(a folder)"
 
