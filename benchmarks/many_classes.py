@@ -10,7 +10,7 @@ classes (8,677 photos, 31-800 a class; its BACKGROUND_Google clutter left out), 
         [--out /tmp/corolla-many] [--weights ../shared/weights/efficientnet_lite0_imagenet]
 
 - prepare: `--source` is a folder holding `caltech-101/<class>/*.jpg`, or a git repository that
-  does (the public `taibarehm/CVassimgement`, fetched: its files are read with `git archive`).
+  does (the public `taibarehm/CVassimgement`, fetched: its files are read with git).
   Writes OUT/photos/ (the photos, by class), OUT/labels.csv (`path,label,split`: train and val
   labelled, test rows without a label, as a competition's test split) and OUT/test_labels.csv
   (the test photos' classes, held apart). The draw is seeded (`--seed`). The data stays out of

@@ -11,7 +11,7 @@ row, never on one set.
 
 - prepare: each set's photos from its public GitHub repository (`SETS`: the repository and
   the commit read, where the mirror holds it; else its HEAD, said), fetched as a mirror under
-  `--mirrors` (`owner+name/repo`, read with `git archive`), or from `--source NAME=DIR` (a
+  `--mirrors` (`owner+name/repo`, read file by file with git), or from `--source NAME=DIR` (a
   folder holding the set's folders, or a git repository). Each lands in OUT/NAME/ as
   `many_classes.py` lays Caltech-101 out: photos/ by class, labels.csv (train and val
   labelled, test unlabelled), test_labels.csv held apart, and source.json (repository,

@@ -1,5 +1,5 @@
 """benchmarks/suite.py lays each data set out as a competition's data from its fetched
-repository (read with `git archive`) or a folder: the set's train and val photos a class by a
+repository (read with git) or a folder: the set's train and val photos a class by a
 seeded draw, the test photos unlabelled with their classes held apart, the set's classes as
 its source names them. A tiny fake source; no network, no TensorFlow."""
 
