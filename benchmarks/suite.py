@@ -124,8 +124,9 @@ SETS: dict[str, Set] = {
         files=("cars_train", "train_perfect_preds.txt", "cars_meta.mat"), listed=cars,
         licence="none stated (Stanford Cars: non-commercial research)"),
     "textures": Set(
-        "textures: 10 of DTD's 47 classes, 120 photos each (downscaled, ~300 px)",
-        "pan8915/DeepTexture", "522f46f683af11e93673bff29f81df14f49edfb2", ("images",),
+        "textures: 10 of DTD's 47 classes, 120 photos each, 300-640 px (DTD's own: the "
+        "commit before the repository downscaled them)",
+        "pan8915/DeepTexture", "596223ba404b0b6f70cacb97d2e9c6ea86bed801", ("images",),
         40, 20, licence="none stated (DTD: for research purposes)"),
     "trash": Set(
         "a few hundred photos a class: TrashNet's 6 classes (512 x 384)",
