@@ -28,8 +28,9 @@ def photos(root, counts: dict[str, int]) -> None:
     for folder, n in counts.items():
         (root / folder).mkdir(parents=True)
         for i in range(n):
-            (root / folder / f"{folder.rsplit('/', 1)[-1]}_{i:04d}.jpg").write_bytes(
-                b"\xff\xd8 not decoded by prepare %d" % i)
+            name = f"{folder.rsplit('/', 1)[-1]}_{i:04d}.jpg"
+            (root / folder / name).write_bytes(b"\xff\xd8 not decoded by prepare: " +
+                                                name.encode())
 
 
 def rows(path):
@@ -43,15 +44,25 @@ def git(folder, *args):
 
 def test_a_fetched_mirror_is_laid_out_with_the_sets_split_and_test_labels_held_apart(
         tmp_path):
-    # The textures set: DTD's class folders under images/, 40 train and 20 val a class.
+    # The textures set: DTD's class folders under images/, 40 train and 20 val a class; the
+    # mirror a bare repository, as fetched, lacking one photo's file (a fetch leaves its
+    # largest files out).
+    work = tmp_path / "work"
+    photos(work, {"images/banded": 70, "images/zigzagged": 65})
+    (work / "README.md").write_text("not a photo\n")
+    git(work, "init", "-q")
+    git(work, "add", "-A")
+    git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "photos")
     repo = tmp_path / "mirrors" / "pan8915+DeepTexture" / "repo"
-    photos(repo, {"images/banded": 70, "images/zigzagged": 65})
-    (repo / "README.md").write_text("not a photo\n")
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "photos")
+    # A local clone copies the objects as they are: one file each, as `git add` wrote them.
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(repo)], check=True,
+                   capture_output=True)
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()
+    absent = subprocess.run(["git", "-C", str(repo), "rev-parse",
+                             "HEAD:images/zigzagged/zigzagged_0000.jpg"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    (repo / "objects" / absent[:2] / absent[2:]).unlink()
 
     said = suite("prepare", "--only", "textures", "--mirrors", str(tmp_path / "mirrors"),
                  "--out", str(tmp_path / "a"), cwd=tmp_path)
@@ -64,17 +75,21 @@ def test_a_fetched_mirror_is_laid_out_with_the_sets_split_and_test_labels_held_a
     tests = [r for r in labels if r["split"] == "test"]
     assert {r["label"] for r in tests} == {""}  # as a competition's test split
     assert sorted(r["path"] for r in tests) == sorted(r["path"] for r in held)
-    assert Counter(r["label"] for r in held) == {"banded": 10, "zigzagged": 5}
-    # Every photo once, under its class; nothing else of the repository.
-    assert len({r["path"] for r in labels}) == 135
+    assert Counter(r["label"] for r in held) == {"banded": 10, "zigzagged": 4}
+    # Every photo once, under its class, as the repository holds it; nothing else of it.
+    assert len({r["path"] for r in labels}) == 134
     assert all((out / r["path"]).is_file() for r in labels)
+    assert "photos/zigzagged/zigzagged_0000.jpg" not in {r["path"] for r in labels}
+    assert "1 of 135 files absent" in said
+    assert (out / "photos" / "banded" / "banded_0007.jpg").read_bytes() == \
+        (work / "images" / "banded" / "banded_0007.jpg").read_bytes()
     assert {r["path"].split("/")[1] for r in labels} == {"banded", "zigzagged"}
     assert all(r["path"].split("/")[1] == r["label"] for r in held)
     assert not (out / "raw").exists()
     described = json.loads((out / "source.json").read_text())
     assert described["commit"] == head and described["repo"] == "pan8915/DeepTexture"
     assert (described["classes"], described["train"], described["val"], described["test"]) \
-        == (2, 40, 20, [5, 10])
+        == (2, 40, 20, [4, 10])
     assert "the suite's figures at" in said  # the mirror is not at the recorded commit
 
     # The draw is seeded: the same seed lays the same photos out in the same splits.
