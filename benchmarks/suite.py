@@ -123,6 +123,12 @@ SETS: dict[str, Set] = {
         "fmejbah/car_dataset1", "2ac6920297f51277ac4e24afd231c46d35077831", (), 10, 5,
         files=("cars_train", "train_perfect_preds.txt", "cars_meta.mat"), listed=cars,
         licence="none stated (Stanford Cars: non-commercial research)"),
+    "scenes": Set(
+        "scenes, small photos: Intel's 6 natural scenes at 150 x 150 (its train and test "
+        "folders pooled, 1,713-1,960 a class)",
+        "afroozsheikh/Intel-Image-Classifier", "268f8fc38fb3f7307c1861d619ee99ff4158a3f5",
+        ("train", "test"), 50, 15, test=300,
+        licence="none stated (Intel Image Classification on Kaggle)"),
     "textures": Set(
         "textures: 10 of DTD's 47 classes, 120 photos each, 300-640 px (DTD's own: the "
         "commit before the repository downscaled them)",
