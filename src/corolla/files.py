@@ -22,9 +22,15 @@ from corolla.errors import UserError
 
 
 # What the system says when a file or folder cannot be written or made (a full disk, a quota, a
-# folder made read-only, a path through a file), as opposed to a bug: the old file stays as it
-# was, and the user is told in one line.
-UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR)
+# file-size limit (`ulimit -f`; Python ignores SIGXFSZ, so the write fails with EFBIG), a folder
+# made read-only, a path through a file), as opposed to a bug: the old file stays as it was, and
+# the user is told in one line.
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
+              errno.ENOTDIR)
+# TensorFlow's writers (TFRecord, SavedModel) report the same as their own errors, named by the
+# system's message: ENOSPC as ResourceExhaustedError, EFBIG as OutOfRangeError.
+_TF_UNWRITABLE = {"ResourceExhaustedError": os.strerror(errno.ENOSPC),
+                  "OutOfRangeError": os.strerror(errno.EFBIG)}
 # ... and where a folder is made with its parents: ENOENT too, where a parent cannot be made
 # (HOME=/proc/self/nonexistent; --runs-dir /proc/sys/runs).
 UNMAKEABLE = (*UNWRITABLE, errno.ENOENT)
@@ -51,6 +57,18 @@ def atomic_path(path: str | Path):
         # temporary file may not be removable (or may not exist).
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def unwritable(error: BaseException) -> str | None:
+    """Why `error` is a disk that refused a write (the system's words), or None when it is
+    something else (a bug keeps its traceback)."""
+    if isinstance(error, OSError) and error.errno in UNWRITABLE:
+        return error.strerror or os.strerror(error.errno)
+    words = _TF_UNWRITABLE.get(type(error).__name__)
+    if words is not None and type(error).__module__.startswith("tensorflow") and \
+            words in str(error):
+        return words
+    return None
 
 
 def _cannot_write(path: Path, code: int) -> str:

@@ -148,3 +148,26 @@ corolla.open_run({str(copy)!r}).export("onnx", out={str(tmp_path / "out")!r}, ch
     model = keras.saving.load_model(copy / paths.MODEL, compile=False)
     got = exported.runner("onnx", tmp_path / "out" / "model.onnx")(images)
     assert np.abs(got - model.predict(images, verbose=0)).max() <= 1e-4
+
+
+def test_a_disk_that_refuses_the_saved_model_is_one_line_and_leaves_nothing(trained, tmp_path,
+                                                                            capsys, monkeypatch):
+    """TensorFlow's SavedModel writer past `ulimit -f` (EFBIG, its OutOfRangeError) or on a full
+    disk: the disk's one line, not a traceback, and no partial folder left."""
+    import tensorflow as tf
+
+    from corolla.report import export as writer
+
+    run, _, _ = trained
+
+    def too_large(model, folder, fmt, quantize):
+        (folder / "saved_model").mkdir()
+        raise tf.errors.OutOfRangeError(None, None, f"{folder}/saved_model/x; File too large")
+
+    monkeypatch.setattr(writer, "write_model", too_large)
+    out = tmp_path / "out"
+    assert main(["export", str(run), "--format", "savedmodel", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"corolla: error: could not write {out} (File too "
+                                       f"large); free space or pass --out with a folder on a "
+                                       f"writable disk, then run the command again\n")
+    assert list(tmp_path.iterdir()) == []

@@ -23,7 +23,7 @@ import numpy as np
 from corolla import runtime
 from corolla.errors import UserError, did_you_mean
 from corolla.evaluation import exported
-from corolla.files import check_folder, make_folder
+from corolla.files import check_folder, make_folder, unwritable
 from corolla.report import export as writer
 from corolla.runs import paths, rundir
 
@@ -122,6 +122,9 @@ def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, chec
     except ImportError as e:
         raise UserError(f"the {fmt} export needs a package that is not installed ({e}); run: "
                         f"pip install 'corolla[export]'") from None
+    except Exception as e:
+        _refuse_unwritable(e, out)
+        raise
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     log(f"wrote {out} ({fmt}{'' if quantize == 'none' else ', ' + quantize}, "
@@ -129,6 +132,15 @@ def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, chec
     return out
 
 
+
+
+def _refuse_unwritable(error: BaseException, out: Path) -> None:
+    """A full, size-limited or read-only disk met while writing (an OSError, or TensorFlow's
+    own error from the SavedModel writer) as one line; anything else is left to the caller."""
+    what = unwritable(error)
+    if what is not None:
+        raise UserError(f"could not write {out} ({what}); free space or pass --out with a "
+                        f"folder on a writable disk, then run the command again") from None
 
 
 def _check(model, fmt, path, run_dir, config, size, quantize, count, log) -> dict | None:

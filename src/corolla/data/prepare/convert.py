@@ -39,7 +39,7 @@ from corolla.data.prepare.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.data.prepare.splits import Copies, assign_splits, dedupe
 from corolla.data.prepare.summary import Summary, copies_record, describe, manifest, skipped_lines
 from corolla.errors import UserError, check_stop
-from corolla.files import UNWRITABLE, hold_lock, lock_is_free
+from corolla.files import hold_lock, lock_is_free, unwritable
 
 MB = 1 << 20
 TPU_CORES = 8  # a TPU v3-8: enough files for every core to read its own
@@ -362,13 +362,10 @@ def remove_stale_partials(folder: Path, log=print) -> list[Path]:
 
 
 def _refuse_unwritable(error: BaseException, out: Path) -> None:
-    """A full or read-only disk (an OSError, or TensorFlow's ResourceExhaustedError from the
-    record writer) as one line; anything else is left to the caller."""
-    if isinstance(error, OSError) and error.errno in UNWRITABLE:
-        what = error.strerror
-    elif type(error).__name__ == "ResourceExhaustedError":  # tf.errors, without importing TF
-        what = "the disk is full"
-    else:
+    """A full, limited or read-only disk (an OSError, or TensorFlow's error from the record
+    writer) as one line; anything else is left to the caller."""
+    what = unwritable(error)
+    if what is None:
         return
     raise UserError(f"cannot write the conversion into {out.parent} ({what}); free space or "
                     f"choose an OUT on a writable disk, then run the command again") from None
