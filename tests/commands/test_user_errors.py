@@ -76,7 +76,7 @@ def test_class_names_that_differ_only_by_spaces_or_case_are_refused(tmp_path, ca
                     ["convert", str(tmp_path / "src"), str(tmp_path / "out")]):
         first, second = sorted(["rose", alike])  # (the folders' sorted order)
         one_line(capsys, main(command), f"class names {first!r} and {second!r}",
-                 "differ only by spaces around them or by case")
+                 "differ only by spaces around them, by case")
     assert not (tmp_path / "out").exists()
 
 
