@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import unicodedata
 
 from corolla.errors import UserError
@@ -56,7 +57,7 @@ def check_names(names, where: str) -> tuple[str, ...]:
                     f"(U+{ord(odd):04X})") if odd is not None else "is empty or only spaces"
             raise UserError(f"class name {name!r} in {where} {what}, which classes.txt (one "
                             f"name a line) cannot hold; rename it")
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    repeated = sorted(n for n, count in collections.Counter(names).items() if count > 1)
     if repeated:
         raise UserError(f"class name {repeated[0]!r} occurs twice in {where}; class names must "
                         f"be unique")
