@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import itertools
 import json
 import os
 import shutil
@@ -169,18 +170,24 @@ def read_json(path: str | Path, fix: str):
         raise UserError(f"{path} is damaged ({e}); {fix}") from None
 
 
-def read_history(path: str | Path) -> list[dict]:
+def read_history(path: str | Path, most: int | None = None) -> list[dict]:
     """history.csv's rows (one per epoch) with every value a number; a damaged file is one line
-    naming it."""
+    naming it, and so is one of more than `most` rows (read no further: a run trains at most
+    so many epochs, and a tampered file of millions would cost minutes and a page of
+    hundreds of megabytes)."""
+    fix = ("it is rewritten from the backup when a run resumes: move it away to go on without "
+           "the training curves")
     try:
         with Path(path).open(newline="") as f:
-            rows = list(csv.DictReader(f))
+            rows = list(itertools.islice(csv.DictReader(f), None if most is None else most + 1))
+        if most is not None and len(rows) > most:
+            raise UserError(f"{path} holds more than {most} epochs, more than a run trains; "
+                            f"{fix}")
         # An empty cell (a column an epoch did not log) reads as NaN: a gap in a curve.
         return [{k: (int(v) if k == "epoch" else float(v or "nan")) for k, v in row.items()}
                 for row in rows]
     except (ValueError, TypeError, UnicodeDecodeError, csv.Error) as e:
-        raise UserError(f"{path} is damaged ({e}); it is rewritten from the backup when a run "
-                        f"resumes: move it away to go on without the training curves") from None
+        raise UserError(f"{path} is damaged ({e}); {fix}") from None
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
