@@ -218,3 +218,21 @@ def test_a_file_size_limit_during_convert_is_one_line(tmp_path):
         f"corolla: error: cannot write the conversion into {tmp_path} (File too large); "), \
         result.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # nothing half-written left
+
+
+def test_a_read_only_check_cache_is_said_first_and_the_check_done(tiny_petals, mounted,
+                                                                 monkeypatch, capsys):
+    """A read-only COROLLA_CACHE_DIR/checks: check-data decoded every image, then ended in
+    exit 2 as it could not keep the result. The check stands; only it is not kept."""
+    disk, read_only = mounted
+    (disk / "checks").mkdir()
+    read_only()
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(disk))
+    assert main(["check-data", "--data", str(tiny_petals)]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0] == (f"data check: not cached (cannot write into {disk / 'checks'} "
+                        f"(permission denied); make it writable); it reads the data again "
+                        f"next time"), captured
+    assert any("116 images" in line for line in lines), captured.out
+    assert list((disk / "checks").iterdir()) == []
