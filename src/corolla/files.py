@@ -136,6 +136,26 @@ def remove_partials(folder: str | Path) -> list[str]:
     return [p.name for p in found]
 
 
+PARTIAL_FOLDER = ".partial-"  # .OUT.partial-XXXXXXXX: a folder being written (or killed)
+WRITER = ".writer"  # inside it, locked (flock) by the process writing it
+
+
+def remove_stale_folders(folder: str | Path, what: str, log=print) -> list[Path]:
+    """Removes the temporary folders (.OUT.partial-XXXXXXXX) in `folder` of writers that were
+    killed (each may be as large as what it was writing): those whose writer's lock is free.
+    A live writer's stays; so does one without a lock file (not made this way, or just being
+    made). `what`: the writer, for the log ("a conversion")."""
+    removed = []
+    for tmp in sorted(Path(folder).glob(f".*{PARTIAL_FOLDER}*")):
+        lock = tmp / WRITER
+        if tmp.is_symlink() or not lock.is_file() or not lock_is_free(lock):
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+        log(f"removed {tmp}, left by {what} that was stopped")
+    return removed
+
+
 def hold_lock(path: str | Path, wait: bool = False) -> int:
     """An open file (made if missing) locked (flock) by this process until it is closed (closing
     releases it). Without `wait`, BlockingIOError when another process holds it; with `wait`,

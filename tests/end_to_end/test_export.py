@@ -171,3 +171,45 @@ def test_a_disk_that_refuses_the_saved_model_is_one_line_and_leaves_nothing(trai
                                        f"large); free space or pass --out with a folder on a "
                                        f"writable disk, then run the command again\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_exports_folder_is_removed_by_the_next_a_live_ones_kept(trained, tmp_path,
+                                                                         capsys, monkeypatch):
+    """SIGKILL during an export left .OUT.partial-* folders (a whole model each) that no
+    export removed. Each export now holds a lock inside its own while it writes: the next one
+    removes those whose writer is gone, and leaves a live one's."""
+    import subprocess
+    import sys
+
+    from corolla.files import WRITER, lock_is_free
+    from corolla.report import export as writer
+
+    run, _, _ = trained
+    stale, live = tmp_path / ".a.partial-0000dead", tmp_path / ".b.partial-00001ive"
+    for folder in (stale, live):
+        (folder / "saved_model").mkdir(parents=True)
+        (folder / WRITER).write_text("")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"),
+        str(live / WRITER)], stdout=subprocess.PIPE, text=True)
+    seen = {}
+    real = writer.write_model
+
+    def watched(model, folder, fmt, quantize):
+        seen["stale gone"] = not stale.exists()
+        seen["own lock held"] = not lock_is_free(folder / WRITER)
+        return real(model, folder, fmt, quantize)
+
+    monkeypatch.setattr(writer, "write_model", watched)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["export", str(run), "--format", "tflite", "--check-images", "0", "--out",
+                     str(tmp_path / "out")]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert seen == {"stale gone": True, "own lock held": True}
+    assert live.is_dir() and not (tmp_path / "out" / WRITER).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "out"]
+    assert f"removed {stale}, left by an export that was stopped" in capsys.readouterr().out
