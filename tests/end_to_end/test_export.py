@@ -181,7 +181,8 @@ def test_a_killed_exports_folder_is_removed_by_the_next_a_live_ones_kept(trained
     import subprocess
     import sys
 
-    from corolla.files import WRITER, lock_is_free
+    from corolla.data.prepare.convert import WRITER  # the same convention as conversions
+    from corolla.files import lock_is_free
     from corolla.report import export as writer
 
     run, _, _ = trained
