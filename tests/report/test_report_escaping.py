@@ -175,3 +175,13 @@ def test_a_history_longer_than_any_run_is_one_line_read_no_further(tmp_path):
     (folder / paths.HISTORY).write_text(
         "epoch,loss\n" + "".join(f"{k},0.5\n" for k in range(MAX_EPOCHS)))
     assert f"Training history ({MAX_EPOCHS} epochs" in html.document(html.sources(folder))
+
+
+@pytest.mark.parametrize("text", ["data = 3\nmodel = [1]\n", "train = 'x'\n",
+                                  "x = " + "[" * 3000 + "]" * 3000 + "\n"])
+def test_a_config_of_another_shape_leaves_the_header_without_its_settings(tmp_path, text):
+    """config.toml is shown as it is written; only the headline settings need its tables."""
+    folder = _tampered_run(tmp_path / "run")
+    (folder / paths.CONFIG).write_text(text)
+    page = html.document(html.sources(folder))
+    assert "is malformed" not in page and "<h2>Config (config.toml)</h2>" in page

@@ -98,7 +98,9 @@ class Sources:
             return {}
         try:
             return _settings(tomllib.loads(self.config_text or ""))
-        except (OSError, tomllib.TOMLDecodeError):
+        # (AttributeError, TypeError: a section that is not a table, `data = 3`; RecursionError:
+        # arrays nested thousands deep, which tomllib reads by recursion)
+        except (OSError, tomllib.TOMLDecodeError, RecursionError, AttributeError, TypeError):
             return {}
 
     @cached_property
