@@ -41,7 +41,7 @@ from corolla.flows import photos as photos_flow
 from corolla.flows import train as train_flow
 from corolla.report import html as html_report
 from corolla.runs import paths
-from corolla.runtime import tflog
+from corolla.runtime import hardware, tflog
 
 
 # What evaluate and predict take: the machine's runtime and the inference batch.
@@ -54,6 +54,7 @@ def _command():
     lines kept off the notebook (whichever call first imports it) and library errors as one
     `UserError`."""
     with tflog.quiet_tensorflow(), as_user_errors():
+        hardware.check_env_backend()
         yield
 
 

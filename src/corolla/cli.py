@@ -19,7 +19,7 @@ from corolla.commands import (arguments, bench, check_data, check_submission, co
                               submit, train)
 from corolla.commands.errors import as_user_errors
 from corolla.errors import UserError, clear_stop, closest, did_you_mean, request_stop, scrub
-from corolla.runtime import signals, tflog
+from corolla.runtime import hardware, signals, tflog
 
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).
 # Each declares HELP, add_arguments(parser) and main(args) -> exit status; DESCRIPTION, where
@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     received = []
     try:
         with _stop_on_signals() as received, quiet_import, as_user_errors():
+            hardware.check_env_backend()
             code = COMMANDS[args.command].main(args)
         if received:  # a stop the command never saw: lost, or landed as it ended
             raise KeyboardInterrupt

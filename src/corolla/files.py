@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import itertools
 import json
 import os
 import shutil
@@ -23,9 +24,15 @@ from corolla.errors import UserError
 
 
 # What the system says when a file or folder cannot be written or made (a full disk, a quota, a
-# folder made read-only, a path through a file), as opposed to a bug: the old file stays as it
-# was, and the user is told in one line.
-UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR)
+# file-size limit (`ulimit -f`; Python ignores SIGXFSZ, so the write fails with EFBIG), a folder
+# made read-only, a path through a file), as opposed to a bug: the old file stays as it was, and
+# the user is told in one line.
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG,
+              errno.ENOTDIR)
+# TensorFlow's writers (TFRecord, SavedModel) report the same as their own errors, named by the
+# system's message: ENOSPC as ResourceExhaustedError, EFBIG as OutOfRangeError.
+_TF_UNWRITABLE = {"ResourceExhaustedError": os.strerror(errno.ENOSPC),
+                  "OutOfRangeError": os.strerror(errno.EFBIG)}
 # ... and where a folder is made with its parents: ENOENT too, where a parent cannot be made
 # (HOME=/proc/self/nonexistent; --runs-dir /proc/sys/runs).
 UNMAKEABLE = (*UNWRITABLE, errno.ENOENT)
@@ -52,6 +59,18 @@ def atomic_path(path: str | Path):
         # temporary file may not be removable (or may not exist).
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def unwritable(error: BaseException) -> str | None:
+    """Why `error` is a disk that refused a write (the system's words), or None when it is
+    something else (a bug keeps its traceback)."""
+    if isinstance(error, OSError) and error.errno in UNWRITABLE:
+        return error.strerror or os.strerror(error.errno)
+    words = _TF_UNWRITABLE.get(type(error).__name__)
+    if words is not None and type(error).__module__.startswith("tensorflow") and \
+            words in str(error):
+        return words
+    return None
 
 
 def _cannot_write(path: Path, code: int) -> str:
@@ -118,6 +137,26 @@ def remove_partials(folder: str | Path) -> list[str]:
     return [p.name for p in found]
 
 
+PARTIAL_FOLDER = ".partial-"  # .OUT.partial-XXXXXXXX: a folder being written (or killed)
+WRITER = ".writer"  # inside it, locked (flock) by the process writing it
+
+
+def remove_stale_folders(folder: str | Path, what: str, log=print) -> list[Path]:
+    """Removes the temporary folders (.OUT.partial-XXXXXXXX) in `folder` of writers that were
+    killed (each may be as large as what it was writing): those whose writer's lock is free.
+    A live writer's stays; so does one without a lock file (not made this way, or just being
+    made). `what`: the writer, for the log ("a conversion")."""
+    removed = []
+    for tmp in sorted(Path(folder).glob(f".*{PARTIAL_FOLDER}*")):
+        lock = tmp / WRITER
+        if tmp.is_symlink() or not lock.is_file() or not lock_is_free(lock):
+            continue
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(tmp)
+        log(f"removed {tmp}, left by {what} that was stopped")
+    return removed
+
+
 def hold_lock(path: str | Path, wait: bool = False) -> int:
     """An open file (made if missing) locked (flock) by this process until it is closed (closing
     releases it). Without `wait`, BlockingIOError when another process holds it; with `wait`,
@@ -152,18 +191,24 @@ def read_json(path: str | Path, fix: str):
         raise UserError(f"{path} is damaged ({e}); {fix}") from None
 
 
-def read_history(path: str | Path) -> list[dict]:
+def read_history(path: str | Path, most: int | None = None) -> list[dict]:
     """history.csv's rows (one per epoch) with every value a number; a damaged file is one line
-    naming it."""
+    naming it, and so is one of more than `most` rows (read no further: a run trains at most
+    so many epochs, and a tampered file of millions would cost minutes and a page of
+    hundreds of megabytes)."""
+    fix = ("it is rewritten from the backup when a run resumes: move it away to go on without "
+           "the training curves")
     try:
         with Path(path).open(newline="") as f:
-            rows = list(csv.DictReader(f))
+            rows = list(itertools.islice(csv.DictReader(f), None if most is None else most + 1))
+        if most is not None and len(rows) > most:
+            raise UserError(f"{path} holds more than {most} epochs, more than a run trains; "
+                            f"{fix}")
         # An empty cell (a column an epoch did not log) reads as NaN: a gap in a curve.
         return [{k: (int(v) if k == "epoch" else float(v or "nan")) for k, v in row.items()}
                 for row in rows]
     except (ValueError, TypeError, UnicodeDecodeError, csv.Error) as e:
-        raise UserError(f"{path} is damaged ({e}); it is rewritten from the backup when a run "
-                        f"resumes: move it away to go on without the training curves") from None
+        raise UserError(f"{path} is damaged ({e}); {fix}") from None
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

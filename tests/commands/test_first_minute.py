@@ -3,6 +3,7 @@ installed package) is said first, in one line, before any recipe is announced, d
 converted, or time probed; no line is contradicted by the next."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -246,3 +247,25 @@ def test_continuing_a_run_that_needs_keras_hub_says_so_first(hub_run, capsys, no
     for name in (paths.FINISHED, paths.MODEL):  # a run stopped before its end
         (hub_run / name).unlink()
     said_first(capsys, ["train", "--resume", str(hub_run)], f"(model efficientnet_lite0) {HUB}")
+
+
+@pytest.mark.parametrize("command", ["convert", "check-data", "train"])
+def test_a_keras_backend_keras_cannot_import_is_one_line_first(tmp_path, command):
+    """KERAS_BACKEND=bogus: every `import tensorflow` imports Keras, which raised its
+    ValueError as a traceback in the commands that train nothing (convert, check-data). In a
+    fresh process: this one has Keras imported, its backend fixed."""
+    from helpers.images import class_folders
+
+    src = str(class_folders(tmp_path / "src"))
+    argv = {"convert": [src, str(tmp_path / "out")], "check-data": ["--data", src],
+            "train": ["--data", src, "--runs-dir", str(tmp_path / "runs")]}[command]
+    code = ("import sys\nfrom corolla.cli import main\n"
+            f"code = main({[command, *argv]!r})\n"
+            "print(code, 'tensorflow' in sys.modules)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, check=False, env={**os.environ, "KERAS_BACKEND": "bogus"})
+    assert result.stdout == "2 False\n", result
+    assert result.stderr == ("corolla: error: KERAS_BACKEND='bogus' is not a Keras backend; "
+                             "set it to tensorflow or jax, or unset it (Corolla then "
+                             "chooses)\n"), result.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()

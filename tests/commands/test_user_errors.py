@@ -76,7 +76,7 @@ def test_class_names_that_differ_only_by_spaces_or_case_are_refused(tmp_path, ca
                     ["convert", str(tmp_path / "src"), str(tmp_path / "out")]):
         first, second = sorted(["rose", alike])  # (the folders' sorted order)
         one_line(capsys, main(command), f"class names {first!r} and {second!r}",
-                 "differ only by spaces around them or by case")
+                 "differ only by spaces around them, by case")
     assert not (tmp_path / "out").exists()
 
 
@@ -264,3 +264,17 @@ def test_lr_mistakes_are_one_line_naming_the_flag(tmp_path, tiny_petals, capsys)
         corolla.lr_find(data=tiny_petals, start=1, end=0.1)
     with pytest.raises(UserError, match=r"^steps= must be a whole number .* got 10000000000.0"):
         corolla.lr_find(data=tiny_petals, steps=1e10)
+
+
+@pytest.mark.parametrize("names", ["a\nb\nc\na\n", "a\nb\nc\nd\u200b\nd\n"])
+def test_a_layouts_classes_txt_naming_a_class_twice_is_one_line_before_any_run(tmp_path, capsys,
+                                                                               names):
+    """Refused only as the run recorded its classes, once its folder was made."""
+    from helpers.records import damaged_data
+
+    damaged_data(tmp_path / "data")
+    (tmp_path / "data" / "classes.txt").write_text(names)
+    one_line(capsys, main(["train", "--data", str(tmp_path / "data"), "--runs-dir",
+                           str(tmp_path / "runs"), "--epochs", "1", "--batch-size", "8"]),
+             f"in {tmp_path / 'data' / 'classes.txt'}")
+    assert not (tmp_path / "runs").exists()

@@ -96,3 +96,25 @@ def test_the_flags_and_the_fields_declarations_agree():
         assert flags.FLAG_KEYS[keyword] == setting.key
     assert set(flags.FLAG_KEYS) == set(declared)
     assert set(dests) - set(declared) == NOT_CONFIG, set(dests) - set(declared)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[train]\nepochs = 1e400\n", r"^train.epochs must be an int, got inf$"),
+    ("[train]\nbatch_size = -1e400\n", r"^train.batch_size must be an int, got -inf$"),
+])
+def test_numbers_past_a_float_in_a_config_file_are_one_line(tmp_path, text, message):
+    """TOML reads 1e400 as infinity: an integer setting given it was an OverflowError."""
+    (tmp_path / "c.toml").write_text(text)
+    with pytest.raises(UserError, match=message):
+        config.load(tmp_path / "c.toml")
+
+
+@pytest.mark.parametrize("what", ["config", "recipe"])
+def test_arrays_nested_thousands_deep_are_one_line(tmp_path, what):
+    """tomllib reads nesting by recursion: 5,000 levels were a RecursionError."""
+    from corolla.config import recipe
+
+    path = tmp_path / "deep.toml"
+    path.write_text("[train]\nepochs = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(UserError, match=r"deep.toml' nests arrays or tables too deep to read"):
+        config.load(path) if what == "config" else recipe.load(str(path))

@@ -1,6 +1,7 @@
 """A conversion meets what happens to folders: another conversion racing for OUT, a file deleted or
 a link back into the source, a giant image, a killed conversion's leftovers."""
 
+import os
 import subprocess
 import sys
 
@@ -67,6 +68,80 @@ def test_a_link_back_into_the_source_is_skipped_with_a_word(tmp_path, capsys):
     assert source.class_names == ("daisy", "tulip") and len(source.items) == 12
     assert f"skipped {src / 'toploop'}: a link to {src}, inside the source" in \
         capsys.readouterr().out
+
+
+def test_a_link_to_a_folder_holding_the_source_is_skipped_with_a_word(tmp_path, capsys):
+    """`up -> ..` gave a class a second copy of every photo; `disk -> /` walked the whole
+    disk. A link elsewhere (a class kept on another disk) is still a class."""
+    from corolla.data.prepare import sources
+
+    src = class_folders(tmp_path / "src")
+    (src / "up").symlink_to(tmp_path)
+    (src / "disk").symlink_to("/")
+    class_folders(tmp_path / "elsewhere", n=1)
+    (src / "rose").symlink_to(tmp_path / "elsewhere" / "daisy")
+    source = sources.scan(src)
+    assert source.class_names == ("daisy", "rose", "tulip") and len(source.items) == 13
+    said = capsys.readouterr().out
+    assert f"skipped {src / 'up'}: a link to {tmp_path}, which holds the source" in said
+    assert f"skipped {src / 'disk'}: a link to /, which holds the source" in said
+
+
+def test_class_folders_that_read_as_one_name_are_one_line(tmp_path, capsys):
+    """`café` composed and decomposed are two folders to Linux and one name to a reader."""
+    src = class_folders(tmp_path / "src")
+    for name in ("caf\u00e9", "cafe\u0301"):
+        class_folders(tmp_path / "one", n=1)
+        (tmp_path / "one" / "daisy").rename(src / name)
+        (tmp_path / "one").joinpath("tulip").rename(tmp_path / f"spare-{len(name)}")
+    assert main(["convert", str(src), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("corolla: error: class names 'cafe\\u0301' and 'caf\\xe9' in the class "
+                          "folders of ") and err.count("\n") == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_class_folders_nested_thousands_deep_are_listed(tmp_path):
+    """A tree walk by recursion ended in a RecursionError at about 1,000 folders."""
+    from corolla.data.prepare import sources
+
+    src = class_folders(tmp_path / "src", n=1)
+    deep = src / "daisy"
+    for _ in range(1200):
+        deep = deep / "d"
+        deep.mkdir()
+    (src / "daisy" / "0.png").rename(deep / "0.png")
+    try:
+        source = sources.scan(src)
+        assert sorted(i.id.count("/") for i in source.items) == [1, 1201]
+        sources.check_source(str(src))
+    finally:  # removed here, deepest first: pytest's recursive removal would not get through
+        (deep / "0.png").unlink()
+        while deep != src / "daisy":
+            deep.rmdir()
+            deep = deep.parent
+
+
+def test_a_path_longer_than_the_system_opens_is_one_line(tmp_path):
+    """Made folder by folder (each name short enough), a tree's path can outgrow PATH_MAX,
+    where no call opens it by its path (ENAMETOOLONG)."""
+    from corolla.data.prepare import sources
+    from corolla.errors import UserError
+
+    src = class_folders(tmp_path / "src", n=1)
+    fd = os.open(src / "tulip", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(18):  # 18 x 251 bytes: beyond Linux's 4,096
+            os.mkdir("x" * 250, dir_fd=fd)
+            inner = os.open("x" * 250, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    with pytest.raises(UserError, match=r"^cannot list .*\.\.\. \(1[67] folders deep in .*tulip\): "
+                                        r"its path is \d+ bytes long, more than the system "
+                                        r"opens \(\d+\); move the images to a shallower folder$"):
+        sources.scan(src)
 
 
 @pytest.mark.slow

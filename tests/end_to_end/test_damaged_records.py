@@ -44,6 +44,19 @@ def test_damage_the_check_finds_is_one_line_before_any_run(tmp_path, capsys, spl
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("split", ["val", "test"])
+def test_ids_repeated_in_a_split_that_is_predicted_are_one_line_before_any_run(
+        tmp_path, capsys, split, train_tiny):
+    """Each val and test id names one photo in the predictions (and submission.csv): a split
+    whose files repeat ids failed only after training, in the evaluation, leaving a run
+    without one."""
+    damaged = damaged_data(tmp_path / "data", {(split, 0): "repeated_id"})
+    train_tiny(tmp_path / "runs", data=tmp_path / "data", tiny=FLAGS, code=2)
+    _one_line(capsys, f"the {split} split holds id {split[:2]}0-0000 2 times (in "
+                      f"{damaged[split, 0]})", "give each record its own id")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_corrupt_jpeg_met_during_fit_is_one_line_naming_the_record(tmp_path, capsys, train_tiny):
     """Its first bytes are a JPEG's, so only decoding finds it: here in validation, at the end of
     the first epoch. TensorFlow's error names no file; the files read are searched for it."""

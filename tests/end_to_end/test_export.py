@@ -150,3 +150,69 @@ corolla.open_run({str(copy)!r}).export("onnx", out={str(tmp_path / "out")!r}, ch
     model = keras.saving.load_model(copy / paths.MODEL, compile=False)
     got = exported.runner("onnx", tmp_path / "out" / "model.onnx")(images)
     assert np.abs(got - model.predict(images, verbose=0)).max() <= 1e-4
+
+
+def test_a_disk_that_refuses_the_saved_model_is_one_line_and_leaves_nothing(trained, tmp_path,
+                                                                            capsys, monkeypatch):
+    """TensorFlow's SavedModel writer past `ulimit -f` (EFBIG, its OutOfRangeError) or on a full
+    disk: the disk's one line, not a traceback, and no partial folder left."""
+    import tensorflow as tf
+
+    from corolla.report import export as writer
+
+    run, _, _ = trained
+
+    def too_large(model, folder, fmt, quantize):
+        (folder / "saved_model").mkdir()
+        raise tf.errors.OutOfRangeError(None, None, f"{folder}/saved_model/x; File too large")
+
+    monkeypatch.setattr(writer, "write_model", too_large)
+    out = tmp_path / "out"
+    assert main(["export", str(run), "--format", "savedmodel", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"corolla: error: could not write {out} (File too "
+                                       f"large); free space or pass --out with a folder on a "
+                                       f"writable disk, then run the command again\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_exports_folder_is_removed_by_the_next_a_live_ones_kept(trained, tmp_path,
+                                                                         capsys, monkeypatch):
+    """SIGKILL during an export left .OUT.partial-* folders (a whole model each) that no
+    export removed. Each export now holds a lock inside its own while it writes: the next one
+    removes those whose writer is gone, and leaves a live one's."""
+    import subprocess
+    import sys
+
+    from corolla.data.prepare.convert import WRITER  # the same convention as conversions
+    from corolla.files import lock_is_free
+    from corolla.report import export as writer
+
+    run, _, _ = trained
+    stale, live = tmp_path / ".a.partial-0000dead", tmp_path / ".b.partial-00001ive"
+    for folder in (stale, live):
+        (folder / "saved_model").mkdir(parents=True)
+        (folder / WRITER).write_text("")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"),
+        str(live / WRITER)], stdout=subprocess.PIPE, text=True)
+    seen = {}
+    real = writer.write_model
+
+    def watched(model, folder, fmt, quantize):
+        seen["stale gone"] = not stale.exists()
+        seen["own lock held"] = not lock_is_free(folder / WRITER)
+        return real(model, folder, fmt, quantize)
+
+    monkeypatch.setattr(writer, "write_model", watched)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main(["export", str(run), "--format", "tflite", "--check-images", "0", "--out",
+                     str(tmp_path / "out")]) == 0
+    finally:
+        holder.kill()
+        holder.wait()
+    assert seen == {"stale gone": True, "own lock held": True}
+    assert live.is_dir() and not (tmp_path / "out" / WRITER).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "out"]
+    assert f"removed {stale}, left by an export that was stopped" in capsys.readouterr().out

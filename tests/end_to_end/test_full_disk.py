@@ -199,3 +199,40 @@ def test_a_full_disk_during_convert_is_one_line(mounted, tmp_path, capsys):
     one_line(capsys, main(["convert", str(src), str(disk / "out"), "--image-size", "96"]),
              "cannot write the conversion into", "free space")
     assert not list(disk.iterdir())  # nothing half-written is left
+
+
+def test_a_file_size_limit_during_convert_is_one_line(tmp_path):
+    """`ulimit -f` (RLIMIT_FSIZE) set for the command: TensorFlow's record writer fails with
+    EFBIG (an OutOfRangeError of its own), a disk that refuses the file: one line, exit 2."""
+    src = class_folders(tmp_path / "src", n=20, size=96, noise=True)  # ~1 MB of PNG
+    out = tmp_path / "out"
+    limited = ("import resource, signal, sys\n"
+               "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))\n"
+               "from corolla.cli import main\n"
+               "sys.exit(main(sys.argv[1:]))\n")
+    result = _run("-c", limited, "convert", src, out, "--image-size", "96", log_level="3")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.splitlines()[-1].startswith(
+        f"corolla: error: cannot write the conversion into {tmp_path} (File too large); "), \
+        result.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # nothing half-written left
+
+
+def test_a_read_only_check_cache_is_said_first_and_the_check_done(tiny_petals, mounted,
+                                                                 monkeypatch, capsys):
+    """A read-only COROLLA_CACHE_DIR/checks: check-data decoded every image, then ended in
+    exit 2 as it could not keep the result. The check stands; only it is not kept."""
+    disk, read_only = mounted
+    (disk / "checks").mkdir()
+    read_only()
+    monkeypatch.setenv("COROLLA_CACHE_DIR", str(disk))
+    assert main(["check-data", "--data", str(tiny_petals)]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    assert lines[0] == (f"data check: not cached (cannot write into {disk / 'checks'} "
+                        f"(permission denied); make it writable); it reads the data again "
+                        f"next time"), captured
+    assert any("116 images" in line for line in lines), captured.out
+    assert list((disk / "checks").iterdir()) == []

@@ -314,3 +314,14 @@ def test_an_ensemble_naming_itself_or_odd_members_is_still_a_member(runs, tmp_pa
     metrics["members"] += [{"folder": str(tmp_path / "ens1")}, {"folder": 5}, 7]
     path.write_text(json.dumps(metrics))
     assert main(["ensemble", "ens1", str(runs[2]), "--out", "ens2"]) == 0
+
+
+@pytest.mark.parametrize("odd", [3, None, 2.5])
+def test_a_member_that_is_not_a_folder_is_one_line(runs, odd):
+    """From Python (a list with a run's number in it): a TypeError from Path(3) before."""
+    from corolla.errors import UserError
+
+    with pytest.raises(UserError, match=rf"^an ensemble's members are run folders \(paths\), got "
+                                        rf"{odd!r} \({type(odd).__name__}\); give each run's "
+                                        rf"folder$"):
+        ensemble.build([runs[0], odd], "auto")

@@ -59,7 +59,7 @@ def test_label_review_files_and_report_section(tiny_petals, tmp_path):
     assert rows[0] == "rank,id,given,suggested,p_given,p_suggested"
     assert [r.split(",")[1] for r in rows[1:]] == [ids[3], ids[11]]
     assert written["label_review_picture"].is_file()
-    section = html_report._label_review(tmp_path)
+    section = html_report._label_review(html_report.Sources(tmp_path, "evaluation", {}, None))
     assert "<h2>Labels to review</h2>" in section and ids[11] in section
 
 

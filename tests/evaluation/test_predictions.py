@@ -99,3 +99,29 @@ def test_a_file_that_is_not_predictions_is_one_line(tmp_path):
         message = str(refused.value)
         assert needle in message and str(tmp_path / name) in message, message
         assert "\n" not in message and "corolla evaluate RUN" in message
+
+
+@pytest.mark.parametrize("rows, says", [
+    ([[1.2, -0.2], [0.5, 0.5]], "1 rows of probabilities hold negative values (e.g. row 0: -0.2)"),
+    ([[0.5, 0.5], [2.0, 3.0]], "1 rows of probabilities do not sum to 1 (e.g. row 1: 5)"),
+    ([[0.5, 0.49], [0.3, 0.3]], "2 rows of probabilities do not sum to 1 (e.g. row 0: 0.99)"),
+])
+def test_saved_rows_that_are_not_probabilities_are_one_line(tmp_path, rows, says):
+    """Scores or logits saved by another tool (negative, or rows not summing to 1) were
+    blended and thresholded as if they were probabilities."""
+    np.savez(tmp_path / "val.npz", ids=np.array(["a", "b"]), labels=np.array([0, 1]),
+             probabilities=np.array(rows, np.float32), class_names=np.array(["x", "y"]))
+    with pytest.raises(UserError) as refused:
+        predictions.load(tmp_path / "val.npz")
+    assert str(refused.value).startswith(f"{tmp_path / 'val.npz'} is not one split's "
+                                         f"predictions: {says}; "), str(refused.value)
+
+
+def test_rows_within_rounding_of_one_are_probabilities(tmp_path):
+    """float32 softmax rows of many classes, averaged (TTA) or blended, miss 1 by rounding."""
+    probabilities = _probabilities(64, 104)
+    probabilities[0] *= np.float32(1 + 5e-4)
+    np.savez(tmp_path / "val.npz", ids=np.array([f"i{k}" for k in range(64)]),
+             labels=np.zeros(64, np.int64), probabilities=probabilities,
+             class_names=np.array([f"c{k}" for k in range(104)]))
+    assert len(predictions.load(tmp_path / "val.npz")) == 64

@@ -26,15 +26,18 @@ NOT_JPEG = b"this is not an image at all"
 CORRUPT = jpeg(0)[:20] + b"\0" * 40 + jpeg(0)[60:]  # starts like a JPEG, fails to decode
 
 
-def write_split_file(root, split: str, index: int, images: list[bytes], cut: int = 0) -> str:
-    """One file of `images` (ids "<split><index>-<n>"), named for their count; `cut` bytes
-    taken off its end afterwards (a download that stopped early)."""
+def write_split_file(root, split: str, index: int, images: list[bytes], cut: int = 0,
+                     repeat: bool = False) -> str:
+    """One file of `images` (ids "<split><index>-<n>"; with `repeat`, record 1 has record 0's
+    id), named for their count; `cut` bytes taken off its end afterwards (a download that
+    stopped early)."""
     folder = root / f"tfrecords-jpeg-{SIZE}x{SIZE}" / split
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / records.shard_name(index, SIZE, len(images))
     with tf.io.TFRecordWriter(str(path)) as writer:
         for n, image in enumerate(images):
-            writer.write(records.serialize(image, f"{split[:2]}{index}-{n:04d}",
+            named = 0 if repeat and n == 1 else n
+            writer.write(records.serialize(image, f"{split[:2]}{index}-{named:04d}",
                                            None if split == "test" else n % 4))
     if cut:
         path.write_bytes(path.read_bytes()[:-cut])
@@ -44,7 +47,7 @@ def write_split_file(root, split: str, index: int, images: list[bytes], cut: int
 def damaged_data(root, damage: dict | None = None):
     """train 2x16, val 2x16, test 1x16 good images; `damage`: {(split, file index): kinds}, a
     kind or several: "not_jpeg" (record 3), "corrupt" (record 5), "truncated" (the last record
-    cut)."""
+    cut), "repeated_id" (record 1 has record 0's id)."""
     damage = damage or {}
     (root / "classes.txt").parent.mkdir(parents=True, exist_ok=True)
     (root / "classes.txt").write_text(format_classes_file(["a", "b", "c", "d"]))
@@ -59,7 +62,8 @@ def damaged_data(root, damage: dict | None = None):
             if "corrupt" in kinds:
                 images[5] = CORRUPT
             paths[split, index] = write_split_file(root, split, index, images,
-                                                   cut=30 if "truncated" in kinds else 0)
+                                                   cut=30 if "truncated" in kinds else 0,
+                                                   repeat="repeated_id" in kinds)
     return paths
 
 

@@ -52,3 +52,31 @@ def test_a_picture_that_fails_half_way_leaves_the_old_one(tmp_path, monkeypatch)
     assert path.read_bytes() == old
     assert [p.name for p in tmp_path.iterdir()] == ["cm.png"]  # no temporary file left
     assert plt.get_fignums() == []  # and no figure left open
+
+
+def test_a_file_size_limit_is_an_unwritable_disk(tmp_path):
+    """`ulimit -f`: Python ignores SIGXFSZ, so a write past the limit fails with EFBIG. That is
+    a disk that refuses the file, one line, as a full one is (not a traceback)."""
+    path = tmp_path / "m.json"
+    path.write_text("old")
+
+    with pytest.raises(UserError, match=r"^could not write .*m\.json \(File too large\); free "):
+        with files.atomic_path(path) as tmp, tmp.open("w") as f:
+            f.write("half")
+            raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))  # as write(2) past the limit
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+def test_tensorflow_writers_out_of_room_or_past_the_size_limit_are_unwritable():
+    """TensorFlow's TFRecord and SavedModel writers name ENOSPC and EFBIG by their own errors;
+    the same errors for other reasons (the end of a data set) are not a disk's."""
+    import tensorflow as tf
+
+    assert files.unwritable(tf.errors.OutOfRangeError(None, None, "/o/a.tfrec; File too large")) \
+        == "File too large"
+    assert files.unwritable(tf.errors.ResourceExhaustedError(
+        None, None, "/o/a.tfrec; No space left on device")) == "No space left on device"
+    assert files.unwritable(tf.errors.OutOfRangeError(None, None, "End of sequence")) is None
+    assert files.unwritable(OSError(errno.EFBIG, "File too large")) == "File too large"
+    assert files.unwritable(OSError(errno.ENOENT, "No such file")) is None

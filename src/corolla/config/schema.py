@@ -342,7 +342,7 @@ def _coerce(label: str, value: Any, kind: type) -> Any:
         try:
             if isinstance(value, str) or float(value) == int(value):
                 return int(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # (OverflowError: 1e400, infinity)
             pass
     elif kind is float and not isinstance(value, bool):
         try:
@@ -560,6 +560,9 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise UserError(f"{what} {str(path)!r} is not UTF-8 text ({e.reason} at byte "
                         f"{e.start}); save it as UTF-8") from None
+    except RecursionError:  # tomllib reads nested arrays and tables by recursion
+        raise UserError(f"{what} {str(path)!r} nests arrays or tables too deep to read; no "
+                        f"setting takes more than a list of values") from None
 
 
 def save(config: RunConfig, path: str | Path) -> None:

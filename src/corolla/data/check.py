@@ -226,12 +226,16 @@ def check_split(split: Split, num_classes: int, skip_bad_records: bool = False) 
     file's count is then its usable records (`Damage.usable`), which is what callers must pair
     predictions with."""
     files = []
+    seen: dict[str, list[str]] = {}  # id -> the files holding it
     for file in split.files:
         try:
             scan = _scan(file.path, split.labelled, tolerate_tail=skip_bad_records,
                          features=split.features)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
             raise UserError(damaged_error(file.path, split.labelled, e, split.features)) from None
+        if split.name != "train":
+            for i in scan.ids:
+                seen.setdefault(i, []).append(file.path)
         named = FILE_NAME.match(file.path.rsplit("/", 1)[-1])
         short_tail = scan.tail and scan.count < file.count
         if named and scan.count != file.count and not short_tail:
@@ -258,9 +262,24 @@ def check_split(split: Split, num_classes: int, skip_bad_records: bool = False) 
             raise UserError(f"{file.path} is damaged after record {damage.readable - 1} "
                             f"({damage.tail}); {_TEST_TAIL}")
         files.append(RecordFile(file.path, damage.usable))
+    _unique_ids(split.name, seen)
     # replace, not a new Split: a split of some of its files' records (a k-fold run's folds,
     # data.folds) stays one.
     return dataclasses.replace(split, files=tuple(files))
+
+
+def _unique_ids(name: str, seen: dict[str, list[str]]) -> None:
+    """Refuses a split whose records repeat an id: every split but train is predicted, and
+    each id names one photo in its predictions (and in submission.csv)."""
+    repeated = [(i, where) for i, where in seen.items() if len(where) > 1]
+    if not repeated:
+        return
+    i, where = repeated[0]
+    more = f"; and {len(repeated) - 1} more ids" if len(repeated) > 1 else ""
+    raise UserError(f"the {name} split holds id {i} {len(where)} times (in "
+                    f"{', '.join(dict.fromkeys(where))}){more}; its predictions name each photo "
+                    f"by its id: give each record its own id (or remove the copies), then run "
+                    f"the command again")
 
 
 _TEST_TAIL = ("replace the file: the ids in a test file's damaged tail are unknown, so "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import unicodedata
 from pathlib import Path
 
 from corolla.errors import UserError
@@ -57,16 +59,22 @@ def read_classes_file(path: str | Path, data: bytes | None = None) -> tuple[str,
 
 
 def check_names(names, where: str) -> tuple[str, ...]:
-    """The names, if each survives `classes.txt` (one a line) as it is: a line break would split
-    a name in two and shift every later label, and a name of only spaces would vanish. `where`
-    says where they come from (a folder, a CSV), for the one-line refusal."""
+    """The names, if each survives `classes.txt` (one a line) as it is, for every reader: a line
+    break would split a name in two and shift every later label (and readers differ on what
+    breaks a line: Python's splitlines also breaks at U+2028, \\x0b, \\x1c...), a name of only
+    spaces would vanish, and two names that look the same (`café` composed and decomposed,
+    `rose` and `rose` with a zero-width space) would read as one class. `where` says where they
+    come from (a folder, a CSV), for the one-line refusal."""
     names = tuple(str(name) for name in names)
     for name in names:
-        if "\n" in name or "\r" in name or not name.strip():
-            what = "holds a line break" if name.strip() else "is empty or only spaces"
+        odd = next((c for c in name if unicodedata.category(c) in _UNWRITABLE), None)
+        if odd is not None or not _seen_as(name):
+            what = ("holds a line break" if odd in "\n\r" else
+                    f"holds {unicodedata.name(odd, 'a control character')} "
+                    f"(U+{ord(odd):04X})") if odd is not None else "is empty or only spaces"
             raise UserError(f"class name {name!r} in {where} {what}, which classes.txt (one "
                             f"name a line) cannot hold; rename it")
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    repeated = sorted(n for n, count in collections.Counter(names).items() if count > 1)
     if repeated:
         raise UserError(f"class name {repeated[0]!r} occurs twice in {where}; class names must "
                         f"be unique")
@@ -74,12 +82,30 @@ def check_names(names, where: str) -> tuple[str, ...]:
     # would show as one name twice.
     seen: dict[str, str] = {}
     for name in names:
-        other = seen.setdefault(name.strip().casefold(), name)
+        other = seen.setdefault(_seen_as(name), name)
         if other != name:
-            raise UserError(f"class names {other!r} and {name!r} in {where} differ only by "
-                            f"spaces around them or by case, and would read as one class; "
-                            f"rename one, or merge their images")
+            if unicodedata.normalize("NFKC", repr(other)) == \
+                    unicodedata.normalize("NFKC", repr(name)):  # (printed alike: their codes)
+                other, name = ascii(other), ascii(name)
+            else:
+                other, name = repr(other), repr(name)
+            raise UserError(f"class names {other} and {name} in {where} differ only by "
+                            f"spaces around them, by case, by invisible characters or by how "
+                            f"their letters are encoded, and would read as one class; rename "
+                            f"one, or merge their images")
     return names
+
+
+# Unicode categories no class name may hold: control characters (line breaks among them) and
+# the line and paragraph separators, which some readers of classes.txt take for line breaks.
+_UNWRITABLE = ("Cc", "Zl", "Zp")
+
+
+def _seen_as(name: str) -> str:
+    """The name as a reader sees it: letters composed alike (NFKC), without invisible format
+    characters (zero-width spaces, joiners, marks of direction), spaces around it and case."""
+    shown = unicodedata.normalize("NFKC", name)
+    return "".join(c for c in shown if unicodedata.category(c) != "Cf").strip().casefold()
 
 
 def format_classes_file(names, where: str = "the class names") -> str:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import tensorflow as tf
 
 from corolla.data.records import COMPETITION, Features
-from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES, read_classes_file
+from corolla.data.classes import (CLASSES_FILE, COMPETITION_CLASSES, check_names,
+                                  read_classes_file)
 from corolla.data.folders import size_folders
 from corolla.errors import UserError
 from corolla.files import MAX_TEXT, check_regular, describe, is_remote
@@ -139,5 +140,6 @@ def open_layout(path: str, image_size: int = 0, preferred_size: int = 224) -> La
             class_names = read_classes_file(classes_path, f.read(MAX_TEXT + 1))
     else:
         class_names = COMPETITION_CLASSES
-    return Layout(root=root, image_size=size, class_names=class_names,
+    # Checked here, before a run folder is made for it (a run records its classes).
+    return Layout(root=root, image_size=size, class_names=check_names(class_names, classes_path),
                   available_sizes=tuple(sorted(sizes)))

@@ -14,6 +14,7 @@ weights were fitted on val), which metrics.json says.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +118,10 @@ def _runs_in(folder: Path, within: frozenset = frozenset()) -> set[Path]:
 def load_members(folders) -> list[Member]:
     """The members, each aligned by id to the first one's order, all checked to hold the same
     classes and ids (and the same true val labels); either all or none hold test predictions."""
+    odd = [f for f in folders if not isinstance(f, (str, os.PathLike))]
+    if odd:
+        raise UserError(f"an ensemble's members are run folders (paths), got {odd[0]!r} "
+                        f"({type(odd[0]).__name__}); give each run's folder")
     folders = [Path(f) for f in folders]
     if len(folders) < 2:
         raise UserError(f"an ensemble needs at least two runs, got {len(folders)}")

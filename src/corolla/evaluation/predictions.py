@@ -144,6 +144,29 @@ def _check_declared(path: Path, again: str) -> None:
                                 f"{size_text(member.file_size)}; {again}")
 
 
+# How far a saved row's sum may be from 1: float32 softmax outputs, averaged over views or
+# blended with weights, stay within a few units in the 6th decimal.
+SUM_TOLERANCE = 1e-3
+
+
+def _not_probabilities(probabilities: np.ndarray) -> str | None:
+    """What makes finite rows not class probabilities (a negative one, a row not summing to 1:
+    scores or logits saved by another tool, which a blend or a threshold would misread), or
+    None."""
+    negative = (probabilities < 0).any(axis=1)
+    if negative.any():
+        row = int(np.flatnonzero(negative)[0])
+        return (f"{int(negative.sum())} rows of probabilities hold negative values (e.g. row "
+                f"{row}: {float(probabilities[row].min()):g}); they must be probabilities")
+    sums = probabilities.sum(axis=1, dtype=np.float64)
+    off = np.abs(sums - 1) > SUM_TOLERANCE
+    if off.any():
+        row = int(np.flatnonzero(off)[0])
+        return (f"{int(off.sum())} rows of probabilities do not sum to 1 (e.g. row {row}: "
+                f"{sums[row]:.6g}); they must be probabilities, not scores or logits")
+    return None
+
+
 def load(path: str | Path) -> Predictions:
     """A predictions file, checked as `make` checks its arrays; a file that is not one is a user
     error naming the file (it is data on disk, perhaps from another tool or a damaged copy)."""
@@ -172,7 +195,7 @@ def load(path: str | Path) -> Predictions:
     ids, names = tuple(ids.reshape(-1).tolist()), tuple(names.reshape(-1).tolist())
     labels = arrays["labels"].astype(np.int64).reshape(-1)
     probabilities = arrays["probabilities"].astype(np.float32)
-    problem = _problem(ids, labels, probabilities, names)
+    problem = _problem(ids, labels, probabilities, names) or _not_probabilities(probabilities)
     if problem:
         raise UserError(f"{path} is not one split's predictions: {problem}; {again}")
     if tta.shape != () or tta.dtype.kind not in "iu" or int(tta) < 1:

@@ -24,7 +24,8 @@ from corolla import runtime
 from corolla.data.prepare import photos as photos_lib
 from corolla.errors import UserError, did_you_mean
 from corolla.evaluation import exported
-from corolla.files import check_folder, make_folder
+from corolla.files import (PARTIAL_FOLDER, WRITER, check_folder, hold_lock, make_folder,
+                           remove_stale_folders, unwritable)
 from corolla.report import export as writer
 from corolla.runs import paths, rundir
 
@@ -105,8 +106,10 @@ def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, chec
                                            final=True))
     size = model.input_shape[1]
     # Written under a temporary name beside OUT and renamed last: a folder named OUT is whole.
-    partial = out.with_name(f".{out.name}.partial-{uuid.uuid4().hex[:8]}")
+    partial = out.with_name(f".{out.name}{PARTIAL_FOLDER}{uuid.uuid4().hex[:8]}")
+    remove_stale_folders(out.parent, "an export", log)
     make_folder(partial)
+    writing = hold_lock(partial / WRITER)  # released when this process ends, however it ends
     try:
         path = writer.write_model(model, partial, fmt, quantize)
         about = {"format": fmt, "quantize": quantize, "file": path.name,
@@ -123,17 +126,31 @@ def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, chec
         about["check"] = _check(model, fmt, path, run_dir, config, size, quantize, check_images,
                                 log)
         writer.write_beside(partial, class_names, about)
+        (partial / WRITER).unlink()
         partial.rename(out)
     except ImportError as e:
         raise UserError(f"the {fmt} export needs a package that is not installed ({e}); run: "
                         f"pip install 'corolla[export]'") from None
+    except Exception as e:
+        _refuse_unwritable(e, out)
+        raise
     finally:
+        os.close(writing)
         shutil.rmtree(partial, ignore_errors=True)
     log(f"wrote {out} ({fmt}{'' if quantize == 'none' else ', ' + quantize}, "
         f"{about['size_bytes'] / 1e6:.2f} MB; input float32 RGB [0, 255] at {size} px)")
     return out
 
 
+
+
+def _refuse_unwritable(error: BaseException, out: Path) -> None:
+    """A full, size-limited or read-only disk met while writing (an OSError, or TensorFlow's
+    own error from the SavedModel writer) as one line; anything else is left to the caller."""
+    what = unwritable(error)
+    if what is not None:
+        raise UserError(f"could not write {out} ({what}); free space or pass --out with a "
+                        f"folder on a writable disk, then run the command again") from None
 
 
 def _check(model, fmt, path, run_dir, config, size, quantize, count, log) -> dict | None:

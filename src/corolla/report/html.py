@@ -32,6 +32,7 @@ from functools import cached_property
 from importlib import metadata
 from pathlib import Path
 
+from corolla.config.schema import MAX_EPOCHS
 from corolla.data.audit import findings
 from corolla.errors import UserError
 from corolla.files import (MAX_PICTURE, read_bounded, read_history, read_json,
@@ -98,7 +99,9 @@ class Sources:
             return {}
         try:
             return _settings(tomllib.loads(self.config_text or ""))
-        except (OSError, tomllib.TOMLDecodeError):
+        # (AttributeError, TypeError: a section that is not a table, `data = 3`; RecursionError:
+        # arrays nested thousands deep, which tomllib reads by recursion)
+        except (OSError, tomllib.TOMLDecodeError, RecursionError, AttributeError, TypeError):
             return {}
 
     @cached_property
@@ -148,6 +151,9 @@ def sources(folder: str | Path) -> Sources:
                         f"folder's own files: put the file itself there, e.g. with "
                         f"`corolla evaluate`")
     metrics = read_json(path, f"write it again with `corolla evaluate {folder}`")
+    if not isinstance(metrics, dict):
+        raise UserError(f"{path} is damaged: it holds a JSON {type(metrics).__name__}, not an "
+                        f"object of metrics; write it again with `corolla evaluate {folder}`")
     if "members" in metrics:
         return Sources(folder, "ensemble", metrics, None)
     if (folder / paths.CONFIG).is_file():
@@ -181,14 +187,18 @@ def fragment(src: Sources | str | Path) -> str:
         src = sources(src)
     parts = [f"<style>{_CSS}</style>",
              f"<h1>Corolla {src.kind} report: {_e(src.folder.resolve().name)}</h1>",
-             _header(src), _metrics(src.metrics), _limits(src),
-             _per_class(src.metrics)]
+             _part(_header, src, "The header", paths.METRICS),
+             _part(lambda s: _metrics(s.metrics), src, "Metrics", paths.METRICS),
+             _part(_limits, src, "What limits the score", paths.DATA_CHECK),
+             _part(lambda s: _per_class(s.metrics), src, "Per class", paths.METRICS)]
     if src.kind == "ensemble":
-        parts.append(_members(src.metrics))
+        parts.append(_part(lambda s: _members(s.metrics), src, "Members", paths.METRICS))
     parts.append(_pictures(src))
-    parts += [_label_review(src), _data_check(src)]
+    parts += [_part(_label_review, src, "Labels to review", paths.LABEL_REVIEW),
+              _part(_data_check, src, "Data check", paths.DATA_CHECK)]
     if src.run_dir is not None:
-        parts += [_timings(src), _plan(src), _config(src)]
+        parts += [_part(_timings, src, "Timings", f"{paths.PLAN} or {paths.HISTORY}"),
+                  _part(_plan, src, "Hardware plan", paths.PLAN), _config(src)]
     elif src.kind == "evaluation":
         parts.append("<p>The run of this evaluation was not found: no config or plan.</p>")
     parts.insert(3, _skipped(src))  # below the header, once every file has been asked for
@@ -197,6 +207,29 @@ def fragment(src: Sources | str | Path) -> str:
                  f"{_e(time.strftime('%Y-%m-%d %H:%M:%S %z'))} from the files of "
                  f"{_e(src.folder.resolve())}.</p>")
     return '<div class="corolla-report">\n' + "\n".join(p for p in parts if p) + "\n</div>"
+
+
+# What a section meets in a file whose fields have other types or shapes than Corolla writes
+# (edited, or from another tool): the section is left out with a note, not the whole report.
+_MALFORMED = (AttributeError, KeyError, IndexError, TypeError, ValueError, csv.Error)
+
+
+def _part(render, src: Sources, title: str, files: str) -> str:
+    """`render(src)`, or a one-line note where the files it shows are malformed."""
+    try:
+        return render(src)
+    except _MALFORMED as e:
+        why = _clip(f"{type(e).__name__}: {e}")
+        return (f'<p class="note">{_e(title)}: not shown, {_e(files)} is malformed ({_e(why)}); '
+                f"write the file again with the command that made it.</p>")
+
+
+CELL = 200  # characters of a field shown; a longer one is cut
+
+
+def _clip(value, most: int = CELL) -> str:
+    text = str(value)
+    return text if len(text) <= most else text[:most] + f"... ({len(text)} characters)"
 
 
 def _e(value) -> str:
@@ -372,17 +405,22 @@ def _label_review(src: Sources) -> str:
     path = src.file(src.folder, paths.LABEL_REVIEW)
     if path is None:
         return ""
+    rows, count = [], 0
     with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    intro = (f"<p>{len(rows)} image(s) whose given label the model finds unlikely while it is "
+        for row in csv.DictReader(f):  # only the rows shown are kept: the rest are counted
+            if count < REVIEW_ROWS:
+                rows.append(row)
+            count += 1
+    intro = (f"<p>{count} image(s) whose given label the model finds unlikely while it is "
              f"confident of another class (confident learning, on predictions for images it "
              f"did not train on; only as good as the model). Look at them: a wrong label "
              f"teaches the model the wrong thing. All of them: {_e(path.name)}.</p>")
     if not rows:
         return "<h2>Labels to review</h2>\n" + intro
     table = _table(["rank", "id", "given", "model", "p(given)", "p(model)"], [
-        [r.get("rank"), r.get("id"), r.get("given"), r.get("suggested"),
-         _number(r.get("p_given")), _number(r.get("p_suggested"))] for r in rows[:REVIEW_ROWS]],
+        [_clip(r.get("rank")), _clip(r.get("id")), _clip(r.get("given")),
+         _clip(r.get("suggested")), _clip(_number(r.get("p_given"))),
+         _clip(_number(r.get("p_suggested")))] for r in rows],
         numeric_from=4)
     return "<h2>Labels to review</h2>\n" + intro + table
 
@@ -487,7 +525,7 @@ def _history(src: Sources) -> list[dict]:
     path = src.file(src.run_dir, paths.HISTORY)
     if path is None:
         return []
-    return [{k: str(v) for k, v in row.items()} for row in read_history(path)]
+    return [{k: str(v) for k, v in row.items()} for row in read_history(path, MAX_EPOCHS)]
 
 
 def _number(text: str) -> str:

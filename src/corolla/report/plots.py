@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator
 
+from corolla.config.schema import MAX_EPOCHS
 from corolla.files import atomic_path, read_history  # noqa: E402
 
 MAX_MATRIX_CLASSES = 30  # beyond this, names and cells are unreadable: the most confused only
@@ -73,7 +74,7 @@ def plot_history(history_csv: str | Path, path: str | Path) -> Path | None:
     """Loss, accuracy (train against validation, and val macro F1 where recorded) and the
     learning rate per epoch, from the run's history.csv; the epochs are numbered as in that
     file, on whole-number ticks."""
-    rows = read_history(history_csv)
+    rows = read_history(history_csv, MAX_EPOCHS)
     if not rows:
         return None
     epochs = [r["epoch"] for r in rows]

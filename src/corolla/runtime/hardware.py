@@ -77,6 +77,20 @@ def env_backend() -> str | None:
     return os.environ.get("KERAS_BACKEND") or None
 
 
+KERAS_BACKENDS = ("tensorflow", "jax", "torch", "numpy", "openvino")  # what Keras can import
+
+
+def check_env_backend() -> None:
+    """A KERAS_BACKEND that Keras cannot import, as one line before any command: every
+    `import tensorflow` imports Keras, which then fails with a traceback, even in commands that
+    train nothing (convert, check-data). Once Keras is imported its backend is fixed and the
+    variable no longer matters."""
+    value = env_backend()
+    if value is not None and value not in KERAS_BACKENDS and "keras" not in sys.modules:
+        raise UserError(f"KERAS_BACKEND={value!r} is not a Keras backend; set it to tensorflow "
+                        f"or jax, or unset it (Corolla then chooses)")
+
+
 def _device_files(patterns, dev: str) -> list[str]:
     return sorted(f for p in patterns for f in glob.glob(os.path.join(dev, p)))
 

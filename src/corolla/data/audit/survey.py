@@ -37,7 +37,7 @@ from corolla.data.prepare.convert import Progress
 from corolla.data.prepare.settings import MAX_MEGAPIXELS, Settings
 from corolla.data.prepare.splits import Copies, assign_splits, needs_split
 from corolla.errors import UserError
-from corolla.files import write_text_atomic
+from corolla.files import check_folder, write_text_atomic
 
 VERSION = 1  # of the cached surveys: bump when what a survey finds changes
 _BATCH = 256  # images decoded per step of the pass
@@ -378,10 +378,27 @@ def cached(path: str, root: str | Path, features=None, log=print,
             return _from_cache(json.loads(file.read_text())), True
         except (ValueError, KeyError, TypeError):  # a damaged cache file: checked again
             pass
+    # A cache that cannot be written is said before the work, not found after it: the check
+    # still stands, only it is not kept.
+    unkept = _unkept(Path(root))
+    if unkept:
+        log(f"data check: not cached ({unkept}); it reads the data again next time")
     result = survey(path, features, log, max_megapixels)
-    try:
-        Path(root).mkdir(parents=True, exist_ok=True)
-        write_text_atomic(file, json.dumps(_to_cache(result)))
-    except OSError as e:  # a read-only cache: the check still stands, only not kept
-        log(f"data check: not cached ({e.strerror} in {root})")
+    if not unkept:
+        try:
+            write_text_atomic(file, json.dumps(_to_cache(result)))
+        except UserError as e:  # the disk refused it meanwhile (filled up)
+            log(f"data check: not cached ({e})")
     return result, False
+
+
+def _unkept(root: Path) -> str | None:
+    """Why the cache folder `root` (made if missing) cannot keep a check; None where it can."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        check_folder(root)
+    except OSError as e:
+        return f"cannot make {root}: {e.strerror or e}"
+    except UserError as e:
+        return str(e)
+    return None

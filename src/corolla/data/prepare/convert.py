@@ -39,7 +39,8 @@ from corolla.data.prepare.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.data.prepare.splits import Copies, assign_splits, dedupe
 from corolla.data.prepare.summary import Summary, copies_record, describe, manifest, skipped_lines
 from corolla.errors import UserError, check_stop
-from corolla.files import UNWRITABLE, hold_lock, lock_is_free
+from corolla.files import (PARTIAL_FOLDER, WRITER, hold_lock, remove_stale_folders,
+                           unwritable)
 
 MB = 1 << 20
 TPU_CORES = 8  # a TPU v3-8: enough files for every core to read its own
@@ -342,33 +343,20 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
     return summary
 
 
-PARTIAL = ".partial-"  # .OUT.partial-XXXXXXXX: a conversion under way (or killed)
-WRITER = ".writer"  # inside it, locked (flock) by the process writing it
+PARTIAL = PARTIAL_FOLDER  # .OUT.partial-XXXXXXXX: a conversion under way (or killed)
 
 
 def remove_stale_partials(folder: Path, log=print) -> list[Path]:
     """Removes the temporary folders of killed conversions in `folder` (each as large as a
-    whole conversion): those whose writer's lock is free. A live conversion's stays."""
-    removed = []
-    for tmp in sorted(Path(folder).glob(f".*{PARTIAL}*")):
-        lock = tmp / WRITER
-        # No lock file: not made by this code, or just being made. A held one: still running.
-        if not lock.is_file() or not lock_is_free(lock):
-            continue
-        shutil.rmtree(tmp, ignore_errors=True)
-        removed.append(tmp)
-        log(f"removed {tmp}, left by a conversion that was stopped")
-    return removed
+    whole conversion); a live conversion's stays (`files.remove_stale_folders`)."""
+    return remove_stale_folders(folder, "a conversion", log)
 
 
 def _refuse_unwritable(error: BaseException, out: Path) -> None:
-    """A full or read-only disk (an OSError, or TensorFlow's ResourceExhaustedError from the
-    record writer) as one line; anything else is left to the caller."""
-    if isinstance(error, OSError) and error.errno in UNWRITABLE:
-        what = error.strerror
-    elif type(error).__name__ == "ResourceExhaustedError":  # tf.errors, without importing TF
-        what = "the disk is full"
-    else:
+    """A full, limited or read-only disk (an OSError, or TensorFlow's error from the record
+    writer) as one line; anything else is left to the caller."""
+    what = unwritable(error)
+    if what is None:
         return
     raise UserError(f"cannot write the conversion into {out.parent} ({what}); free space or "
                     f"choose an OUT on a writable disk, then run the command again") from None

@@ -22,6 +22,7 @@ folder names, or the CSV's label names (sorted); integer labels without a classe
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import os
 from dataclasses import dataclass
@@ -111,7 +112,7 @@ def check_source(path: str) -> None:
             _check_classes(_csv_class_names(rows, csv_path), csv_path, "labels of")
     elif kind == "folder":
         root = Path(path).resolve()
-        if not any(p.is_file() and is_image_file(p) for p in _where_images_may_be(root)):
+        if not any(is_image_file(p) for p in _where_images_may_be(root)):
             raise UserError(_no_images(root))
         _check_classes(_folder_class_names(root), root, "class folders of")
 
@@ -142,14 +143,14 @@ def _folder_class_names(root: Path) -> tuple[str, ...] | None:
 
 def _where_images_may_be(root: Path):
     """Every file `scan_folder` could list as an image, and more, lazily (the check stops at the
-    first image): `root`'s own entries, the trees of its folders, and the class folders of split
+    first image): `root`'s own files, the trees of its folders, and the class folders of split
     folders, which may be links (a tree walk does not follow them)."""
-    yield from root.iterdir()
+    yield from (p for p in root.iterdir() if p.is_file())
     for top in _class_folders(root, root, log=lambda *args: None):  # the scan says what it skips
-        yield from top.rglob("*")
+        yield from _files(top)
         for linked in _class_folders(top, root, log=lambda *args: None):
             if linked.is_symlink():
-                yield from linked.rglob("*")
+                yield from _files(linked)
 
 
 def _no_images(root: Path) -> str:
@@ -170,12 +171,13 @@ def _read_classes(folder: Path) -> tuple[str, ...] | None:
 
 
 def _images_under(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and is_image_file(p))
+    return sorted(p for p in _files(folder) if is_image_file(p))
 
 
 def _class_folders(folder: Path, root: Path, log=print) -> list[Path]:
     """The folders in `folder`, but hidden ones and links back into the source (`loop -> .`
-    would make a class holding a copy of every image), which are said and skipped."""
+    would make a class holding a copy of every image) or to a folder holding it (`up -> ..`
+    likewise; `disk -> /` would walk the whole disk), which are said and skipped."""
     found = []
     for p in sorted(folder.iterdir()):
         if not p.is_dir() or p.name.startswith("."):
@@ -185,8 +187,50 @@ def _class_folders(folder: Path, root: Path, log=print) -> list[Path]:
             if target == root or root in target.parents:
                 log(f"skipped {p}: a link to {target}, inside the source")
                 continue
+            if target in root.parents:
+                log(f"skipped {p}: a link to {target}, which holds the source")
+                continue
         found.append(p)
     return found
+
+
+def _files(folder: Path):
+    """The files under `folder` (links to files too), depth first, without following links to
+    folders (as a tree walk): iteratively, so that folders nested thousands deep are no
+    RecursionError. A path too long for the system to open (PATH_MAX) is one line; an
+    unreadable folder is passed over, as `Path.rglob` passes over it."""
+    stack = [folder]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as listing:
+                entries = sorted(listing, key=lambda e: e.name, reverse=True)
+            kinds = [(here / e.name, e.is_file(), e.is_dir(follow_symlinks=False))
+                     for e in entries]
+        except OSError as e:
+            if e.errno != errno.ENAMETOOLONG:
+                continue
+            raise UserError(_too_deep(here, folder)) from None
+        for path, is_file, is_dir in kinds:
+            if len(os.fsencode(path)) >= _PATH_MAX:  # listed, but no file call would open it
+                raise UserError(_too_deep(path, folder))
+            if is_file:
+                yield path
+            elif is_dir:
+                stack.append(path)
+
+
+# The longest path the system opens (PATH_MAX, counting its final NUL).
+try:
+    _PATH_MAX = os.pathconf("/", "PC_PATH_MAX")
+except (AttributeError, OSError, ValueError):  # not POSIX
+    _PATH_MAX = 4096
+
+
+def _too_deep(path: Path, folder: Path) -> str:
+    return (f"cannot list {str(path)[:80]}... ({len(path.parts) - len(folder.parts)} folders "
+            f"deep in {folder}): its path is {len(os.fsencode(path))} bytes long, more than "
+            f"the system opens ({_PATH_MAX}); move the images to a shallower folder")
 
 
 def scan_folder(path: str | Path, log=print) -> ImageSource:
