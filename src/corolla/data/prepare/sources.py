@@ -138,7 +138,7 @@ def _folder_class_names(root: Path) -> tuple[str, ...] | None:
     parents = tops if named else [root]
     return tuple(sorted({c.name for parent in parents
                          for c in _class_folders(parent, root, log=lambda *args: None)
-                         if any(p.is_file() and is_image_file(p) for p in c.rglob("*"))}))
+                         if any(is_image_file(p) for p in _files(c))}))
 
 
 def _where_images_may_be(root: Path):
