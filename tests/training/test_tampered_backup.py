@@ -6,10 +6,13 @@ anything is loaded or removed."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
+import zipfile
 
+import numpy as np
 import pytest
 
 from corolla.errors import UserError
@@ -133,3 +136,22 @@ def test_a_name_inside_a_folder_is_a_plain_name_of_a_regular_file(tmp_path):
     for name in ("link.npz", "pipe.npz", "sub", "missing.npz", "", ".", "..", "sub/../a.npz",
                  str(tmp_path / "a.npz"), "a.npz\0", None, 3):
         assert regular_file_inside(tmp_path, name) is None, name
+
+
+@pytest.mark.parametrize("content", ["not a zip", "pickled", "vast"])
+def test_a_backup_file_that_is_not_arrays_is_one_line(tmp_path, content):
+    path = tmp_path / "epoch-0001.npz"
+    if content == "not a zip":
+        path.write_bytes(b"PK not really an archive")
+    elif content == "pickled":  # loading it would run pickle: refused, not loaded
+        np.savez(path, np.array([{"a": 1}], dtype=object))
+    else:  # a header declaring 8 GB in a few bytes: refused before numpy allocates it
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            header, {"descr": "<f4", "fortran_order": False, "shape": (50_000, 40_000)})
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("arr_0.npy", header.getvalue() + b"\0" * 64)
+    with pytest.raises(UserError) as e:
+        backup.read_arrays(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+    assert str(e.value).endswith("move the backup folder away to start the run's training over")

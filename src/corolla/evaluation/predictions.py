@@ -117,7 +117,7 @@ def _problem(ids, labels, probabilities, class_names) -> str | None:
     return None
 
 
-def _check_declared(path: Path, again: str) -> None:
+def check_declared(path: Path, again: str) -> None:
     """Each array's size as its .npy header declares it, read from the zip's directory and the
     headers before any array is inflated: an array declaring more than its member holds, or a
     member that inflates past `files.inflates_too_far`, is refused (numpy would allocate the
@@ -175,7 +175,7 @@ def load(path: str | Path) -> Predictions:
     if not path.is_file():
         raise UserError(f"no predictions file {path}; {again}")
     try:
-        _check_declared(path, again)
+        check_declared(path, again)
         with np.load(path, allow_pickle=False) as archive:
             missing = [key for key in KEYS if key not in archive.files]
             if missing:

@@ -32,12 +32,14 @@ import io
 import json
 import math
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from corolla.errors import UserError, shown
+from corolla.errors import UserError, first_line, shown
+from corolla.evaluation.predictions import check_declared
 from corolla.config.schema import MAX_EPOCHS
 from corolla.files import atomic_path, check_space, regular_file_inside, write_text_atomic
 from corolla.runs.paths import STATE
@@ -150,9 +152,17 @@ def weights_size(model) -> int:
 
 
 def read_arrays(path: Path) -> list:
-    """The arrays of a backup or weights file (`save_backup`, `save_model_weights`), in order."""
-    with np.load(path) as saved:
-        return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    """The arrays of a backup or weights file (`save_backup`, `save_model_weights`), in order;
+    one that is not such a file (not a zip, pickled objects, arrays declared larger than the
+    file holds) is one line, before anything is inflated."""
+    again = "move the backup folder away to start the run's training over"
+    try:
+        check_declared(path, again)
+        with np.load(path, allow_pickle=False) as saved:
+            return [saved[f"arr_{i}"] for i in range(len(saved.files))]
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        raise UserError(f"{path} is not a backup Corolla can read ({first_line(e)}); "
+                        f"{again}") from None
 
 
 def _write_arrays(arrays: list, path: Path) -> None:
