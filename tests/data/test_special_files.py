@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import zipfile
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
+from corolla.errors import UserError
 from helpers.processes import run_capped
 
 # Says what each call did, in the capped process: the UserError's line, or that it went on.
@@ -173,3 +175,22 @@ def test_weights_that_are_a_device_are_said_to_be_one_not_missing():
     with pytest.raises(UserError, match=r"^weights file '/dev/zero' is not a regular file \(a "
                                         r"device\); pass a file$"):
         models.check_weights(models.get("small_cnn"), "/dev/zero")
+
+
+def test_a_record_declaring_more_bytes_than_its_file_is_refused_before_tensorflow_reads_it(
+        tmp_path):
+    """A record header claiming 2^40 bytes made TensorFlow's reader allocate them first (the
+    process crashed, exit 139); the split's files are read header by header before it."""
+    from corolla.data import layout
+    from helpers.records import SIZE, jpeg, write_split_file
+
+    path = write_split_file(tmp_path, "val", 0, [jpeg(1), jpeg(2)])
+    good = layout.Layout(str(tmp_path), SIZE, ("a", "b", "c", "d"), (SIZE,))
+    assert [f.path for f in good.split("val").files] == [path]
+    with open(path, "ab") as f:  # a third record's header: 2^40 bytes, then nothing
+        f.write(struct.pack("<Q", 1 << 40) + b"\0" * 4)
+    with pytest.raises(UserError) as e:
+        good.split("val")
+    assert str(e.value) == (f"{path}: record 2 declares 1,099,511,627,776 bytes, more than the "
+                            f"whole file ({os.path.getsize(path):,}); the file is damaged: "
+                            f"convert the data again, or move the file away")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from corolla.data.records import COMPETITION, Features
+from corolla.data.records import COMPETITION, Features, check_framing
 from corolla.data.classes import (CLASSES_FILE, COMPETITION_CLASSES, check_names,
                                   read_classes_file)
 from corolla.data.folders import size_folders
@@ -74,6 +74,7 @@ class Layout:
         for path in paths:  # before tf.data opens one: a FIFO would block it, unkillably
             if not is_remote(path):
                 check_regular(path, "record file")
+                check_framing(path)
         return Split(name, tuple(RecordFile(p, _count(p)) for p in paths),
                      labelled=name != "test", features=self.features,
                      stored_size=self.image_size)

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import tensorflow as tf
 
-from corolla.errors import DATA_ERROR
+from corolla.errors import DATA_ERROR, UserError
 
 LABELLED = {
     "image": tf.io.FixedLenFeature([], tf.string),
@@ -207,3 +209,28 @@ def write_shards(records: list[bytes], split_dir: str | Path, image_size: int,
                 writer.write(record)
         paths.append(path)
     return paths
+
+
+# A record is framed as: length (uint64 little-endian), the length's masked CRC (4 bytes), the
+# data, the data's masked CRC (4 bytes).
+_HEADER, _FOOTER = 12, 4
+
+
+def check_framing(path: str) -> None:
+    """Refuses, in one line, a local record file in which a record declares more bytes than the
+    whole file holds: TensorFlow's reader allocates the declared length before reading it, and
+    a vast one (2^40 bytes) crashes the process rather than raising. Reads only the headers
+    (12 bytes a record); a file cut short within its last record is left to the reader, which
+    names it as a damaged tail."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        position, index = 0, 0
+        while position + _HEADER <= size:
+            f.seek(position)
+            (length,) = struct.unpack("<Q", f.read(8))
+            if length > size:
+                raise UserError(f"{path}: record {index} declares {length:,} bytes, more than "
+                                f"the whole file ({size:,}); the file is damaged: convert the "
+                                f"data again, or move the file away")
+            position += _HEADER + length + _FOOTER
+            index += 1
