@@ -146,3 +146,18 @@ def test_a_named_backbones_preset_folder_of_another_size_is_refused_before_it_is
                     setup="import keras_hub\nfrom corolla import models")
     assert said == (f"--weights {folder}: the preset declares a backbone of 4,874,633,504 "
                     f"parameters, not efficientnet_lite0 (3,413,024); use --model hub:{folder}")
+
+
+def test_a_local_presets_imagenet_weights_are_its_own_and_need_no_network(preset, monkeypatch):
+    """`--model hub:FOLDER --weights imagenet` offline: the folder holds the weights, so
+    `recipe auto` fine-tunes it (it once asked the download host and fell back to training
+    from scratch)."""
+    from corolla.models import factory, hub
+
+    def offline(*args, **kwargs):
+        raise AssertionError("the network was asked for a local preset's weights")
+
+    monkeypatch.setattr(hub, "reachable", offline)
+    folder, _ = preset
+    assert factory.weights_available(f"hub:{folder}", "imagenet") == \
+        (True, f"local preset folder {folder}")

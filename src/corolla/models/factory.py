@@ -202,6 +202,9 @@ def weights_available(name: str, weights: str | None) -> tuple[bool, str]:
     if weights != "imagenet":
         ok = os.path.exists(weights)
         return ok, f"local copy {weights}" + ("" if ok else " does not exist")
+    folder = name[len(HUB_PREFIX):] if name.startswith(HUB_PREFIX) else ""
+    if folder and hub.is_preset_folder(folder):  # its imagenet weights are the folder's own
+        return True, f"local preset folder {folder}"
     if hub.reachable(KERAS_DOWNLOAD_HOST):
         return True, f"{name}'s ImageNet weights are downloadable"
     return False, f"offline: {KERAS_DOWNLOAD_HOST[0]} does not answer"
