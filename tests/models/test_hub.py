@@ -161,3 +161,18 @@ def test_a_local_presets_imagenet_weights_are_its_own_and_need_no_network(preset
     folder, _ = preset
     assert factory.weights_available(f"hub:{folder}", "imagenet") == \
         (True, f"local preset folder {folder}")
+
+
+def test_a_preset_folder_naming_a_class_keras_hub_does_not_know_is_one_line(preset, tmp_path):
+    """A config.json naming `os.system` as its class: nothing runs, and the refusal is one
+    line naming the folder (it was keras-hub's traceback)."""
+    folder, _ = preset
+    evil = tmp_path / "evil"
+    shutil.copytree(folder, evil)
+    config = json.loads((evil / "config.json").read_text())
+    config.update({"module": "os", "class_name": "system", "registered_name": None})
+    (evil / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError) as e:
+        models.get(f"hub:{evil}").backbone((48, 48, 3), "imagenet")
+    assert str(e.value).startswith(f"keras-hub could not load the preset folder {evil} (")
+    assert "\n" not in str(e.value)

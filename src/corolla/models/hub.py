@@ -157,15 +157,22 @@ def _load(preset: str, local: bool, load):
         if "image_converter" in str(e) or "ImageConverter" in str(e):
             raise UserError(f"keras-hub preset {preset!r} has no image converter, so its input "
                             f"preprocessing is unknown; use an image classifier preset") from None
+        if local:  # a folder from elsewhere naming a class keras-hub does not know (os.system)
+            raise UserError(_unbuildable(preset, e)) from None
         raise
     except Exception as e:  # kagglehub / huggingface_hub / requests raise their own types
         if local:
-            raise
+            raise UserError(_unbuildable(preset, e)) from None
         raise UserError(f"could not download keras-hub preset {preset!r} (no network? "
                         f"{first_line(e, 160)}); "
                         f"pass --model hub:FOLDER with a local copy of the preset (a folder "
                         f"with config.json and model.weights.h5, e.g. from save_to_preset)"
                         ) from None
+
+
+def _unbuildable(preset: str, error: Exception) -> str:
+    return (f"keras-hub could not load the preset folder {preset} ({first_line(error, 160)}); "
+            f"use a folder that keras-hub's save_to_preset wrote")
 
 
 # Named keras-hub backbones: a registered name (`--model efficientnet_lite0`) whose --weights
