@@ -64,6 +64,7 @@ print(json.dumps({{
                          "file"}
 
 
+@pytest.mark.large  # a fresh process importing TensorFlow under a memory cap: CI's large step
 def test_a_classes_file_or_a_record_shard_that_is_a_fifo_is_refused_unopened(tmp_path,
                                                                               photos):
     """A photo folder's classes.txt, a TFRecord layout's classes.txt, a shard of a split, a
@@ -125,6 +126,7 @@ def _model_with_inflating_config(path: Path, size: int) -> Path:
     return path
 
 
+@pytest.mark.large  # a fresh process importing TensorFlow under a memory cap: CI's large step
 def test_a_model_that_is_special_or_inflates_far_is_refused_before_keras_reads_it(tmp_path):
     """The run's model.keras as a FIFO, as a link to /dev/zero, and as an archive whose
     config.json inflates to 256 MB from 0.3 MB: each one line, under a 0.3 GiB cap."""

@@ -112,6 +112,7 @@ except UserError as e:
     return result.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.large  # a fresh process importing TensorFlow under a memory cap: CI's large step
 def test_a_preset_declaring_a_vast_backbone_is_refused_before_it_is_built(preset, tmp_path):
     """A copy of the preset whose last stage has 2,000,000 filters (trillions of parameters)
     is counted from its config.json, not built: one line, under a 1 GiB cap."""
@@ -129,6 +130,7 @@ def test_a_preset_declaring_a_vast_backbone_is_refused_before_it_is_built(preset
 LITE0 = SHARED / "weights" / "efficientnet_lite0_imagenet"
 
 
+@pytest.mark.large  # a fresh process importing TensorFlow under a memory cap: CI's large step
 @pytest.mark.skipif(not LITE0.is_dir(), reason="needs ../shared/weights (CI has them)")
 def test_a_named_backbones_preset_folder_of_another_size_is_refused_before_it_is_built(
         tmp_path):

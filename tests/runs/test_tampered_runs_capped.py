@@ -11,6 +11,8 @@ import base64
 import json
 import os
 
+import pytest
+
 from helpers.processes import run_capped
 
 SAID = """
@@ -31,6 +33,7 @@ def _capped(code: str, setup: str = "") -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.large  # a fresh process importing TensorFlow under a memory cap: CI's large step
 def test_a_state_naming_a_file_outside_the_run_deletes_nothing_under_a_memory_cap(tmp_path):
     backup = tmp_path / "run" / "backup"
     backup.mkdir(parents=True)
