@@ -14,7 +14,7 @@ from pathlib import Path
 from corolla import config as config_lib
 from corolla import models
 from corolla.data import check, pipeline
-from corolla.errors import UserError
+from corolla.errors import UserError, first_line
 from corolla.files import write_json
 from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
@@ -84,7 +84,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             if checkpoint.state.linear_head is None:
                 raise
             log(f"training failed after epoch {checkpoint.state.epochs_done} "
-                f"({_one_line(e)}): the run ends with its best so far")
+                f"({first_line(e, typed=not isinstance(e, UserError))}): the run ends with "
+                f"its best so far")
             _recover(trainer, saved, checkpoint)
         _end_linear_head(checkpoint.state, run_dir, plan, log)
         result = saving.save(trainer.model, saved, checkpoint.state, plan, run_dir, backup_dir,
@@ -95,14 +96,6 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
             result.refit_deadline = refit.plan_in_time(
                 run_dir, trainer.ready, checkpoint.state.history, began, val_split.count, log)
         return result
-
-
-def _one_line(error: Exception) -> str:
-    """An error in one line: a UserError's message, else its type and first line."""
-    text = str(error).strip().splitlines()
-    if isinstance(error, UserError):
-        return text[0] if text else type(error).__name__
-    return type(error).__name__ + (f": {text[0]}" if text else "")
 
 
 def _recover(trainer: Trainer, saved, checkpoint) -> None:
