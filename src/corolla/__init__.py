@@ -18,8 +18,9 @@ The workflow in a few lines (`corolla.api`; pictures show inline in Jupyter):
     cli: the `corolla` command: its parser built from the command modules, and the dispatch
     commands: one module per `corolla` command: its flags parsed, one flow called
     config: what a run is asked to do, as data (schema, flags, recipes), checked before it runs
+    credentials: secrets scrubbed out of what is printed and logged (a URL's password, tokens)
     data: the competition layout -> parsed records -> `tf.data` pipelines -> augmentation
-    errors: `UserError`, the exception for what the user asked that cannot work (one line)
+    errors: `UserError`, for what the user asked that cannot work, and its one-line wording
     evaluation: a trained run's model applied to data: scores, predictions, TTA, ensembles
     files: atomic file writes, folders checked before work, a run's JSON and CSV records read
     flows: the workflows (train, run, k-fold, evaluate, predict...) the CLI and the API call
@@ -27,6 +28,7 @@ The workflow in a few lines (`corolla.api`; pictures show inline in Jupyter):
     report: writers, data -> files: metrics, pictures, report.html, submission.csv, exports
     runs: the run folder: its format, its life (made, locked, recorded, opened), k-fold parents
     runtime: hardware detection and the distribution plan (backend, strategy, batch, precision)
+    stopping: a stop asked for by a signal, recorded for the long loops to raise again
     training: a run's settings resolved once, then its model trained, checkpointed and saved
 """
 
@@ -35,11 +37,12 @@ import importlib
 __version__ = "0.1.0"
 
 # The layers, lowest first (each imports only from those before it; tests/test_layers.py holds
-# this): errors, files -> config -> runtime -> data -> models -> runs -> evaluation -> training
-# -> report -> flows -> commands -> api, cli. They load on first attribute access, so that
-# `import corolla` stays light.
-_SUBMODULES = ("errors", "files", "config", "runtime", "data", "models", "runs", "evaluation",
-               "training", "report", "flows", "commands", "api", "cli")
+# this): errors, files, credentials, stopping -> config -> runtime -> data -> models -> runs
+# -> evaluation -> training -> report -> flows -> commands -> api, cli. They load on first
+# attribute access, so that `import corolla` stays light.
+_SUBMODULES = ("errors", "files", "credentials", "stopping", "config", "runtime", "data",
+               "models", "runs", "evaluation", "training", "report", "flows", "commands", "api",
+               "cli")
 # The notebook API, loaded on first use too.
 _API = ("train", "lr_find", "open_run", "Run", "check_data")  # corolla.train() is the workflow
 

@@ -18,7 +18,9 @@ from corolla.commands import (arguments, bench, check_data, check_submission, co
                               ensemble, evaluate, explain, export, info, lr_find, predict, report,
                               submit, train)
 from corolla.commands.errors import as_user_errors
-from corolla.errors import UserError, clear_stop, closest, did_you_mean, request_stop, scrub
+from corolla.credentials import scrub
+from corolla.errors import UserError, closest, did_you_mean
+from corolla.stopping import clear_stop, request_stop
 from corolla.runtime import hardware, signals, tflog
 
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).

@@ -1,11 +1,14 @@
-"""The one exception type that means "the user asked for something that cannot work".
+"""`UserError`, the exception that means "the user asked for something that cannot work", and
+the wording of its one-line messages: the closest choice to a misspelt word, a value from a
+file quoted safely, a library's exception as a few words (credentials scrubbed).
 
 The CLI prints its message on one line and exits with status 2; anything else is a bug and keeps
 its traceback. Messages say what was received and what to do about it.
 """
 
 import difflib
-import re
+
+from corolla.credentials import scrub
 
 
 class UserError(Exception):
@@ -54,51 +57,3 @@ def first_line(error: BaseException, limit: int = 200, typed: bool = False) -> s
     if typed or not line:
         line = f"{type(error).__name__}: {line}" if line else type(error).__name__
     return line[:limit]
-
-
-# What a library's message may quote of an address a user configured: the password of
-# scheme://user:password@host, and the values of query parameters that name a credential.
-_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
-_SECRET_QUERY = re.compile(
-    r"(?i)([?&;][\w.-]*(?:token|key|secret|password|passwd|pwd|auth|signature|sig|credential)"
-    r"[\w.-]*=)[^&\s#'\"]+")
-
-
-def scrub(text: str) -> str:
-    """`text` with the credentials of every URL in it replaced by ***."""
-    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub("***@", text))
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C during training: the CLI says how to continue the run."""
-
-    def __init__(self, run_dir=None):
-        super().__init__(run_dir)
-        self.run_dir = run_dir
-
-
-# A stop asked for by a signal (SIGTERM, SIGHUP). The CLI's handler raises KeyboardInterrupt,
-# but Python drops an exception raised where it cannot propagate (inside a weakref callback or
-# a __del__: "Exception ignored in ..."), and a library may turn it into an error of its own.
-# So the handler also records the signal here, the long loops (batches, images, files) call
-# `check_stop`, and a lost stop is raised again at the next one.
-_stop: list[int] = []
-
-
-def request_stop(signum: int) -> None:
-    _stop.append(signum)
-
-
-def stop_signal() -> int | None:
-    """The first signal that asked this process to stop, or None."""
-    return _stop[0] if _stop else None
-
-
-def check_stop() -> None:
-    """Raises KeyboardInterrupt when a stop was asked for: called by the long loops."""
-    if _stop:
-        raise KeyboardInterrupt
-
-
-def clear_stop() -> None:
-    _stop.clear()

@@ -26,14 +26,14 @@ def _lost_stop(signum=signal.SIGTERM):
 def test_a_stop_lost_inside_a_weakref_callback_is_raised_at_the_next_check():
     """`timeout 300 corolla explain ...` once ran 7 minutes past its SIGTERM: the handler's
     KeyboardInterrupt was raised in a weakref callback and discarded."""
-    from corolla import cli, errors
+    from corolla import cli, stopping
 
     with pytest.raises(KeyboardInterrupt):
         with cli._stop_on_signals() as received:
             _lost_stop()
             assert received == [signal.SIGTERM]  # here: the handler ran, its exception lost
-            errors.check_stop()  # the next batch's (image's, file's) check raises it again
-    assert errors.stop_signal() is None  # cleared with the handlers: main may run again
+            stopping.check_stop()  # the next batch's (image's, file's) check raises it again
+    assert stopping.stop_signal() is None  # cleared with the handlers: main may run again
 
 
 def test_every_stop_ends_as_interrupted_with_the_signals_status(monkeypatch, capsys):

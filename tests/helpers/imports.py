@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # The layers, lowest first: a module imports only from its own layer or those before it.
 # A name is a top-level module or package of corolla.
 LAYERS = (
-    ("errors", "files"),
+    ("errors", "files", "credentials", "stopping"),
     ("config",),
     ("runtime",),
     ("data",),

@@ -14,7 +14,8 @@ import urllib.request
 import pytest
 
 from corolla import config
-from corolla.errors import UserError, scrub
+from corolla.credentials import scrub
+from corolla.errors import UserError
 from corolla.runs import tracking
 from corolla.runs.tracking import mlflow_tracker
 from corolla.runtime import signals

@@ -21,7 +21,8 @@ from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
 from corolla import files
-from corolla.errors import UserError, check_stop, first_line
+from corolla.errors import UserError, first_line
+from corolla.stopping import check_stop
 from corolla.evaluation import tta as tta_lib
 from corolla.models import hub
 from corolla.runs import identity, paths, rundir
@@ -273,7 +274,7 @@ def _local_step(model):
 
 def stop_check():
     """A Keras callback that raises a stop asked for by a signal at the end of each batch
-    (`errors.check_stop`: the handler's own KeyboardInterrupt may have been lost)."""
+    (`stopping.check_stop`: the handler's own KeyboardInterrupt may have been lost)."""
     import keras
 
     class StopCheck(keras.callbacks.Callback):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from corolla.config.flags import Given
 from corolla.data.prepare import photos as photos_lib
-from corolla.errors import UserError, check_stop
+from corolla.errors import UserError
+from corolla.stopping import check_stop
 from corolla.evaluation import gradcam
 from corolla.files import check_folder, make_folder
 from corolla.report import photos as photo_report

@@ -39,7 +39,8 @@ from corolla.flows.run import train_evaluate_predict
 from corolla.data import check, datasets, pipeline
 from corolla.data.audit import survey
 from corolla.data import folds as folds_lib
-from corolla.errors import Interrupted, UserError
+from corolla.errors import UserError
+from corolla.stopping import Interrupted
 from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import pool as pool_lib
 from corolla.files import absolute, read_history

@@ -11,7 +11,8 @@ import numpy as np
 
 from corolla.config.flags import Given
 from corolla.data.prepare import photos as photos_lib
-from corolla.errors import UserError, check_stop
+from corolla.errors import UserError
+from corolla.stopping import check_stop
 from corolla.evaluation import tta as tta_lib
 from corolla.flows.predict import check_bias, is_stdout, to_stderr
 from corolla.report import photos as photo_report

@@ -38,7 +38,8 @@ from corolla.data.prepare.settings import MANIFEST, Settings
 from corolla.data.prepare.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.data.prepare.splits import Copies, assign_splits, dedupe
 from corolla.data.prepare.summary import Summary, copies_record, describe, manifest, skipped_lines
-from corolla.errors import UserError, check_stop
+from corolla.errors import UserError
+from corolla.stopping import check_stop
 from corolla.files import (PARTIAL_FOLDER, WRITER, hold_lock, remove_stale_folders,
                            unwritable)
 

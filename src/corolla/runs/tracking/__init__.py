@@ -39,7 +39,8 @@ import contextlib
 from pathlib import Path
 
 from corolla.config import flatten
-from corolla.errors import Interrupted, UserError
+from corolla.errors import UserError
+from corolla.stopping import Interrupted
 from corolla.files import read_json, regular_file_inside, write_json
 from corolla.runs import paths
 from corolla.runs.tracking.base import (FINAL, MLFLOW, NONE, PROJECT, WANDB, Tracker, said,
