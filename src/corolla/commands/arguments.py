@@ -19,6 +19,7 @@ from corolla.config import flags as flags_lib
 from corolla.config import policies
 from corolla.config import recipe as recipe_lib
 from corolla.config.schema import SETTINGS
+from corolla.data.prepare.settings import FITS, Settings
 from corolla.evaluation import tta as tta_lib
 
 
@@ -73,6 +74,20 @@ def tta(p: argparse.ArgumentParser) -> None:
                         "of each image (the image, its flip, then small zooms, shifts and "
                         f"rotations; deterministic); default {tta_lib.NONE} (none), at most "
                         f"{tta_lib.MAX_VIEWS}")
+
+
+def photos(p: argparse.ArgumentParser, top_k: int) -> None:
+    """`corolla predict RUN PATH...`'s photos and their flags (`top_k`: the default K)."""
+    p.add_argument("photos", nargs="*", metavar="PATH", help="predict on these photos instead "
+                   "of the test split: image files, folders (searched recursively) or CSVs of "
+                   "paths; any size, format and mode")
+    g = p.add_argument_group("photos (with PATH)")
+    g.add_argument("--top-k", type=int, default=top_k, metavar="K",
+                   help=f"classes listed per photo, likeliest first (default {top_k})")
+    g.add_argument("--json", action="store_true", help="also write the predictions as JSON "
+                   "(beside the CSV, with the skipped files)")
+    g.add_argument("--strict", action="store_true", help="stop at the first file that does "
+                   "not decode (default: skip it, and list it at the end)")
 
 
 def name_flags(p: argparse.ArgumentParser) -> None:
@@ -170,3 +185,58 @@ def _recipe_flags(p) -> None:
                 "train.accumulation_steps", "train.early_stopping_patience",
                 "train.class_weight", "train.refit"):
         option(g, key)
+
+
+def conversion(p: argparse.ArgumentParser) -> None:
+    """`corolla convert`'s flags: sizes, fit, quality, seed, splits and output (`Settings`)."""
+    d = Settings()
+    p.add_argument("--image-size", action="append", type=_size_list, metavar="S[,S...]",
+                   help="output size(s), repeatable: --image-size 192 --image-size 224 or "
+                        "192,224 (default 224)")
+    p.add_argument("--fit", choices=FITS, default=d.fit, help="crop: short side to "
+                   "S, then the centre; pad: long side to S, padded with black (default crop)")
+    p.add_argument("--quality", type=int, default=d.quality,
+                   help=f"JPEG quality (default {d.quality})")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"the split and the order "
+                   f"(default {d.seed})")
+    _conversion_split_flags(p, d)
+    _conversion_output_flags(p, d)
+
+
+def _conversion_split_flags(p, d: Settings) -> None:
+    p.add_argument("--val-fraction", type=float, default=d.val_fraction, help=f"images "
+                   f"split off (stratified by class) for val when SRC has none (default "
+                   f"{d.val_fraction})")
+    p.add_argument("--test-fraction", type=float, default=d.test_fraction, help=f"the same "
+                   f"for test (default {d.test_fraction})")
+
+
+def _conversion_output_flags(p, d: Settings) -> None:
+    p.add_argument("--shard-mb", type=float, default=d.shard_mb, help=f"target file size in "
+                   f"MB (default {d.shard_mb:g}; smaller sets get fewer, smaller files)")
+    p.add_argument("--workers", type=int, default=0, help="encoding processes (default: "
+                   "every core)")
+    p.add_argument("--max-megapixels", type=float, default=d.max_megapixels, help=f"the "
+                   f"largest image read (default {d.max_megapixels:g}; larger ones are skipped "
+                   f"and listed, as unreadable ones are)")
+    p.add_argument("--strict", action="store_true", help="stop at the first image that does "
+                   "not decode (default: skip it, and list it at the end)")
+    p.add_argument("--dedupe", action="store_true", help="keep one image of each group of "
+                   "exact copies (the same pixels; the test split's copy when there is one); "
+                   "recorded in convert.json")
+
+
+def _size_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes like 224 or 192,224, got {text!r}")
+
+
+def conversion_settings(args: argparse.Namespace) -> Settings:
+    """The conversion's `Settings` from `conversion`'s flags."""
+    sizes = tuple(s for group in args.image_size or [[224]] for s in group)
+    return Settings(image_sizes=sizes, fit=args.fit, quality=args.quality, seed=args.seed,
+                    val_fraction=args.val_fraction, test_fraction=args.test_fraction,
+                    shard_mb=args.shard_mb, strict=args.strict, workers=args.workers,
+                    max_megapixels=args.max_megapixels, dedupe=args.dedupe)

@@ -20,7 +20,7 @@ DESCRIPTION = ("corolla predict RUN PATH...: the likeliest classes of each photo
 
 def add_arguments(p) -> None:
     arguments.scored_run(p)
-    _photo_flags(p)
+    arguments.photos(p, TOP_K)
     p.add_argument("--out", help="with PATHs, the CSV of their predictions (default for more "
                    "than 20 photos or --json: ./RUN_NAME-predictions.csv); without, the "
                    "submission file (default: RUN/submission.csv); never a file of the run")
@@ -31,19 +31,6 @@ def add_arguments(p) -> None:
     arguments.tta(p)
     arguments.runtime(p)
     arguments.batch(p, " for inference")
-
-
-def _photo_flags(p) -> None:
-    p.add_argument("photos", nargs="*", metavar="PATH", help="predict on these photos instead "
-                   "of the test split: image files, folders (searched recursively) or CSVs of "
-                   "paths; any size, format and mode")
-    g = p.add_argument_group("photos (with PATH)")
-    g.add_argument("--top-k", type=int, default=TOP_K, metavar="K",
-                   help=f"classes listed per photo, likeliest first (default {TOP_K})")
-    g.add_argument("--json", action="store_true", help="also write the predictions as JSON "
-                   "(beside the CSV, with the skipped files)")
-    g.add_argument("--strict", action="store_true", help="stop at the first file that does "
-                   "not decode (default: skip it, and list it at the end)")
 
 
 def main(args) -> int:

@@ -7,11 +7,13 @@ imports every command module, and so these, before the flags pick the Keras back
     auto: `--recipe auto`, the fine-tune-or-from-scratch choice, by accelerator
     bench: the input pipeline and the training step timed, side by side
     check_data: the data check of `corolla check-data`, and the one train runs first
+    convert: an image folder or a CSV -> TFRecords in the competition layout, a new folder
     demo: synthetic petals, then one run end to end
     ensemble: several runs' saved probabilities blended into a new folder
     evaluate: a trained run scored on val or other data; bias offsets fitted
     explain: Grad-CAM pictures of a run's model on photos
     export: a run's model for deployment, checked against model.keras
+    info: the hardware and the plan Corolla would make on it; the models; the recipes
     kfold: the fold loop of a k-fold run, and the pooling of its folds
     lr_find: the learning-rate range test of a run's settings, without a run
     photos: the top classes of anyone's photos, from a trained run
