@@ -3,7 +3,7 @@ from a folder or a fetched git repository, laid out as a competition's data (a C
 and val labelled and the test photos unlabelled, their classes held apart), the linear probe
 beside a run, and `corolla train --time T` scored on the held labels at the end.
 
-Every photo is read as `corolla convert` reads it (`corolla.data.prepare.photos`: EXIF
+Every photo is read as `corolla convert` reads it (`corolla.data.prepare.image_files`: EXIF
 rotation, centre crop). TensorFlow and scikit-learn are imported only by what needs them.
 """
 
@@ -206,7 +206,7 @@ def probe(out: Path, weights: Path, size: int, test_cap: int | None = None) -> d
     from sklearn.metrics import accuracy_score, f1_score
 
     from corolla import models
-    from corolla.data.prepare import photos
+    from corolla.data.prepare import image_files
     from corolla.training import features
 
     began, before = time.monotonic(), os.getloadavg()
@@ -231,7 +231,7 @@ def probe(out: Path, weights: Path, size: int, test_cap: int | None = None) -> d
         chunks = []
         for start in range(0, len(pairs), 256):
             paths = [str(out / path) for path, _ in pairs[start:start + 256]]
-            images, failed = photos.read_many(paths, size)
+            images, failed = image_files.read_many(paths, size)
             if failed:
                 raise SystemExit(f"unreadable: {next(iter(failed.items()))}")
             chunks.append(extractor.predict(images.astype("float32"), batch_size=64,

@@ -23,7 +23,7 @@ classes (8,677 photos, 31-800 a class; its BACKGROUND_Google clutter left out), 
   `--model hub:WEIGHTS` builds it, with the padding its weights were trained with) of the
   train + val photos, a scikit-learn logistic regression, scored on the test photos.
 
-Every photo is read as `corolla convert` reads it (`corolla.data.prepare.photos`: EXIF
+Every photo is read as `corolla convert` reads it (`corolla.data.prepare.image_files`: EXIF
 rotation, centre crop). Run it on an otherwise idle host: the seconds are figures too.
 """
 

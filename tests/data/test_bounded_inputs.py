@@ -57,12 +57,12 @@ def test_every_photo_path_refuses_an_image_over_the_limit_on_its_header(bomb_fol
     found = _ok(run_capped(f"""
 import json
 from corolla.data.audit import survey
-from corolla.data.prepare import photos
+from corolla.data.prepare import image_files
 result = survey.survey({str(bomb_folder)!r}, log=lambda *a: None)
 errors = {{e.id: e.error for e in result.entries}}
-images, failed = photos.read_many([{str(bomb)!r}, {str(bomb_folder / 'aster/00.jpg')!r}], 64)
+images, failed = image_files.read_many([{str(bomb)!r}, {str(bomb_folder / 'aster/00.jpg')!r}], 64)
 try:
-    photos.open_rgb({str(bomb)!r}, 64)
+    image_files.open_rgb({str(bomb)!r}, 64)
     opened = "decoded"
 except ValueError as e:
     opened = str(e)
@@ -86,10 +86,10 @@ def test_the_data_check_and_conversion_honour_a_lower_limit_before_decoding(bomb
     found = _ok(run_capped(f"""
 import json
 from corolla.data.audit import survey
-from corolla.data.prepare import photos
+from corolla.data.prepare import image_files
 result = survey.survey({str(bomb_folder)!r}, log=lambda *a: None, max_megapixels=50)
 try:
-    photos.open_rgb({str(large)!r}, 64, 50)
+    image_files.open_rgb({str(large)!r}, 64, 50)
     opened = "decoded"
 except ValueError as e:
     opened = str(e)

@@ -150,15 +150,15 @@ def test_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
     up to --max-megapixels (200 by default) and skips larger ones, listed, with the setting."""
     from PIL import Image
 
-    from corolla.data.prepare import photos
+    from corolla.data.prepare import image_files
 
     big = tmp_path / "big.png"
     Image.new("RGB", (20000, 10000), (200, 30, 60)).save(big)  # 200 megapixels: over Pillow's
-    pixels = photos.load_image(str(big), 16)
+    pixels = image_files.load_image(str(big), 16)
     assert pixels.shape == (16, 16, 3) and tuple(pixels[8, 8]) == (200, 30, 60)
     with pytest.raises(ValueError, match=r"20000x10000 is 200 megapixels, over the limit of "
                                          r"100 \(--max-megapixels\)"):
-        photos.open_rgb(str(big), 16, max_megapixels=100)
+        image_files.open_rgb(str(big), 16, max_megapixels=100)
     src = class_folders(tmp_path / "src")
     big.rename(src / "daisy" / "big.png")
     assert main(["convert", str(src), str(tmp_path / "out"), "--image-size", "16",

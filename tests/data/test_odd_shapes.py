@@ -37,12 +37,12 @@ def test_a_one_pixel_strip_is_refused_on_its_header_by_predict_and_convert(tmp_p
     assert strip.stat().st_size < 10_000
     found = _capped(f"""
 import json
-from corolla.data.prepare import photos
-images, failed = photos.read_many([{str(strip)!r}], 224)
-_, encoded, why = photos.encode((0, {str(strip)!r}, [224], "crop", 90, 200.0))
+from corolla.data.prepare import image_files
+images, failed = image_files.read_many([{str(strip)!r}], 224)
+_, encoded, why = image_files.encode((0, {str(strip)!r}, [224], "crop", 90, 200.0))
 print(json.dumps({{"read": len(images), "failed": list(failed.values()), "encoded": encoded,
                   "why": why}}))
-""", setup="import numpy, PIL.Image\nfrom corolla.data.prepare import photos")
+""", setup="import numpy, PIL.Image\nfrom corolla.data.prepare import image_files")
     says = "1x1000000 is a strip (more than 100 times as long as it is wide), not a photo"
     assert found == {"read": 0, "failed": [says], "encoded": None, "why": says}
 
@@ -55,9 +55,9 @@ def test_a_long_photo_is_cut_to_its_square_before_it_is_resized_with_the_same_pi
     pixels = np.clip(ramp + rng.normal(0, 8, ramp.shape), 0, 255).astype(np.uint8)
     path = tmp_path / "long.png"
     Image.fromarray(pixels).save(path)
-    from corolla.data.prepare import photos
+    from corolla.data.prepare import image_files
 
-    got = photos.load_image(str(path), 224).astype(int)
+    got = image_files.load_image(str(path), 224).astype(int)
     whole = Image.fromarray(pixels).resize((224, 11_200), Image.BICUBIC, reducing_gap=3.0)
     top = (11_200 - 224) // 2
     expected = np.asarray(whole.crop((0, top, 224, top + 224))).astype(int)
@@ -96,17 +96,17 @@ def test_predictions_declaring_arrays_larger_than_they_hold_are_refused_before_i
     found = _capped(f"""
 import json
 from corolla.errors import UserError
-from corolla.evaluation import ensemble, predictions
+from corolla.evaluation import blend, predictions
 said = []
 for read in (lambda: predictions.load({str(path)!r}),
-             lambda: ensemble.load_member({str(folder)!r})):
+             lambda: blend.load_member({str(folder)!r})):
     try:
         read()
         said.append("read")
     except UserError as e:
         said.append(str(e))
 print(json.dumps(said))
-""", setup="import numpy\nfrom corolla.evaluation import ensemble, predictions")
+""", setup="import numpy\nfrom corolla.evaluation import blend, predictions")
     size = "1.4 GB" if declared[0] == 75_000 else "372529.0 GB"
     says = (f"{path} declares an array 'probabilities' of shape {declared} ({size}) in 144 "
             f"bytes; write it again with `corolla evaluate RUN` (val) or `corolla predict RUN` "

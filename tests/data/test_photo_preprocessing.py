@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from PIL import Image, ImageOps
 
-from corolla.data.prepare import photos
+from corolla.data.prepare import image_files
 from helpers.images import smooth
 
 
 def _from_the_record(path, size: int, fit: str) -> np.ndarray:
-    """What a user writes reading `photos.preprocessing(size, fit)`, and nothing of Corolla."""
-    record = photos.preprocessing(size, fit)
+    """What a user writes reading `image_files.preprocessing(size, fit)`, and nothing of Corolla."""
+    record = image_files.preprocessing(size, fit)
     assert record["resize"]["method"] == "Pillow Image.resize, BICUBIC"
     image = Image.open(path)
     image.draft(None, (size, size))
@@ -48,13 +48,13 @@ def test_the_recorded_preprocessing_gives_the_pixels_predict_gives(tmp_path, fit
     Image.fromarray(pixels).convert("RGBA").save(tmp_path / "alpha.png")
     for name in ("phone.jpg", "alpha.png"):
         path = str(tmp_path / name)
-        want = photos.load_image(path, 96, fit)
+        want = image_files.load_image(path, 96, fit)
         assert want.shape == (96, 96, 3)
         assert np.array_equal(_from_the_record(path, 96, fit), want), name
 
 
 def test_the_record_names_the_fit_size_and_what_the_model_takes():
-    record = photos.preprocessing(224, "pad")
+    record = image_files.preprocessing(224, "pad")
     assert record["fit"] == "pad" and "the long side to 224" in record["resize"]["side"]
     assert record["layout"] == "[N, 224, 224, 3], channels RGB"
     assert "[0, 255]" in record["dtype"] and "black 224x224" in record["square"]

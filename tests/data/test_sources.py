@@ -15,7 +15,7 @@ import tensorflow as tf
 from corolla.cli import main
 from corolla.data import datasets, layout, pipeline, records
 from corolla.data.prepare import convert, sources
-from corolla.data.prepare.photos import load_image
+from corolla.data.prepare.image_files import load_image
 from corolla.data.prepare.settings import Settings
 from corolla.data.prepare.summary import Summary, describe
 from corolla.errors import UserError

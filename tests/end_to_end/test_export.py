@@ -158,7 +158,7 @@ def test_a_disk_that_refuses_the_saved_model_is_one_line_and_leaves_nothing(trai
     disk: the disk's one line, not a traceback, and no partial folder left."""
     import tensorflow as tf
 
-    from corolla.report import export as writer
+    from corolla.report import export_folder
 
     run, _, _ = trained
 
@@ -166,7 +166,7 @@ def test_a_disk_that_refuses_the_saved_model_is_one_line_and_leaves_nothing(trai
         (folder / "saved_model").mkdir()
         raise tf.errors.OutOfRangeError(None, None, f"{folder}/saved_model/x; File too large")
 
-    monkeypatch.setattr(writer, "write_model", too_large)
+    monkeypatch.setattr(export_folder, "write_model", too_large)
     out = tmp_path / "out"
     assert main(["export", str(run), "--format", "savedmodel", "--out", str(out)]) == 2
     assert capsys.readouterr().err == (f"corolla: error: could not write {out} (File too "
@@ -185,7 +185,7 @@ def test_a_killed_exports_folder_is_removed_by_the_next_a_live_ones_kept(trained
 
     from corolla.data.prepare.convert import WRITER  # the same convention as conversions
     from corolla.files import lock_is_free
-    from corolla.report import export as writer
+    from corolla.report import export_folder
 
     run, _, _ = trained
     stale, live = tmp_path / ".a.partial-0000dead", tmp_path / ".b.partial-00001ive"
@@ -197,14 +197,14 @@ def test_a_killed_exports_folder_is_removed_by_the_next_a_live_ones_kept(trained
         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"),
         str(live / WRITER)], stdout=subprocess.PIPE, text=True)
     seen = {}
-    real = writer.write_model
+    real = export_folder.write_model
 
     def watched(model, folder, fmt, quantize):
         seen["stale gone"] = not stale.exists()
         seen["own lock held"] = not lock_is_free(folder / WRITER)
         return real(model, folder, fmt, quantize)
 
-    monkeypatch.setattr(writer, "write_model", watched)
+    monkeypatch.setattr(export_folder, "write_model", watched)
     try:
         assert holder.stdout.readline().strip() == "held"
         assert main(["export", str(run), "--format", "tflite", "--check-images", "0", "--out",

@@ -89,9 +89,9 @@ def test_a_curve_that_never_falls_is_one_line_before_any_run(train_tiny, tmp_pat
     from corolla import config, runtime, training
     from corolla.config.range_test import RangeSettings
     from corolla.errors import UserError
-    from corolla.training import lr_find
+    from corolla.training import range_test
 
-    monkeypatch.setattr(lr_find, "suggest", lambda *a, **k: (None, None))
+    monkeypatch.setattr(range_test, "suggest", lambda *a, **k: (None, None))
     cfg = config.load(overrides={
         "data.path": str(train_tiny.tiny_petals), "model.name": "small_cnn",
         "train.batch_size": 8, "train.epochs": 1, "train.steps_per_epoch": 2,

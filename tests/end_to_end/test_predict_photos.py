@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from corolla.cli import main
-from corolla.data.prepare import photos
+from corolla.data.prepare import image_files
 from corolla.runs import paths
 from helpers.known_answer import (  # noqa: F401 (data, run: the fixtures)
     CLASS_NAMES, EXPECTED_METRICS, SIZE, data_fixture, run_fixture)
@@ -38,7 +38,7 @@ def album(tmp_path_factory):
 
 def test_a_folder_is_searched_recursively_for_image_files(album):
     root, _ = album
-    found = photos.list_photos([root])
+    found = image_files.list_photos([root])
     assert sorted(p.rsplit("/", 1)[-1] for p in found) == \
         ["alpha.png", "broken.jpg", "grey.jpg", "print.jpg"]
 

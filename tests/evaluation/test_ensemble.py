@@ -13,7 +13,7 @@ import pytest
 from corolla import config
 from corolla.cli import main
 from corolla.data.classes import format_classes_file
-from corolla.evaluation import ensemble, predictions
+from corolla.evaluation import blend, predictions
 from corolla.report import scored
 from corolla.report import submission
 from corolla.runs import paths
@@ -130,10 +130,10 @@ def test_auto_weights_turn_down_members_that_would_hurt(tmp_path, members):
                                           ("test", TEST_IDS, None, TEST_LABELS)):
             scored.save_predictions(predictions.path_in(bad[-1], split), ids, labels,
                                     _probabilities(truth, range(5), seed=10 + i), CLASSES)
-    result = ensemble.build([good, *bad], "auto")
+    result = blend.build([good, *bad], "auto")
     vals = [m.val for m in result.members]
-    equal = ensemble.blend(vals, np.full(members, 1 / members))
-    assert ensemble.macro_f1(equal.labels, equal.predicted) < result.member_f1[0]
+    equal = blend.blend(vals, np.full(members, 1 / members))
+    assert blend.macro_f1(equal.labels, equal.predicted) < result.member_f1[0]
     assert _f1(result.val) >= max(result.member_f1)
     assert result.weights[0] > 1 / members  # the good member weighs more than its share
 
@@ -144,27 +144,27 @@ def test_the_searchs_macro_f1_is_scikit_learns_default():
     rng = np.random.default_rng(1)
     for classes_true, classes_pred, n in ((5, 5, 50), (30, 40, 200), (104, 104, 3712), (3, 1, 9)):
         y_true, y_pred = rng.integers(0, classes_true, n), rng.integers(0, classes_pred, n)
-        assert ensemble.macro_f1(y_true, y_pred) == pytest.approx(
+        assert blend.macro_f1(y_true, y_pred) == pytest.approx(
             f1_score(y_true, y_pred, average="macro", zero_division=0), abs=1e-12)
-    assert ensemble.macro_f1([2, 2], [2, 2]) == 1.0  # classes absent from both do not count
+    assert blend.macro_f1([2, 2], [2, 2]) == 1.0  # classes absent from both do not count
 
 
 def test_the_search_is_exhaustive_on_the_grid_for_two_members(runs):
     """No point of the 0.05 grid scores better than the weights chosen."""
-    members = ensemble.load_members(runs[:2])
+    members = blend.load_members(runs[:2])
     vals = [m.val for m in members]
-    weights, _ = ensemble.search_weights(vals)
-    best = ensemble.macro_f1(vals[0].labels, ensemble.blend(vals, weights).predicted)
+    weights, _ = blend.search_weights(vals)
+    best = blend.macro_f1(vals[0].labels, blend.blend(vals, weights).predicted)
     for w in np.linspace(0, 1, 21):
-        mixed = ensemble.blend(vals, [w, 1 - w])
-        assert ensemble.macro_f1(vals[0].labels, mixed.predicted) <= best
+        mixed = blend.blend(vals, [w, 1 - w])
+        assert blend.macro_f1(vals[0].labels, mixed.predicted) <= best
 
 
 @pytest.mark.parametrize("members", [2, 3, 5])
 def test_ties_go_to_equal_weights(tmp_path, members):
     """Members that agree everywhere score the same under every weighting: equal weights."""
     same = [make_run(tmp_path / f"same{i}", seed=7) for i in range(members)]
-    result = ensemble.build(same, "auto")
+    result = blend.build(same, "auto")
     np.testing.assert_allclose(result.weights, np.full(members, 1 / members))
 
 
@@ -193,8 +193,8 @@ def test_members_saved_in_another_order_are_aligned_by_id(tmp_path, monkeypatch)
     b = make_run(tmp_path / "b", (2, 3, 4), seed=1)
     shuffled = make_run(tmp_path / "b-shuffled", (2, 3, 4), seed=1,
                         order=np.random.default_rng(3).permutation(VAL))
-    straight = ensemble.build([a, b], "0.4,0.6")
-    aligned = ensemble.build([a, shuffled], "0.4,0.6")
+    straight = blend.build([a, b], "0.4,0.6")
+    aligned = blend.build([a, shuffled], "0.4,0.6")
     assert aligned.val.ids == straight.val.ids == tuple(VAL_IDS)
     np.testing.assert_array_equal(aligned.val.probabilities, straight.val.probabilities)
     assert aligned.member_f1 == straight.member_f1
@@ -324,4 +324,4 @@ def test_a_member_that_is_not_a_folder_is_one_line(runs, odd):
     with pytest.raises(UserError, match=rf"^an ensemble's members are run folders \(paths\), got "
                                         rf"{odd!r} \({type(odd).__name__}\); give each run's "
                                         rf"folder$"):
-        ensemble.build([runs[0], odd], "auto")
+        blend.build([runs[0], odd], "auto")

@@ -35,8 +35,8 @@ def die(where):
     os._exit(3)
 
 
-import corolla.evaluation.evaluate  # noqa: E402
-import corolla.evaluation.predict  # noqa: E402
+import corolla.evaluation.labelled  # noqa: E402
+import corolla.evaluation.unlabelled  # noqa: E402
 import corolla.files  # noqa: E402
 import corolla.training.backup  # noqa: E402
 import corolla.training.checkpoint  # noqa: E402

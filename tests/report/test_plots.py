@@ -132,7 +132,7 @@ def test_a_per_class_table_of_many_classes_is_summarised_by_its_worst():
 
 @pytest.mark.parametrize("wrong, expected", [([], []), ([1, 3], [3, 1])])
 def test_most_confident_mistakes_come_first(wrong, expected):
-    from corolla.evaluation.evaluate import Evaluation, most_confident_mistakes
+    from corolla.evaluation.labelled import Evaluation, most_confident_mistakes
 
     y_true = np.zeros(4, int)
     y_pred = y_true.copy()

@@ -1,4 +1,4 @@
-"""The learning-rate range test (`training.lr_find`), on a problem whose good rate is known:
+"""The learning-rate range test (`training.range_test`), on a problem whose good rate is known:
 softmax regression on standardized, overlapping Gaussian classes, trained by plain SGD. The
 good constant rate is found independently, by full-batch gradient descent in NumPy over a grid
 of rates; the range test (the function the CLI runs) must suggest a rate within 10x of it."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from corolla.config.range_test import RangeSettings
-from corolla.training import lr_find
+from corolla.training import range_test
 
 N, FEATURES, CLASSES = 512, 8, 3
 BATCH, SGD_STEPS = 32, 100  # the range test's batch and its number of steps (the default)
@@ -77,7 +77,7 @@ def _linear_test(x, y, settings):
                       loss="categorical_crossentropy")
 
     lines = []
-    found = lr_find.range_test(model, data, compile_with, settings, log=lines.append)
+    found = range_test.range_test(model, data, compile_with, settings, log=lines.append)
     return found, model, before, lines
 
 
@@ -105,7 +105,7 @@ def test_the_test_stops_where_the_loss_diverges_puts_the_weights_back_and_draws_
     assert found.smoothed[-1] > 4 * min(found.smoothed[:-1]) or \
         not np.isfinite(found.smoothed[-1])
     assert np.all(np.diff(found.rates) > 0)
-    np.testing.assert_allclose(found.rates, lr_find.rates(settings)[:len(found.rates)])
+    np.testing.assert_allclose(found.rates, range_test.rates(settings)[:len(found.rates)])
     for variable, value in zip(model.variables, before):  # the test trained nothing
         np.testing.assert_array_equal(variable.numpy(), value)
     record = found.to_dict()
@@ -118,14 +118,15 @@ def test_the_test_stops_where_the_loss_diverges_puts_the_weights_back_and_draws_
 
 def test_the_rules_read_the_curve_and_a_curve_that_never_falls_suggests_nothing():
     settings = RangeSettings(1e-6, 1, 60)
-    rates = lr_find.rates(settings)
+    rates = range_test.rates(settings)
     log_rates = np.log10(rates)
     # A smooth fall centred at 1e-3, then a climb from 1e-1: steepest at 1e-3.
     curve = 2 - 1.5 / (1 + np.exp(-(log_rates + 3) * 3)) + np.maximum(log_rates + 1, 0) ** 2
-    rate, index = lr_find.suggest(rates, lr_find.smooth(curve, beta=0), "steepest", 60)
+    rate, index = range_test.suggest(rates, range_test.smooth(curve, beta=0), "steepest", 60)
     assert 10 ** -3.3 < rate < 10 ** -2.7 and rates[index] == rate
-    low, _ = lr_find.suggest(rates, list(curve), "minimum", 60)
+    low, _ = range_test.suggest(rates, list(curve), "minimum", 60)
     assert low == pytest.approx(rates[int(np.argmin(curve[10:-1])) + 10] / 10)
-    assert lr_find.suggest(rates, [1.0] * 60, "steepest", 60) == (None, None)
-    assert lr_find.suggest(rates, list(np.linspace(1, 2, 60)), "minimum", 60) == (None, None)
-    assert lr_find.smooth([2.0, 4.0], beta=0.5) == [2.0, pytest.approx((0.5 * 1 + 0.5 * 4) / 0.75)]
+    assert range_test.suggest(rates, [1.0] * 60, "steepest", 60) == (None, None)
+    assert range_test.suggest(rates, list(np.linspace(1, 2, 60)), "minimum", 60) == (None, None)
+    assert range_test.smooth([2.0, 4.0], beta=0.5) == [
+        2.0, pytest.approx((0.5 * 1 + 0.5 * 4) / 0.75)]

@@ -20,7 +20,7 @@ from helpers.runs import same, saved_weights
 def test_a_refit_run_predicts_the_test_split_with_its_model_trained_on_train_and_val(
         train_tiny, tmp_path):
     from corolla.evaluation import inference
-    from corolla.evaluation.predict import predict
+    from corolla.evaluation.unlabelled import predict
 
     run = train_tiny(tmp_path, "--epochs", 2, "--refit", name="r")
     plan = json.loads((run / paths.REFIT_PLAN).read_text())

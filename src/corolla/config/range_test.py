@@ -1,5 +1,5 @@
 """The settings of the learning-rate range test (`corolla lr-find`, `corolla train --lr find`;
-the test itself is `training.lr_find`): what it sweeps and how it reads the curve, checked before
+the test itself is `training.range_test`): what it sweeps and how it reads the curve, checked before
 anything heavy is imported."""
 
 from __future__ import annotations

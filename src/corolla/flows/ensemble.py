@@ -1,4 +1,4 @@
-"""`corolla ensemble`: several runs' saved probabilities blended (`evaluation.ensemble`), with
+"""`corolla ensemble`: several runs' saved probabilities blended (`evaluation.blend`), with
 the weights chosen on val, into a new folder that `report.scored` writes like a run's."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
     test.npz), metrics.json, the confusion matrix, with test predictions a checked
     submission.csv, and report.html. Everything is checked and the weights are chosen before the
     folder is made, so a refusal leaves nothing behind."""
-    from corolla.evaluation import ensemble as ensemble_lib
+    from corolla.evaluation import blend
     from corolla.evaluation import metrics as metrics_lib
 
-    ensemble = ensemble_lib.build(folders, weights)
+    ensemble = blend.build(folders, weights)
     from corolla.report import scored  # loads TensorFlow: after the members are checked
 
     if out is not None and (Path(out).exists() or Path(out).is_symlink()):
@@ -27,7 +27,7 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
                         f"another name")
     out_dir = (rundir.create(Path(out).parent, Path(out).name, paths.ENSEMBLE_PREFIX)
                if out is not None else rundir.create(runs_dir, "", paths.ENSEMBLE_PREFIX))
-    m = ensemble_lib.metrics(ensemble)
+    m = blend.metrics(ensemble)
     for member in m["members"]:
         log(f"member {member['folder']}: val {metrics_lib.f1_text(member)}, weight "
             f"{member['weight']:.3f}")

@@ -92,7 +92,7 @@ def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | Non
     `runs.outputs.output_dir`) and returns the metrics."""
     from corolla.data import check
     from corolla.data.folds import WholeLayout
-    from corolla.evaluation import evaluate as evaluate_lib
+    from corolla.evaluation import labelled
     from corolla.evaluation import metrics as metrics_lib
     from corolla.evaluation.inference import load_model
     from corolla.report import plots, scored
@@ -109,7 +109,7 @@ def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | Non
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names),
                                                            config)
     skip = config.data.skip_bad_records
-    evaluation = evaluate_lib.evaluate(model, layout, plan, skip_bad_records=skip, tta=tta,
+    evaluation = labelled.evaluate(model, layout, plan, skip_bad_records=skip, tta=tta,
                                        log=log)
     evaluation.metrics["data"] = layout.source or layout.root  # the user's, not the cache's
     if layout.source:

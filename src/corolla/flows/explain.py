@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla.config.flags import Given
-from corolla.data.prepare import photos as photos_lib
+from corolla.data.prepare import image_files
 from corolla.errors import UserError
 from corolla.stopping import check_stop
 from corolla.evaluation import gradcam
 from corolla.files import check_folder, make_folder
-from corolla.report import photos as photo_report
+from corolla.report import photo_table
 from corolla.runs import paths, rundir
 from corolla.runs.outputs import inside, refuse_foreign
 
@@ -21,10 +21,10 @@ def explain(run, images, given: Given = Given(),
     """Writes OUT/<image name>.png for each photo named by `images` (files, folders, CSVs of
     paths, as `corolla predict RUN PATH...` takes them; default OUT: RUN/explain/); returns the
     files written. A file that does not decode is skipped and listed."""
-    images = photos_lib.as_paths(images, "images")
+    images = image_files.as_paths(images, "images")
     # The run, the images and the output folder are checked before Keras is imported.
     run_dir, config = rundir.load(run)
-    files = photos_lib.list_photos(images)
+    files = image_files.list_photos(images)
     if not files:
         raise UserError("no images given; pass image files, folders of them, or a CSV of paths")
     folder = explain_folder(run_dir, out, images)
@@ -41,23 +41,23 @@ def explain(run, images, given: Given = Given(),
     model = load_model(run_dir, plan, len(class_names), config)
     explain_images = gradcam.explainer(model)
     size = input_size(model, config.model.input_size or config.data.image_size)
-    fit = photos_lib.fit_of(config.data.converted or config.data.path)
+    fit = image_files.fit_of(config.data.converted or config.data.path)
     make_folder(folder)
     (folder / paths.EXPLAIN_MARK).touch()  # before any picture: see runs.outputs
     written, skipped = [], {}
     for path, target in zip(files, targets):
         check_stop()
-        images, failed = photos_lib.read_many([path], size, fit)
+        images, failed = image_files.read_many([path], size, fit)
         if failed:
             skipped.update(failed)
             continue
         maps, probabilities, _ = explain_images(images)
-        top = photo_report.records([path], probabilities, class_names, 3)[0]["top"]
+        top = photo_table.records([path], probabilities, class_names, 3)[0]["top"]
         title = ", ".join(f"{t['class'].strip()} {t['probability']:.0%}" for t in top)
         written.append(plots.plot_explanations(images, maps, [title], target, columns=2,
                                                title=f"Grad-CAM of {top[0]['class'].strip()}"))
         log(f"{target}: {title}")
-    for line in photo_report.skipped_lines(skipped):
+    for line in photo_table.skipped_lines(skipped):
         log(line)
     if not written:
         raise UserError(f"none of the {len(files)} image(s) given could be read (listed "

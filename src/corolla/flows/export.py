@@ -1,5 +1,5 @@
 """`corolla export RUN --format savedmodel|tflite|onnx`: the run's model for deployment, in a
-folder with its classes.txt and export.json (`report.export`), checked against model.keras on
+folder with its classes.txt and export.json (`report.export_folder`), checked against model.keras on
 the run's own val images by the format's own runtime (`evaluation.exported`).
 
 Exports are made on the TensorFlow backend, in float32, whatever the run trained on: Keras
@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from corolla import runtime
-from corolla.data.prepare import photos as photos_lib
+from corolla.data.prepare import image_files
 from corolla.errors import UserError, did_you_mean
 from corolla.evaluation import exported
 from corolla.files import (PARTIAL_FOLDER, WRITER, check_folder, hold_lock, make_folder,
                            remove_stale_folders, unwritable)
-from corolla.report import export as writer
+from corolla.report import export_folder
 from corolla.runs import paths, rundir
 
 CHECK_IMAGES = 64  # val images the export is compared on: enough to see a wrong conversion
@@ -111,21 +111,21 @@ def _export_here(run_dir: Path, config, fmt: str, out: Path, quantize: str, chec
     make_folder(partial)
     writing = hold_lock(partial / WRITER)  # released when this process ends, however it ends
     try:
-        path = writer.write_model(model, partial, fmt, quantize)
+        path = export_folder.write_model(model, partial, fmt, quantize)
         about = {"format": fmt, "quantize": quantize, "file": path.name,
                  "input": {"shape": [None, size, size, 3], "dtype": "float32",
                            "range": [0, 255], "channels": "RGB"},
                  # A photo made into the input as `corolla predict RUN PATH...` makes it:
                  # another resize or crop changes some predictions.
-                 "preprocessing": photos_lib.preprocessing(
-                     size, photos_lib.fit_of(config.data.converted or config.data.path)),
+                 "preprocessing": image_files.preprocessing(
+                     size, image_files.fit_of(config.data.converted or config.data.path)),
                  "output": {"shape": [None, len(class_names)], "what": "class probabilities"},
                  "classes": len(class_names), "run": str(run_dir.resolve()),
                  "corolla": metadata.version("corolla"), "keras": keras.__version__,
-                 "size_bytes": writer.size_bytes(path)}
+                 "size_bytes": export_folder.size_bytes(path)}
         about["check"] = _check(model, fmt, path, run_dir, config, size, quantize, check_images,
                                 log)
-        writer.write_beside(partial, class_names, about)
+        export_folder.write_beside(partial, class_names, about)
         (partial / WRITER).unlink()
         partial.rename(out)
     except ImportError as e:

@@ -1,6 +1,6 @@
 """`corolla lr-find --data D [the train flags]`: the learning-rate range test of the run those
 flags describe (the config resolved as `corolla train` resolves it: recipe, flags, the batch
-for this device; its own model, data stream, optimizer and global batch: `training.lr_find`),
+for this device; its own model, data stream, optimizer and global batch: `training.range_test`),
 without a run: it prints the suggested rate and writes lr_find.png (the loss against the rate)
 and lr_find.json (the numbers) into --out, the current folder unless told, replacing the
 previous test's. `corolla train --lr find` runs the same test first and trains at its
@@ -47,9 +47,9 @@ def lr_find(config_file: str | None = None, given: Given = Given(),
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     cfg, plan, recipe = train_flow.for_plan(config_file, given, plan, log)
     log(f"recipe {recipe.name}: {recipe.description}")
-    from corolla.training import lr_find as lr_find_lib
+    from corolla.training import range_test
 
-    found = lr_find_lib.find(cfg, plan, settings, log)
+    found = range_test.find(cfg, plan, settings, log)
     record = found.to_dict()
     if not plan.is_chief:
         return record
@@ -59,6 +59,6 @@ def lr_find(config_file: str | None = None, given: Given = Given(),
     picture = plots.plot_lr_find(record, out / paths.LR_FIND_PICTURE)
     log(f"picture: {picture} (the numbers: {out / paths.LR_FIND})")
     if found.suggestion is None:
-        raise lr_find_lib.no_suggestion(found, given.name("train.learning_rate", "--lr"))
+        raise range_test.no_suggestion(found, given.name("train.learning_rate", "--lr"))
     log(found.line())
     return record

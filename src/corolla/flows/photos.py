@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from corolla.config.flags import Given
-from corolla.data.prepare import photos as photos_lib
+from corolla.data.prepare import image_files
 from corolla.errors import UserError
 from corolla.stopping import check_stop
 from corolla.evaluation import tta as tta_lib
 from corolla.flows.predict import check_bias, is_stdout, to_stderr
-from corolla.report import photos as photo_report
+from corolla.report import photo_table
 from corolla.runs import rundir
 from corolla.runs.outputs import output_path
 
@@ -34,7 +34,7 @@ def predict_photos(run, photos, given: Given = Given(),
     for a few photos; a CSV (and with `as_json` a JSON file) at `out`, or beside the current
     folder for many. A file that does not decode is skipped and listed at the end (`strict`:
     an error). Returns the rows (path and top classes of each photo)."""
-    photos = photos_lib.as_paths(photos)
+    photos = image_files.as_paths(photos)
     tta = tta_lib.check(tta)
     check_bias(bias)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
@@ -49,7 +49,7 @@ def predict_photos(run, photos, given: Given = Given(),
         from corolla.evaluation import bias as bias_lib
 
         offsets = bias_lib.load(run_dir, class_names)
-    files = photos_lib.list_photos(photos)
+    files = image_files.list_photos(photos)
     if not files:
         raise UserError("no photos given; pass image files, folders of them, or a CSV of paths")
     # Where the files go is checked before the model is loaded (see runs.outputs).
@@ -66,7 +66,7 @@ def predict_photos(run, photos, given: Given = Given(),
 
     model = load_model(run_dir, plan, len(class_names), config, final=True)
     size = input_size(model, config.model.input_size or config.data.image_size)
-    fit = photos_lib.fit_of(config.data.converted or config.data.path)
+    fit = image_files.fit_of(config.data.converted or config.data.path)
     bar = keras.utils.Progbar(len(files), unit_name="photo") \
         if len(files) > CHUNK and sys.stdout.isatty() else None
     kept, probabilities, skipped = _predict_chunks(model, plan, files, size, fit, tta, strict,
@@ -75,7 +75,7 @@ def predict_photos(run, photos, given: Given = Given(),
         np.zeros((0, len(class_names)), np.float32)
     if offsets is not None:  # decision scores whose argmax is the fitted decision
         probabilities = bias_lib.adjust(probabilities, offsets)
-    rows = photo_report.records(kept, probabilities, class_names, top)
+    rows = photo_table.records(kept, probabilities, class_names, top)
     _report(rows, skipped, len(files), as_json, stdout, csv_path, json_path,
             dict(run=str(run_dir), tta=tta, bias=bias), top, log)
     return rows
@@ -104,7 +104,7 @@ def _predict_chunks(model, plan, files: list, size: int, fit, tta: int, strict: 
     for start in range(0, len(files), CHUNK):
         check_stop()
         chunk = files[start:start + CHUNK]
-        images, failed = photos_lib.read_many(chunk, size, fit)
+        images, failed = image_files.read_many(chunk, size, fit)
         if failed and strict:
             path, why = next(iter(failed.items()))
             raise UserError(f"{path} is not a readable image ({why}); remove it, or leave out "
@@ -126,20 +126,20 @@ def _report(rows: list, skipped: dict, given: int, as_json: bool, stdout: bool, 
     listed last. No row: an error, and no file written. `about`: the run, tta and bias the
     JSON records."""
     if not rows:  # no file is written: a script must not take a header-only CSV for success
-        for line in photo_report.skipped_lines(skipped):
+        for line in photo_table.skipped_lines(skipped):
             log(line)
         raise UserError(f"none of the {given} photo(s) given could be read (listed "
                         f"above); nothing was predicted")
     if len(rows) <= TABLE_MAX:
-        for line in photo_report.table(rows):
+        for line in photo_table.table(rows):
             log(line)
     if stdout:
-        sys.stdout.write(photo_report.json_text(rows, skipped, **about) if as_json else
-                         photo_report.csv_text(rows))
+        sys.stdout.write(photo_table.json_text(rows, skipped, **about) if as_json else
+                         photo_table.csv_text(rows))
     if csv_path is not None:
-        log(f"wrote {photo_report.write_csv(rows, csv_path)} ({len(rows)} photos, top {top})")
+        log(f"wrote {photo_table.write_csv(rows, csv_path)} ({len(rows)} photos, top {top})")
     if json_path is not None:
-        written = photo_report.write_json(rows, skipped, json_path, **about)
+        written = photo_table.write_json(rows, skipped, json_path, **about)
         log(f"wrote {written}")
-    for line in photo_report.skipped_lines(skipped):
+    for line in photo_table.skipped_lines(skipped):
         log(line)

@@ -92,7 +92,7 @@ def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, lo
     offsets (`corolla.evaluation.bias`); the saved probabilities stay the model's own."""
     from corolla.data import check
     from corolla.evaluation import bias as bias_lib
-    from corolla.evaluation import predict as predict_lib
+    from corolla.evaluation import unlabelled
     from corolla.evaluation.inference import load_model, model_path
     from corolla.report import scored
 
@@ -111,7 +111,7 @@ def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, lo
         saved_in = None  # a run this user may not write into: the submission goes to `out`
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names),
                                                            config, final=True)
-    result = predict_lib.predict(model, layout, plan,
+    result = unlabelled.predict(model, layout, plan,
                                  skip_bad_records=config.data.skip_bad_records, tta=tta, log=log)
     if saved_in is not None:
         make_folder(saved_in)

@@ -2,11 +2,11 @@
 (report.html), `submission` (submission.csv, written and checked), `kaggle` (`corolla submit`).
 Importing this package imports none of them.
 
-    export: the writer of an export folder: a deployment model with what it needs beside it
+    export_folder: an export folder written: a deployment model and what it needs beside it
     html: report.html, one self-contained page that opens offline
     kaggle: `corolla submit`: a checked submission.csv sent through the `kaggle` package
     label_review: the labels to review as files a person reads (label_review.csv and .png)
-    photos: predictions on anyone's photos as a table, a CSV and a JSON file
+    photo_table: predictions on anyone's photos as a table, a CSV and a JSON file
     plots: metrics.json and pictures, written atomically into folders checked first
     scored: the one writer of a scored folder (a run, eval-*, an ensemble, a k-fold parent)
     submission: the competition's submission file, written and checked

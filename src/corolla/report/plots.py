@@ -199,7 +199,7 @@ def save_figure(fig, path) -> Path:
 
 
 def plot_lr_find(found: dict, path: str | Path) -> Path:
-    """The range test (`training.lr_find`'s record, as lr_find.json holds it): the loss of each
+    """The range test (`training.range_test`'s record, as lr_find.json holds it): the loss of each
     step and its smoothed curve against the rate on a log axis, the suggested rate marked.
     The loss axis stops a little above where the smoothed loss began: the divergence's tail
     would flatten the part people read. The smoothed curve lags the steps' (an average of the

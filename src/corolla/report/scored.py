@@ -20,7 +20,7 @@ import numpy as np
 from corolla.data import pipeline
 from corolla.evaluation import metrics as metrics_lib
 from corolla.evaluation import tta as tta_lib
-from corolla.evaluation.evaluate import Evaluation, most_confident_mistakes
+from corolla.evaluation.labelled import Evaluation, most_confident_mistakes
 from corolla.evaluation.predictions import Predictions, make
 from corolla.files import atomic_path, make_folder, write_json
 from corolla.report import html as html_report

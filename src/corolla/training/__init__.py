@@ -12,12 +12,12 @@ Importing this package does not import Keras (the backend is chosen first).
     features: frozen features, computed once while the backbone is frozen; the head trains on them
     linear_head: a timed run's floor: a logistic regression on the frozen features, the best so far
     fit: `run(config, plan)`: a run's story from its settings to its saved model, its folder
-    lr_find: the learning-rate range test: the rate grown exponentially, the loss recorded
     optimizer: the optimizer a TrainConfig asks for (Adam, AdamW, SGD), EMA, accumulation
     pacing: a timed run kept to its plan: its deadline, the plan made again from its pace
     phases: the phase plan of a run (frozen head, fine-tuning, resizing) and what each freezes
     preparing: what a run decides before its model is built: settings, backup, seeds, epochs
     probe: the time probe of a time budget: a few timed steps of each kind of epoch
+    range_test: the learning-rate range test: the rate grown exponentially, the loss recorded
     refit: the validated run trained again on train + val, saved as refit.keras
     resuming: continuing a run from its backup on every process, at the chief's epoch
     saving: the end of training: last.keras, model.keras, the backup removed, safe at every step

@@ -18,7 +18,7 @@ from corolla.errors import UserError, first_line
 from corolla.files import write_json
 from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
-from corolla.training import lr_find as lr_find_lib
+from corolla.training import range_test
 from corolla.training import backup, linear_head, refit, saving
 from corolla.training.phases import epochs_text
 from corolla.training.preparing import Prepared, prepare
@@ -28,7 +28,7 @@ from corolla.training.trainer import Trainer
 
 
 def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
-        callbacks=(), lr_find: lr_find_lib.RangeSettings | None = None) -> TrainResult:
+        callbacks=(), lr_find: range_test.RangeSettings | None = None) -> TrainResult:
     """Trains into a new run directory, or continues the interrupted run `resume` (its
     config, from its last completed epoch). `callbacks` are added to Corolla's own.
     `lr_find`: a new run's peak learning rate is found first by the range test on its own
@@ -51,7 +51,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     trainer = Trainer(ready, plan, log, callbacks)
     found = None
     if lr_find is not None and resume is None:
-        found = lr_find_lib.train_at_found_rate(trainer, lr_find, config.train, log)
+        found = range_test.train_at_found_rate(trainer, lr_find, config.train, log)
         ready = trainer.ready
     if ready.to_plan:
         ready = plan_time(trainer, val_split, began, log)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from corolla.data.audit import duplicates
 from corolla.data.audit.duplicates import Fingerprint, Group
-from corolla.data.prepare import photos, sources
+from corolla.data.prepare import image_files, sources
 from corolla.data.prepare.convert import Progress
 from corolla.data.prepare.settings import MAX_MEGAPIXELS, Settings
 from corolla.data.prepare.splits import Copies, assign_splits, needs_split
@@ -68,7 +68,7 @@ def _measure(entry: Entry, open_image) -> Entry:
 
 
 def _rgb(data: bytes):
-    with photos.opened(io.BytesIO(data)) as image:
+    with image_files.opened(io.BytesIO(data)) as image:
         return image.convert("RGB")
 
 
@@ -84,7 +84,7 @@ def _read_items(items, progress, max_megapixels: float) -> list[Entry]:
     whole = 1 << 30  # no draft scaling: exact copies are the same full-size pixels
 
     def read(entry):
-        return _measure(entry, lambda: photos.open_rgb(entry.path, whole, max_megapixels))
+        return _measure(entry, lambda: image_files.open_rgb(entry.path, whole, max_megapixels))
     return _in_threads(entries, read, progress)
 
 

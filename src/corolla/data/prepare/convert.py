@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.data.classes import CLASSES_FILE, format_classes_file
-from corolla.data.prepare.photos import encode
+from corolla.data.prepare.image_files import encode
 from corolla.data.prepare.settings import MANIFEST, Settings
 from corolla.data.prepare.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.data.prepare.splits import Copies, assign_splits, dedupe

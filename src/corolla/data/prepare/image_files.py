@@ -91,7 +91,7 @@ def preprocessing(size: int, fit: str) -> dict:
         square = (f"pasted on a black {s}x{s} square, its top-left corner at (({s} - new_w) "
                   f"// 2, ({s} - new_h) // 2)")
     return {
-        "reference": "corolla.data.prepare.photos.load_image(path, size, fit)",
+        "reference": "corolla.data.prepare.image_files.load_image(path, size, fit)",
         "decode": f"Pillow: Image.draft(None, ({s}, {s})) first (a JPEG decoded at the smallest "
                   f"DCT scale whose sides are both at least {s}), then ImageOps.exif_transpose",
         "colour": "RGB; transparency composited over white; 16-bit images keep their top 8 "
