@@ -52,7 +52,7 @@ def test_train_lr_find_trains_from_the_weights_before_the_test_at_the_rate_found
         return [keras.ops.convert_to_numpy(v) for v in model.weights]
 
     built, tested, fitted = [], [], []
-    real_find, real_fit = fit.lr_find_lib.find_rate, trainer.Trainer.fit_phases
+    real_find, real_fit = fit.range_test.find_rate, trainer.Trainer.fit_phases
 
     def find_rate(run_trainer, settings, log):
         built.append(weights(run_trainer.model))
@@ -63,7 +63,7 @@ def test_train_lr_find_trains_from_the_weights_before_the_test_at_the_rate_found
         fitted.append((self.model, weights(self.model)))
         return real_fit(self, until)
 
-    monkeypatch.setattr(fit.lr_find_lib, "find_rate", find_rate)
+    monkeypatch.setattr(fit.range_test, "find_rate", find_rate)
     monkeypatch.setattr(trainer.Trainer, "fit_phases", fit_phases)
     run = train_tiny(tmp_path, "--lr", "find", *SMALL)
     out = capsys.readouterr().out
