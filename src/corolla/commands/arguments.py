@@ -17,7 +17,7 @@ import string
 from corolla import config as config_lib
 from corolla.config import flags as flags_lib
 from corolla.config import policies
-from corolla.config import recipe as recipe_lib
+from corolla.config import recipe
 from corolla.config.schema import SETTINGS
 from corolla.data.prepare.settings import FITS, Settings
 from corolla.evaluation import tta as tta_lib
@@ -29,7 +29,7 @@ def option(p, key: str, **fill: str) -> None:
     declared = SETTINGS[key]
     names = {name for _, name, _, _ in string.Formatter().parse(declared.help) if name}
     texts = {"recipe": lambda: _recipe_default(key), "value": lambda: declared.default,
-             "auto_recipes": _auto_recipes, "recipes": lambda: ", ".join(recipe_lib.names())}
+             "auto_recipes": _auto_recipes, "recipes": lambda: ", ".join(recipe.names())}
     fill = {name: fill[name] if name in fill else texts[name]() for name in names}
     p.add_argument(declared.flag, dest=declared.keyword, help=declared.help.format(**fill),
                    **declared.argparse)
@@ -37,8 +37,8 @@ def option(p, key: str, **fill: str) -> None:
 
 def _auto_recipes() -> str:
     """What --recipe auto picks, for its help."""
-    return (f"on CPUs {recipe_lib.CPU_FINETUNE} when pre-trained weights can be had, else "
-            f"{recipe_lib.AUTO['cpu']}; {recipe_lib.AUTO['gpu']} on GPUs and TPUs")
+    return (f"on CPUs {recipe.CPU_FINETUNE} when pre-trained weights can be had, else "
+            f"{recipe.AUTO['cpu']}; {recipe.AUTO['gpu']} on GPUs and TPUs")
 
 
 def runtime(p: argparse.ArgumentParser) -> None:
@@ -133,8 +133,8 @@ def train_settings(p, lr_find: bool = False) -> None:
 def _cpu_recipes() -> tuple[tuple[str, config_lib.RunConfig], ...]:
     """(name, config) of the shipped recipes `--recipe auto` picks on a CPU, read once: every
     parser built (each `main` call) shows their values in some thirty flags' help."""
-    return tuple((name, config_lib.apply(config_lib.RunConfig(), recipe_lib.load(name).values))
-                 for name in (recipe_lib.AUTO["cpu"], recipe_lib.CPU_FINETUNE))
+    return tuple((name, config_lib.apply(config_lib.RunConfig(), recipe.load(name).values))
+                 for name in (recipe.AUTO["cpu"], recipe.CPU_FINETUNE))
 
 
 def _recipe_default(key: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from corolla.config.flags import Given
-from corolla.config import schema as config_lib
+from corolla.config import schema
 from corolla.errors import UserError, did_you_mean
 
 FOLDER = Path(__file__).parent / "recipes"  # the shipped recipes, one TOML file each
@@ -69,54 +69,54 @@ def load(name_or_path: str) -> Recipe:
         path, name = shipped, name_or_path
     else:
         path, name = Path(name_or_path), canonical(name_or_path)
-    tree = config_lib.read_toml(path, "recipe file")
+    tree = schema.read_toml(path, "recipe file")
     description = tree.pop("description", "")
     if not isinstance(description, str):
         raise UserError(f"recipe {str(path)!r}: description must be a string, got "
                         f"{description!r}")
     try:
-        values = config_lib.flatten(tree)
+        values = schema.flatten(tree)
         for key in values:
             section, _, rest = key.partition(".")
-            if section in {f.name for f in fields(config_lib.RunConfig)} - set(SECTIONS) or \
+            if section in {f.name for f in fields(schema.RunConfig)} - set(SECTIONS) or \
                     key == "train.recipe":
                 raise UserError(f"{key!r} is not a recipe's to set (a recipe sets "
                                 f"{', '.join(f'[{s}]' for s in SECTIONS)}, not train.recipe)")
-        config_lib.apply(config_lib.RunConfig(), values)  # the config's checks, nothing else
+        schema.apply(schema.RunConfig(), values)  # the config's checks, nothing else
     except UserError as e:
         raise UserError(f"recipe {str(path)!r}: {e}") from None
     return Recipe(name, description, values)
 
 
 def _recipe_keys() -> set[str]:
-    defaults = config_lib.RunConfig().to_dict()
+    defaults = schema.RunConfig().to_dict()
     return {f"{s}.{k}" for s in SECTIONS for k in defaults[s]} - {"train.recipe"}
 
 
-def is_read(file: config_lib.ConfigFile | None) -> bool:
+def is_read(file: schema.ConfigFile | None) -> bool:
     """Whether a run's recipe is read: not when its config file sets every key a recipe could
     (a run's saved config.toml: reproduced without its recipe file, which may be gone)."""
     return not (file is not None and _recipe_keys() <= set(file.values))
 
 
-def compose(config_path: str | Path | config_lib.ConfigFile | None, given: Given,
-            accelerator: str) -> tuple[config_lib.RunConfig, Recipe]:
+def compose(config_path: str | Path | schema.ConfigFile | None, given: Given,
+            accelerator: str) -> tuple[schema.RunConfig, Recipe]:
     """The run's config: defaults < recipe < `config_path` < `given`, with train.recipe
     naming the recipe used. A config file that sets every key a recipe could set (a run's saved
     config.toml) leaves the recipe nothing to say: it is not read, so a saved run is reproduced
     without its recipe file."""
-    file = config_lib.config_file(config_path)  # parsed once, for both uses below
-    asked = config_lib.load(file, given.values, given.names)  # checks the file and the flags
+    file = schema.config_file(config_path)  # parsed once, for both uses below
+    asked = schema.load(file, given.values, given.names)  # checks the file and the flags
     name = choose(asked.train.recipe, accelerator)
     tree = file.values if file is not None else {}
     if not is_read(file):
         recipe = Recipe(name, "(every value given by the config file)", {})
     else:
         recipe = load(name)
-    config = config_lib.apply(config_lib.RunConfig(), recipe.values)
-    config = config_lib.apply(config, tree)
-    config = config_lib.apply(config, given.values, given.names)
-    return config_lib.apply(config, {"train.recipe": recipe.name}), recipe
+    config = schema.apply(schema.RunConfig(), recipe.values)
+    config = schema.apply(config, tree)
+    config = schema.apply(config, given.values, given.names)
+    return schema.apply(config, {"train.recipe": recipe.name}), recipe
 
 
 def table() -> list[dict[str, Any]]:
@@ -125,7 +125,7 @@ def table() -> list[dict[str, Any]]:
     rows = []
     for name in names():
         recipe = load(name)
-        config = config_lib.apply(config_lib.RunConfig(), recipe.values)
+        config = schema.apply(schema.RunConfig(), recipe.values)
         rows.append({"name": name, "model": config.model.name,
                      "image_size": config.data.image_size,
                      "input_size": config.model.input_size,

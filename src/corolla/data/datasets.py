@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corolla.data import layout as layout_lib
+from corolla.data.layout import open_layout, with_features, with_source
 from corolla.data.audit import survey
 from corolla.data.prepare import cache, sources
 from corolla.data.prepare.settings import MANIFEST, Settings
@@ -44,14 +44,14 @@ def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, feat
     `features` says, see `features_of`), or converted (once, cached) from an image folder or a
     CSV at `image_size` (or `preferred_size`, the model's)."""
     if not path or sources.kind_of(path) == "layout":
-        layout = layout_lib.open_layout(path, image_size, preferred_size)
-        return layout_lib.with_features(layout, features) if features else layout
+        layout = open_layout(path, image_size, preferred_size)
+        return with_features(layout, features) if features else layout
     source = sources.scan(path, log)
     settings = Settings(image_sizes=(image_size or preferred_size,))
     out = cache.cached(source, settings, cache_dir() / "converted", log=log,
                          copies=lambda: survey.copies(path, checks_dir(), log))
-    layout = layout_lib.open_layout(str(out), image_size or preferred_size)
-    return layout_lib.with_source(layout, source.path)
+    layout = open_layout(str(out), image_size or preferred_size)
+    return with_source(layout, source.path)
 
 
 def open_recorded(data_config, preferred_size: int = 224, log=print):
@@ -86,8 +86,8 @@ def open_recorded(data_config, preferred_size: int = 224, log=print):
                 f"changed files)")
         else:
             cache.announce_reuse(source.path, recorded, log)
-        layout = layout_lib.open_layout(str(recorded), data_config.image_size)
-        return layout_lib.with_source(layout, path)
+        layout = open_layout(str(recorded), data_config.image_size)
+        return with_source(layout, path)
     if unreadable is not None:
         raise UserError(f"this run's conversion of its data ({recorded}) is gone and {path} "
                         f"cannot be read ({unreadable}); restore either to evaluate or "

@@ -22,7 +22,7 @@ import numpy as np
 
 from corolla.errors import UserError
 from corolla.evaluation import metrics as metrics_lib
-from corolla.evaluation import predictions as predictions_lib
+from corolla.evaluation import predictions
 from corolla.evaluation.metrics import macro_f1
 from corolla.evaluation.predictions import Predictions
 from corolla.files import read_json
@@ -55,12 +55,12 @@ def load_member(folder: str | Path) -> Member:
     folder = Path(folder)
     if not folder.is_dir():
         raise UserError(f"{folder} is not a folder; pass run folders, e.g. runs/<run>")
-    val, test = (predictions_lib.path_in(folder, split) for split in ("val", "test"))
+    val, test = (predictions.path_in(folder, split) for split in ("val", "test"))
     if not val.is_file():
         raise UserError(f"{folder} has no saved predictions ({val} is missing); run "
                         f"`corolla evaluate {folder}` and `corolla predict {folder}` first")
-    member = Member(folder, predictions_lib.load(val),
-                    predictions_lib.load(test) if test.is_file() else None)
+    member = Member(folder, predictions.load(val),
+                    predictions.load(test) if test.is_file() else None)
     if not member.val.labelled:
         raise UserError(f"{val} holds no true labels for some ids; an ensemble is weighted "
                         f"and scored on a labelled val split: run `corolla evaluate {folder}`")
@@ -154,7 +154,7 @@ def load_members(folders) -> list[Member]:
     if with_test and len(with_test) != len(members):
         lacking = next(m.folder for m in members if m.test is None)
         raise UserError(f"{lacking} has no saved test predictions "
-                        f"({predictions_lib.path_in(lacking, 'test')}) while {with_test[0]} "
+                        f"({predictions.path_in(lacking, 'test')}) while {with_test[0]} "
                         f"has; run `corolla predict {lacking}` first")
     for member in members[1:]:
         if member.test is not None:

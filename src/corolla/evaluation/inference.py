@@ -18,7 +18,7 @@ from corolla.config.flags import Given
 from corolla import config as config_lib
 from corolla.data import datasets, folds
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
-from corolla.data import layout as layout_lib
+from corolla.data.layout import Layout, Split
 from corolla.data import pipeline
 from corolla import files
 from corolla.errors import UserError, first_line
@@ -38,7 +38,7 @@ class OpenedRun:
     folder: Path
     config: config_lib.RunConfig
     plan: Plan
-    layout: layout_lib.Layout | None = None
+    layout: Layout | None = None
 
 
 def open_run(run, given: Given = Given(), *,
@@ -136,7 +136,7 @@ def _why(error: Exception) -> str:
 
 
 def open_data(run_dir: Path, config: config_lib.RunConfig, data_path: str | None = None,
-              log=print) -> layout_lib.Layout:
+              log=print) -> Layout:
     """The data layout a run (`run_dir`, its `config`) is scored on, at its trained image size.
     The run's own data is the split it was trained on (`datasets.open_recorded`: never an
     image folder split again after it changed); `data_path` elsewhere is other data. The run's
@@ -167,7 +167,7 @@ def open_data(run_dir: Path, config: config_lib.RunConfig, data_path: str | None
 PROGRESS_STEPS = 10  # a progress bar (in a terminal) for predictions of this many batches
 
 
-def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan: Plan,
+def predict_probabilities(model, split: Split, image_size: int, plan: Plan,
                           skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None,
                           batches=None, callbacks=()):
     """Class probabilities [N, C] in the split's file order (padding dropped). `tta`: the mean
@@ -185,7 +185,7 @@ def predict_probabilities(model, split: layout_lib.Split, image_size: int, plan:
 CACHE_BYTES = 1 << 30
 
 
-def split_batches(split: layout_lib.Split, image_size: int, skip_bad_records: bool = False):
+def split_batches(split: Split, image_size: int, skip_bad_records: bool = False):
     """`batches(batch)`: the split's padded uint8 batches (`pipeline.eval_dataset`), built once
     per batch size, and decoded once when they fit in CACHE_BYTES. A dataset can be iterated
     again and again; building it anew traces its functions anew (64 ms an epoch for flowers5's

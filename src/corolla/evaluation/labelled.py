@@ -10,7 +10,7 @@ import numpy as np
 from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
-from corolla.evaluation import metrics as metrics_lib
+from corolla.evaluation.metrics import classification_metrics
 from corolla.evaluation import tta as tta_lib
 from corolla.evaluation.inference import input_size, predict_probabilities
 from corolla.runtime import Plan
@@ -34,7 +34,7 @@ def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val",
     probabilities = predict_probabilities(model, data, size, plan, skip_bad_records, tta=tta,
                                           log=log)
     y_true, y_pred = np.asarray(meta["labels"]), probabilities.argmax(axis=1)
-    metrics = metrics_lib.classification_metrics(y_true, y_pred, layout.class_names)
+    metrics = classification_metrics(y_true, y_pred, layout.class_names)
     metrics["split"] = split
     metrics["tta"] = tta  # views averaged (1: none)
     return Evaluation(metrics, meta["ids"], y_true, y_pred, probabilities)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError
-from corolla.evaluation import metrics as metrics_lib
+from corolla.evaluation.metrics import classification_metrics
 from corolla.evaluation import predictions
 from corolla.evaluation.predictions import Predictions
 
@@ -34,7 +34,7 @@ def pool(assignment, fold_dirs: list[Path], class_names, split: str) -> Pooled:
             raise UserError(f"{predictions.path_in(d, 'val')} does not hold fold {fold}'s "
                             f"{len(expected)} ids; evaluate that fold again (`corolla evaluate "
                             f"{d}`)")
-        scores = metrics_lib.classification_metrics(p.labels, p.predicted, p.class_names,
+        scores = classification_metrics(p.labels, p.predicted, p.class_names,
                                                     interval=False)
         per_fold.append({"fold": fold, "num_examples": len(p), "accuracy": scores["accuracy"],
                          "f1_macro": scores["f1_macro"]})
@@ -42,7 +42,7 @@ def pool(assignment, fold_dirs: list[Path], class_names, split: str) -> Pooled:
         [i for p in held_out for i in p.ids], np.concatenate([p.labels for p in held_out]),
         np.concatenate([p.probabilities for p in held_out]), class_names
     ).in_order(assignment.ids)
-    m = metrics_lib.classification_metrics(oof.labels, oof.predicted, class_names)
+    m = classification_metrics(oof.labels, oof.predicted, class_names)
     m.update(split=split, folds=len(fold_dirs), per_fold=per_fold)
     tests = [predictions.path_in(d, "test") for d in fold_dirs]
     test = None

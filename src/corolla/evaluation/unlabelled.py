@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from corolla.data import check
-from corolla.data import layout as layout_lib
+from corolla.data.layout import Layout
 from corolla.data import pipeline
 from corolla.evaluation import tta as tta_lib
 from corolla.evaluation.inference import input_size, predict_probabilities
@@ -24,7 +24,7 @@ class Prediction:
     tta: int = tta_lib.NONE  # views averaged (1: none)
 
 
-def predict(model, layout: layout_lib.Layout, plan: Plan, split: str = "test",
+def predict(model, layout: Layout, plan: Plan, split: str = "test",
             skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None) -> Prediction:
     """Ids, predicted labels and class probabilities, in the split's file order (`tta`: the
     mean of that many views of each image, see `corolla.evaluation.tta`)."""

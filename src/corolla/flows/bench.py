@@ -49,11 +49,11 @@ def data(path: str, image_size: int = 0, batch_size: int = 128, augment="default
          label: str = "--augment") -> dict:
     """Images/s of (a) parse+decode and (b) the training pipeline with `augment` (a policy or
     names; `label` names the setting in errors), and b/a."""
-    from corolla.data import layout as layout_lib
+    from corolla.data.layout import open_layout
     from corolla.data import pipeline
 
     names = policies.resolve(augment, label)
-    layout = layout_lib.open_layout(path, image_size, 192)
+    layout = open_layout(path, image_size, 192)
     split, size = layout.split("train"), layout.image_size
     batch = min(batch_size, split.count)
     log(f"{split.count} training images at {size}x{size} in {layout.size_dir}; batch {batch}; "

@@ -17,7 +17,7 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
     submission.csv, and report.html. Everything is checked and the weights are chosen before the
     folder is made, so a refusal leaves nothing behind."""
     from corolla.evaluation import blend
-    from corolla.evaluation import metrics as metrics_lib
+    from corolla.evaluation import metrics
 
     ensemble = blend.build(folders, weights)
     from corolla.report import scored  # loads TensorFlow: after the members are checked
@@ -29,12 +29,12 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
                if out is not None else rundir.create(runs_dir, "", paths.ENSEMBLE_PREFIX))
     m = blend.metrics(ensemble)
     for member in m["members"]:
-        log(f"member {member['folder']}: val {metrics_lib.f1_text(member)}, weight "
+        log(f"member {member['folder']}: val {metrics.f1_text(member)}, weight "
             f"{member['weight']:.3f}")
     log(f"weights: {ensemble.search}")
     written = scored.write(out_dir, m, ensemble.val, test=ensemble.test, write_submission=True,
                            title="Ensemble, val (rows: true class, normalised)")
-    log(f"blend: val accuracy {m['accuracy']:.4f}  {metrics_lib.f1_text(m)}  "
+    log(f"blend: val accuracy {m['accuracy']:.4f}  {metrics.f1_text(m)}  "
         f"({m['num_examples']} images"
         f"{'; weights chosen on val, so optimistic' if 'note' in m else ''})")
     if ensemble.test is None:

@@ -93,7 +93,7 @@ def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | Non
     from corolla.data import check
     from corolla.data.folds import WholeLayout
     from corolla.evaluation import labelled
-    from corolla.evaluation import metrics as metrics_lib
+    from corolla.evaluation.metrics import f1_text
     from corolla.evaluation.inference import load_model
     from corolla.report import plots, scored
 
@@ -126,7 +126,7 @@ def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | Non
                            history=run_dir / paths.HISTORY if into_run else None,
                            layout=layout, skip_bad_records=skip, explain=_explainer(model, log))
     m = evaluation.metrics
-    log(f"val: accuracy {m['accuracy']:.4f}  {metrics_lib.f1_text(m)}  "
+    log(f"val: accuracy {m['accuracy']:.4f}  {f1_text(m)}  "
         f"precision {m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}  "
         f"({m['num_examples']} images, {m['num_classes_present']} classes"
         f"{f', mean of {tta} views' if tta > 1 else ''}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from corolla import config as config_lib
+from corolla import config
 from corolla import models as models_lib
 from corolla import runtime
 from corolla.config import recipe
@@ -43,7 +43,7 @@ def models(log=print) -> None:
 
 def hardware(given: Given = Given(), as_json: bool = False, log=print) -> dict:
     """The plan this machine gets with these runtime and batch settings; returns it as data."""
-    cfg = config_lib.load(overrides=given.values, labels=given.names)
+    cfg = config.load(overrides=given.values, labels=given.names)
     info = runtime.detect_for(cfg).to_dict()
     if as_json:
         log(json.dumps(info, indent=2))

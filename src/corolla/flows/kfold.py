@@ -41,7 +41,7 @@ from corolla.data.audit import survey
 from corolla.data import folds as folds_lib
 from corolla.errors import UserError
 from corolla.stopping import Interrupted
-from corolla.evaluation import metrics as metrics_lib
+from corolla.evaluation.metrics import f1_text
 from corolla.evaluation import pool as pool_lib
 from corolla.files import absolute, read_history
 from corolla.report import scored
@@ -264,7 +264,7 @@ def pool(parent: str | Path, config: config_lib.RunConfig, images, log=print) ->
     pooled = pool_lib.pool(assignment, fold_dirs, rundir.class_names(parent), paths.OOF)
     m = {**pooled.metrics, "data": config.data.path}
     log(f"out-of-fold ({len(pooled.oof)} train+val images, {k} folds): accuracy "
-        f"{m['accuracy']:.4f}  {metrics_lib.f1_text(m)}  precision "
+        f"{m['accuracy']:.4f}  {f1_text(m)}  precision "
         f"{m['precision_macro']:.4f}  recall {m['recall_macro']:.4f}")
     written = scored.write(parent, m, pooled.oof, test=pooled.test, write_submission=True,
                            title="Out-of-fold (rows: true class, normalised)",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla.config.flags import Given
-from corolla import config as config_lib
+from corolla import config
 from corolla import runtime
 from corolla.config.range_test import RangeSettings
 from corolla.errors import UserError
@@ -37,8 +37,8 @@ def lr_find(config_file: str | None = None, given: Given = Given(),
         raise UserError(f"{out} is a run folder; lr-find does not write into runs (train "
                         f"with --lr find to keep the test in a run): pass {out_flag} with "
                         f"another folder")
-    config_file = config_lib.config_file(config_file)
-    cfg = config_lib.load(config_file, given.values, given.names)
+    config_file = config.config_file(config_file)
+    cfg = config.load(config_file, given.values, given.names)
     if not cfg.data.path:
         raise UserError(f"no data given; pass {given.name('data.path', '--data')} with a folder "
                         f"holding tfrecords-jpeg-SxS/, an image folder or a CSV")

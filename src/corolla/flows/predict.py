@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from corolla.config.flags import Given
 from corolla.errors import UserError
-from corolla.evaluation import predictions as predictions_lib
+from corolla.evaluation import predictions
 from corolla.evaluation import tta as tta_lib
 from corolla.files import make_folder
 from corolla.report import submission
@@ -69,7 +69,7 @@ def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
     offsets (fitted on its out-of-fold predictions)."""
     from corolla.evaluation import bias as bias_lib
 
-    test = predictions_lib.load(predictions_lib.path_in(parent, "test"))
+    test = predictions.load(predictions.path_in(parent, "test"))
     path = output_path(parent, out, force)
     labels = bias_lib.decide(test.probabilities, bias_lib.load(parent, test.class_names))
     submission.write(test.ids, labels, path, num_classes=len(test.class_names))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corolla import config as config_lib
+from corolla.config import RunConfig
 from corolla import training
 from corolla.flows.evaluate import evaluate_run
 from corolla.flows.predict import predict_run
@@ -19,7 +19,7 @@ from corolla.runtime import Plan, collective
 from corolla.training import refit
 
 
-def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
+def train_evaluate_predict(config: RunConfig, plan: Plan, log=print,
                            resume: Path | None = None,
                            lr_find=None) -> tuple[Path | None, dict | None]:
     """Returns (run directory, val metrics); (None, None) on a worker that is not the chief.

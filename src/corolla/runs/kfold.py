@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corolla import config as config_lib
+from corolla.config import RunConfig
 from corolla.errors import UserError
 from corolla.runs.paths import METRICS, SUBMISSION, fold_name
 
 
-def is_parent(config: config_lib.RunConfig) -> bool:
+def is_parent(config: RunConfig) -> bool:
     """Whether a run of this config is a k-fold parent (a fold's own run is not)."""
     return bool(config.train.folds) and not config.data.fold
 
 
-def refuse_parent(run_dir: str | Path, config: config_lib.RunConfig) -> None:
+def refuse_parent(run_dir: str | Path, config: RunConfig) -> None:
     """A k-fold parent (`run_dir`, its `config`) holds no model of its own: evaluate and
     predict take one of its folds."""
     if is_parent(config):
