@@ -314,7 +314,7 @@ def _kind(mode: int) -> str:
             "a socket" if stat.S_ISSOCK(mode) else "not a file")
 
 
-def describe(path: str | Path) -> str:
+def file_kind(path: str | Path) -> str:
     """What is at `path` (not a folder): "a regular file", "a FIFO", "a device"..."""
     return _kind(os.stat(path).st_mode)
 

@@ -17,7 +17,7 @@ from corolla.data import datasets, layout, pipeline, records
 from corolla.data.prepare import convert, sources
 from corolla.data.prepare.image_files import load_image
 from corolla.data.prepare.settings import Settings
-from corolla.data.prepare.summary import Summary, describe
+from corolla.data.prepare.summary import Summary, summary_lines
 from corolla.errors import UserError
 from helpers.images import PHOTO_CLASSES as CLASSES, make_photos, smooth
 
@@ -361,7 +361,7 @@ def test_a_conversion_of_many_classes_ends_with_a_summary_not_a_line_per_class()
     skipped = [(f"bad{i}.jpg", "not an image") for i in range(50)]
     summary = Summary(source="photos", out="recs", counts={"train": counts, "val": dict(counts)},
                       files={"train": [1], "val": [1]}, skipped=skipped, seconds=2.0)
-    lines = describe(summary, names, Settings())
+    lines = summary_lines(summary, names, Settings())
     assert len(lines) <= 30, lines
     spread = [line for line in lines if line.lstrip().startswith("train fewest")]
     assert spread == ["  train fewest 1, median 13, most 16; fewest: 'class 40' 1, 'class 41' 2, "
@@ -370,5 +370,5 @@ def test_a_conversion_of_many_classes_ends_with_a_summary_not_a_line_per_class()
     assert "... and 30 more (all of them in convert.json)" in lines[-1]
     # A few classes keep their table: a line each.
     few = Summary(source="p", out="r", counts={"train": {0: 3, 1: 4}}, files={"train": [1]})
-    table = describe(few, ["daisy", "rose"], Settings())
+    table = summary_lines(few, ["daisy", "rose"], Settings())
     assert [line.split() for line in table[-2:]] == [["daisy", "3"], ["rose", "4"]]

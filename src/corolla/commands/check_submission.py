@@ -15,7 +15,7 @@ def check_submission(file: str, data: str, log=print) -> None:
     test_ids = pipeline.metadata(layout.split("test"))["ids"]
     problems = submission.check(file, test_ids, len(layout.class_names))
     if problems:
-        raise UserError(submission.describe(file, problems))
+        raise UserError(submission.problems_text(file, problems))
     log(f"{file}: OK, {submission.row_count(file)} rows: every test id of "
         f"{layout.size_dir} once, labels in [0, {len(layout.class_names)})")
 

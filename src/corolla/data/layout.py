@@ -20,7 +20,7 @@ from corolla.data.classes import (CLASSES_FILE, COMPETITION_CLASSES, check_names
                                   read_classes_file)
 from corolla.data.folders import size_folders
 from corolla.errors import UserError
-from corolla.files import MAX_TEXT, check_regular, describe, is_remote
+from corolla.files import MAX_TEXT, check_regular, file_kind, is_remote
 
 SPLITS = ("train", "val", "test")
 # A record file's name, NN-SxS-COUNT.tfrec: its count is what `check` holds the file to.
@@ -107,7 +107,7 @@ def available_sizes(path: str) -> dict[int, str]:
                         "tfrecords-jpeg-SxS/{train,val,test}/")
     if not tf.io.gfile.isdir(path):
         what = "does not exist" if not tf.io.gfile.exists(path) else "is not a folder" \
-            if is_remote(path) else f"is {describe(path)}, not a folder"
+            if is_remote(path) else f"is {file_kind(path)}, not a folder"
         raise UserError(f"data path {path!r} {what}; pass --data with a folder holding "
                         f"tfrecords-jpeg-SxS/{{train,val,test}}/")
     sizes = size_folders(path, tf.io.gfile.listdir)

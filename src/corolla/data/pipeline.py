@@ -313,7 +313,8 @@ def decode_batch(serialized: tf.Tensor, paths: tf.Tensor, indices: tf.Tensor, im
 
     def one(x):
         jpeg, path, index, example_id, s = x
-        image = records.decode_image(jpeg, image_size, records.describe(path, index, example_id),
+        named = records.record_named(path, index, example_id)
+        image = records.decode_image(jpeg, image_size, named,
                                      decode=(lambda j: augment_lib.decode_crop(j, image_size, s))
                                      if crop else None, stored_size=stored_size)
         return image

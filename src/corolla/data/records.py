@@ -72,7 +72,7 @@ def is_image(data: tf.Tensor) -> tf.Tensor:
     return tf.reduce_any(tf.equal(tf.strings.substr(data, 0, 2), _MAGIC))
 
 
-def describe(path: tf.Tensor, index: tf.Tensor, example_id: tf.Tensor) -> list:
+def record_named(path: tf.Tensor, index: tf.Tensor, example_id: tf.Tensor) -> list:
     """How a record is named in the errors raised inside tf.data ("record 5 (id 0a1b2c3d4) of
     PATH"): the pieces of an assertion's data, which the CLI joins. Not joined here: a string op
     would run for every record, while the assertion formats its data only when it fails (and
@@ -128,7 +128,7 @@ def decode_image(jpeg: tf.Tensor, image_size: int, where: list | None = None,
     replaces the decoding, e.g. a random crop that decodes only its window.
 
     Inside tf.data only a TensorFlow error can be raised: the assertions carry the DATA_ERROR
-    marker, and the CLI prints their message as one line. `where` (see `describe`) names the
+    marker, and the CLI prints their message as one line. `where` (see `record_named`) names the
     record whose bytes are no image (TensorFlow's own error would name no file)."""
     checks = []
     if where is not None:
@@ -161,7 +161,7 @@ def parse(serialized: tf.Tensor, image_size: int, labelled: bool,
     `source`: (file path, record index in the file), to name the record in errors;
     `stored_size`: the records' image size, when not S (see `decode_image`)."""
     example = parse_features(serialized, labelled, features)
-    where = None if source is None else describe(*source, example["id"])
+    where = None if source is None else record_named(*source, example["id"])
     out = {"image": decode_image(example["image"], image_size, where,
                                  stored_size=stored_size),
            "id": example["id"]}

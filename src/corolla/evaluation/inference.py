@@ -230,7 +230,7 @@ def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
         for view in range(tta):
             if tta > 1 and log is not None:
                 log(f"test-time augmentation, view {view + 1} of {tta}: "
-                    f"{tta_lib.describe(view)}")
+                    f"{tta_lib.view_name(view)}")
             views = tta_lib.apply(batches(batch), view, count, batch)
             if plan.multi_worker and plan.backend == "tensorflow":
                 probabilities = _predict_locally(model, views, steps, callbacks)[:count]

@@ -46,7 +46,7 @@ def flipped(view: int) -> bool:
     return view % 2 == 1
 
 
-def describe(view: int) -> str:
+def view_name(view: int) -> str:
     if view == 0:
         return "the plain images"
     warp = view >= 2

@@ -38,7 +38,7 @@ def check_data(data: str, out: str | Path | None = None, strict: bool = False,
     if was_cached:
         log(f"data check of {data} from the cache {datasets.checks_dir()} (the data is "
             f"unchanged since it was checked)")
-    for line in findings.describe(result):
+    for line in findings.check_table(result):
         log(line)
     summary = result.summary()
     if out is not None:

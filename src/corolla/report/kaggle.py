@@ -47,7 +47,7 @@ def checked_file(target: str | Path) -> Path:
     test = predictions.load(saved)
     problems = submission.check(path, test.ids, len(test.class_names))
     if problems:
-        raise UserError(submission.describe(path, problems) + "\nnothing was sent to Kaggle")
+        raise UserError(submission.problems_text(path, problems) + "\nnothing was sent to Kaggle")
     return path
 
 

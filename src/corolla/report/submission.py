@@ -176,7 +176,7 @@ def _text(path: str | Path, limit: int | None = None) -> str:
     return text
 
 
-def describe(path: str | Path, problems: list[Problem]) -> str:
+def problems_text(path: str | Path, problems: list[Problem]) -> str:
     """The report of a failed check: one line saying so, then one line per kind of problem."""
     kinds = len(problems)
     return "\n".join([f"{path} is not a valid submission ({kinds} kind"

@@ -1,12 +1,12 @@
 """A survey's findings as the terminal shows them: the table of `corolla check-data`
-(`describe`) and the line `corolla train` says about the data (`one_line`)."""
+(`check_table`) and the line `corolla train` says about the data (`one_line`)."""
 
 from __future__ import annotations
 
 from corolla.data.audit.survey import Survey
 
 
-def describe(result: Survey, limit: int = 10) -> list[str]:
+def check_table(result: Survey, limit: int = 10) -> list[str]:
     """The table of `corolla check-data`: splits, classes, sizes, duplicates, unreadable files."""
     s = result.summary()
     lines = [f"checked {s['images']} images of {result.read} in {s['seconds']:.1f} s "

@@ -37,7 +37,8 @@ from corolla.data.prepare.image_files import encode
 from corolla.data.prepare.settings import MANIFEST, Settings
 from corolla.data.prepare.sources import SPLIT_FOLDERS, ImageSource, Item
 from corolla.data.prepare.splits import Copies, assign_splits, dedupe
-from corolla.data.prepare.summary import Summary, copies_record, describe, manifest, skipped_lines
+from corolla.data.prepare.summary import (Summary, copies_record, manifest, skipped_lines,
+                                          summary_lines)
 from corolla.errors import UserError
 from corolla.stopping import check_stop
 from corolla.files import (PARTIAL_FOLDER, WRITER, hold_lock, remove_stale_folders,
@@ -339,7 +340,7 @@ def convert(source: ImageSource, out: str | Path, settings: Settings = Settings(
         os.close(writer)
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    for line in describe(summary, source.class_names, settings):
+    for line in summary_lines(summary, source.class_names, settings):
         log(line)
     return summary
 

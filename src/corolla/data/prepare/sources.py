@@ -31,7 +31,7 @@ from pathlib import Path
 from corolla.data.classes import CLASSES_FILE, check_names, read_classes_file
 from corolla.data.folders import size_folders
 from corolla.errors import UserError
-from corolla.files import describe, is_remote
+from corolla.files import file_kind, is_remote
 
 # What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
@@ -85,7 +85,7 @@ def kind_of(path: str) -> str:
         raise UserError(f"data path {path!r} is a file but not a .csv; pass a CSV with the "
                         f"columns path,label, an image folder or a TFRecord layout")
     if not local.is_dir():
-        what = f"is {describe(local)}" if local.exists() else "does not exist"
+        what = f"is {file_kind(local)}" if local.exists() else "does not exist"
         raise UserError(f"data path {path!r} {what}; pass --data with a folder "
                         f"(TFRecord layout, or images in one subfolder per class) or a CSV "
                         f"of path,label")

@@ -1,5 +1,5 @@
 """What a conversion did: its `Summary`, the manifest it writes (`manifest`, convert.json) and
-the lines it ends with (`describe`)."""
+the lines it ends with (`summary_lines`)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def copies_record(source: ImageSource, settings: Settings, copies: Copies | None
             "removed": [{"id": gone, "copy_of": kept} for gone, kept in removed]}
 
 
-def describe(summary: Summary, class_names, settings: Settings) -> list[str]:
+def summary_lines(summary: Summary, class_names, settings: Settings) -> list[str]:
     """The summary: images per split and per class, the skipped files (one line each)."""
     rate = summary.images / max(summary.seconds, 1e-9)
     lines = [f"converted {summary.images} images in {summary.seconds:.1f} s ({rate:.0f} "
