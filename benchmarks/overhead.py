@@ -110,7 +110,7 @@ def run_keras(run_dir: str) -> None:
     import tensorflow as tf
 
     from corolla.data import datasets, pipeline
-    from corolla.evaluation import inference
+    from corolla.scoring import batched
     from corolla.training import compile_model
 
     layout = datasets.open_recorded(cfg.data, log=lambda *a: None)
@@ -121,7 +121,7 @@ def run_keras(run_dir: str) -> None:
                                     cfg.model.train_backbone, dropout=cfg.model.dropout)
         compile_model(model, plan, t.learning_rate, train=t)
     # The same streams as the run's: its training images cached when its recipe caches them,
-    # its val batches from `inference.split_batches` (kept decoded when they fit). A plain run
+    # its val batches from `batched.split_batches` (kept decoded when they fit). A plain run
     # that decoded what Corolla keeps decoded would hide Corolla's own costs behind decoding.
     stream = pipeline.train_dataset(train, size, plan.global_batch,
                                     epoch_examples=t.steps_per_epoch * plan.global_batch,
@@ -132,7 +132,7 @@ def run_keras(run_dir: str) -> None:
     labels = np.eye(classes, dtype=np.float32)[pipeline.metadata(val)["labels"]]
     batch = plan.global_batch
     labels = np.concatenate([labels, np.zeros((-len(labels) % batch, classes), np.float32)])
-    images = inference.split_batches(val, size)(batch)
+    images = batched.split_batches(val, size)(batch)
     validation = tf.data.Dataset.zip((images, tf.data.Dataset.from_tensor_slices(labels)
                                       .batch(batch))).prefetch(tf.data.AUTOTUNE)
     ema = [keras.callbacks.SwapEMAWeights(swap_on_epoch=True)] if t.ema else []

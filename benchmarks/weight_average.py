@@ -53,7 +53,9 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
     from corolla import config as config_lib
     from corolla import runtime
     from corolla.data import pipeline
-    from corolla.evaluation import inference, metrics
+    from corolla.evaluation import inference
+    from corolla.scoring import batched
+    from corolla.scoring import metrics
     from corolla.training.backup import read_arrays
     from corolla.training.phases import batchnorm_layers
 
@@ -64,7 +66,7 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
     size = inference.input_size(model, layout)
     val, train = layout.split("val"), layout.split("train")
     labels = np.asarray(pipeline.metadata(val)["labels"])
-    val_batches = inference.split_batches(val, size)
+    val_batches = batched.split_batches(val, size)
     train_batches = pipeline.eval_dataset(train, size, plan.inference_batch, pad=False)
     norms = batchnorm_layers(model)
     count = len(model.weights)  # a backup holds the model's weights, then the optimizer's
@@ -75,7 +77,7 @@ def score(run: Path, epochs: Path, lasts: list[int]) -> list[tuple[str, float, f
     rows = []
 
     def scored(what):
-        f1 = [metrics.macro_f1(labels, inference.predict_probabilities(
+        f1 = [metrics.macro_f1(labels, batched.predict_probabilities(
             model, val, size, plan, tta=tta, batches=val_batches).argmax(1)) for tta in (1, 2)]
         rows.append((what, *f1))
         print(f"  {what:44s} {f1[0]:.4f}  {f1[1]:.4f}", flush=True)

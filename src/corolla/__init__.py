@@ -28,6 +28,7 @@ The workflow in a few lines (`corolla.api`; pictures show inline in Jupyter):
     report: writers, data -> files: metrics, pictures, report.html, submission.csv, exports
     runs: the run folder: its format, its life (made, locked, recorded, opened), k-fold parents
     runtime: hardware detection and the distribution plan (backend, strategy, batch, precision)
+    scoring: what outputs are scored by (metrics, TTA views, batched prediction), below training
     stopping: a stop asked for by a signal, recorded for the long loops to raise again
     training: a run's settings resolved once, then its model trained, checkpointed and saved
 """
@@ -37,12 +38,12 @@ import importlib
 __version__ = "0.1.0"
 
 # The layers, lowest first (each imports only from those before it; tests/test_layers.py holds
-# this): errors, files, credentials, stopping -> config -> runtime -> data -> models -> runs
-# -> evaluation -> training -> report -> flows -> commands -> api, cli. They load on first
-# attribute access, so that `import corolla` stays light.
+# this): errors, files, credentials, stopping -> config -> runtime -> data -> models ->
+# scoring -> runs -> training -> evaluation -> report -> flows -> commands -> api, cli. They
+# load on first attribute access, so that `import corolla` stays light.
 _SUBMODULES = ("errors", "files", "credentials", "stopping", "config", "runtime", "data",
-               "models", "runs", "evaluation", "training", "report", "flows", "commands", "api",
-               "cli")
+               "models", "scoring", "runs", "training", "evaluation", "report", "flows",
+               "commands", "api", "cli")
 # The notebook API, loaded on first use too.
 _API = ("train", "lr_find", "open_run", "Run", "check_data")  # corolla.train() is the workflow
 

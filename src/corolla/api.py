@@ -180,7 +180,7 @@ class Run:
         return html_report.fragment(self.path)
 
     def __repr__(self) -> str:
-        from corolla.evaluation.metrics import f1_text
+        from corolla.scoring.metrics import f1_text
 
         m = self.metrics
         score = f", val {f1_text(m)}" if m and "f1_macro" in m else ""

@@ -2,7 +2,8 @@
 of one. Everything a run writes goes through here: the file is written under a temporary name
 in the same folder, flushed to disk, then renamed over the target (`os.replace` is atomic
 within one file system). Also: folders checked before the work that would write into them, and
-the reading of the JSON and CSV records a run keeps, whose damage is one line; and whether a
+the reading of the JSON and CSV records a run keeps, whose damage is one line, and the sizes
+an .npz archive declares, checked before any array is inflated; and whether a
 path is remote (gs://...) or this machine's, made absolute."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import csv
 import errno
 import itertools
 import json
+import math
 import os
 import shutil
 import stat
@@ -19,6 +21,8 @@ import sys
 import uuid
 import zipfile
 from pathlib import Path
+
+import numpy as np
 
 from corolla.errors import UserError
 
@@ -378,3 +382,30 @@ def inflates_too_far(member: zipfile.ZipInfo) -> bool:
 def size_text(n: int) -> str:
     return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / MB:.1f} MB" if n >= MB else \
         f"{n / 1024:.0f} kB" if n >= 1024 else f"{n} bytes"
+
+
+def check_declared(path: Path, again: str) -> None:
+    """Each array's size as its .npy header declares it, read from the zip's directory and the
+    headers before any array is inflated: an array declaring more than its member holds, or a
+    member that inflates past `inflates_too_far`, is refused (numpy would allocate the
+    declared array first). Also refuses a file that is no zip (a bare .npy, read whole)."""
+    headers = {(1, 0): np.lib.format.read_array_header_1_0,
+               (2, 0): np.lib.format.read_array_header_2_0}
+    with zipfile.ZipFile(path) as archive:
+        for member in archive.infolist():
+            name = member.filename.removesuffix(".npy")
+            if name == member.filename:
+                continue
+            if inflates_too_far(member):
+                raise UserError(f"{path} holds an array {name!r} that inflates from "
+                                f"{size_text(member.compress_size)} to "
+                                f"{size_text(member.file_size)}; {again}")
+            with archive.open(member) as f:
+                version = np.lib.format.read_magic(f)
+                if version not in headers:
+                    raise ValueError(f"{member.filename}: .npy format {version}")
+                shape, _, dtype = headers[version](f)
+            if math.prod(shape) * dtype.itemsize > member.file_size:
+                raise UserError(f"{path} declares an array {name!r} of shape {shape} "
+                                f"({size_text(math.prod(shape) * dtype.itemsize)}) in "
+                                f"{size_text(member.file_size)}; {again}")

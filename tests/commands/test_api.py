@@ -77,7 +77,7 @@ def test_the_runs_defaults_are_the_named_ones():
     import inspect
 
     from corolla import api
-    from corolla.evaluation import tta
+    from corolla.scoring import tta
     from corolla.flows import photos
 
     for method in (api.Run.evaluate, api.Run.predict, api.Run.predict_photos):

@@ -49,7 +49,7 @@ def test_train_folds_writes_fold_runs_oof_predictions_and_a_checked_submission(t
     oof = predictions.load(paths.predictions_file(parent, "oof"))
     assert list(oof.ids) == list(assignment.ids) and len(set(oof.ids)) == len(truth)
     assert dict(zip(oof.ids, oof.labels.tolist())) == truth
-    from corolla.evaluation import metrics
+    from corolla.scoring import metrics
 
     scores = json.loads((parent / paths.METRICS).read_text())
     again = metrics.classification_metrics(oof.labels, oof.predicted, oof.class_names)

@@ -18,7 +18,7 @@ from corolla.cli import main
 from corolla.config import schema
 from corolla.data import datasets
 from corolla.data import layout as layout_lib
-from corolla.evaluation import tta
+from corolla.scoring import tta
 from corolla.models import hub
 from corolla.runs import paths
 

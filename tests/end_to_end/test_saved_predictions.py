@@ -39,7 +39,7 @@ def test_evaluate_saves_the_val_predictions_in_the_splits_order(data, run):
     assert saved.class_names == CLASS_NAMES and saved.probabilities.shape == (12, 4)
     np.testing.assert_allclose(saved.probabilities.sum(axis=1), 1, rtol=1e-5)
     # The run's scores follow from the file alone.
-    from corolla.evaluation import metrics
+    from corolla.scoring import metrics
 
     scores = json.loads((run / paths.METRICS).read_text())
     again = metrics.classification_metrics(saved.labels, saved.predicted, saved.class_names)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from corolla.cli import main
-from corolla.evaluation import predictions, tta
+from corolla.evaluation import predictions
+from corolla.scoring import tta
 from corolla.report import submission
 from corolla.runs import paths
 from helpers.processes import REPO, run_python

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from corolla.errors import UserError
-from corolla.evaluation import bias, metrics
+from corolla.evaluation import bias
+from corolla.scoring import metrics
 from corolla.runs.paths import BIAS
 
 

@@ -4,7 +4,7 @@ scikit-learn's default) and the confusion matrix."""
 import numpy as np
 import pytest
 
-from corolla.evaluation import metrics
+from corolla.scoring import metrics
 
 
 def test_macro_scores_are_the_competitions_union_of_true_and_predicted_labels():

@@ -1,4 +1,4 @@
-"""Test-time augmentation: the views (`corolla.evaluation.tta`): exact for views 0 and 1, small
+"""Test-time augmentation: the views (`corolla.scoring.tta`): exact for views 0 and 1, small
 and deterministic for the others, independent of the batch; the number of views checked; saved
 predictions record their views (`predict --tta N` on a run: end_to_end/test_tta_predictions.py)."""
 
@@ -9,7 +9,8 @@ import pytest
 
 from corolla.cli import main
 from corolla.errors import UserError
-from corolla.evaluation import predictions, tta
+from corolla.evaluation import predictions
+from corolla.scoring import tta
 from corolla.report import scored
 
 

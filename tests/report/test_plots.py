@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from corolla.evaluation import metrics
+from corolla.scoring import metrics
 from corolla.report import plots
 from corolla.runs import paths
 

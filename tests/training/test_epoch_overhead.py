@@ -83,18 +83,18 @@ def test_a_val_split_that_fits_in_memory_is_decoded_once(tiny_petals, tmp_path, 
     it reads its files every pass."""
     import shutil
 
-    from corolla.evaluation import inference
+    from corolla.scoring import batched
 
     def first_pass_then_delete(budget):
         data = shutil.copytree(tiny_petals, tmp_path / f"data-{budget}")
-        monkeypatch.setattr(inference, "CACHE_BYTES", budget)
+        monkeypatch.setattr(batched, "CACHE_BYTES", budget)
         split = datasets.open_data(str(data), 0, 32).split("val")
-        batches = inference.split_batches(split, 32)(8)
+        batches = batched.split_batches(split, 32)(8)
         first = np.concatenate([b.numpy() for b in batches])
         shutil.rmtree(data)
         return first, batches
 
-    first, batches = first_pass_then_delete(inference.CACHE_BYTES)
+    first, batches = first_pass_then_delete(batched.CACHE_BYTES)
     assert len(first) == 32
     np.testing.assert_array_equal(np.concatenate([b.numpy() for b in batches]), first)
     _, uncached = first_pass_then_delete(32 * 32 * 32 * 3 - 1)  # one byte short

@@ -20,7 +20,7 @@ from corolla.config import policies
 from corolla.config import recipe
 from corolla.config.schema import SETTINGS
 from corolla.data.prepare.settings import FITS, Settings
-from corolla.evaluation import tta as tta_lib
+from corolla.scoring import tta as tta_lib
 
 
 def option(p, key: str, **fill: str) -> None:

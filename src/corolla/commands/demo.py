@@ -29,7 +29,7 @@ def main(args) -> int:
     run_dir, metrics = run(args.cache_dir, args.runs_dir, tiny=args.tiny, name=args.name,
                            overrides=flags)
     if run_dir is not None:
-        from corolla.evaluation.metrics import f1_text
+        from corolla.scoring.metrics import f1_text
 
         print(f"demo finished: val {f1_text(metrics)}; everything is in {run_dir}")
     return 0

@@ -78,7 +78,7 @@ def affine_matrices(size, rotation, shear, zoom_y, zoom_x, shift_y, shift_x,
     """[n, 2, 3] from per-image [n] parameters: each output pixel (x, y, 1) -> where to read it
     in an S x S input. The notebooks' transform about the centre: rotation and shear (radians),
     zoom (> 1 enlarges), shift (pixels), with a flip (-1 mirrors, 1 not) folded in. Training's
-    random warp and test-time augmentation's views (`corolla.evaluation.tta`) are both built
+    random warp and test-time augmentation's views (`corolla.scoring.tta`) are both built
     here."""
     cos, sin = tf.cos(rotation), tf.sin(rotation)
     # Inverse map: undo zoom (divide), then shear and rotation, as the notebooks' matrix does.

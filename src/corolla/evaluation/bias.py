@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError, shown
-from corolla.evaluation.metrics import macro_f1
+from corolla.scoring.metrics import macro_f1
 from corolla.files import read_json
 from corolla.runs.paths import BIAS
 

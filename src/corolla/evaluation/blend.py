@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError
-from corolla.evaluation import metrics as metrics_lib
+from corolla.scoring import metrics as metrics_lib
 from corolla.evaluation import predictions
-from corolla.evaluation.metrics import macro_f1
+from corolla.scoring.metrics import macro_f1
 from corolla.evaluation.predictions import Predictions
 from corolla.files import read_json
 from corolla.runs import paths

@@ -10,9 +10,10 @@ import numpy as np
 from corolla.data import check
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
-from corolla.evaluation.metrics import classification_metrics
-from corolla.evaluation import tta as tta_lib
-from corolla.evaluation.inference import input_size, predict_probabilities
+from corolla.scoring.metrics import classification_metrics
+from corolla.scoring import tta as tta_lib
+from corolla.evaluation.inference import input_size
+from corolla.scoring.batched import predict_probabilities
 from corolla.runtime import Plan
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError
-from corolla.evaluation.metrics import classification_metrics
+from corolla.scoring.metrics import classification_metrics
 from corolla.evaluation import predictions
 from corolla.evaluation.predictions import Predictions
 

@@ -13,7 +13,7 @@ One file per split, `<folder>/predictions/<split>.npz` (a NumPy archive, read wi
     probabilities  float32  [N, C]  the model's class probabilities, row i for ids[i]
     class_names    str      [C]     what column j stands for (the run's classes.txt)
     tta            int64    []      how many views of each image the probabilities average
-                                    (test-time augmentation, `corolla.evaluation.tta`); 1 =
+                                    (test-time augmentation, `corolla.scoring.tta`); 1 =
                                     none. Files written before it existed lack it and read
                                     as 1.
 
@@ -22,7 +22,6 @@ Readers ignore keys they do not know, so that later writers may add some.
 
 from __future__ import annotations
 
-import math
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError
-from corolla.evaluation import tta as tta_lib
-from corolla.files import inflates_too_far, size_text
+from corolla.scoring import tta as tta_lib
+from corolla.files import check_declared
 from corolla.runs.paths import predictions_file
 
 UNKNOWN = -1  # the label of an example whose class is not known (test)
@@ -115,33 +114,6 @@ def _problem(ids, labels, probabilities, class_names) -> str | None:
         rows = int((~np.isfinite(probabilities)).any(axis=1).sum())
         return f"{rows} rows of probabilities hold NaN or infinity"
     return None
-
-
-def check_declared(path: Path, again: str) -> None:
-    """Each array's size as its .npy header declares it, read from the zip's directory and the
-    headers before any array is inflated: an array declaring more than its member holds, or a
-    member that inflates past `files.inflates_too_far`, is refused (numpy would allocate the
-    declared array first). Also refuses a file that is no zip (a bare .npy, read whole)."""
-    headers = {(1, 0): np.lib.format.read_array_header_1_0,
-               (2, 0): np.lib.format.read_array_header_2_0}
-    with zipfile.ZipFile(path) as archive:
-        for member in archive.infolist():
-            name = member.filename.removesuffix(".npy")
-            if name == member.filename:
-                continue
-            if inflates_too_far(member):
-                raise UserError(f"{path} holds an array {name!r} that inflates from "
-                                f"{size_text(member.compress_size)} to "
-                                f"{size_text(member.file_size)}; {again}")
-            with archive.open(member) as f:
-                version = np.lib.format.read_magic(f)
-                if version not in headers:
-                    raise ValueError(f"{member.filename}: .npy format {version}")
-                shape, _, dtype = headers[version](f)
-            if math.prod(shape) * dtype.itemsize > member.file_size:
-                raise UserError(f"{path} declares an array {name!r} of shape {shape} "
-                                f"({size_text(math.prod(shape) * dtype.itemsize)}) in "
-                                f"{size_text(member.file_size)}; {again}")
 
 
 # How far a saved row's sum may be from 1: float32 softmax outputs, averaged over views or

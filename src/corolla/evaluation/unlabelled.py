@@ -10,8 +10,9 @@ import numpy as np
 from corolla.data import check
 from corolla.data.layout import Layout
 from corolla.data import pipeline
-from corolla.evaluation import tta as tta_lib
-from corolla.evaluation.inference import input_size, predict_probabilities
+from corolla.scoring import tta as tta_lib
+from corolla.evaluation.inference import input_size
+from corolla.scoring.batched import predict_probabilities
 from corolla.runtime import Plan
 
 
@@ -27,7 +28,7 @@ class Prediction:
 def predict(model, layout: Layout, plan: Plan, split: str = "test",
             skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None) -> Prediction:
     """Ids, predicted labels and class probabilities, in the split's file order (`tta`: the
-    mean of that many views of each image, see `corolla.evaluation.tta`)."""
+    mean of that many views of each image, see `corolla.scoring.tta`)."""
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     ids = pipeline.metadata(data, skip_bad_records)["ids"]
     size = input_size(model, layout.image_size)

@@ -17,7 +17,7 @@ def ensemble_run(folders, weights="auto", out: str | Path | None = None,
     submission.csv, and report.html. Everything is checked and the weights are chosen before the
     folder is made, so a refusal leaves nothing behind."""
     from corolla.evaluation import blend
-    from corolla.evaluation import metrics
+    from corolla.scoring import metrics
 
     ensemble = blend.build(folders, weights)
     from corolla.report import scored  # loads TensorFlow: after the members are checked

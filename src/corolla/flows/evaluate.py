@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from corolla.config.flags import Given
 from corolla.errors import UserError
 from corolla.evaluation import gradcam, predictions
-from corolla.evaluation import tta as tta_lib
+from corolla.scoring import tta as tta_lib
 from corolla.files import read_json, write_json
 from corolla.runs import paths, rundir, tracking
 from corolla.runs.kfold import is_parent
@@ -88,12 +88,12 @@ def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | Non
                  report_skipped: bool = True, tta: int = tta_lib.NONE):
     """`corolla evaluate` of an opened run on its data: loads the run's model (unless given),
     scores it on val (`tta`, as `evaluate` checked it: the mean of that many views of each
-    image, see `corolla.evaluation.tta`), writes files into the run directory (see
+    image, see `corolla.scoring.tta`), writes files into the run directory (see
     `runs.outputs.output_dir`) and returns the metrics."""
     from corolla.data import check
     from corolla.data.folds import WholeLayout
     from corolla.evaluation import labelled
-    from corolla.evaluation.metrics import f1_text
+    from corolla.scoring.metrics import f1_text
     from corolla.evaluation.inference import load_model
     from corolla.report import plots, scored
 

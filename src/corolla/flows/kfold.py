@@ -41,7 +41,7 @@ from corolla.data.audit import survey
 from corolla.data import folds as folds_lib
 from corolla.errors import UserError
 from corolla.stopping import Interrupted
-from corolla.evaluation.metrics import f1_text
+from corolla.scoring.metrics import f1_text
 from corolla.evaluation import pool as pool_lib
 from corolla.files import absolute, read_history
 from corolla.report import scored

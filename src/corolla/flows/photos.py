@@ -13,7 +13,7 @@ from corolla.config.flags import Given
 from corolla.data.prepare import image_files
 from corolla.errors import UserError
 from corolla.stopping import check_stop
-from corolla.evaluation import tta as tta_lib
+from corolla.scoring import tta as tta_lib
 from corolla.flows.predict import check_bias, is_stdout, to_stderr
 from corolla.report import photo_table
 from corolla.runs import rundir
@@ -98,7 +98,7 @@ def _predict_chunks(model, plan, files: list, size: int, fit, tta: int, strict: 
     """(the photos read, their probabilities a chunk at a time, path -> why for those
     skipped): `files` decoded and predicted `CHUNK` at a time; `strict`: a file that does not
     decode is an error."""
-    from corolla.evaluation.inference import predict_images
+    from corolla.scoring.batched import predict_images
 
     kept, probabilities, skipped = [], [], {}
     for start in range(0, len(files), CHUNK):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from corolla.config.flags import Given
 from corolla.errors import UserError
 from corolla.evaluation import predictions
-from corolla.evaluation import tta as tta_lib
+from corolla.scoring import tta as tta_lib
 from corolla.files import make_folder
 from corolla.report import submission
 from corolla.runs import paths, rundir
@@ -87,7 +87,7 @@ def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, lo
     test ids. The test predictions are saved where evaluate saves val's (the run, or
     RUN/eval-<data>/ for other data; see `runs.outputs.output_dir`), whatever `out` is: they are
     the run's record of its model on that data, which ensembles read. `tta`: the mean of that
-    many views of each image (see `corolla.evaluation.tta`), recorded in the saved
+    many views of each image (see `corolla.scoring.tta`), recorded in the saved
     predictions. `bias` "fitted": the submission's classes are decided with the run's fitted
     offsets (`corolla.evaluation.bias`); the saved probabilities stay the model's own."""
     from corolla.data import check

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from corolla.data import pipeline
-from corolla.evaluation import metrics as metrics_lib
-from corolla.evaluation import tta as tta_lib
+from corolla.scoring import metrics as metrics_lib
+from corolla.scoring import tta as tta_lib
 from corolla.evaluation.labelled import Evaluation, most_confident_mistakes
 from corolla.evaluation.predictions import Predictions, make
 from corolla.files import atomic_path, make_folder, write_json

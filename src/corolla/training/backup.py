@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError, first_line, shown
-from corolla.evaluation.predictions import check_declared
 from corolla.config.schema import MAX_EPOCHS
-from corolla.files import atomic_path, check_space, regular_file_inside, write_text_atomic
+from corolla.files import (atomic_path, check_declared, check_space, regular_file_inside,
+                           write_text_atomic)
 from corolla.runs.paths import STATE
 
 

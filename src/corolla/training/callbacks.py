@@ -10,8 +10,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from corolla.evaluation.inference import predict_probabilities, split_batches
-from corolla.evaluation.metrics import macro_f1
+from corolla.scoring.batched import predict_probabilities, split_batches
+from corolla.scoring.metrics import macro_f1
 from corolla.runtime import collective
 from corolla.training.optimizer import epoch_learning_rate
 
@@ -57,7 +57,7 @@ def ema_weights(swap: keras.callbacks.SwapEMAWeights | None):
 class ValMacroF1(keras.callbacks.Callback):
     """Puts val macro F1 (scikit-learn's default, as Kaggle scores), val accuracy and val loss
     (the compiled loss) into the epoch's logs, from one prediction pass over the whole val split
-    (padded batches, padding dropped: see `evaluation.inference.predict_probabilities`), not an
+    (padded batches, padding dropped: see `scoring.batched.predict_probabilities`), not an
     average of per-batch figures. It is the run's only validation pass (`fit` gets no
     validation_data: that would decode and predict the same images a second time). Every
     process runs the pass on its own devices over the whole split: with the same weights

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from corolla.data import pipeline
-from corolla.evaluation.inference import stop_check
+from corolla.scoring.batched import stop_check
 from corolla.training import budget, linear_head
 from corolla.training.callbacks import RunProgress
 from corolla.training.compiling import compile_head

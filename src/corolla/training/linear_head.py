@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from corolla.evaluation.metrics import macro_f1
+from corolla.scoring.metrics import macro_f1
 
 # The inverse regularisation strength: a fixed value, chosen on flowers5's Lite0 features
 # (docs/benchmarks.md), not on each run's val split, whose figure then stays a fair one to

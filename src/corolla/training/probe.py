@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from corolla.data import pipeline
-from corolla.evaluation.inference import predict_probabilities, split_batches
+from corolla.scoring.batched import predict_probabilities, split_batches
 from corolla.runs import paths
 from corolla.training import budget
 from corolla.training.backup import BackupState

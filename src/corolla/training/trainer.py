@@ -17,7 +17,7 @@ from corolla import models
 from corolla.data import class_weights as class_weights_lib
 from corolla.data import layout as layout_lib
 from corolla.data import pipeline
-from corolla.evaluation.inference import stop_check
+from corolla.scoring.batched import stop_check
 from corolla.runs import paths
 from corolla.runtime import Plan
 from corolla.training import budget, resuming
