@@ -28,7 +28,7 @@ from html import escape
 from pathlib import Path
 
 from corolla import config as config_lib
-from corolla.commands.errors import as_user_errors
+from corolla.flows.library_errors import as_user_errors
 from corolla.config import range_test
 from corolla.config.flags import from_keywords
 from corolla.config.range_test import RangeSettings

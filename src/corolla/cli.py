@@ -1,7 +1,7 @@
 """The `corolla` command. Thin: it builds its parser from the command modules, each of which
 declares its help, flags and entry (`corolla.commands`), and dispatches to the one named.
 
-A user mistake ends with one line on stderr and exit status 2 (`commands.errors` makes the
+A user mistake ends with one line on stderr and exit status 2 (`flows.library_errors` makes the
 line); Ctrl-C ends with 130 and says how to continue; a bug keeps its traceback.
 """
 
@@ -17,7 +17,7 @@ from corolla import __version__
 from corolla.commands import (arguments, bench, check_data, check_submission, convert, demo,
                               ensemble, evaluate, explain, export, info, lr_find, predict, report,
                               submit, train)
-from corolla.commands.errors import as_user_errors
+from corolla.flows.library_errors import as_user_errors
 from corolla.credentials import scrub
 from corolla.errors import UserError, closest, did_you_mean
 from corolla.stopping import clear_stop, request_stop

@@ -409,3 +409,12 @@ def check_declared(path: Path, again: str) -> None:
                 raise UserError(f"{path} declares an array {name!r} of shape {shape} "
                                 f"({size_text(math.prod(shape) * dtype.itemsize)}) in "
                                 f"{size_text(member.file_size)}; {again}")
+
+
+# What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+
+
+def is_image_file(path: Path) -> bool:
+    """Whether `path` names an image by its suffix (a hidden file, ._x.jpg, is none)."""
+    return path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")

@@ -60,8 +60,8 @@ def test_skipping_keeps_predictions_and_ids_aligned(tmp_path):
 
 def test_the_python_api_gets_the_clis_one_line_for_a_damaged_stream(tmp_path):
     """`corolla.train()` and `Run.evaluate()` translate library errors as the CLI does (one
-    shared `commands.errors`): a notebook user sees the file and the record, not TensorFlow."""
-    from corolla.commands.errors import as_user_errors
+    shared `flows.library_errors`): a notebook user sees the file and the record, not TensorFlow."""
+    from corolla.flows.library_errors import as_user_errors
 
     paths = damaged_data(tmp_path / "data", {("val", 0): "not_jpeg"})
     split = layout.open_layout(str(tmp_path / "data")).split("val")

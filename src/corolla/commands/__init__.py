@@ -13,7 +13,6 @@ functions that use it.
     convert: `corolla convert`: an image folder or CSV into the TFRecord layout
     demo: `corolla demo`: synthetic petals, trained, evaluated and predicted offline
     ensemble: `corolla ensemble`: several runs' probabilities blended
-    errors: library errors as the one line both the CLI and the Python API give
     evaluate: `corolla evaluate`: a run scored on val or other data
     explain: `corolla explain`: Grad-CAM pictures of a run's model on photos
     export: `corolla export`: a run's model for deployment

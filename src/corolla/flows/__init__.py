@@ -1,6 +1,7 @@
 """The workflows: what each command does, below the command line that parses its flags
 (`corolla.commands`) and the Python API (`corolla.api`), which both call these. The only layer
-that combines stages and logs; errors are `UserError`s that `commands.errors` says in one line.
+that combines stages and logs; errors are `UserError`s, and `library_errors` says a library's
+in one line.
 What imports TensorFlow, Keras or JAX is imported inside the functions that use it: the CLI
 imports every command module, and so these, before the flags pick the Keras backend.
 
@@ -15,6 +16,7 @@ imports every command module, and so these, before the flags pick the Keras back
     export: a run's model for deployment, checked against model.keras
     info: the hardware and the plan Corolla would make on it; the models; the recipes
     kfold: the fold loop of a k-fold run, and the pooling of its folds
+    library_errors: library errors as the one line both the CLI and the Python API give
     lr_find: the learning-rate range test of a run's settings, without a run
     photos: the top classes of anyone's photos, from a trained run
     predict: a trained run's checked submission.csv for the test split

@@ -8,9 +8,8 @@ import os
 import re
 from pathlib import Path
 
-from corolla.data.prepare.sources import is_image_file
 from corolla.errors import UserError
-from corolla.files import check_folder, is_remote
+from corolla.files import check_folder, is_image_file, is_remote
 from corolla.runs.paths import CONFIG, EVAL_PREFIX, METRICS, MODEL, SUBMISSION
 
 # What makes a folder a run's record (a run, a k-fold parent, an ensemble, an eval-* folder):

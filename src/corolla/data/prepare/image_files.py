@@ -24,8 +24,8 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from corolla.data.prepare.settings import MANIFEST, MAX_MEGAPIXELS
-from corolla.data.prepare.sources import is_image_file
 from corolla.errors import UserError
+from corolla.files import is_image_file
 
 
 # A photo longer than this many times its width (or wider than its height) is refused: a strip

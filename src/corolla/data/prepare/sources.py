@@ -31,10 +31,8 @@ from pathlib import Path
 from corolla.data.classes import CLASSES_FILE, check_names, read_classes_file
 from corolla.data.folders import size_folders
 from corolla.errors import UserError
-from corolla.files import file_kind, is_remote
+from corolla.files import IMAGE_SUFFIXES, file_kind, is_image_file, is_remote
 
-# What Pillow reads (and keras' image_dataset_from_directory lists, plus WebP and TIFF).
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 SPLIT_FOLDERS = ("train", "val", "test")
 
 
@@ -64,10 +62,6 @@ class ImageSource:
             digest.update(f"\n{item.id}\t{item.label}\t{item.split}\t{stat.st_size}\t"
                           f"{stat.st_mtime_ns}".encode())
         return digest.hexdigest()
-
-
-def is_image_file(path: Path) -> bool:
-    return path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")
 
 
 def kind_of(path: str) -> str:
