@@ -73,3 +73,50 @@ def test_a_command_importing_another_is_found():
              "corolla.commands.train": {"corolla.commands.arguments", "corolla.flows.train"}}
     assert commands_importing_commands(graph) == [("corolla.commands.lr_find",
                                                    "corolla.commands.train")]
+
+
+def command_modules_off_the_rule(graph, src=imports.SRC, most: int = 60) -> list[str]:
+    """Command modules (`SHARED` aside) over `most` lines or calling no flow: a command parses
+    its command line and calls one flow, where the workflow lives."""
+    off = []
+    for module in sorted(m for m in graph if m.startswith("corolla.commands.") and m not in SHARED):
+        path = src.joinpath(*module.split(".")).with_suffix(".py")
+        lines = len(path.read_text().splitlines())
+        flows = [m for m in graph[module] if m.startswith("corolla.flows.")]
+        if lines >= most or not flows:
+            off.append(f"{module}: {lines} lines, flows {flows}")
+    return off
+
+
+def test_every_command_is_short_and_calls_a_flow(graph):
+    assert command_modules_off_the_rule(graph) == []
+
+
+def names_in_three_packages(src=imports.SRC) -> dict[str, list[str]]:
+    """Module names (not __init__) defined in three packages or more: a name a reader cannot
+    place without its package."""
+    where: dict[str, list[str]] = {}
+    for path in sorted((src / "corolla").rglob("*.py")):
+        if path.name not in ("__init__.py", "__main__.py"):
+            where.setdefault(path.stem, []).append(path.parent.name)
+    return {name: places for name, places in where.items() if len(places) >= 3}
+
+
+def test_no_module_name_stands_in_three_packages():
+    assert names_in_three_packages() == {}
+
+
+def test_the_command_and_name_rules_catch_what_they_are_for(tmp_path):
+    commands = tmp_path / "corolla" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "long.py").write_text("x = 1\n" * 61)
+    (commands / "short.py").write_text("from corolla.flows import short\n")
+    graph = {"corolla.commands.long": {"corolla.flows.long"},
+             "corolla.commands.short": {"corolla.errors"}}
+    assert command_modules_off_the_rule(graph, tmp_path) == [
+        "corolla.commands.long: 61 lines, flows ['corolla.flows.long']",
+        "corolla.commands.short: 1 lines, flows []"]
+    for package in ("a", "b", "c"):
+        (tmp_path / "corolla" / package).mkdir()
+        (tmp_path / "corolla" / package / "predict.py").write_text("")
+    assert names_in_three_packages(tmp_path) == {"predict": ["a", "b", "c"]}

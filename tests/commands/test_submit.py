@@ -11,7 +11,7 @@ import pytest
 from corolla.cli import main
 from corolla.evaluation import predictions
 from corolla.report import scored
-from corolla.report import kaggle as kaggle_lib
+from corolla.flows import submit
 from corolla.report import submission
 from corolla.runs import paths
 
@@ -83,7 +83,7 @@ def test_a_bad_submission_is_refused_before_any_call(run, home, fake_kaggle, mon
 
 def test_missing_package_says_how_to_install(run, home, monkeypatch, capsys):
     monkeypatch.delitem(sys.modules, "kaggle", raising=False)
-    monkeypatch.setattr(kaggle_lib.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(submit.importlib.util, "find_spec", lambda name: None)
     monkeypatch.setenv("KAGGLE_API_TOKEN", "token")
     assert main(["submit", str(run), "--competition", "tpu-getting-started", "-m", "x"]) == 2
     err = capsys.readouterr().err.strip()
@@ -96,8 +96,8 @@ def test_missing_credentials_say_where_to_put_them_before_kaggle_is_imported(
     module = types.ModuleType("kaggle")  # importing it would authenticate (and fail)
     monkeypatch.setitem(sys.modules, "kaggle", module)
     imported = []
-    real = kaggle_lib.importlib.import_module
-    monkeypatch.setattr(kaggle_lib.importlib, "import_module",
+    real = submit.importlib.import_module
+    monkeypatch.setattr(submit.importlib, "import_module",
                         lambda name: imported.append(name) or real(name))
     assert main(["submit", str(run), "--competition", "tpu-getting-started", "-m", "x"]) == 2
     err = capsys.readouterr().err.strip()
@@ -123,8 +123,8 @@ def test_credentials_are_found_where_the_kaggle_package_looks(place, home, tmp_p
                 "oauth": "credentials.json"}[place]
         (home / ".kaggle").mkdir()
         (home / ".kaggle" / name).write_text("x")
-    assert kaggle_lib.credentials(env, home) is not None
-    assert kaggle_lib.credentials({}, tmp_path / "nobody") is None
+    assert submit.credentials(env, home) is not None
+    assert submit.credentials({}, tmp_path / "nobody") is None
 
 
 def test_a_run_without_submission_says_to_predict(tmp_path, home, capsys):

@@ -14,15 +14,15 @@ from helpers.images import class_folders
 def test_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, monkeypatch):
     """Two conversions into one OUT: the one that renames second is told OUT exists (one line),
     and the cache's loser reads the winner's conversion."""
-    from corolla.data.prepare import cache, convert, sources
+    from corolla.data.prepare import cache, sharding, sources
     from corolla.data.prepare.settings import Settings
     from corolla.errors import UserError
 
     source = sources.scan(class_folders(tmp_path / "src"))
     settings = Settings(image_sizes=(8,), val_fraction=0.5)
     other = tmp_path / "other"
-    convert.convert(source, other, settings, log=lambda *a: None)
-    real = convert.assign_splits
+    sharding.convert(source, other, settings, log=lambda *a: None)
+    real = sharding.assign_splits
 
     def winner_finishes_first(*args):  # the other process renames its OUT meanwhile
         import shutil
@@ -31,28 +31,28 @@ def test_a_conversion_that_loses_the_race_for_out_says_it_exists(tmp_path, monke
             shutil.copytree(other, out)
         return real(*args)
 
-    monkeypatch.setattr(convert, "assign_splits", winner_finishes_first)
+    monkeypatch.setattr(sharding, "assign_splits", winner_finishes_first)
     out = tmp_path / "out"
     with pytest.raises(UserError, match="already exists .another process wrote it meanwhile"):
-        convert.convert(source, out, settings, log=lambda *a: None)
+        sharding.convert(source, out, settings, log=lambda *a: None)
     assert not list(tmp_path.glob(".out.partial-*"))  # the loser's copy is gone
     out = cache.cache_folder(source, settings, tmp_path / "cache")
     assert cache.cached(source, settings, tmp_path / "cache", log=lambda *a: None) == out
 
 
 def test_a_file_deleted_during_a_conversion_is_skipped_and_listed(tmp_path, monkeypatch):
-    from corolla.data.prepare import convert, sources
+    from corolla.data.prepare import sharding, sources
     from corolla.data.prepare.settings import Settings
 
     source = sources.scan(class_folders(tmp_path / "src"))
-    real = convert.assign_splits
+    real = sharding.assign_splits
 
     def then_deleted(*args):  # the listing is done: the user deletes a photo meanwhile
         (tmp_path / "src" / "daisy" / "3.png").unlink()
         return real(*args)
 
-    monkeypatch.setattr(convert, "assign_splits", then_deleted)
-    summary = convert.convert(source, tmp_path / "out", Settings(
+    monkeypatch.setattr(sharding, "assign_splits", then_deleted)
+    summary = sharding.convert(source, tmp_path / "out", Settings(
         image_sizes=(8,), val_fraction=0.5, workers=1), log=lambda *a: None)
     assert [i for i, _ in summary.skipped] == ["daisy/3.png"]
     assert summary.images == 11 and (tmp_path / "out" / "convert.json").is_file()
@@ -167,17 +167,17 @@ def test_a_giant_image_converts_up_to_the_documented_limit(tmp_path, capsys):
 
 
 def test_a_killed_conversions_folder_is_removed_a_live_ones_kept(tmp_path, capsys):
-    from corolla.data.prepare import convert
+    from corolla.data.prepare import sharding
 
     stale, live = tmp_path / ".out.partial-0000dead", tmp_path / ".other.partial-00001ive"
     for folder in (stale, live):
         folder.mkdir()
-        (folder / convert.WRITER).write_text("")
+        (folder / sharding.WRITER).write_text("")
         (folder / "00-8x8-6.tfrec").write_bytes(b"x" * 1000)
     holder = subprocess.Popen([sys.executable, "-c", (
         "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); "
         "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"),
-        str(live / convert.WRITER)], stdout=subprocess.PIPE, text=True)
+        str(live / sharding.WRITER)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         assert main(["convert", str(class_folders(tmp_path / "src")), str(tmp_path / "out"),
@@ -186,5 +186,5 @@ def test_a_killed_conversions_folder_is_removed_a_live_ones_kept(tmp_path, capsy
         holder.kill()
         holder.wait()
     assert not stale.exists() and live.is_dir() and (tmp_path / "out").is_dir()
-    assert not (tmp_path / "out" / convert.WRITER).exists()
+    assert not (tmp_path / "out" / sharding.WRITER).exists()
     assert f"removed {stale}, left by a conversion that was stopped" in capsys.readouterr().out

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from corolla.cli import main
 from corolla.data import datasets, layout, pipeline, records
-from corolla.data.prepare import convert, sources
+from corolla.data.prepare import sharding, sources
 from corolla.data.prepare.image_files import load_image
 from corolla.data.prepare.settings import Settings
 from corolla.data.prepare.summary import Summary, summary_lines
@@ -44,7 +44,7 @@ def converted(photos, tmp_path_factory) -> tuple[Path, Summary]:
     # A tiny shard size: several files per split, for the sharding test below.
     settings = Settings(image_sizes=(16, 24), val_fraction=0.3, test_fraction=0.15,
                                 shard_mb=0.001)
-    summary = convert.convert(sources.scan(root), out, settings, log=lambda *a: None)
+    summary = sharding.convert(sources.scan(root), out, settings, log=lambda *a: None)
     assert _snapshot(root) == before  # SRC is only read
     return out, summary
 
@@ -84,7 +84,7 @@ def test_a_conversion_is_deterministic_and_the_seed_changes_the_split(photos, tm
 
     def ids(seed, name):
         out = tmp_path / name
-        convert.convert(source, out, Settings(image_sizes=(8,), seed=seed),
+        sharding.convert(source, out, Settings(image_sizes=(8,), seed=seed),
                         log=lambda *a: None)
         data = layout.open_layout(str(out))
         return {s: pipeline.metadata(data.split(s))["ids"] for s in ("train", "val")}
@@ -130,7 +130,7 @@ def test_a_csv_of_paths_and_labels(photos, tmp_path):
     source = sources.scan(table)
     assert source.kind == "csv" and source.class_names == CLASSES
     out = tmp_path / "recs"
-    convert.convert(source, out, Settings(image_sizes=(16,)), log=lambda *a: None)
+    sharding.convert(source, out, Settings(image_sizes=(16,)), log=lambda *a: None)
     data = datasets.open_data(str(out))
     val, test = _read_all(data, "val"), _read_all(data, "test")
     train = _read_all(data, "train")
@@ -191,11 +191,11 @@ def test_workers_read_disjoint_parts_that_cover_converted_data(converted):
 
 
 def test_shard_count():
-    mb = convert.MB
-    assert convert.shard_count(12753, 12753 * 70_000, 150) == 8  # a TPU v3-8's 8 cores
-    assert convert.shard_count(100_000, 30_000 * mb, 150) == 200  # ~150 MB files
-    assert convert.shard_count(300, 3 * mb, 150) == 1  # small: one file
-    assert convert.shard_count(3, 0.1 * mb, 0.001) == 3  # never an empty file
+    mb = sharding.MB
+    assert sharding.shard_count(12753, 12753 * 70_000, 150) == 8  # a TPU v3-8's 8 cores
+    assert sharding.shard_count(100_000, 30_000 * mb, 150) == 200  # ~150 MB files
+    assert sharding.shard_count(300, 3 * mb, 150) == 1  # small: one file
+    assert sharding.shard_count(3, 0.1 * mb, 0.001) == 3  # never an empty file
 
 
 def test_unreadable_images_are_skipped_and_listed_or_with_strict_an_error(tmp_path, capsys):
@@ -293,7 +293,7 @@ def test_flowers5_through_a_folder_and_back(flowers5, tmp_path):
         (tmp_path / "photos" / example_id).write_bytes(
             tf.io.encode_jpeg(example["image"], quality=95).numpy())
         originals[example_id] = example["image"].numpy()
-    convert.convert(sources.scan(tmp_path / "photos"), tmp_path / "recs",
+    sharding.convert(sources.scan(tmp_path / "photos"), tmp_path / "recs",
                     Settings(image_sizes=(192,), val_fraction=0.25),
                     log=lambda *a: None)
     back = datasets.open_data(str(tmp_path / "recs"))
@@ -307,9 +307,9 @@ def test_flowers5_through_a_folder_and_back(flowers5, tmp_path):
 
 
 _SCRIPT = """import sys
-from corolla.data.prepare import convert, sources
+from corolla.data.prepare import sharding, sources
 from corolla.data.prepare.settings import Settings
-summary = convert.convert(sources.scan({src!r}), {out!r},
+summary = sharding.convert(sources.scan({src!r}), {out!r},
                           Settings(image_sizes=(16,), workers=2))
 print("converted", summary.written if hasattr(summary, "written") else "")
 """
@@ -348,10 +348,10 @@ def test_the_main_guard_is_read_from_the_main_script(tmp_path, monkeypatch, text
     main = types.ModuleType("__main__")
     main.__file__, main.__spec__ = str(script), None
     monkeypatch.setitem(sys.modules, "__main__", main)
-    assert convert._unguarded_main() == (None if guarded else str(script))
+    assert sharding._unguarded_main() == (None if guarded else str(script))
     # A package's __main__ (`python -m corolla`, the console script's runner) is never re-run.
     main.__spec__ = types.SimpleNamespace(name="corolla.__main__", origin=str(script))
-    assert convert._unguarded_main() is None
+    assert sharding._unguarded_main() is None
 
 
 def test_a_conversion_of_many_classes_ends_with_a_summary_not_a_line_per_class():

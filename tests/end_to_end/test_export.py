@@ -183,7 +183,7 @@ def test_a_killed_exports_folder_is_removed_by_the_next_a_live_ones_kept(trained
     import subprocess
     import sys
 
-    from corolla.data.prepare.convert import WRITER  # the same convention as conversions
+    from corolla.data.prepare.sharding import WRITER  # the same convention as conversions
     from corolla.files import lock_is_free
     from corolla.report import export_folder
 

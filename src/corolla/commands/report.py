@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from corolla.report import html as html_report
-
-
-def report(folder) -> Path:
-    """Writes FOLDER/report.html (a run, an eval-* folder, an ensemble, a k-fold parent)."""
-    return html_report.write(folder)
+from corolla.flows.report import report
 
 
 HELP = ("write RUN/report.html: metrics, per-class table, every picture, config, plan and "

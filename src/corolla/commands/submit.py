@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from corolla.report import kaggle
-
-
-def submit(run, competition: str, message: str) -> None:
-    kaggle.submit_run(run, competition, message)
+from corolla.flows.submit import submit_run
 
 
 HELP = ("send a run's submission.csv to a Kaggle competition (checked first; needs the kaggle "
@@ -22,5 +18,5 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    submit(args.run, args.competition, args.message)
+    submit_run(args.run, args.competition, args.message)
     return 0

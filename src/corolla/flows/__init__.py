@@ -8,6 +8,7 @@ imports every command module, and so these, before the flags pick the Keras back
     auto: `--recipe auto`, the fine-tune-or-from-scratch choice, by accelerator
     bench: the input pipeline and the training step timed, side by side
     check_data: the data check of `corolla check-data`, and the one train runs first
+    check_submission: a submission CSV checked against a data set's test split
     convert: an image folder or a CSV -> TFRecords in the competition layout, a new folder
     demo: synthetic petals, then one run end to end
     ensemble: several runs' saved probabilities blended into a new folder
@@ -20,6 +21,8 @@ imports every command module, and so these, before the flags pick the Keras back
     lr_find: the learning-rate range test of a run's settings, without a run
     photos: the top classes of anyone's photos, from a trained run
     predict: a trained run's checked submission.csv for the test split
+    report: FOLDER/report.html from what a scored folder holds
     run: one run end to end: train, refit, evaluate on val, predict the test split
+    submit: a run's checked submission.csv sent to Kaggle through the `kaggle` package
     train: the run's config (recipe, flags, a continued run's), then run or kfold
 """

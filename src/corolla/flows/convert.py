@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from corolla.data.audit import survey
-from corolla.data.prepare import convert as convert_lib
+from corolla.data.prepare import sharding
 from corolla.data.prepare import sources
 from corolla.data.prepare.settings import Settings
 from corolla.data.prepare.splits import needs_split
@@ -27,5 +27,5 @@ def convert(src: str, out: str, settings: Settings) -> Path:
 
         copies = survey.copies(src, datasets.checks_dir(),
                                max_megapixels=settings.max_megapixels)
-    convert_lib.convert(source, out, settings, copies=copies)
+    sharding.convert(source, out, settings, copies=copies)
     return Path(out)

@@ -33,7 +33,7 @@ from pathlib import Path
 from corolla.data.audit import duplicates
 from corolla.data.audit.duplicates import Fingerprint, Group
 from corolla.data.prepare import image_files, sources
-from corolla.data.prepare.convert import Progress
+from corolla.data.prepare.sharding import Progress
 from corolla.data.prepare.settings import MAX_MEGAPIXELS, Settings
 from corolla.data.prepare.splits import Copies, assign_splits, needs_split
 from corolla.errors import UserError

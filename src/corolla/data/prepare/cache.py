@@ -7,7 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from corolla.data.prepare.convert import convert
+from corolla.data.prepare.sharding import convert
 from corolla.data.prepare.settings import MANIFEST, VERSION, Settings
 from corolla.data.prepare.sources import ImageSource
 from corolla.errors import UserError
