@@ -9,7 +9,8 @@ from corolla.errors import UserError
 NAMES = ("crop", "flip", "affine", "color", "randaugment", "mixup", "cutmix")
 POLICIES = {
     "none": (),
-    # Cheap enough to keep a 2-core host at JPEG-decoding speed (`corolla bench data`).
+    # Cheap enough that a CPU host's training pipeline stays near its JPEG-decoding speed
+    # (`corolla bench data` measures it; figures: docs/benchmarks.md#input-pipeline).
     "default": ("flip", "color"),
     # For long runs of large models, where the accelerator, not the input, sets the pace.
     "strong": ("crop", "flip", "affine", "color", "cutmix"),

@@ -198,7 +198,7 @@ class TrainConfig:
         0.1, low=0, flag="--finetune-lr-scale", help="{recipe}")
     # The part of the backbone trained once it thaws, from its top (by weighted layers, in
     # their order from the input): 1 = all of it. Below it no gradient is computed, which
-    # makes a step cheaper (on a CPU ~2x for EfficientNet-Lite0's top half).
+    # makes a step cheaper (figures: docs/benchmarks.md#figures-behind-the-defaults).
     unfreeze_fraction: float = setting(
         1.0, low=0, high=1, flag="--unfreeze-fraction", help="the part of the backbone trained "
         "once it thaws, from the top (cheaper steps below 1); {recipe}")

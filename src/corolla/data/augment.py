@@ -8,18 +8,16 @@ casts on the accelerator), or float32 in [0, 255] when randaugment, mixup or cut
 (int64 [2]): the same seed gives the same batch, which makes an epoch's augmentation a function
 of (seed, epoch) (see `pipeline.train_dataset`).
 
-Measured on this 2-core host (CPU ms per 192 px image, batch 128, loaded; JPEG decoding ~0.5):
-a cast to float32 alone 0.43; flip + colour fused by XLA with float32 out 0.5-0.6, with uint8 out
-0.16-0.23. Idle, one core (decoding 0.42): flip + colour in int16 fixed point 0.064 against 0.11
-in float32 (colour alone 0.047, flip alone 0.046: XLA moves 3-byte pixels one at a time; numpy's
-plain copy of the batch, this host's memory floor, 0.016). `corolla bench data`: the training
-pipeline at 0.84x parse+decode with the int16 kernel, 0.77 with float32 arithmetic on uint8
-batches, 0.43-0.47x with float32 batches. Keras' RandomFlip 1.7 and
-RandomColorJitter 4.5 (several unfused passes over float32). The
-notebooks' rotation/shear/zoom/shift as one XLA bilinear resampling 0.8, against 2.8 for each
-of Keras' RandomRotation / RandomShear / RandomZoom / RandomTranslation (four passes). So flip,
-affine and colour are hand-written; mixup, cutmix and randaugment are Keras' own layers, driven
-by stateless seeds (`_Seeds`).
+On a CPU host the pipeline's augmentation competes with JPEG decoding for the same cores, so
+what it costs per image is what the model waits. A cast of the batch to float32 alone costs
+about as much as decoding; so the batch stays in bytes, and flip, affine and colour run as one
+fused XLA kernel on them (colour in int16 fixed point: XLA's conversions of bytes to floats
+are what cost), one read and one write of the batch. Keras' RandomFlip and RandomColorJitter
+make several unfused passes over float32, and its RandomRotation / RandomShear / RandomZoom /
+RandomTranslation four passes where the notebooks' transform is one bilinear resampling. So
+flip, affine and colour are hand-written; mixup, cutmix and randaugment are Keras' own layers,
+driven by stateless seeds (`_Seeds`). (`corolla bench data` and `python
+benchmarks/augment_cost.py` measure it; figures: docs/benchmarks.md#figures-behind-the-defaults.)
 """
 
 from __future__ import annotations
@@ -136,7 +134,8 @@ def _colour_params(n: tf.Tensor, seed: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]
     """Per image and channel, int16 [n,1,1,3] gain and offset in 1/64ths: out = (x * gain +
     offset) / 64. Contrast about mid-grey, a slight per-channel gain (white balance, which also
     moves saturation) and brightness, folded into one multiply-add per value. (The per-image
-    mean and grey that a textbook contrast/saturation needs cost XLA 3x more.) Sixty-fourths:
+    mean and grey that a textbook contrast/saturation needs would take XLA a reduction over
+    each image before that multiply-add: more passes over the batch.) Sixty-fourths:
     fine enough for a random jitter, and 255 * gain + offset stays inside int16."""
     s = tf.random.experimental.stateless_split(seed, 3)
     contrast = _uniform([n, 1, 1, 1], s[0], *CONTRAST)
@@ -150,8 +149,8 @@ def _colour(images: tf.Tensor, gain: tf.Tensor, offset: tf.Tensor,
             to_uint8: bool = False) -> tf.Tensor:
     """The colour jitter of `_colour_params`. Bytes in and out (`to_uint8`) stay in integers:
     (x * gain + offset + 32) >> 6 is x * gain + offset rounded half up, saturated to bytes.
-    That is the float version rounded exactly, at half its cost (XLA's float conversions of
-    bytes are what cost: 0.06 against 0.11 ms per 192 px image with the flip, one core)."""
+    That is the float version rounded exactly, for a part of its cost: XLA's float conversions
+    of bytes are what cost (figures: docs/benchmarks.md#figures-behind-the-defaults)."""
     if to_uint8 and images.dtype == tf.uint8:
         out = tf.bitwise.right_shift(tf.cast(images, tf.int16) * gain + (offset + 32), 6)
         return tf.cast(tf.clip_by_value(out, 0, 255), tf.uint8)

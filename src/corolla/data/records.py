@@ -91,9 +91,10 @@ def scaled_decode(jpeg: tf.Tensor, image_size: int,
                   stored_size: int) -> tuple[tf.Tensor, tf.Tensor]:
     """Image bytes of a `stored_size` image -> (uint8 [image_size, image_size, 3], the stored
     image's [height, width], to check). A JPEG scaled by 1/2, 1/4 or 1/8 comes straight out of
-    the decoder (libjpeg scales in the DCT, decoding less: 192 px to 96 costs 0.32 ms per image
-    against 0.43 for the full image); any other size, and the other formats `decode_jpeg`
-    reads (PNG...), are decoded whole and resized (area-averaged when smaller)."""
+    the decoder (libjpeg scales in the DCT, decoding less, so it costs less than the full image;
+    figures: docs/benchmarks.md#figures-behind-the-defaults); any other size, and the other
+    formats `decode_jpeg` reads (PNG...), are decoded whole and resized (area-averaged when
+    smaller)."""
     def whole():
         image = tf.io.decode_jpeg(jpeg, channels=3)
         return resize(image, image_size, antialias=True), tf.shape(image)[:2]

@@ -24,8 +24,9 @@ class DemoSettings:
     learning_rate: float
 
 
-# 48 px: the petal shapes are still clear, and a 2-core CPU trains 35% faster than at 64 px
-# (benchmarks/cpu_backends.py); val macro F1 0.97-0.98 after 8 epochs.
+# 48 px: the petal shapes are still clear, at about half the pixels of 64 px, so the demo
+# stays short on a CPU; 8 epochs: enough for the small CNN to tell the ten classes apart
+# (figures: docs/benchmarks.md#figures-behind-the-defaults).
 FULL = DemoSettings(PetalsSpec(image_size=48), epochs=8, batch_size=32, learning_rate=3e-3)
 TINY = DemoSettings(PetalsSpec(image_size=32, num_classes=4, train=64, val=32, test=20,
                                shards=2), epochs=1, batch_size=8, learning_rate=3e-3)

@@ -138,8 +138,8 @@ def _time_share(parent: Path, k: int, config: config_lib.RunConfig) -> dict:
                         f"{k - 1} trained for {spent:.0f} s; continue it with "
                         f"`corolla train --resume {parent}` after raising train.time_budget "
                         f"in {parent / paths.CONFIG}")
-    # Rounded down: a share rounded up (as a duration is written) let two folds of a 40 s
-    # budget train for 40.9 s.
+    # Rounded down: rounded up (as a duration is written), the folds' shares could add up to
+    # more than the budget.
     return {"train.time_budget": config_lib.format_duration(math.floor(share))}
 
 

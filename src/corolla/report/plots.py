@@ -99,8 +99,8 @@ def plot_history(history_csv: str | Path, path: str | Path) -> Path | None:
 def image_grid(rows: int, columns: int, figsize: tuple[float, float]):
     """(figure, 2-D array of axes) for a grid of pictures: every axes bare, the unused ones
     blank. `axis("off")` alone still makes matplotlib lay out the hidden axes' ticks at every
-    draw (to place each title above them): hidden too, a grid draws in 0.5-0.7 of the time,
-    to the same pixels (benchmarks/report_pictures.py)."""
+    draw (to place each title above them): hidden too, a grid draws faster, to the same
+    pixels (`python benchmarks/report_pictures.py`; figures: docs/benchmarks.md#the-test-suite)."""
     fig, axes = plt.subplots(rows, columns, figsize=figsize, squeeze=False)
     for ax in axes.flat:
         ax.axis("off")

@@ -1,10 +1,11 @@
 """Corolla's cache folder, and JAX's persistent compilation cache inside it.
 
-JAX compiles each train, eval and predict step with XLA in every new process: about 47 s for
-EfficientNet-B0 on a 2-core CPU, and 57-132 s on an H200 / H100, nearly all GPU autotuning. Its
-persistent cache keeps each compiled program (and, on GPUs, the autotuning results) on disk, so
-the same program in a later process (a resumed run, the next fold, evaluate, predict, TTA) is
-loaded instead. `detect` sets it before anything compiles, in every command and worker.
+JAX compiles each train, eval and predict step with XLA in every new process, which can take
+minutes for a train step, on a GPU mostly its autotuning (figures:
+docs/benchmarks.md#figures-behind-the-defaults). Its persistent cache keeps each compiled
+program (and, on GPUs, the autotuning results) on disk, so the same program in a later process
+(a resumed run, the next fold, evaluate, predict, TTA) is loaded instead. `detect` sets it
+before anything compiles, in every command and worker.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ FOLDER = "jax-compile"  # under the cache root
 # `filelock` package is installed (JAX needs it to evict; the gpu extra brings it).
 MAX_BYTES = 4 << 30
 # Every program is kept, not only those that took 1 s or more to compile (JAX's default): the
-# eager ones of loading a model and of Grad-CAM are each quick but many (458 for an
-# EfficientNet-Lite0 `evaluate`; 4.5 MB in all), and on an H200 they were most of the 63 s a
-# second `evaluate` took with JAX's default. JAX's own JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS
-# wins when set.
+# eager ones of loading a model and of Grad-CAM are each quick but many, small on disk, and
+# together most of what a second `evaluate` would compile again (figures:
+# docs/benchmarks.md#figures-behind-the-defaults). JAX's own
+# JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS wins when set.
 MIN_COMPILE_SECONDS = 0.0
 MIN_COMPILE_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 

@@ -151,16 +151,17 @@ def choose_precision(requested: str, accel: str, hw: Hardware, backend: str) -> 
 
 
 # The per-replica batch `recipe auto` gives a GPU or TPU: a memory rule over a table of the
-# models' activations, not a probe (a probe would compile the step at several batches first, at
-# 57-132 s a compile on an H200 / H100). A model's training memory per image is taken as
+# models' activations, not a probe (a probe would compile the step at several batches first,
+# each compile minutes on a GPU). A model's training memory per image is taken as
 # ACTIVATION_BYTES x its activations per image (ModelSpec.activations: elements of every
 # layer's output at 224 px, benchmarks/activations.py) x (size / 224)^2 x the bytes of its
 # compute dtype. ACTIVATION_BYTES (0.55: not every output is kept) is calibrated on the public
 # TPU notebooks' EfficientNet-B7 at 512 px, batch 16 per 16 GB TPU v3 core in bfloat16, the
 # largest known to fit. MEMORY_SHARE of the device is given to activations (weights, optimizer
-# state and XLA's scratch take the rest). At most MAX_BATCH: EfficientNet-B0 at 224 px on an
-# H100 ran 6,457 images/s at 256 against 1,829 at 64 (the card underfed), and past 256 per
-# replica the recipes' learning rates (scaled with the batch) are far from where they were tuned.
+# state and XLA's scratch take the rest). At most MAX_BATCH: a batch that large already keeps
+# a large card fed (at 64 it is underfed), and past 256 per replica the recipes' learning rates
+# (scaled with the batch) are far from where they were tuned (figures:
+# docs/benchmarks.md#figures-behind-the-defaults).
 ACTIVATION_BYTES = 0.55
 MEMORY_SHARE = 0.8
 MIN_BATCH, MAX_BATCH = 8, 256
@@ -208,7 +209,9 @@ def choose_jit_compile(backend: str, accel: str, strategy: str, hw: Hardware,
     if accel == "tpu":
         return True  # a TPU runs XLA programs only
     if accel == "cpu":
-        return False  # about 5.5x slower with XLA on a 2-core CPU (benchmarks/cpu_backends.py)
+        # XLA makes these convnets' CPU steps several times slower (`python
+        # benchmarks/cpu_backends.py`; figures: docs/benchmarks.md#figures-behind-the-defaults)
+        return False
     if strategy == "multiworker" or (strategy == "mirrored" and hw.gpus > 1):
         # Fails with Keras 3.15 / TF 2.21, as seen on CPU: under MirroredStrategy Keras compiles
         # the whole multi-replica step as one XLA program, which may not touch another device's

@@ -41,10 +41,10 @@ CACHE_BYTES = 1 << 30
 def split_batches(split: Split, image_size: int, skip_bad_records: bool = False):
     """`batches(batch)`: the split's padded uint8 batches (`pipeline.eval_dataset`), built once
     per batch size, and decoded once when they fit in CACHE_BYTES. A dataset can be iterated
-    again and again; building it anew traces its functions anew (64 ms an epoch for flowers5's
-    val split on a 2-core CPU, beside 174 ms for a pass over its 583 images: time a fast
-    accelerator would wait for), and decoding every image again costs the same host time
-    every epoch."""
+    again and again; building it anew traces its functions anew, host time that is a sizeable
+    part of a small split's pass and that a fast accelerator would wait for (figures:
+    docs/benchmarks.md#figures-behind-the-defaults), and decoding every image again costs the
+    same host time every epoch."""
     built = {}
     cache = pipeline.decoded_bytes(split.count, image_size) <= CACHE_BYTES
 

@@ -2,7 +2,7 @@
 
 Kaggle scores macro F1 with scikit-learn's defaults: the average runs over the union of the true
 and the predicted labels, so predicting a class that the split lacks costs a zero in the average.
-A validation split (or a small data set like flowers5) holds only some of the 104 classes; the
+A validation split (or a small data set of a few flowers) holds only some of the 104 classes; the
 average over the classes present in `y_true` alone is kept beside it as `f1_macro_present`, for
 comparison, never in place of the competition's figure.
 """
@@ -72,7 +72,8 @@ def macro_f1_interval(y_true, y_pred, level: float = 0.95,
     """The percentile bootstrap interval of `macro_f1` over images: the split's images drawn
     with replacement `resamples` times, macro F1 of each draw, the central `level` of them.
     It says how much the figure moves with the luck of which images a split holds (not with
-    the training's seed). All draws at once, from counts (a few tens of ms for 4,000 images)."""
+    the training's seed). All draws at once, from counts: cheap enough to give with every score
+    (figures: docs/benchmarks.md#figures-behind-the-defaults)."""
     y_true, y_pred = np.asarray(y_true, np.int64), np.asarray(y_pred, np.int64)
     n = len(y_true)
     if n == 0:

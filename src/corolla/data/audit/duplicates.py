@@ -6,16 +6,14 @@
   greyscale DCT, from the `imagehash` package) within `THRESHOLD` of 64 bits, confirmed by
   the finer 256-bit pHash within `FINE_THRESHOLD`.
 
-Why (measured on flowers5's real photos: `python benchmarks/duplicates.py --hashes 300`):
-copies resized to 80%, re-compressed at JPEG quality 60, colour-cast or saturated move the
-64-bit pHash by 4 bits at most, a brightness change of +25% by 8, a crop of 2% from each side
-by 10, of 3% by 12 (98% within 10). dHash, aHash and wavelet hashes were no more robust and
-let distinct photos closer. Among flowers5's 3,883 photos every pair within 8 bits was the
-same photo (looked at: recoloured, re-cropped, re-compressed copies), but most pairs at 10
-were different flowers on similar backgrounds; the 256-bit pHash tells them apart: the
-planted changes stay within 66 of its 256 bits, the copies found at 10 within 78, the
-different flowers at 86 or more. Larger crops (5% a side: about 10 bits, 8%: 17) are not
-found: a near-duplicate here is the same picture, not the same scene. An image without detail
+Why these thresholds: `THRESHOLD` is as far as a copy moves the 64-bit pHash when it is
+resized, re-compressed, colour-cast, saturated, brightened or cropped by a few percent a side
+(dHash, aHash and wavelet hashes are no more robust and let distinct photos closer). That far,
+distinct photos of a similar scene (flowers on similar backgrounds) come within it too; the
+256-bit pHash tells them apart: `FINE_THRESHOLD` lies between where such copies stay and where
+different photos start. Larger crops are not found: a near-duplicate here is the same picture,
+not the same scene (`python benchmarks/duplicates.py --hashes 300` measures both hashes on real
+photos; figures: docs/benchmarks.md#figures-behind-the-defaults). An image without detail
 (one colour: its 32x32 greyscale varies by less than `FLAT` levels) has no perceptual hash
 worth comparing (any two flat images would match): only its exact copies are found.
 

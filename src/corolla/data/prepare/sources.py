@@ -358,8 +358,9 @@ def _is_int(text: str) -> bool:
 
 
 # Integer labels without class names make classes 0..max: the largest label sizes the class
-# list and the model's head. Gaps are allowed (flowers5's 5 classes sit in the competition's
-# 104), but a list mostly of classes no row has is a typo or an id column, not a class count.
+# list and the model's head. Gaps are allowed (a data set of a few of the competition's 104
+# classes keeps their labels), but a list mostly of classes no row has is a typo or an id
+# column, not a class count.
 DENSE_UP_TO = 1024  # any largest label below this is taken as it is (the competition's 103)
 MAX_CLASSES = 100_000  # ImageNet-21k has 21,841
 

@@ -29,8 +29,8 @@ centre of the red six-petal) and neither can petal count (5, 6 and 8 each
 occur in several colours), so a model has to combine shape, count and
 colour.  Fuller shapes are drawn a little smaller and half the distractor
 blobs take a petal colour, so the amount of petal colour in an image gives
-little away either: a logistic regression on colour histograms scores about
-0.45, a small CNN above 0.95.
+little away either: a logistic regression on colour histograms scores far
+below a small CNN (figures: docs/benchmarks.md#figures-behind-the-defaults).
 
 Every image is randomised: background (colour gradient, smooth two-colour
 texture or blotches), flower position, scale (about 0.5-1.0 of the image),
