@@ -99,7 +99,7 @@ def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
 def _predict_locally(model, batches, steps: int, callbacks=()) -> np.ndarray:
     """`model.predict` on this worker alone. Keras predicts through the strategy the model was
     built in: a model of a MultiWorkerMirroredStrategy splits every batch between the workers
-    and gathers the parts worker by worker, out of the split's order (the per-epoch val F1 was
+    and gathers the parts worker by worker, out of the split's order (the per-epoch val F1 would be
     computed on misaligned rows). Called outside the strategy, the model reads its variables'
     local copies, identical on every worker. `callbacks` hear each batch's end, as predict's."""
     step = _local_step(model)
