@@ -8,7 +8,6 @@ training does not beat it on val, or fails.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from corolla import config as config_lib
@@ -20,6 +19,7 @@ from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
 from corolla.training import lr_find as lr_find_lib
 from corolla.training import backup, linear_head, refit, saving
+from corolla.training import clock as clock_lib
 from corolla.training.phases import epochs_text
 from corolla.training.preparing import Prepared, prepare
 from corolla.training.saving import TrainResult
@@ -28,7 +28,8 @@ from corolla.training.trainer import Trainer
 
 
 def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
-        callbacks=(), lr_find: lr_find_lib.RangeSettings | None = None) -> TrainResult:
+        callbacks=(), lr_find: lr_find_lib.RangeSettings | None = None,
+        clock: clock_lib.Clock | None = None) -> TrainResult:
     """Trains into a new run directory, or continues the interrupted run `resume` (its
     config, from its last completed epoch). `callbacks` are added to Corolla's own.
     `lr_find`: a new run's peak learning rate is found first by the range test on its own
@@ -39,8 +40,9 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     The run's model.keras is its best epoch by val macro F1 (or a timed run's linear head,
     where no epoch beat it); last.keras its last epoch. Where training fails (raises, or its
     loss becomes NaN) after the linear head was fit, the run ends with its best so far, and
-    says so."""
-    began = time.monotonic()  # a time budget counts from here (`budget`)
+    says so. `clock`: what a time budget reads (`clock.Clock`; the host's by default)."""
+    clock = clock or clock_lib.default()
+    began = clock.now()  # a time budget counts from here (`budget`)
     log = log if plan.is_chief else (lambda *args: None)
     if config.train.refit == "on":
         refit.check_plan(plan)
@@ -48,7 +50,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     # Data and model come first: a failure there (a split smaller than one batch, weights that
     # will not load) leaves no empty run behind.
     val_split, val_labels = _val_split(ready)
-    trainer = Trainer(ready, plan, log, callbacks)
+    trainer = Trainer(ready, plan, log, callbacks, clock)
     found = None
     if lr_find is not None and resume is None:
         found = lr_find_lib.train_at_found_rate(trainer, lr_find, config.train, log)
@@ -94,7 +96,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         result.refit = ready.config.train.refit == "on"
         if result.refit and resume is None:  # a resumed one: `refit.train`
             result.refit_deadline = refit.plan_in_time(
-                run_dir, trainer.ready, checkpoint.state.history, began, val_split.count, log)
+                run_dir, trainer.ready, checkpoint.state.history, began, val_split.count, log,
+                clock)
         return result
 
 

@@ -6,7 +6,6 @@ after its first epoch trained on images, from that epoch's pace (`replan`)."""
 from __future__ import annotations
 
 import dataclasses
-import time
 
 from corolla import config as config_lib
 from corolla.runs import paths
@@ -47,7 +46,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     if multi:
         epochs, epoch_steps = (int(collective.chief_hex(trainer.plan, f"{n:x}"), 16)
                                for n in (epochs, epoch_steps))
-    spent = time.monotonic() - began
+    spent = trainer.clock.since(began)
     if not epochs:  # (a first epoch on cached features holds the linear head: its least)
         raise budget.TooShort(t.time_budget, spent, estimate, t.recipe, share,
                               budget.LINEAR_HEAD if caching else "one epoch")
@@ -193,7 +192,7 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, tot
         known = costs if scaled_from is None else budget.scaled(costs, scaled_from, size)
         share = budget.validated_share(sized, phases_of, known, steps, caching,
                                        *counts) if t.refit == "on" else 1.0
-        left = budget.MARGIN * share * (total - (time.monotonic() - began))
+        left = budget.MARGIN * share * (total - trainer.clock.since(began))
         # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
         return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit,
                                     lambda plan_phases, each: bool(
