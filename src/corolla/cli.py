@@ -19,7 +19,7 @@ from corolla.commands import (arguments, bench, check_data, check_submission, co
                               submit, train)
 from corolla.commands.errors import as_user_errors
 from corolla.errors import UserError, clear_stop, closest, did_you_mean, request_stop, scrub
-from corolla.runtime import hardware, signals, tflog
+from corolla.runtime import clock, hardware, signals, tflog
 
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).
 # Each declares HELP, add_arguments(parser) and main(args) -> exit status; DESCRIPTION, where
@@ -118,10 +118,12 @@ def _stop_on_signals():
 
 
 def main(argv: list[str] | None = None) -> int:
+    began = clock.default().now()  # a time budget is the whole command's: it counts from here
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # --help, --version, or a flag error (already printed)
         return e.code
+    args.began = began
     quiet_import = tflog.quiet_tensorflow()
     received = []
     try:

@@ -1,11 +1,11 @@
 """A clock advanced by the work a run does, not by the host's time: a time budget's tests hold
-what it does exactly, at any load (`corolla.training.clock`)."""
+what it does exactly, at any load (`corolla.runtime.clock`)."""
 
 from __future__ import annotations
 
 import contextlib
 
-from corolla.training.clock import Clock
+from corolla.runtime.clock import Clock
 
 
 class StepClock(Clock):
@@ -36,7 +36,7 @@ def driving(clock: StepClock, monkeypatch):
     import keras
 
     from corolla.training import checkpoint
-    from corolla.training import clock as clock_lib
+    from corolla.runtime import clock as clock_lib
 
     callback_list = keras.callbacks.CallbackList
 

@@ -1,4 +1,4 @@
-"""A time budget reads the clock it is handed (`training.clock`): its deadline, the pace it
+"""A time budget reads the clock it is handed (`runtime.clock`): its deadline, the pace it
 measures and the seconds it counts, held exactly on a clock the test advances
 (helpers.clock.StepClock), in milliseconds at any load."""
 

@@ -8,7 +8,6 @@ Importing this package does not import Keras (the backend is chosen first).
     budget: training for a time budget: the recipe's schedule fitted to the time
     callbacks: Corolla's own callbacks: the competition metric after every epoch (EMA weights)
     checkpoint: the Keras callback that commits the backup each epoch, safe to kill at any moment
-    clock: the clock a time budget reads (the host's monotonic one, or a test's)
     compiling: a model compiled for training (optimizer, loss, metric), for a run or a phase
     features: frozen features, computed once while the backbone is frozen; the head trains on them
     linear_head: a timed run's floor: a logistic regression on the frozen features, the best so far

@@ -19,7 +19,7 @@ import keras
 from corolla.errors import UserError
 from corolla.files import atomic_path, check_space, remove_partials
 from corolla.training import backup
-from corolla.training import clock as clock_lib
+from corolla.runtime import clock as clock_lib
 from corolla.training.backup import BackupState
 from corolla.training.callbacks import VAL_F1, ema_weights
 from corolla.training.optimizer import epoch_learning_rate

@@ -33,7 +33,7 @@ from corolla.files import read_history, read_json, write_json
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
 from corolla.training import budget, pacing, saving
-from corolla.training import clock as clock_lib
+from corolla.runtime import clock as clock_lib
 from corolla.training.backup import BackupState, read_state
 from corolla.training.phases import of_config
 from corolla.training.preparing import Prepared, epoch_steps, set_determinism
@@ -165,7 +165,7 @@ def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: flo
     if deadline is None or deadline.refit is None:
         make_plan(run_dir, config, ready.steps, counts, log)
         return None
-    total = config_lib.duration_seconds(config.train.time_budget)
+    total = deadline.total  # (the budget less what follows training)
     pace, refit = deadline.refit_pace(history), deadline.refit
     left = pacing.REPLAN_SHARE * total - clock.since(began) - pace * deadline.save
 
