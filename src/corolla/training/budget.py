@@ -230,14 +230,23 @@ def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: flo
     one = cost(1)
     if one > left:
         return 0, one
-    low, high = 1, 2
-    while high <= MAX_EPOCHS and cost(high) <= left:
-        low, high = high, high * 2
-    high = min(high, MAX_EPOCHS + 1)
-    while high - low > 1:  # cost(low) fits, cost(high) does not (or is past the maximum)
-        mid = (low + high) // 2
-        low, high = (mid, high) if cost(mid) <= left else (low, mid)
-    return low, cost(low)
+    epochs = most(lambda n: cost(n) <= left, 1, MAX_EPOCHS)
+    return epochs, cost(epochs)
+
+
+def most(fits, low: int, high: int) -> int:
+    """The most n from `low` (which fits) to `high` for which `fits(n)`, where `fits` holds up
+    to some n and not beyond it: the step doubled from `low` while it fits, then the gap
+    halved; a few calls of `fits`, each a plan's arithmetic. The one search of a time budget:
+    its epochs (`most_epochs`), a plan made again (`pacing.replanned`), a refit's longer
+    epochs (`training.refit`)."""
+    top = low + 1
+    while top <= high and fits(top):
+        low, top = top, min(2 * top, high + 1)
+    while top - low > 1:  # `low` fits; `top` does not, or is past `high`
+        mid = (low + top) // 2
+        low, top = (mid, top) if fits(mid) else (low, mid)
+    return low
 
 
 def shortened(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,

@@ -144,11 +144,7 @@ def make_plan(run_dir: Path, config: config_lib.RunConfig, steps: int, counts: t
 def _longer(each_at, steps: int, epochs: int, left: float) -> int:
     """The most steps an epoch, from `steps` up to LONGEST times them, whose `epochs` epochs
     (`each_at(steps)`: their seconds) end within `left` seconds."""
-    low, high = steps, int(LONGEST * steps)
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if sum(each_at(mid)[:epochs]) <= left else (low, mid - 1)
-    return low
+    return budget.most(lambda n: sum(each_at(n)[:epochs]) <= left, steps, int(LONGEST * steps))
 
 
 def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: float,
