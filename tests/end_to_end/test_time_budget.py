@@ -86,7 +86,7 @@ def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tin
 def test_the_budget_is_the_whole_commands_its_last_line_the_time_against_it(
         train_tiny, tmp_path, capsys, clock, monkeypatch):
     from corolla.flows import check_data
-    from corolla.training import budget
+    from corolla.training.timing import budget
 
     checked = check_data.for_training
 
@@ -142,7 +142,7 @@ def test_a_timed_run_on_a_host_slower_than_its_probe_stops_within_its_budget(tra
                                                                               tmp_path,
                                                                               monkeypatch,
                                                                               clock):
-    from corolla.training import time_plan
+    from corolla.training.timing import time_plan
 
     # The deadline alone: a plan made again would shrink to the slower pace (the test below).
     monkeypatch.setattr(time_plan, "_replan_after", lambda *args: 0)
@@ -164,7 +164,7 @@ def test_a_timed_run_on_a_host_slower_than_its_probe_stops_within_its_budget(tra
 
 def test_a_budget_below_one_epoch_is_one_line_naming_the_least(train_tiny, tmp_path, capsys,
                                                               clock):
-    from corolla.training import budget
+    from corolla.training.timing import budget
 
     train_tiny(tmp_path, "--time", "1s", name="s", tiny=TINY, code=2)
     err = capsys.readouterr().err.strip()

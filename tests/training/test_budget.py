@@ -8,7 +8,8 @@ import pytest
 
 from corolla import config
 from corolla.errors import UserError
-from corolla.training import budget, pacing, phases
+from corolla.training import phases
+from corolla.training.timing import budget, pacing
 
 
 def _phases_of(train, size):

@@ -4,7 +4,7 @@ measures and the seconds it counts, held exactly on a clock the test advances
 
 from types import SimpleNamespace
 
-from corolla.training import pacing
+from corolla.training.timing import pacing
 from corolla.training.backup import BackupState
 from helpers.clock import StepClock
 

@@ -23,7 +23,7 @@ from corolla.runtime import clock as clock_lib
 from corolla.training.phases import epochs_text
 from corolla.training.preparing import Prepared, prepare
 from corolla.training.saving import TrainResult
-from corolla.training.time_plan import plan_time, replan
+from corolla.training.timing.time_plan import plan_time, replan
 from corolla.training.trainer import Trainer
 
 

@@ -32,7 +32,8 @@ from corolla.errors import UserError
 from corolla.files import read_history, read_json, write_json
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
-from corolla.training import budget, pacing, saving
+from corolla.training import saving
+from corolla.training.timing import budget, pacing
 from corolla.runtime import clock as clock_lib
 from corolla.training.backup import BackupState, read_state
 from corolla.training.phases import of_config

@@ -20,7 +20,8 @@ from corolla.data import pipeline
 from corolla.evaluation.inference import stop_check
 from corolla.runs import paths
 from corolla.runtime import Plan
-from corolla.training import budget, resuming
+from corolla.training import resuming
+from corolla.training.timing import budget
 from corolla.runtime import clock as clock_lib
 from corolla.training.backup import stops_early
 from corolla.training.compiling import compile_phase, phase_schedule

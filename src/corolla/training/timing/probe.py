@@ -13,7 +13,7 @@ from pathlib import Path
 from corolla.data import pipeline
 from corolla.evaluation.inference import predict_probabilities, split_batches
 from corolla.runs import paths
-from corolla.training import budget
+from corolla.training.timing import budget
 from corolla.training.backup import BackupState
 from corolla.training.phases import Phase
 from corolla.training.trainer import Trainer

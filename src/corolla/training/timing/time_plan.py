@@ -10,7 +10,7 @@ import dataclasses
 from corolla import config as config_lib
 from corolla.runs import paths
 from corolla.runtime import collective
-from corolla.training import budget, pacing, probe
+from corolla.training.timing import budget, pacing, probe
 from corolla.training.phases import Phase, of_config, phases
 from corolla.training.preparing import Prepared
 from corolla.training.trainer import Trainer

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from corolla import config as config_lib
 from corolla.config.schema import MAX_EPOCHS
-from corolla.training.budget import (
+from corolla.training.timing.budget import (
     Caching, Costs, epoch_seconds, most, most_steps, phases_at, shaped)
 
 # What a plan made again from a trained epoch's measured pace fills (`replanned`): the pace is
