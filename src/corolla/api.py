@@ -41,7 +41,7 @@ from corolla.flows import photos as photos_flow
 from corolla.flows import train as train_flow
 from corolla.report import html as html_report
 from corolla.runs import paths
-from corolla.runtime import hardware, tflog
+from corolla.runtime import clock, hardware, tflog
 
 
 # What evaluate and predict take: the machine's runtime and the inference batch.
@@ -109,7 +109,7 @@ class Run:
         fix = f"write it again with `run.evaluate()` (corolla evaluate {self.path})"
         return read_json(path, fix) if path.is_file() else None
 
-    # The defaults tta=1 and top_k=5 are evaluation.tta.NONE and flows.photos.TOP_K written out,
+    # The defaults tta=1 and top_k=5 are scoring.tta.NONE and flows.photos.TOP_K written out,
     # so that the API reference (read from the source) shows values; a test holds them equal.
     @_user_facing
     def evaluate(self, tta: int = 1, data: str | Path | None = None,
@@ -199,10 +199,11 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     --config; `resume`: an interrupted run to continue; `strict`: copies of images across
     splits (the data check before training) are an error; `keywords`: the command line's flags
     by their Python names (data=, model=, epochs=, time="10m" instead of epochs=, ...)."""
+    began = clock.default().now()  # a time budget is the call's: it counts from here
     given = from_keywords(keywords, "corolla.train()")
     with _command():
         run_dir, _ = train_flow.train(_text(config), given, resume=resume, log=log,
-                                      strict=strict)
+                                      strict=strict, began=began)
     return Run(run_dir) if run_dir is not None else None
 
 

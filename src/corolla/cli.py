@@ -17,11 +17,11 @@ from corolla import __version__
 from corolla.commands import (arguments, bench, check_data, check_submission, convert, demo,
                               ensemble, evaluate, explain, export, info, lr_find, predict, report,
                               submit, train)
-from corolla.flows.library_errors import as_user_errors
 from corolla.credentials import scrub
 from corolla.errors import UserError, closest, did_you_mean
+from corolla.flows.library_errors import as_user_errors
+from corolla.runtime import clock, hardware, signals, tflog
 from corolla.stopping import clear_stop, request_stop
-from corolla.runtime import hardware, signals, tflog
 
 # The commands, in the order `corolla --help` lists them, by name (the module's, with - for _).
 # Each declares HELP, add_arguments(parser) and main(args) -> exit status; DESCRIPTION, where
@@ -120,10 +120,12 @@ def _stop_on_signals():
 
 
 def main(argv: list[str] | None = None) -> int:
+    began = clock.default().now()  # a time budget is the whole command's: it counts from here
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # --help, --version, or a flag error (already printed)
         return e.code
+    args.began = began
     quiet_import = tflog.quiet_tensorflow()
     received = []
     try:

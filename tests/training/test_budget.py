@@ -8,7 +8,8 @@ import pytest
 
 from corolla import config
 from corolla.errors import UserError
-from corolla.training import budget, pacing, phases
+from corolla.training import phases
+from corolla.training.timing import budget, pacing
 
 
 def _phases_of(train, size):
@@ -396,3 +397,20 @@ def test_a_plan_made_again_with_a_refit_leaves_the_refit_its_epochs():
     remade = deadline.remade([{"epoch": 1, "seconds": 19.0}, {"epoch": 2, "seconds": 30.0}],
                              [5.0] * 3, 1.0, [9.6, 9.6, 7.6, 7.6, 7.6])
     assert remade.refit_each == pytest.approx((9.6, 9.6, 7.6, 7.6, 7.6))
+
+
+def test_one_search_finds_the_most_that_fits_in_few_calls():
+    """`budget.most`, the one search of a time budget (its epochs, a plan made again, a
+    refit's longer epochs): from where it starts, up to its bound."""
+    for limit in (1, 2, 3, 7, 8, 9, 100, 499, 500):
+        calls = []
+
+        def fits(n, limit=limit, calls=calls):
+            calls.append(n)
+            return n <= limit
+
+        assert budget.most(fits, 1, 500) == limit
+        assert len(calls) <= 2 * (500).bit_length() + 1
+    assert budget.most(lambda n: True, 5, 9) == 9
+    assert budget.most(lambda n: False, 5, 9) == 5  # (its start is taken to fit)
+    assert budget.most(lambda n: n <= 260, 200, 400) == 260  # a refit's steps, up to twice

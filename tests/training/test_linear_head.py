@@ -32,7 +32,8 @@ def fixed_costs(monkeypatch):
     is so slow: the run never falls behind its plan), a trained step `costs.thawed` s (100:
     a few trained epochs of 1-2 steps fit in 10 minutes), a validation pass and a commit next
     to nothing; the plan is not made again."""
-    from corolla.training import fit, probe
+    from corolla.training import fit
+    from corolla.training.timing import probe
 
     class Costs:
         thawed = 100.0
@@ -197,7 +198,7 @@ def test_a_budget_with_no_time_for_a_thawed_epoch_ends_with_the_linear_head(
 
 def test_a_budget_too_short_for_the_frozen_features_is_refused_naming_them(
         train_tiny, tmp_path, fixed_costs, monkeypatch, capsys):
-    from corolla.training import probe
+    from corolla.training.timing import probe
 
     measure = probe.measure
 

@@ -12,7 +12,8 @@ from corolla import config
 from corolla.errors import UserError
 from corolla.files import read_history
 from corolla.runs import paths
-from corolla.training import budget, refit
+from corolla.training import refit
+from corolla.training.timing import budget
 from helpers.cli import one_line_error
 from helpers.runs import same, saved_weights
 

@@ -43,7 +43,7 @@ MAX_BATCH = 16_384
 # 1e12: std::bad_alloc). The pipeline also holds no more than the split has.
 MAX_SHUFFLE_BUFFER = 1_000_000
 REFIT_CHOICES = ("auto", "on", "off")  # train.refit
-# What a time budget's plan sets (training.time_plan), unset: a budget given is planned anew.
+# What a time budget's plan sets (training.timing.time_plan), unset: a budget given is planned anew.
 UNPLANNED = {"train.time_plan": "", "train.time_steps": 0, "train.time_steps_from": 0,
              "train.time_steps_later": 0}
 
@@ -232,7 +232,7 @@ class TrainConfig:
     # Train for a time instead of a number of epochs: "90s", "10m", "1.5h"; "" = off.
     # The recipe's epochs are then the shape of the schedule (its warm-up, frozen epochs, size
     # ramp and decay keep their share of the run), and the number of epochs follows from a
-    # timed probe of this machine (training.budget); what it decided is written into this
+    # timed probe of this machine (training.timing.budget); what it decided is written into this
     # config (epochs, frozen_epochs, warmup_epochs, model.input_size, ...), `time_plan` and
     # `time_steps`.
     time_budget: str = setting(
@@ -253,11 +253,11 @@ class TrainConfig:
         "validated model's; --time covers both); --refit alone: on; default auto: on with "
         "--time where the classes have few training photos each")
     # Set by Corolla: the plan's steps per epoch where it shortened them to fit one epoch more
-    # (training.budget.fill); 0 = steps_per_epoch, which stays what was asked.
+    # (training.timing.budget.fill); 0 = steps_per_epoch, which stays what was asked.
     time_steps: int = setting(0, low=0)
     # Set by Corolla: where the plan made again mid-run changed the length of the epochs after
-    # it to fill the time whole ones left (training.pacing.replanned), the epoch (from 0) from
-    # which they have `time_steps_later` steps; 0 = every epoch the same.
+    # it to fill the time whole ones left (training.timing.pacing.replanned), the epoch (from
+    # 0) from which they have `time_steps_later` steps; 0 = every epoch the same.
     time_steps_from: int = setting(0, low=0)
     time_steps_later: int = setting(0, low=0)
     # With a time budget: the fewest epochs the recipe wants at model.input_size; where fewer

@@ -47,7 +47,8 @@ from corolla.files import absolute, read_history
 from corolla.report import scored
 from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
-from corolla.training import budget, settings
+from corolla.training import settings
+from corolla.training.timing import budget
 
 
 def _resolve(config: config_lib.RunConfig, resume: bool, log):
@@ -127,7 +128,7 @@ def _fold_run(parent: Path, k: int, config: config_lib.RunConfig, log):
 def _time_share(parent: Path, k: int, config: config_lib.RunConfig) -> dict:
     """Fold k's part of the k-fold run's time budget: what the folds before it left of it
     (their training seconds, history.csv's last `seconds`), over the folds left; {} without a
-    budget. Each fold plans its own epochs in its share (`training.budget`)."""
+    budget. Each fold plans its own epochs in its share (`training.timing.budget`)."""
     t = config.train
     if not t.time_budget:
         return {}

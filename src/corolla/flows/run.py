@@ -21,11 +21,13 @@ from corolla.training import refit
 
 def train_evaluate_predict(config: RunConfig, plan: Plan, log=print,
                            resume: Path | None = None,
-                           lr_find=None) -> tuple[Path | None, dict | None]:
+                           lr_find=None, began: float | None = None
+                           ) -> tuple[Path | None, dict | None]:
     """Returns (run directory, val metrics); (None, None) on a worker that is not the chief.
     `resume`: an unfinished run directory to continue (see `training.run`): from its last
     completed epoch, or, if it was killed after its training, from its evaluation. `lr_find`:
-    the range test's settings, for a new run whose rate is found first (`training.run`)."""
+    the range test's settings, for a new run whose rate is found first (`training.run`).
+    `began`: when the command started, where its time budget counts from (`training.run`)."""
     if resume is not None and rundir.status(resume) == rundir.TRAINED:
         if not plan.is_chief:
             collective.wait_for_each_other(plan)  # until the chief is done (see there)
@@ -35,7 +37,8 @@ def train_evaluate_predict(config: RunConfig, plan: Plan, log=print,
         rundir.claim(run_dir, log)
         log(f"{run_dir} finished training before it stopped: evaluating and predicting")
     else:
-        result = training.run(config, plan, log=log, resume=resume, lr_find=lr_find)
+        result = training.run(config, plan, log=log, resume=resume, lr_find=lr_find,
+                              began=began)
         if not plan.is_chief:
             collective.wait_for_each_other(plan)
             return None, None

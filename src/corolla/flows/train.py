@@ -25,6 +25,7 @@ from corolla.models import hub
 from corolla.report import html as html_report
 from corolla.runs import kfold as kfold_rule
 from corolla.runs import paths, rundir, tracking
+from corolla.runtime import clock
 
 
 # What a continued run may change: where and how it runs, and whether it skips damaged records
@@ -172,11 +173,13 @@ def for_plan(config_file: str | config_lib.ConfigFile | None, given: Given, plan
 
 def train(config_file: str | None = None, given: Given = Given(),
           resume: str | Path | None = None, log=print,
-          strict: bool = False) -> tuple[Path | None, dict | None]:
+          strict: bool = False, began: float | None = None) -> tuple[Path | None, dict | None]:
     """`corolla train`: checks the data (once per data set, `flows.check_data`: copies
     across splits are a warning, an error with `strict`), trains, evaluates on val and writes
     submission.csv. Returns (run folder, val metrics; a k-fold run's: its out-of-fold scores);
-    (None, None) on a worker that is not the chief."""
+    (None, None) on a worker that is not the chief. `began`: when the command started
+    (`clock.default()`'s time): a time budget counts from there, the data's conversion and the
+    imports included (None: from its training's start)."""
     config_file = config_lib.config_file(config_file)  # parsed at its first use, and only then
     given, lr_find = split_lr_find(given, resume)
     given_resume = resume
@@ -217,13 +220,24 @@ def train(config_file: str | None = None, given: Given = Given(),
         from corolla.flows import run
 
         run_dir, metrics = run.train_evaluate_predict(cfg, plan, log=log, resume=resume,
-                                                      lr_find=lr_find)
+                                                      lr_find=lr_find, began=began)
     if run_dir is not None and checked is not None:  # the chief: the run keeps its check
 
         check_data.save_with_run(run_dir, checked)
         html_report.write(run_dir)
     tracking.finish(run_dir, log, [run_dir / paths.REPORT] if run_dir else ())
     return run_dir, metrics
+
+
+def done_line(run_dir: Path, began: float | None, resumed: bool) -> str:
+    """The command's last line: the run, and for a new timed run, the command's wall time
+    against its budget (`done in 5.8 min of --time 6m (97%): runs/garden`)."""
+    budget = rundir.read(run_dir)[1].train.time_budget
+    if not budget or resumed or began is None:
+        return f"done: {run_dir}"
+    took = clock.default().since(began)
+    return (f"done in {took / 60:.1f} min of --time {budget} "
+            f"({took / config_lib.duration_seconds(budget):.0%}): {run_dir}")
 
 
 def _find_flag(given: Given) -> str:

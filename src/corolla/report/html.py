@@ -285,7 +285,7 @@ def _epochs(planned, trained: int) -> str:
 
 
 def _interval(m: dict) -> str:
-    """The bootstrap interval of a macro F1 (`evaluation.metrics.macro_f1_interval`)."""
+    """The bootstrap interval of a macro F1 (`scoring.metrics.macro_f1_interval`)."""
     interval = m.get("f1_macro_ci95")
     if isinstance(interval, list) and len(interval) == 2:
         return f"{_f(interval[0])} to {_f(interval[1])}"

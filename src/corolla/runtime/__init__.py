@@ -1,5 +1,6 @@
 """Hardware detection and the distribution plan (see `plan.detect`).
 
+    clock: the clock a time budget reads: the host's monotonic seconds, or a test's own
     collective: agreements between a multi-host job's processes outside training
     compile_cache: Corolla's cache folder, and JAX's persistent compilation cache inside it
     decide: the decision table: hardware, cluster and what was asked -> backend, strategy, XLA

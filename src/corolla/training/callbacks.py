@@ -4,7 +4,6 @@ when the optimizer keeps them."""
 from __future__ import annotations
 
 import contextlib
-import time
 
 import keras
 import numpy as np
@@ -138,20 +137,20 @@ class StopInTime(keras.callbacks.Callback):
     (`pacing.Deadline`), with a line that says why. Placed after the checkpoint: it reads the
     row just committed. Every process stops where the chief does (its clock decides: the
     processes' own differ). In the epoch after which the plan is made again, it times the
-    ends of the training batches (`measured`)."""
+    ends of the training batches (`measured`), on the run's `clock` (`clock.Clock`)."""
 
-    def __init__(self, deadline, checkpoint, plan, budget_text: str, log):
+    def __init__(self, deadline, checkpoint, plan, budget_text: str, log, clock):
         super().__init__()
         self.deadline, self.checkpoint, self.plan = deadline, checkpoint, plan
-        self.budget_text, self.log = budget_text, log
+        self.budget_text, self.log, self.clock = budget_text, log, clock
         self.began, self.ends = 0.0, []
 
     def on_epoch_begin(self, epoch, logs=None):
-        self.began, self.ends = time.monotonic(), []
+        self.began, self.ends = self.clock.now(), []
 
     def on_train_batch_end(self, batch, logs=None):
         if len(self.checkpoint.state.history) + 1 == self.deadline.replan_after:
-            self.ends.append((batch, time.monotonic()))
+            self.ends.append((batch, self.clock.now()))
 
     def measured(self) -> tuple[float, float] | None:
         """(seconds a step, seconds of tracing) of the epoch just trained, from the ends of its

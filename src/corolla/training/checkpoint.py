@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from pathlib import Path
 
 import keras
@@ -20,6 +19,7 @@ import keras
 from corolla.errors import UserError
 from corolla.files import atomic_path, check_space, remove_partials
 from corolla.training import backup
+from corolla.runtime import clock as clock_lib
 from corolla.training.backup import BackupState
 from corolla.training.callbacks import VAL_F1, ema_weights
 from corolla.training.optimizer import epoch_learning_rate
@@ -39,12 +39,14 @@ class Checkpoint(keras.callbacks.Callback):
 
     def __init__(self, backup_dir: Path, state: BackupState, history_path: Path | None = None,
                  swap=None, patience: int = 0, log=print, saved=None,
-                 chiefs_file: str | None = None, began: float | None = None):
+                 chiefs_file: str | None = None, began: float | None = None, clock=None):
         super().__init__()
         # Training seconds (history.csv's `seconds`, after each epoch): this session's since
-        # `began` (time.monotonic()) added to those of the sessions before it, so that a time
-        # budget counts what a killed run spent up to its last completed epoch.
-        self.began = time.monotonic() if began is None else began
+        # `began` (on `clock`, a `clock.Clock`: the host's by default) added to those of the
+        # sessions before it, so that a time budget counts what a killed run spent up to its
+        # last completed epoch.
+        self.clock = clock or clock_lib.default()
+        self.began = self.clock.now() if began is None else began
         self.before = state.history[-1].get("seconds", 0.0) if state.history else 0.0
         self.backup_dir, self.state, self.history_path = Path(backup_dir), state, history_path
         self.swap, self.patience, self.log, self.saved = swap, patience, log, saved
@@ -54,7 +56,7 @@ class Checkpoint(keras.callbacks.Callback):
 
     def spent(self) -> float:
         """Training seconds so far, the sessions before this one's included."""
-        return self.before + time.monotonic() - self.began
+        return self.before + self.clock.since(self.began)
 
     def restore(self, model, for_all: bool = False) -> None:
         """Loads the backed-up model and optimizer state; call it inside the plan's scope

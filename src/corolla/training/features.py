@@ -26,7 +26,8 @@ import tensorflow as tf
 
 from corolla.data import pipeline
 from corolla.scoring.batched import stop_check
-from corolla.training import budget, linear_head
+from corolla.training import linear_head
+from corolla.training.timing import budget
 from corolla.training.callbacks import RunProgress
 from corolla.training.compiling import compile_head
 from corolla.training.phases import Phase

@@ -8,7 +8,6 @@ training does not beat it on val, or fails.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from corolla import config as config_lib
@@ -20,15 +19,17 @@ from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
 from corolla.training import range_test
 from corolla.training import backup, linear_head, refit, saving
+from corolla.runtime import clock as clock_lib
 from corolla.training.phases import epochs_text
 from corolla.training.preparing import Prepared, prepare
 from corolla.training.saving import TrainResult
-from corolla.training.time_plan import plan_time, replan
+from corolla.training.timing.time_plan import plan_time, replan
 from corolla.training.trainer import Trainer
 
 
 def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
-        callbacks=(), lr_find: range_test.RangeSettings | None = None) -> TrainResult:
+        callbacks=(), lr_find: range_test.RangeSettings | None = None,
+        clock: clock_lib.Clock | None = None, began: float | None = None) -> TrainResult:
     """Trains into a new run directory, or continues the interrupted run `resume` (its
     config, from its last completed epoch). `callbacks` are added to Corolla's own.
     `lr_find`: a new run's peak learning rate is found first by the range test on its own
@@ -39,8 +40,11 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     The run's model.keras is its best epoch by val macro F1 (or a timed run's linear head,
     where no epoch beat it); last.keras its last epoch. Where training fails (raises, or its
     loss becomes NaN) after the linear head was fit, the run ends with its best so far, and
-    says so."""
-    began = time.monotonic()  # a time budget counts from here (`budget`)
+    says so. `clock`: what a time budget reads (`clock.Clock`; the host's by default);
+    `began`: when the command started on it, where a time budget counts from (`budget`: the
+    whole command's; now by default)."""
+    clock = clock or clock_lib.default()
+    began = clock.now() if began is None else began
     log = log if plan.is_chief else (lambda *args: None)
     if config.train.refit == "on":
         refit.check_plan(plan)
@@ -48,7 +52,7 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
     # Data and model come first: a failure there (a split smaller than one batch, weights that
     # will not load) leaves no empty run behind.
     val_split, val_labels = _val_split(ready)
-    trainer = Trainer(ready, plan, log, callbacks)
+    trainer = Trainer(ready, plan, log, callbacks, clock)
     found = None
     if lr_find is not None and resume is None:
         found = range_test.train_at_found_rate(trainer, lr_find, config.train, log)
@@ -94,7 +98,8 @@ def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None
         result.refit = ready.config.train.refit == "on"
         if result.refit and resume is None:  # a resumed one: `refit.train`
             result.refit_deadline = refit.plan_in_time(
-                run_dir, trainer.ready, checkpoint.state.history, began, val_split.count, log)
+                run_dir, trainer.ready, checkpoint.state.history, began, val_split.count, log,
+                clock)
         return result
 
 

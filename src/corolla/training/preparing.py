@@ -21,7 +21,7 @@ from corolla.errors import UserError
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan, collective
 from corolla.runtime.hardware import worker_scratch
-from corolla.training import pacing
+from corolla.training.timing import pacing
 from corolla.training import phases as phases_lib
 from corolla.training.backup import BackupState, read_state
 from corolla.training.resuming import agree_on_epoch

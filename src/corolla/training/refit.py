@@ -32,7 +32,9 @@ from corolla.errors import UserError
 from corolla.files import read_history, read_json, write_json
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
-from corolla.training import budget, pacing, saving
+from corolla.training import saving
+from corolla.training.timing import budget, pacing
+from corolla.runtime import clock as clock_lib
 from corolla.training.backup import BackupState, read_state
 from corolla.training.phases import of_config
 from corolla.training.preparing import Prepared, epoch_steps, set_determinism
@@ -88,6 +90,7 @@ class RefitDeadline:
     ends: float
     each_at: Callable[[int], list]
     save: float
+    clock: clock_lib.Clock = clock_lib.SYSTEM  # what `ends` is read on
 
     def deadline(self, began: float, epochs: int, steps: int) -> pacing.Deadline:
         """The `pacing.Deadline` of a refit of `epochs` epochs of `steps` steps that starts
@@ -142,35 +145,32 @@ def make_plan(run_dir: Path, config: config_lib.RunConfig, steps: int, counts: t
 def _longer(each_at, steps: int, epochs: int, left: float) -> int:
     """The most steps an epoch, from `steps` up to LONGEST times them, whose `epochs` epochs
     (`each_at(steps)`: their seconds) end within `left` seconds."""
-    low, high = steps, int(LONGEST * steps)
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if sum(each_at(mid)[:epochs]) <= left else (low, mid - 1)
-    return low
+    return budget.most(lambda n: sum(each_at(n)[:epochs]) <= left, steps, int(LONGEST * steps))
 
 
 def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: float,
-                 val_count: int, log) -> RefitDeadline | None:
+                 val_count: int, log, clock: clock_lib.Clock) -> RefitDeadline | None:
     """The refit's plan, right after the validated training of this session (`ready`, with its
     time plan's deadline where it made one): the refit's epochs estimated on the probe's costs
     (`budget.refit_costs`) at the pace the validated epochs kept (`Deadline.refit_pace`: a
     plan made again at 0.81x the probe's estimates, its refit estimated at 1x, left room for 5
     of its 6 epochs and 16% of a 10-minute budget unused), in the time the budget has left.
-    Returns where the refit stops short of it (None without a time plan)."""
+    Returns where the refit stops short of it (None without a time plan). `began`: when the
+    budget started, on `clock`."""
     deadline, config = ready.deadline, ready.config
     counts = (ready.layout.split("train").count, val_count)
     if deadline is None or deadline.refit is None:
         make_plan(run_dir, config, ready.steps, counts, log)
         return None
-    total = config_lib.duration_seconds(config.train.time_budget)
+    total = deadline.total  # (the budget less what follows training)
     pace, refit = deadline.refit_pace(history), deadline.refit
-    left = pacing.REPLAN_SHARE * total - (time.monotonic() - began) - pace * deadline.save
+    left = pacing.REPLAN_SHARE * total - clock.since(began) - pace * deadline.save
 
     def each_at(steps):
         return [pace * s for s in refit.each(of_config(config), config.model.input_size, steps)]
 
     make_plan(run_dir, config, ready.steps, counts, log, (left, each_at))
-    return RefitDeadline(began + total, each_at, pace * deadline.save)
+    return RefitDeadline(began + total, each_at, pace * deadline.save, clock)
 
 
 def train(run_dir: Path, plan: Plan, log, timed: RefitDeadline | None = None) -> Path | None:
@@ -197,14 +197,15 @@ def train(run_dir: Path, plan: Plan, log, timed: RefitDeadline | None = None) ->
     steps, steps_per_execution = epoch_steps(config.train, plan, log)
     backup_dir = run_dir / paths.REFIT_BACKUP
     state = read_state(backup_dir)
-    began = time.monotonic()
+    clock = clock_lib.default() if timed is None else timed.clock
+    began = clock.now()
     ready = Prepared(config, folds.with_val_in_train(layout), run_dir, backup_dir, state, steps,
                      steps_per_execution, None,
                      None if timed is None else timed.deadline(began, epochs, steps))
     log(f"refit: the model trained again from the start on train + val ({record['photos']} "
         f"photos), {epochs} epoch{'s' * (epochs != 1)} of {steps} steps"
         + (f", continuing after epoch {state.epochs_done}" if state.epochs_done else ""))
-    trainer = Trainer(ready, plan, log)
+    trainer = Trainer(ready, plan, log, clock=clock)
     saved = trainer.saved_model()
     trainer.start()
     checkpoint = trainer.callbacks(run_dir, backup_dir, saved, None, began,
@@ -214,7 +215,7 @@ def train(run_dir: Path, plan: Plan, log, timed: RefitDeadline | None = None) ->
     path = run_dir / paths.REFIT
     saving.write_final(trainer.model, saved, path, config.output.run_id)
     shutil.rmtree(backup_dir, ignore_errors=True)
-    log(f"refit: {path} written ({(time.monotonic() - began) / 60:.1f} min); it predicts the "
+    log(f"refit: {path} written ({clock.since(began) / 60:.1f} min); it predicts the "
         f"test split, model.keras (validated) keeps the val scores")
     return path
 

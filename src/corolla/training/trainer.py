@@ -20,7 +20,9 @@ from corolla.data import pipeline
 from corolla.scoring.batched import stop_check
 from corolla.runs import paths
 from corolla.runtime import Plan
-from corolla.training import budget, resuming
+from corolla.training import resuming
+from corolla.training.timing import budget
+from corolla.runtime import clock as clock_lib
 from corolla.training.backup import stops_early
 from corolla.training.compiling import compile_phase, phase_schedule
 from corolla.training.optimizer import finalize_ema
@@ -34,12 +36,14 @@ if TYPE_CHECKING:
 
 class Trainer:
     """The model of a run (`ready`) through its phases. `extra_callbacks` are added to
-    Corolla's own."""
+    Corolla's own. `clock`: what its time budget reads (`clock.Clock`; the host's by default)."""
 
-    def __init__(self, ready: Prepared, plan: Plan, log, extra_callbacks=()):
+    def __init__(self, ready: Prepared, plan: Plan, log, extra_callbacks=(),
+                 clock: clock_lib.Clock | None = None):
         from corolla.training.features import FrozenPath
 
         self.ready, self.plan, self.log = ready, plan, log
+        self.clock = clock or clock_lib.default()
         self.extra = list(extra_callbacks)
         config, t = ready.config, ready.config.train
         # A time budget not yet planned (a resumed run continues the plan its config holds): the
@@ -142,7 +146,8 @@ class Trainer:
         checkpoint = Checkpoint(backup_dir, self.ready.state,
                                 (history or run_dir / paths.HISTORY) if plan.is_chief else None,
                                 swap=swap, patience=t.early_stopping_patience, log=self.log,
-                                saved=saved, chiefs_file=self.ready.chiefs_file, began=began)
+                                saved=saved, chiefs_file=self.ready.chiefs_file, began=began,
+                                clock=self.clock)
         self.val_f1 = None if val is None else \
             ValMacroF1(val[0], config.model.input_size, val[1], plan, swap,
                        config.data.skip_bad_records)
@@ -156,7 +161,7 @@ class Trainer:
             self.own.append(TrackEpochs(tracker, checkpoint))
         if self.ready.deadline is not None:
             self.stop_in_time = StopInTime(self.ready.deadline, checkpoint, plan,
-                                           t.time_budget, self.log)
+                                           t.time_budget, self.log, self.clock)
             self.own.append(self.stop_in_time)
         self.checkpoint = checkpoint
         return checkpoint

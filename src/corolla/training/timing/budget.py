@@ -230,14 +230,23 @@ def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: flo
     one = cost(1)
     if one > left:
         return 0, one
-    low, high = 1, 2
-    while high <= MAX_EPOCHS and cost(high) <= left:
-        low, high = high, high * 2
-    high = min(high, MAX_EPOCHS + 1)
-    while high - low > 1:  # cost(low) fits, cost(high) does not (or is past the maximum)
-        mid = (low + high) // 2
-        low, high = (mid, high) if cost(mid) <= left else (low, mid)
-    return low, cost(low)
+    epochs = most(lambda n: cost(n) <= left, 1, MAX_EPOCHS)
+    return epochs, cost(epochs)
+
+
+def most(fits, low: int, high: int) -> int:
+    """The most n from `low` (which fits) to `high` for which `fits(n)`, where `fits` holds up
+    to some n and not beyond it: the step doubled from `low` while it fits, then the gap
+    halved; a few calls of `fits`, each a plan's arithmetic. The one search of a time budget:
+    its epochs (`most_epochs`), a plan made again (`pacing.replanned`), a refit's longer
+    epochs (`training.refit`)."""
+    top = low + 1
+    while top <= high and fits(top):
+        low, top = top, min(2 * top, high + 1)
+    while top - low > 1:  # `low` fits; `top` does not, or is past `high`
+        mid = (low + top) // 2
+        low, top = (mid, top) if fits(mid) else (low, mid)
+    return low
 
 
 def shortened(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
@@ -306,22 +315,48 @@ def candidates(config: config_lib.RunConfig) -> list[int]:
     return list(range(size, t.time_min_size - 1, -SIZE_STEP))
 
 
-def least(spent: float, one: float, share: float = 1.0) -> int:
+def least(spent: float, one: float, share: float = 1.0, after: float = 0.0) -> int:
     """The least budget that holds one epoch of `one` s after `spent` s of start-up and probe
-    in the `share` of its time left the run has (`validated_share`), rounded up to 10 s."""
-    return math.ceil((spent + one / (MARGIN * share)) / 10) * 10
+    in the `share` of its time left the run has (`validated_share`), with `after` s for what
+    follows training (`after_training`), rounded up to 10 s."""
+    return math.ceil((spent + after + one / (MARGIN * share)) / 10) * 10
+
+
+# A time budget is the whole command's: what follows training is kept out of the time the
+# plan fills (`after_training`). The report's plots, pages and files beyond its predictions are
+# bounded by this; its explanations (`report.scored.EXPLAINED` right and as many wrong), a
+# forward and a backward pass each, count as three predictions of an image.
+REPORT_SECONDS = 5.0
+EXPLAINED_IMAGES = 12
+
+
+def after_training(costs: Costs, final: int, batch: int, val: int, test: int,
+                   refit: bool) -> float:
+    """The seconds a command spends after training, at `final` px in batches of `batch`: the
+    `val` images scored and the `test` images predicted, each batch at the probe's cost of a
+    val batch, each pass traced again (the test split's predicted by the refit where there is
+    one, loaded first: about half the final save's two models); the report's explanations
+    and REPORT_SECONDS."""
+    val_batches = max(-(-val // batch), 1)
+    batches = val_batches + -(-test // batch) + -(-3 * EXPLAINED_IMAGES // batch)
+    tracings = 2 + bool(test)
+    return batches * costs.val[final] / val_batches + tracings * costs.val_first[final] + \
+        (costs.final_save() / 2 if refit else 0.0) + REPORT_SECONDS
 
 
 class TooShort(UserError):
     """A budget that holds no epoch (`what`: or where the first is the linear head's, not its
-    frozen features), naming the least that would (`least`, in seconds). `budget`, `measured`:
+    frozen features) with `after` s kept for what follows training, naming the least that
+    would (`least`, in seconds). `budget`, `measured`:
     the budget, and what the probe found in words (a k-fold run words its own error with
     them)."""
 
     def __init__(self, budget: str, spent: float, one: float, recipe: str, share: float = 1.0,
-                 what: str = "one epoch"):
-        self.budget, self.least = budget, least(spent, one, share)
-        self.measured = (f"{spent:.0f} s went on starting and measuring, and {what} would "
+                 what: str = "one epoch", after: float = 0.0):
+        self.budget, self.least = budget, least(spent, one, share, after)
+        kept = f", {after:.0f} s are kept for the evaluation and predictions after training" \
+            if after else ""
+        self.measured = (f"{spent:.0f} s went on starting and measuring{kept}, and {what} would "
                          f"take ~{one:.0f} s more" + ("" if share == 1 else
                                                       f" in the {share:.0%} of the time left "
                                                       f"before the refit"))
@@ -335,11 +370,15 @@ class TooShort(UserError):
 LINEAR_HEAD = "the frozen features and the linear head"
 
 
-def describe(budget: str, epochs: int, estimate: float, spent: float, note: str) -> str:
-    """The one line that says the plan: `time 10m: 14 epochs of ~38 s (measured), ...`."""
+def describe(budget: str, epochs: int, estimate: float, spent: float, note: str,
+             after: float = 0.0) -> str:
+    """The one line that says the plan: `time 10m: 14 epochs of ~38 s (measured), ...`;
+    `after`: the seconds kept for what follows training (`after_training`)."""
     epoch = estimate / epochs
     return (f"time {budget}: {epochs} epoch{'s' * (epochs != 1)} of "
             f"~{epoch:.{0 if epoch >= 10 else 1}f} s "
             f"(measured by a "
             f"probe, validation and backups included){note}, ~{estimate / 60:.1f} min "
-            f"planned after {spent:.0f} s of start-up and probe")
+            f"planned after {spent:.0f} s of start-up and probe"
+            + (f", ~{after:.0f} s kept for the evaluation and predictions after it"
+               if after else ""))

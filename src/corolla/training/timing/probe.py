@@ -1,6 +1,6 @@
 """The time probe of a time budget (`budget`): a few timed training steps of each kind of
 epoch, or batches of a frozen phase's caching pass, a validation pass and a backup, measured on
-the run's own model, which it leaves as it found it.
+the run's own model, which it leaves as it found it, on the run's clock (`Trainer.clock`).
 
 Keras and `checkpoint` (which imports it) are imported in the functions: the backend is chosen
 first."""
@@ -8,13 +8,12 @@ first."""
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 
 from corolla.data import pipeline
 from corolla.scoring.batched import predict_probabilities, split_batches
 from corolla.runs import paths
-from corolla.training import budget
+from corolla.training.timing import budget
 from corolla.training.backup import BackupState
 from corolla.training.phases import Phase
 from corolla.training.trainer import Trainer
@@ -47,7 +46,7 @@ def measure(trainer: Trainer, kinds: set, costs: budget.Costs, final: int, val_s
         if model.optimizer is None:  # only cached frozen kinds: the first phase's optimizer
             frozen, size = min(kinds)
             trainer.configure(Phase(0, 1, frozen, size=size))
-        _time_commit(model, costs)
+        _time_commit(model, costs, trainer.clock)
     with plan.scope():
         for variable, value in zip(model.variables, kept):
             variable.assign(value)
@@ -67,7 +66,7 @@ def _time_caching(trainer: Trainer, size: int, costs: budget.Costs) -> None:
         "on_predict_batch_end",
         lambda timer: trainer.frozen.halves()[0].predict(
             ds.repeat(), steps=1 + 2 * budget.PROBE_STEPS, verbose=0, callbacks=[timer]),
-        settle=budget.PROBE_STEPS)
+        trainer.clock, settle=budget.PROBE_STEPS)
 
 
 def _time_steps(trainer: Trainer, kind: tuple, per_call: int, costs: budget.Costs) -> None:
@@ -82,9 +81,9 @@ def _time_steps(trainer: Trainer, kind: tuple, per_call: int, costs: budget.Cost
     model, size = trainer.model, kind[1]
     calls = 1 + budget.PROBE_STEPS // 2  # executions an epoch; the steady ones: PROBE_STEPS
     steps = per_call * calls
-    ends = []
-    timer = _timer("on_train_batch_end", ends)
-    start = time.monotonic()
+    ends, clock = [], trainer.clock
+    timer = _timer("on_train_batch_end", ends, clock)
+    start = clock.now()
     model.fit(trainer.stream.at(0, size, steps), epochs=2, verbose=0, shuffle=False,
               steps_per_epoch=steps, callbacks=[timer])
     between = [b - a for a, b in zip(ends, ends[1:])]
@@ -95,7 +94,7 @@ def _time_steps(trainer: Trainer, kind: tuple, per_call: int, costs: budget.Cost
     costs.epoch[kind] = max(boundary - step, 0.0)
 
 
-def _time_commit(model, costs: budget.Costs) -> None:
+def _time_commit(model, costs: budget.Costs, clock) -> None:
     """Times an epoch's commit as the run's checkpoint makes it (`costs.backup`): the model's
     and optimizer's backup, a best epoch's model, the state and history.csv, written into a
     folder of its own (the backup alone, which the plan once counted, is about 60% of it:
@@ -106,12 +105,13 @@ def _time_commit(model, costs: budget.Costs) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         checkpoint = Checkpoint(Path(folder), BackupState(), Path(folder) / paths.HISTORY,
-                                log=lambda *args: None)
+                                log=lambda *args: None, clock=clock)
         checkpoint.set_model(model)
-        costs.backup = _seconds(lambda: checkpoint.on_epoch_end(0, {"loss": 1.0, VAL_F1: 0.5}))
+        costs.backup = _seconds(lambda: checkpoint.on_epoch_end(0, {"loss": 1.0, VAL_F1: 0.5}),
+                                clock)
         # The final save writes the whole model twice (`saving.save`): counted as a commit, a
         # two-worker run beside a busy chief ended at 103% of its budget.
-        costs.save = 2 * _seconds(lambda: model.save(Path(folder) / "final.keras"))
+        costs.save = 2 * _seconds(lambda: model.save(Path(folder) / "final.keras"), clock)
 
 
 def _time_validation(trainer: Trainer, val_split, final: int, costs: budget.Costs) -> None:
@@ -131,27 +131,28 @@ def _time_validation(trainer: Trainer, val_split, final: int, costs: budget.Cost
             predict_probabilities(trainer.model, val_split, final, plan, skip, batches=batches,
                                   callbacks=[timer])
 
-    batch, costs.val_first[final] = timed_batches("on_predict_batch_end", passes)
+    batch, costs.val_first[final] = timed_batches("on_predict_batch_end", passes,
+                                                  trainer.clock)
     costs.val[final] = batch * count
 
 
-def timed_batches(hook: str, call, settle: int = 0) -> tuple[float, float]:
-    """`call(timer)` (a Keras fit or predict given the callback `timer`) timed at every batch's
-    end (`hook`: "on_train_batch_end", "on_predict_batch_end"): `median_and_first` of those
-    times, from just before the call."""
+def timed_batches(hook: str, call, clock, settle: int = 0) -> tuple[float, float]:
+    """`call(timer)` (a Keras fit or predict given the callback `timer`) timed on `clock` at
+    every batch's end (`hook`: "on_train_batch_end", "on_predict_batch_end"):
+    `median_and_first` of those times, from just before the call."""
     ends = []
-    timer = _timer(hook, ends)
-    start = time.monotonic()
+    timer = _timer(hook, ends, clock)
+    start = clock.now()
     call(timer)
     return median_and_first(ends, start, settle=settle)
 
 
-def _timer(hook: str, ends: list):
-    """A Keras callback that appends the time at each `hook` to `ends`."""
+def _timer(hook: str, ends: list, clock):
+    """A Keras callback that appends the time on `clock` at each `hook` to `ends`."""
     import keras
 
     return keras.callbacks.LambdaCallback(
-        **{hook: lambda batch, logs: ends.append(time.monotonic())})
+        **{hook: lambda batch, logs: ends.append(clock.now())})
 
 
 def _median(values) -> float:
@@ -166,7 +167,7 @@ def median_and_first(ends: list, start: float, settle: int = 0) -> tuple[float, 
     return median, max(ends[0] - start - median, 0.0)
 
 
-def _seconds(call) -> float:
-    start = time.monotonic()
+def _seconds(call, clock) -> float:
+    start = clock.now()
     call()
-    return time.monotonic() - start
+    return clock.since(start)

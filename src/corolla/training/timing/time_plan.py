@@ -6,12 +6,11 @@ after its first epoch trained on images, from that epoch's pace (`replan`)."""
 from __future__ import annotations
 
 import dataclasses
-import time
 
 from corolla import config as config_lib
 from corolla.runs import paths
 from corolla.runtime import collective
-from corolla.training import budget, pacing, probe
+from corolla.training.timing import budget, pacing, probe
 from corolla.training.phases import Phase, of_config, phases
 from corolla.training.preparing import Prepared
 from corolla.training.trainer import Trainer
@@ -35,7 +34,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     # collective), at the recipe's size alone, and take the chief's epochs and steps.
     multi = trainer.plan.multi_worker
     sizes = [config.model.input_size] if multi else budget.candidates(config)
-    sized, epochs, epoch_steps, estimate, why, share = fitted(sizes[0])
+    sized, epochs, epoch_steps, estimate, why, share, after = fitted(sizes[0])
     size = sizes[0]
     # Fewer epochs than the recipe wants: the size where they fit, chosen on the costs
     # estimated by the pixels, then measured there.
@@ -43,14 +42,14 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
         if fitted(size, scaled_from=sizes[0])[1] >= t.time_min_epochs:
             break
     if size != sizes[0]:
-        sized, epochs, epoch_steps, estimate, why, share = fitted(size)
+        sized, epochs, epoch_steps, estimate, why, share, after = fitted(size)
     if multi:
         epochs, epoch_steps = (int(collective.chief_hex(trainer.plan, f"{n:x}"), 16)
                                for n in (epochs, epoch_steps))
-    spent = time.monotonic() - began
+    spent = trainer.clock.since(began)
     if not epochs:  # (a first epoch on cached features holds the linear head: its least)
         raise budget.TooShort(t.time_budget, spent, estimate, t.recipe, share,
-                              budget.LINEAR_HEAD if caching else "one epoch")
+                              budget.LINEAR_HEAD if caching else "one epoch", after)
     note = "" if size == sizes[0] else \
         f", at {size} px (at {sizes[0]} px fewer than the {t.time_min_epochs} epochs wanted)"
     if epoch_steps != steps:  # (a worker takes the chief's steps, and so its reason)
@@ -63,7 +62,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     if share < 1:
         log(f"time {t.time_budget}: {share:.0%} of the time left for the validated training, "
             f"the rest for its refit on train + val (as the probe measured their epochs)")
-    line = budget.describe(t.time_budget, epochs, estimate, spent, note)
+    line = budget.describe(t.time_budget, epochs, estimate, spent, note, after)
     log(line)
     # train.time_steps: only a shortened epoch's (a resumed run reads it: `epoch_steps`).
     planned = config_lib.apply(sized, {**budget.shaped(t, epochs),
@@ -77,9 +76,11 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     refit = _refit(ready, val_split.count, costs, caching, epoch_steps) \
         if t.refit == "on" else None
     refit_each = () if refit is None else refit.each(plan_phases, size)
-    deadline = pacing.Deadline(total, tuple(each), spent, costs.final_save(), costs, caching,
-                               epoch_steps, _replan_after(trainer, plan_phases, epoch_steps),
-                               refit, tuple(refit_each))
+    # Its deadline: the budget less what follows training (`budget.after_training`).
+    deadline = pacing.Deadline(total - after, tuple(each), spent, costs.final_save(), costs,
+                               caching, epoch_steps,
+                               _replan_after(trainer, plan_phases, epoch_steps), refit,
+                               tuple(refit_each))
     return ready.planned(planned, epoch_steps, deadline)
 
 
@@ -161,10 +162,11 @@ def replan(trainer: Trainer, run_dir, log) -> None:
 
 def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, total: float):
     """(`fitted`, the run's `budget.Caching` or None). `fitted(size)`: (the run's config at
-    `size` px, and `budget.fill`'s epochs, steps per epoch, estimated seconds and reason in the time
-    left before `total` seconds from `began`, and the share of that time the run trains in:
-    1, or where a refit follows, the validated training's `budget.validated_share`), on costs
-    the probe adds to `costs` at that size, or, `scaled_from` another size measured,
+    `size` px, and `budget.fill`'s epochs, steps per epoch, estimated seconds and reason in
+    the time left before `total` seconds from `began`, less what follows training; the share
+    of that time the run trains in: 1, or where a refit follows, the validated training's
+    `budget.validated_share`; and the seconds after training, `budget.after_training`), on
+    costs the probe adds to `costs` at that size, or, `scaled_from` another size measured,
     estimated from those (`budget.scaled`)."""
     ready = trainer.ready
     config, steps = ready.config, ready.steps
@@ -178,6 +180,7 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, tot
         trainer.frozen.usable(Phase(0, 1, True), say=False)
     batch = trainer.plan.inference_batch
     counts = (ready.layout.split("train").count, val_split.count)
+    test = ready.layout.split("test").count if ready.layout.has_split("test") else 0
     caching = budget.Caching("flip" in config.data.augment, -(-counts[0] // batch),
                              -(-val_split.count // batch)) if fast else None
 
@@ -193,11 +196,13 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, tot
         known = costs if scaled_from is None else budget.scaled(costs, scaled_from, size)
         share = budget.validated_share(sized, phases_of, known, steps, caching,
                                        *counts) if t.refit == "on" else 1.0
-        left = budget.MARGIN * share * (total - (time.monotonic() - began))
+        after = budget.after_training(known, size, batch, val_split.count, test,
+                                      t.refit == "on")
+        left = budget.MARGIN * share * (total - after - trainer.clock.since(began))
         # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
         return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit,
                                     lambda plan_phases, each: bool(
-                                        _replan_after(trainer, plan_phases, each))), share)
+                                        _replan_after(trainer, plan_phases, each))), share, after)
 
     return fitted, caching
 

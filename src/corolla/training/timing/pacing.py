@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from corolla import config as config_lib
 from corolla.config.schema import MAX_EPOCHS
-from corolla.training.budget import (
-    Caching, Costs, epoch_seconds, most_steps, phases_at, shaped)
+from corolla.training.timing.budget import (
+    Caching, Costs, epoch_seconds, most, most_steps, phases_at, shaped)
 
 # What a plan made again from a trained epoch's measured pace fills (`replanned`): the pace is
 # known then, and `Deadline` stops a run that falls behind it; its check of the next epoch with
@@ -226,11 +226,6 @@ def _most_replanned(config, phases_of, deadline: Deadline, done: int, pace: floa
         return _after(config, phases_of, deadline, done, pace, retrace, epochs) <= left
 
     # Leaving the plan's own epochs aside (they need no new tracing), the time grows with
-    # the epochs: the most that fit by doubling, then halving.
-    low, high = done, done + 1
-    while high <= MAX_EPOCHS and fits(high):
-        low, high = high, min(2 * high, MAX_EPOCHS + 1)
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if fits(mid) else (low, mid)
+    # the epochs.
+    low = most(fits, done, MAX_EPOCHS)
     return planned if low < planned and fits(planned) else low
