@@ -15,7 +15,7 @@ import functools
 import string
 
 from corolla import config as config_lib
-from corolla.config import flags as flags_lib
+from corolla.config import flags
 from corolla.config import policies
 from corolla.config import recipe
 from corolla.config.schema import SETTINGS
@@ -104,9 +104,9 @@ def name_flags(p: argparse.ArgumentParser) -> None:
     p.set_defaults(flag_names=names)
 
 
-def settings(args: argparse.Namespace) -> flags_lib.Given:
+def settings(args: argparse.Namespace) -> flags.Given:
     """The settings of the parsed flags, each named by the flag that sets it."""
-    return flags_lib.from_flags(vars(args), getattr(args, "flag_names", {}))
+    return flags.from_flags(vars(args), getattr(args, "flag_names", {}))
 
 
 # -- a run's settings: corolla train's flags, which corolla lr-find declares too ---------

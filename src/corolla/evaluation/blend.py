@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError
-from corolla.scoring import metrics as metrics_lib
+from corolla.scoring.metrics import classification_metrics, macro_f1_interval
 from corolla.evaluation import predictions
 from corolla.scoring.metrics import macro_f1
 from corolla.evaluation.predictions import Predictions
@@ -279,10 +279,10 @@ def metrics(ensemble: Ensemble) -> dict:
     """The blend's val metrics (as `corolla evaluate` reports a run's) with its members, their
     val macro F1 and weights, and how the weights were chosen."""
     val = ensemble.val
-    result = metrics_lib.classification_metrics(val.labels, val.predicted, val.class_names)
+    result = classification_metrics(val.labels, val.predicted, val.class_names)
     result["split"] = "val"
     result["members"] = [{"folder": str(m.folder.resolve()), "weight": float(w),
-                          "f1_macro": f1, "f1_macro_ci95": list(metrics_lib.macro_f1_interval(
+                          "f1_macro": f1, "f1_macro_ci95": list(macro_f1_interval(
                               m.val.labels, m.val.predicted))}
                          for m, w, f1 in zip(ensemble.members, ensemble.weights,
                                              ensemble.member_f1)]

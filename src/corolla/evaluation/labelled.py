@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from corolla.data import check
-from corolla.data import layout as layout_lib
+from corolla.data.layout import Layout
 from corolla.data import pipeline
 from corolla.scoring.metrics import classification_metrics
 from corolla.scoring import tta as tta_lib
@@ -26,7 +26,7 @@ class Evaluation:
     probabilities: np.ndarray
 
 
-def evaluate(model, layout: layout_lib.Layout, plan: Plan, split: str = "val",
+def evaluate(model, layout: Layout, plan: Plan, split: str = "val",
              skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None) -> Evaluation:
     # The checked split counts the records the pipelines yield (less any skipped ones).
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)

@@ -64,15 +64,15 @@ def rundir_metrics(run_dir: Path) -> dict:
 def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
     """Fits the per-class offsets for macro F1 on the run's saved `split` predictions
     (`evaluation.bias`), writes RUN/bias.json, and says the held-out figures."""
-    from corolla.evaluation import bias as bias_lib
+    from corolla.evaluation import bias
 
     held = predictions.load(predictions.path_in(run_dir, split))
     if not held.labelled:
         raise UserError(f"{predictions.path_in(run_dir, split)} has no labels to fit on")
     log(f"fitting one offset per class for macro F1 on {len(held)} {split} images ...")
-    offsets = bias_lib.fit(held.probabilities, held.labels)
-    held_out = bias_lib.cross_fitted(held.probabilities, held.labels)
-    record = bias_lib.record(offsets, held.class_names, split, held_out)
+    offsets = bias.fit(held.probabilities, held.labels)
+    held_out = bias.cross_fitted(held.probabilities, held.labels)
+    record = bias.record(offsets, held.class_names, split, held_out)
     write_json(record, run_dir / paths.BIAS)
     log(f"held-out macro F1 (each half scored with offsets fitted on the other): "
         f"{held_out['argmax']:.4f} argmax -> {held_out['fitted']:.4f} with offsets")

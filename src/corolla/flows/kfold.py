@@ -38,7 +38,7 @@ from corolla import models
 from corolla.flows.run import train_evaluate_predict
 from corolla.data import check, datasets, pipeline
 from corolla.data.audit import survey
-from corolla.data import folds as folds_lib
+from corolla.data import folds
 from corolla.errors import UserError
 from corolla.stopping import Interrupted
 from corolla.scoring.metrics import f1_text
@@ -69,8 +69,8 @@ def _resolve(config: config_lib.RunConfig, resume: bool, log):
         "data.converted": layout.root if layout.source else ""}), layout
 
 
-def _assignment(config: config_lib.RunConfig, layout, log) -> folds_lib.Assignment:
-    pooled = check.check_split(folds_lib.pooled(layout), len(layout.class_names))
+def _assignment(config: config_lib.RunConfig, layout, log) -> folds.Assignment:
+    pooled = check.check_split(folds.pooled(layout), len(layout.class_names))
     meta = pipeline.metadata(pooled)
     repeated = len(meta["ids"]) - len(set(meta["ids"]))
     if repeated:
@@ -78,13 +78,13 @@ def _assignment(config: config_lib.RunConfig, layout, log) -> folds_lib.Assignme
                         f" k-fold assigns examples to folds by id: make the ids unique")
     k = config.train.folds
     groups = _copy_groups(config, meta["ids"], log)
-    found = folds_lib.assign(meta["labels"], k, config.train.seed, layout.class_names, groups)
+    found = folds.assign(meta["labels"], k, config.train.seed, layout.class_names, groups)
     sizes = np.bincount(found, minlength=k + 1)[1:].tolist()
     together = len(groups) - len(set(groups)) if groups else 0
     log(f"{len(found)} train+val images in {k} stratified folds of {sizes} (seed "
         f"{config.train.seed}" + (f"; {together} copies kept in their originals' folds)"
                                   if together else ")"))
-    return folds_lib.Assignment(tuple(meta["ids"]), tuple(meta["labels"]),
+    return folds.Assignment(tuple(meta["ids"]), tuple(meta["labels"]),
                                 tuple(found.tolist()), tuple(groups) if together else ())
 
 
@@ -226,7 +226,7 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
 
 
 def _claim_parent(config: config_lib.RunConfig, layout, plan: Plan, resume: Path | None,
-                  log) -> tuple[Path, folds_lib.Assignment | None]:
+                  log) -> tuple[Path, folds.Assignment | None]:
     """(the parent's folder, claimed, with this session recorded; the new run's fold
     assignment, drawn before the folder is made, or None for a continued one)."""
     if resume is None:
@@ -259,7 +259,7 @@ def pool(parent: str | Path, config: config_lib.RunConfig, images, log=print) ->
     parent's resolved config and its data's layout, as `train_folds` opened them (the images
     of the labels to review)."""
     parent = Path(parent)
-    assignment = folds_lib.Assignment.read(parent / paths.FOLDS)
+    assignment = folds.Assignment.read(parent / paths.FOLDS)
     k = config.train.folds
     fold_dirs = [parent / paths.fold_name(fold) for fold in range(1, k + 1)]
     pooled = pool_lib.pool(assignment, fold_dirs, rundir.class_names(parent), paths.OOF)

@@ -5,10 +5,10 @@ Keras is imported in the functions: the backend is chosen first."""
 
 from __future__ import annotations
 
-from corolla import config as config_lib
+from corolla import config
 from corolla.runtime import Plan
-from corolla.training import phases as phases_lib
-from corolla.training import schedule as schedule_lib
+from corolla.training import phases
+from corolla.training.schedule import for_training
 from corolla.training.optimizer import make_optimizer
 
 
@@ -20,12 +20,12 @@ def keras_accuracy():
 
 
 def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None = None,
-                  train: config_lib.TrainConfig | None = None) -> None:
+                  train: config.TrainConfig | None = None) -> None:
     """Compiles for one-hot labels (see pipeline.train_dataset) with the optimizer `train`
     asks for (Adam without it)."""
     import keras
 
-    train = train or config_lib.TrainConfig()
+    train = train or config.TrainConfig()
     model.compile(optimizer=make_optimizer(train, schedule, model),
                   loss=keras.losses.CategoricalCrossentropy(
                       label_smoothing=train.label_smoothing),
@@ -34,8 +34,8 @@ def compile_model(model, plan: Plan, schedule, steps_per_execution: int | None =
                   jit_compile=plan.jit_compile)
 
 
-def compile_phase(model, backbone, phase: phases_lib.Phase, plan: Plan,
-                  train: config_lib.TrainConfig, steps: int, steps_per_execution: int,
+def compile_phase(model, backbone, phase: phases.Phase, plan: Plan,
+                  train: config.TrainConfig, steps: int, steps_per_execution: int,
                   frozen_bn: bool, schedule=None, later_steps: int = 0) -> None:
     """`model` with its `backbone` (None: nothing to freeze) frozen, or thawed as far as
     `train` says, and compiled for `phase`: a fresh optimizer whose schedule continues from
@@ -43,13 +43,13 @@ def compile_phase(model, backbone, phase: phases_lib.Phase, plan: Plan,
     train.time_steps_from; or on `schedule`, a Keras LearningRateSchedule of the optimizer's
     micro-steps: the range test's)."""
     if backbone is not None:
-        phases_lib.freeze(backbone, phase, train.unfreeze_fraction, frozen_bn)
+        phases.freeze(backbone, phase, train.unfreeze_fraction, frozen_bn)
     if schedule is None:
         schedule = phase_schedule(phase, train, steps, later_steps)
     compile_model(model, plan, schedule, steps_per_execution, train=train)
 
 
-def phase_schedule(phase: phases_lib.Phase, train: config_lib.TrainConfig, steps: int,
+def phase_schedule(phase: phases.Phase, train: config.TrainConfig, steps: int,
                    later_steps: int = 0):
     """The learning-rate schedule of `phase` as its optimizer calls it: over epochs of `steps`
     steps (schedules count updates), or from train.time_steps_from on, of `later_steps` where
@@ -57,7 +57,7 @@ def phase_schedule(phase: phases_lib.Phase, train: config_lib.TrainConfig, steps
     updates = train.accumulation_steps
     later = (train.time_steps_from, later_steps // updates) \
         if later_steps and train.time_steps_from else None
-    return schedule_lib.for_training(train, steps // updates, updates, first_epoch=phase.start,
+    return for_training(train, steps // updates, updates, first_epoch=phase.start,
                                      scale=phase.lr_scale, later=later)
 
 

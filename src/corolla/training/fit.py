@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, TrainConfig, duration_seconds
 from corolla import models
 from corolla.data import check, pipeline
 from corolla.errors import UserError, first_line
@@ -27,7 +27,7 @@ from corolla.training.timing.time_plan import plan_time, replan
 from corolla.training.trainer import Trainer
 
 
-def run(config: config_lib.RunConfig, plan: Plan, log=print, resume: Path | None = None,
+def run(config: RunConfig, plan: Plan, log=print, resume: Path | None = None,
         callbacks=(), lr_find: range_test.RangeSettings | None = None,
         clock: clock_lib.Clock | None = None, began: float | None = None) -> TrainResult:
     """Trains into a new run directory, or continues the interrupted run `resume` (its
@@ -183,7 +183,7 @@ def _log_training(ready: Prepared, plan: Plan, log) -> None:
             f"size {size}, or {t.epochs} epoch(s) leave no room for a ramp")
 
 
-def _log_recipe(config: config_lib.RunConfig, log) -> None:
+def _log_recipe(config: RunConfig, log) -> None:
     """The recipe's line: its optimizer, schedule and the settings it turns on."""
     t = config.train
     log(f"recipe {t.recipe}: {t.optimizer}, {t.schedule} schedule, peak learning rate "
@@ -196,8 +196,8 @@ def _log_recipe(config: config_lib.RunConfig, log) -> None:
         + (f", class weight {t.class_weight}" if t.class_weight != "none" else ""))
 
 
-def _log_time_spent(t: config_lib.TrainConfig, spent: float, log) -> None:
+def _log_time_spent(t: TrainConfig, spent: float, log) -> None:
     """With a time budget: the training's `spent` seconds, against it."""
     if t.time_budget:
         log(f"time {t.time_budget}: trained in {spent / 60:.1f} min "
-            f"({spent / config_lib.duration_seconds(t.time_budget):.0%} of the budget)")
+            f"({spent / duration_seconds(t.time_budget):.0%} of the budget)")

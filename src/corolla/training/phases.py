@@ -9,10 +9,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, TrainConfig
 from corolla import models
 from corolla.errors import UserError
-from corolla.training import schedule as schedule_lib
+from corolla.training import schedule
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Phase:
         return (self.frozen, self.lr_scale) == (other.frozen, other.lr_scale)
 
 
-def phases(train: config_lib.TrainConfig, train_backbone: bool, size: int = 0) -> list[Phase]:
+def phases(train: TrainConfig, train_backbone: bool, size: int = 0) -> list[Phase]:
     """Two-phase fine-tuning: the head alone for train.frozen_epochs, then everything at the
     schedule's rate x train.finetune_lr_scale; one phase otherwise. With progressive resizing
     (train.start_size, for a model of `size` px), each is split where the image size changes."""
@@ -43,7 +43,7 @@ def phases(train: config_lib.TrainConfig, train_backbone: bool, size: int = 0) -
     out = []
     for p in split:
         for epoch in range(p.start, p.end):
-            at = schedule_lib.size_at(train, size, epoch)
+            at = schedule.size_at(train, size, epoch)
             if out and out[-1].end == epoch and out[-1].size == at and p.same_optimizer(out[-1]):
                 out[-1] = dataclasses.replace(out[-1], end=epoch + 1)
             else:
@@ -76,7 +76,7 @@ def split_at(plan_phases: list[Phase], epoch: int) -> list[Phase]:
     return out
 
 
-def of_config(config: config_lib.RunConfig) -> list[Phase]:
+def of_config(config: RunConfig) -> list[Phase]:
     """The phases of a run's config, at its input size."""
     return phases(config.train, config.model.train_backbone, config.model.input_size)
 
@@ -125,7 +125,7 @@ def below_unfrozen(backbone, fraction: float) -> list:
     return weighted[:round(len(weighted) * (1 - fraction))]
 
 
-def batchnorm_inference(config: config_lib.RunConfig) -> bool:
+def batchnorm_inference(config: RunConfig) -> bool:
     """Whether a trained (unfrozen) backbone keeps its BatchNorm in inference mode:
     train.batchnorm, whose "auto" means yes for pre-trained weights, no from scratch."""
     mode = config.train.batchnorm

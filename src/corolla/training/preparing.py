@@ -16,7 +16,7 @@ import tensorflow as tf
 from tensorflow.python.framework import config as tf_config
 
 from corolla import config as config_lib
-from corolla.data import layout as layout_lib
+from corolla.data.layout import Layout
 from corolla.errors import UserError
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan, collective
@@ -32,7 +32,7 @@ from corolla.training.settings import resolve
 class Prepared:
     """What training needs before the first epoch, found before any folder is made."""
     config: config_lib.RunConfig  # resolved
-    layout: layout_lib.Layout
+    layout: Layout
     run_dir: Path | None  # the run continued (chief), None for a new run or a worker
     backup_dir: Path | None  # a worker's; the chief's is inside its run folder
     state: BackupState

@@ -10,13 +10,13 @@ import numpy as np
 from corolla import config as config_lib
 from corolla import models
 from corolla.data import check, datasets, folds, pipeline
-from corolla.data import layout as layout_lib
+from corolla.data.layout import Layout
 from corolla.errors import UserError
 from corolla.files import absolute
 from corolla.runtime import Plan
 
 
-def input_size(config: config_lib.RunConfig, spec, layout: layout_lib.Layout) -> int:
+def input_size(config: config_lib.RunConfig, spec, layout: Layout) -> int:
     """The size the model takes: model.input_size, at most the data's; checked (with the first
     size of progressive resizing) against the smallest the model takes, before anything is
     written."""
@@ -48,7 +48,7 @@ def data_size(config: config_lib.RunConfig, spec) -> int:
 
 
 def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
-            log=print) -> tuple[config_lib.RunConfig, layout_lib.Layout]:
+            log=print) -> tuple[config_lib.RunConfig, Layout]:
     """Checks the config against the registry and the data, and fills in everything that
     `0`/auto left open (image size, global batch, steps per epoch, the learning rates: the peak
     scaled with the replicas when train.scale_lr asks, start and minimum; the data path made

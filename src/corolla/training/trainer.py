@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from corolla import config as config_lib
+from corolla.config import RunConfig
 from corolla import models
 from corolla.data import class_weights as class_weights_lib
-from corolla.data import layout as layout_lib
+from corolla.data.layout import Layout
 from corolla.data import pipeline
 from corolla.scoring.batched import stop_check
 from corolla.runs import paths
@@ -237,7 +237,7 @@ class Trainer:
             self.log(f"{epochs_text(phase)} at {phase.size} px")
 
 
-def class_weights(config: config_lib.RunConfig, layout: layout_lib.Layout):
+def class_weights(config: RunConfig, layout: Layout):
     """The loss weight of each class (`train.class_weight`), or None; "balanced" reads the
     training split's labels once."""
     setting = config.train.class_weight
@@ -253,7 +253,7 @@ class TrainingStream:
     would be), at a phase's image size, with the run's augmentation, caching and class
     weights."""
 
-    def __init__(self, config: config_lib.RunConfig, layout: layout_lib.Layout, plan: Plan,
+    def __init__(self, config: RunConfig, layout: Layout, plan: Plan,
                  log):
         self.config, self.layout, self.plan, self.log = config, layout, plan, log
         self.class_weights = class_weights(config, layout)

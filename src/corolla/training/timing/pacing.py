@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, TrainConfig
 from corolla.config.schema import MAX_EPOCHS
 from corolla.training.timing.budget import (
     Caching, Costs, epoch_seconds, most, most_steps, phases_at, shaped)
@@ -138,7 +138,7 @@ class Deadline:
         return history[-1]["seconds"] + (1.1 * self.planned[done] + self.save + refit) * behind
 
 
-def reshaped(train: config_lib.TrainConfig, epochs: int) -> dict:
+def reshaped(train: TrainConfig, epochs: int) -> dict:
     """`shaped` for a plan made again mid-run: the frozen epochs of a run that thaws are
     trained already, and stay as they were."""
     out = shaped(train, epochs)
@@ -147,7 +147,7 @@ def reshaped(train: config_lib.TrainConfig, epochs: int) -> dict:
     return out
 
 
-def remaining(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
+def remaining(config: RunConfig, phases_of, deadline: Deadline, done: int,
               pace: float, retrace: float, epochs: int, steps: int | None = None) -> list[float]:
     """The planned seconds of each epoch after the first `done` of the run's plan made again
     for `epochs` epochs of `steps` steps after `done` (None: the plan's), at `pace` times the
@@ -165,7 +165,7 @@ def remaining(config: config_lib.RunConfig, phases_of, deadline: Deadline, done:
     return each
 
 
-def refit_seconds(config: config_lib.RunConfig, phases_of, deadline: Deadline,
+def refit_seconds(config: RunConfig, phases_of, deadline: Deadline,
                   epochs: int) -> list[float]:
     """The refit's estimated seconds for each epoch of the run's plan made again for `epochs`
     epochs (the probe's costs; none without a refit)."""
@@ -175,7 +175,7 @@ def refit_seconds(config: config_lib.RunConfig, phases_of, deadline: Deadline,
                                config.model.input_size)
 
 
-def replanned(config: config_lib.RunConfig, phases_of, deadline: Deadline, done: int,
+def replanned(config: RunConfig, phases_of, deadline: Deadline, done: int,
               pace: float, retrace: float, spent: float, unit: int = 1) -> tuple[int, int]:
     """(epochs, steps of those after `done`) of the run's plan made again after its first
     `done` epochs, `spent` seconds into the budget, at `pace` times the probe's estimates (as
