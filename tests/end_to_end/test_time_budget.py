@@ -178,7 +178,7 @@ def test_a_budget_below_one_epoch_is_one_line_naming_the_least(train_tiny, tmp_p
     # The least holds an epoch in the share of it the plan fills, and what follows it (the
     # figures said are rounded: within 10 s of them).
     least = config.duration_seconds(found[4])
-    assert abs(least - budget.least(spent, one, after=after)) <= 10
+    assert abs(least - budget.least_budget(spent, one, after=after)) <= 10
     assert budget.MARGIN * (least - spent - after) >= one - 2
     assert not (tmp_path / "s").exists()  # nothing trained, nothing left behind
 

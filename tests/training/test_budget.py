@@ -123,14 +123,16 @@ def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
     # An epoch of 10 steps costs 1.6 s (steps, validation, backup), once 1.1 s (tracing, the
     # final save): 3 whole epochs take 5.9 s of 6; 4 epochs of 6 steps take 3.5 + 4 x 6 x 0.1.
     assert budget.most_epochs(cfg, _phases_of, costs, 6.0, 10) == (3, pytest.approx(5.9))
-    assert budget.fill(cfg, _phases_of, costs, 6.0, 10) == (4, 6, pytest.approx(5.9),
-                                                           budget.TIME_LEFT)
+    assert budget.epochs_that_fit(cfg, _phases_of, costs, 6.0, 10) == (
+        4, 6, pytest.approx(5.9), budget.TIME_LEFT)
     # Whole executions of 4 steps: 4 steps would be fewer than half an epoch; whole epochs.
-    assert budget.fill(cfg, _phases_of, costs, 6.0, 10, unit=4) == (3, 10, pytest.approx(5.9), "")
+    assert budget.epochs_that_fit(cfg, _phases_of, costs, 6.0, 10, unit=4) == (
+        3, 10, pytest.approx(5.9), "")
     # 1 whole epoch in 3 s; 2 of 3 steps would fit, fewer than half: 1 epoch of 10 steps.
-    assert budget.fill(cfg, _phases_of, costs, 3.0, 10) == (1, 10, pytest.approx(2.7), "")
+    assert budget.epochs_that_fit(cfg, _phases_of, costs, 3.0, 10) == (
+        1, 10, pytest.approx(2.7), "")
     # Not even one whole epoch: none, whatever a shorter one would do.
-    assert budget.fill(cfg, _phases_of, costs, 2.0, 10)[0] == 0
+    assert budget.epochs_that_fit(cfg, _phases_of, costs, 2.0, 10)[0] == 0
 
 
 def test_a_plan_never_made_again_takes_one_epoch_more_of_a_quarter_of_the_steps_or_more():
@@ -147,16 +149,16 @@ def test_a_plan_never_made_again_takes_one_epoch_more_of_a_quarter_of_the_steps_
         return plan_phases[-1].end > 1
 
     # 1 whole epoch in 3 s, never made again; 2 epochs of 3 steps (of 10) fit: 2.9 s.
-    assert budget.fill(cfg, _phases_of, costs, 3.0, 10, replans=after_the_first) == \
+    assert budget.epochs_that_fit(cfg, _phases_of, costs, 3.0, 10, replans=after_the_first) == \
         (2, 3, pytest.approx(2.9), budget.TO_REPLAN)
     assert seen == [(1, 10), (2, 3)]
     # Where that would not be made again either, or is already, the plan stays as fill made it.
-    assert budget.fill(cfg, _phases_of, costs, 3.0, 10, replans=lambda *_: False) == \
+    assert budget.epochs_that_fit(cfg, _phases_of, costs, 3.0, 10, replans=lambda *_: False) == \
         (1, 10, pytest.approx(2.7), "")
-    assert budget.fill(cfg, _phases_of, costs, 6.0, 10, replans=after_the_first) == \
+    assert budget.epochs_that_fit(cfg, _phases_of, costs, 6.0, 10, replans=after_the_first) == \
         (4, 6, pytest.approx(5.9), budget.TIME_LEFT)
     # 2 epochs of 2 steps would be fewer than a quarter of 10 each: 1 whole epoch stays.
-    assert budget.fill(cfg, _phases_of, costs, 2.75, 10, replans=after_the_first) == \
+    assert budget.epochs_that_fit(cfg, _phases_of, costs, 2.75, 10, replans=after_the_first) == \
         (1, 10, pytest.approx(2.7), "")
 
 

@@ -139,7 +139,7 @@ def test_a_budget_shared_with_a_refit_gives_the_validated_training_its_part():
     cached, caching = budget.refit_costs(costs, budget.Caching(True, 8, 4), 64, 32)
     assert caching == budget.Caching(True, 12, 0)  # train + val cached, none validated
     # the least budget holds the epoch in that part: 10 s + 8 s / (0.8 x 0.4)
-    assert budget.least(10, 8, 0.4) == 40 and budget.least(10, 8) == 20
+    assert budget.least_budget(10, 8, 0.4) == 40 and budget.least_budget(10, 8) == 20
     assert "before the refit" in str(budget.TooShort("20s", 10, 8, "cpu", 0.4))
 
 

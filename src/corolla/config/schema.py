@@ -253,7 +253,7 @@ class TrainConfig:
         "validated model's; --time covers both); --refit alone: on; default auto: on with "
         "--time where the classes have few training photos each")
     # Set by Corolla: the plan's steps per epoch where it shortened them to fit one epoch more
-    # (training.timing.budget.fill); 0 = steps_per_epoch, which stays what was asked.
+    # (training.timing.budget.epochs_that_fit); 0 = steps_per_epoch, which stays what was asked.
     time_steps: int = setting(0, low=0)
     # Set by Corolla: where the plan made again mid-run changed the length of the epochs after
     # it to fill the time whole ones left (training.timing.pacing.replanned), the epoch (from

@@ -1,5 +1,8 @@
-"""Callbacks of Corolla's own: the competition metric after every epoch, on the EMA weights
-when the optimizer keeps them."""
+"""The Keras callbacks a run trains with, Corolla's own: the val macro F1 after every epoch
+(`ValMacroF1`, on the EMA weights when the optimizer keeps them: `SwapEMA`, `ema_weights`),
+TensorBoard's logs by epoch (`EpochTensorBoard`), the progress bar (`RunProgress`), the epochs
+told to a tracker (`TrackEpochs`), and the stop before an epoch that would end past a time
+budget (`StopInTime`)."""
 
 from __future__ import annotations
 

@@ -59,7 +59,7 @@ def run(config: RunConfig, plan: Plan, log=print, resume: Path | None = None,
         ready = trainer.ready
     if ready.to_plan:
         ready = plan_time(trainer, val_split, began, log)
-        trainer.follow(ready)
+        trainer.adopt_plan(ready)
     saved = trainer.saved_model()
     trainer.start()  # before the folder too: a pipeline that cannot be built leaves no run
     run_dir, backup_dir = _open_folder(ready, plan, log, resume)

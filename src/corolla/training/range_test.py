@@ -268,7 +268,7 @@ def train_at_found_rate(trainer: Trainer, settings: RangeSettings,
         raise no_suggestion(found)
     log(f"{found.line()}: the run trains at it")
     ready = trainer.ready
-    trainer.follow(ready.planned(with_rate(ready.config, asked, found.suggestion), ready.steps))
+    trainer.adopt_plan(ready.planned(with_rate(ready.config, asked, found.suggestion), ready.steps))
     return found
 
 

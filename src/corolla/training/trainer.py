@@ -73,7 +73,7 @@ class Trainer:
                                    config.model.train_backbone, dropout=config.model.dropout,
                                    any_size=self.any_size)
 
-    def follow(self, ready: Prepared) -> None:
+    def adopt_plan(self, ready: Prepared) -> None:
         """Trains as `ready` (this run's, with a time plan's settings) says from now on."""
         self.ready = ready
         if self.stop_in_time is not None:

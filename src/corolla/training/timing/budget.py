@@ -23,7 +23,7 @@ model's build and the data's opening count against the budget as time already sp
 
 Epochs come whole, so the most that fit can leave most of an epoch unused (at 3 minutes on a
 2-core CPU, cpu-finetune's one trained epoch used 56% of the budget): where one epoch more fits
-at SHORTEST of its steps or more, the plan takes it with fewer steps each (`fill`).
+at SHORTEST of its steps or more, the plan takes it with fewer steps each (`epochs_that_fit`).
 
 A plan is a forecast: `pacing` keeps a run to it (its deadline, and the plan made again from
 the pace of its first epochs).
@@ -58,7 +58,8 @@ SHORTEST = 0.5
 # for the plan to be made again (`pacing.replanned`), and the margin kept for the forecast stays
 # unused: flowers5 at 6 minutes, on a 2-core host whose probe found a step 18% slower than the
 # epoch then ran, planned its cached head and one trained epoch of 169 steps and ended at 63% of
-# its budget. There, one epoch more is taken (`fill`) at this share of an epoch's steps or more.
+# its budget. There, one epoch more is taken (`epochs_that_fit`) at this share of an epoch's
+# steps or more.
 SHORTEST_TO_REPLAN = 0.25
 
 
@@ -275,12 +276,12 @@ def most_steps(left: float, cost, steps: int, unit: int = 1, shortest: float = S
     return fits if fits >= math.ceil(shortest * steps) else 0
 
 
-# Why `fill` took an epoch more of fewer steps (the plan's line says it).
+# Why `epochs_that_fit` took an epoch more of fewer steps (the plan's line says it).
 TIME_LEFT = "in the time whole ones left"
 TO_REPLAN = "so that the plan is made again from the first trained epoch's pace"
 
 
-def fill(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
+def epochs_that_fit(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
          caching: Caching | None = None, unit: int = 1,
          replans=None) -> tuple[int, int, float, str]:
     """(epochs, steps per epoch, their estimated seconds, why the epochs are shorter than
@@ -315,7 +316,7 @@ def candidates(config: config_lib.RunConfig) -> list[int]:
     return list(range(size, t.time_min_size - 1, -SIZE_STEP))
 
 
-def least(spent: float, one: float, share: float = 1.0, after: float = 0.0) -> int:
+def least_budget(spent: float, one: float, share: float = 1.0, after: float = 0.0) -> int:
     """The least budget that holds one epoch of `one` s after `spent` s of start-up and probe
     in the `share` of its time left the run has (`validated_share`), with `after` s for what
     follows training (`after_training`), rounded up to 10 s."""
@@ -353,7 +354,7 @@ class TooShort(UserError):
 
     def __init__(self, budget: str, spent: float, one: float, recipe: str, share: float = 1.0,
                  what: str = "one epoch", after: float = 0.0):
-        self.budget, self.least = budget, least(spent, one, share, after)
+        self.budget, self.least = budget, least_budget(spent, one, share, after)
         kept = f", {after:.0f} s are kept for the evaluation and predictions after training" \
             if after else ""
         self.measured = (f"{spent:.0f} s went on starting and measuring{kept}, and {what} would "
@@ -370,7 +371,7 @@ class TooShort(UserError):
 LINEAR_HEAD = "the frozen features and the linear head"
 
 
-def describe(budget: str, epochs: int, estimate: float, spent: float, note: str,
+def plan_line(budget: str, epochs: int, estimate: float, spent: float, note: str,
              after: float = 0.0) -> str:
     """The one line that says the plan: `time 10m: 14 epochs of ~38 s (measured), ...`;
     `after`: the seconds kept for what follows training (`after_training`)."""

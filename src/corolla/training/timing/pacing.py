@@ -182,9 +182,9 @@ def replanned(config: RunConfig, phases_of, deadline: Deadline, done: int,
     measured: `time_plan.replan`) with `retrace` seconds of tracing for another schedule than
     the plan's (`remaining`): the most epochs of the plan's steps whose epochs after `done` and
     the final save (and with a refit, its epochs and save) end by REPLAN_SHARE of the budget
-    (`done`: the run ends, where not one more does); then, as `budget.fill` does, one epoch
-    more where the epochs after `done` shortened to fewer steps (a multiple of `unit`, at least
-    budget.SHORTEST of the plan's) make room for it: whole epochs leave up to one of them
+    (`done`: the run ends, where not one more does); then, as `budget.epochs_that_fit` does, one
+    epoch more where the epochs after `done` shortened to fewer steps (a multiple of `unit`, at
+    least budget.SHORTEST of the plan's) make room for it: whole epochs leave up to one of them
     unused, a fifth of a short budget. `phases_of` as in `most_epochs`."""
     saves = 2 if deadline.refit is not None else 1
     left = REPLAN_SHARE * deadline.total - spent - saves * pace * deadline.save

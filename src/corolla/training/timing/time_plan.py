@@ -18,8 +18,8 @@ from corolla.training.trainer import Trainer
 
 def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     """The trainer's preparation fitted to its time budget: the config's epochs, steps per
-    epoch (`budget.fill`) and input size, with the plan's line in train.time_plan; a budget too
-    short for one epoch is an error naming the least that would do. A recipe whose frozen
+    epoch (`budget.epochs_that_fit`) and input size, with the plan's line in train.time_plan; a
+    budget too short for one epoch is an error naming the least that would do. A recipe whose frozen
     phase trains on cached features plans it first whatever the budget (`budget.shaped`): its
     first epoch fits the linear head, so a budget that holds no thawed epoch still gives that
     model, and only one too short for the features is refused. `began`: when the run
@@ -62,7 +62,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     if share < 1:
         log(f"time {t.time_budget}: {share:.0%} of the time left for the validated training, "
             f"the rest for its refit on train + val (as the probe measured their epochs)")
-    line = budget.describe(t.time_budget, epochs, estimate, spent, note, after)
+    line = budget.plan_line(t.time_budget, epochs, estimate, spent, note, after)
     log(line)
     # train.time_steps: only a shortened epoch's (a resumed run reads it: `epoch_steps`).
     planned = config_lib.apply(sized, {**budget.shaped(t, epochs),
@@ -141,7 +141,7 @@ def replan(trainer: Trainer, run_dir, log) -> None:
     if (epochs, later) == (t.epochs, ready.steps):
         log(f"time {t.time_budget}: epoch {done} took {pace:.2f}x the probe's estimate; "
             f"the plan of {epochs} epochs stands")
-        trainer.follow(ready.planned(config, ready.steps, made))
+        trainer.adopt_plan(ready.planned(config, ready.steps, made))
         return
     shorter = f" (those after it {later} steps each, of {ready.steps}: one epoch more in " \
         f"the time whole ones left)" if later != ready.steps else ""
@@ -155,16 +155,16 @@ def replan(trainer: Trainer, run_dir, log) -> None:
                                         "train.time_plan": f"{t.time_plan}; {line}"})
     if run_dir is not None:
         config_lib.save(planned, run_dir / paths.CONFIG)
-    trainer.follow(ready.planned(planned, ready.steps, made))
+    trainer.adopt_plan(ready.planned(planned, ready.steps, made))
     if epochs > done:
         trainer.reschedule()
 
 
 def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, total: float):
     """(`fitted`, the run's `budget.Caching` or None). `fitted(size)`: (the run's config at
-    `size` px, and `budget.fill`'s epochs, steps per epoch, estimated seconds and reason in
-    the time left before `total` seconds from `began`, less what follows training; the share
-    of that time the run trains in: 1, or where a refit follows, the validated training's
+    `size` px, and `budget.epochs_that_fit`'s epochs, steps per epoch, estimated seconds and
+    reason in the time left before `total` seconds from `began`, less what follows training;
+    the share of that time the run trains in: 1, or where a refit follows, the validated training's
     `budget.validated_share`; and the seconds after training, `budget.after_training`), on
     costs the probe adds to `costs` at that size, or, `scaled_from` another size measured,
     estimated from those (`budget.scaled`)."""
@@ -200,9 +200,10 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, tot
                                       t.refit == "on")
         left = budget.MARGIN * share * (total - after - trainer.clock.since(began))
         # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
-        return (sized, *budget.fill(sized, phases_of, known, left, steps, caching, ready.unit,
-                                    lambda plan_phases, each: bool(
-                                        _replan_after(trainer, plan_phases, each))), share, after)
+        return (sized, *budget.epochs_that_fit(
+            sized, phases_of, known, left, steps, caching, ready.unit,
+            lambda plan_phases, each: bool(_replan_after(trainer, plan_phases, each))),
+            share, after)
 
     return fitted, caching
 
