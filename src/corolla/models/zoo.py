@@ -43,7 +43,7 @@ def _small_cnn(input_shape, weights):
 
 
 def _small_resnet(input_shape, weights):
-    """A ResNet sized for a 2-core CPU and a few thousand photos trained from scratch.
+    """A ResNet sized for a laptop's CPU and a few thousand photos trained from scratch.
 
     Stem: a stride-2 3x3 conv and a 3x3 max pool (a 192 px image is 48x48 after it: the
     full-resolution convolutions are where a CPU spends its time). Then three stages of one

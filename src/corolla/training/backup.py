@@ -18,9 +18,9 @@ The best epoch keeps its weights alone (a third of the backup with Adam's two mo
 run's model.keras is written from them once, when training ends.
 
 Both are the variables' values in a fixed order, as one NumPy .npz: Keras' save_weights walks
-every layer and the optimizer into HDF5 groups (and builds a reference optimizer), 54 ms an
-epoch for small_cnn on a CPU where the arrays themselves take 6 ms; on a fast accelerator that
-was a third of an epoch. Backups of earlier versions (epoch-0003.weights.h5) still resume.
+every layer and the optimizer into HDF5 groups (and builds a reference optimizer), several
+times what writing the arrays takes, which on a fast accelerator is a large share of a small
+model's epoch. Backups in the older .weights.h5 format (epoch-0003.weights.h5) still resume.
 
 Keras is imported in `save_backup` alone: the backend is chosen first, and the state is read
 before it (`preparing`, `refit`)."""
@@ -180,7 +180,7 @@ def save_backup(model, path: Path) -> None:
 
 
 def load_backup(model, path: Path) -> None:
-    """Loads `save_backup`'s file (or an earlier version's `.weights.h5`) into `model` and its
+    """Loads `save_backup`'s file (or one in the older `.weights.h5` format) into `model` and its
     built optimizer; a file of another model or optimizer is one line."""
     path = Path(path)
     if path.name.endswith(".h5"):

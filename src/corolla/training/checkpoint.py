@@ -68,7 +68,7 @@ class Checkpoint(keras.callbacks.Callback):
         `collective.take_chiefs_values`).
         Every Keras save and load makes a reference optimizer (Keras 3.15 caches it under one
         key and looks it up under another), whose variables a MultiWorkerMirroredStrategy
-        creates collectively: where the chief loads an earlier version's `.weights.h5`
+        creates collectively: where the chief loads a backup in the older `.weights.h5` format
         (`chiefs_file`), a worker saves one, so that both make it together. Corolla's own
         backups go through no Keras save or load."""
         if (self.state.weights or for_all) and not model.optimizer.built:

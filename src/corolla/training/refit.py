@@ -262,7 +262,7 @@ def _read_plan(path: Path, config: config_lib.RunConfig) -> dict:
     """refit.json as `make_plan` wrote it, checked (a run folder comes from anywhere): its
     epochs a count, its settings only those a plan sets."""
     record = read_json(path, "remove it to plan the refit again")
-    # (the rates: a plan of an earlier version's one trained epoch)
+    # (the rates: the plan of one trained epoch, as older refit.json files hold it)
     allowed = {"train.early_stopping_patience", "train.time_steps", "train.learning_rate",
                "train.start_learning_rate", "train.min_learning_rate",
                *budget.shaped(config.train, 1)}

@@ -98,11 +98,10 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
 
 
 # train.refit "auto" refits a timed run whose classes have fewer training photos than this
-# each (the median over the classes present). Measured with `--time` on an idle 2-core CPU: at
-# 10 a class (Caltech-101, 101 classes, 10m) the refit scored +0.04 test macro F1; at ~435
-# (flowers5's train split re-split, 6m) -0.014, its validated part left 2 epochs where the
-# run without a refit trained 3. Between the two the rule is a judgement: learning curves are
-# steep below a few dozen photos a class and flat beyond.
+# each (the median over the classes present): a refit shares the budget with the validated
+# training, which pays where a class's val photos are a large share of what it has (learning
+# curves are steep below a few dozen photos a class) and costs epochs where they are not (flat
+# beyond). Figures: docs/benchmarks.md#figures-behind-the-defaults.
 FEW_PHOTOS = 30
 
 

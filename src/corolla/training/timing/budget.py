@@ -14,15 +14,15 @@ from the first step), so a plan made after it would change an epoch already trai
 probe trains a few steps of every kind of epoch the plan holds (frozen or not, each image
 size; a kind's first step, which traces the step function, is timed apart: every phase pays it
 again; a frozen phase whose features are cached, a few batches of the caching pass itself, a
-`predict` slower per image than the frozen training step it was once estimated from: 12.8 ms
-against 9.3 on a 2-core CPU, ~40 s of a 3-minute budget), one validation pass (its first
+`predict` slower per image than a frozen training step, so it is measured, not estimated from
+one), one validation pass (its first
 batch, which traces, timed apart: each phase's compile makes Keras trace its predict function
 again) and one epoch's commit (at a smaller size a short budget may choose, the
 costs are estimated by the pixels to choose it, then measured there); its own time, the
 model's build and the data's opening count against the budget as time already spent.
 
-Epochs come whole, so the most that fit can leave most of an epoch unused (at 3 minutes on a
-2-core CPU, cpu-finetune's one trained epoch used 56% of the budget): where one epoch more fits
+Epochs come whole, so the most that fit can leave most of an epoch unused (in a short budget,
+most of the time left): where one epoch more fits
 at SHORTEST of its steps or more, the plan takes it with fewer steps each (`epochs_that_fit`).
 
 A plan is a forecast: `pacing` keeps a run to it (its deadline, and the plan made again from
@@ -42,24 +42,20 @@ from corolla.config.schema import MAX_EPOCHS
 from corolla.errors import UserError
 
 PROBE_STEPS = 4  # timed steps per kind of epoch, after its first (the tracing)
-# The plan fills this share of the time left: what a busy host or the final save may add stays
-# inside the budget. With 0.9, runs on a shared 2-core host ended at 98-100% of 3, 6 and 10
-# minutes: their epochs ran 7-11% longer than planned. With 0.85 and an epoch's whole cost
-# counted (its commit, its start, a warm val pass), flowers5 at 3 minutes ended at 87-100%, and
-# a tiny 2-fold run beside CI's installs at 102% of 40 s.
+# The plan fills this share of the time left: epochs on a busy host run longer than the probe
+# measured them, and what they add must stay inside the budget until the plan is made again
+# from the run's own pace (figures: docs/benchmarks.md#figures-behind-the-defaults).
 MARGIN = 0.8
 SIZE_STEP = 16  # a short budget's input size steps down by this (`candidates`)
 # One epoch more, each shorter, where the whole epochs that fit leave time unused (`shortened`),
-# if an epoch keeps at least this share of its steps: at 3 minutes on a 2-core CPU, whole epochs
-# of cpu-finetune fit 1 trained one in 56% of the budget; shortened, its frozen head and a
-# trained epoch fit.
+# if an epoch keeps at least this share of its steps: a short budget's whole epochs can leave
+# nearly half of it unused, where two shorter ones (a frozen head and a trained epoch) fit.
 SHORTEST = 0.5
 # Where the plan's first epoch on images is its last, nothing measures the run's pace in time
 # for the plan to be made again (`pacing.replanned`), and the margin kept for the forecast stays
-# unused: flowers5 at 6 minutes, on a 2-core host whose probe found a step 18% slower than the
-# epoch then ran, planned its cached head and one trained epoch of 169 steps and ended at 63% of
-# its budget. There, one epoch more is taken (`epochs_that_fit`) at this share of an epoch's
-# steps or more.
+# unused (a third of a 6-minute budget, where the probe found the step slower than the epoch
+# then ran). There, one epoch more is taken (`epochs_that_fit`) at this share of an epoch's
+# steps or more, so that the first measures the pace and the plan is made again.
 SHORTEST_TO_REPLAN = 0.25
 
 
@@ -91,7 +87,7 @@ def cached_views(flips: bool, epochs: int) -> int:
     """The views of each training image a frozen phase of `epochs` epochs caches features of
     (`features.FrozenPath.fit`): with flips, the image and its mirror image, except in a phase
     of one epoch, which draws one view per image, and the image as it is serves as well as a
-    mirror image drawn at random (half the caching: ~40 s of a short budget on a 2-core CPU)."""
+    mirror image drawn at random (half the caching, a large share of a short budget)."""
     return 2 if flips and epochs > 1 else 1
 
 

@@ -1,8 +1,8 @@
 """A timed run kept to its plan (`budget`'s arithmetic, in plain Python): where it stops short
 of it (`Deadline`), and the plan made again mid-run from the pace of its epochs (`replanned`).
 
-A plan is a forecast, and the margin it keeps for that left a quarter of the budget unused on an
-idle host (flowers5 at 6 minutes ended at 75-81%). So the plan is made again after the first
+A plan is a forecast, and the margin it keeps for that leaves part of the budget unused on an
+idle host. So the plan is made again after the first
 epoch that trains on images (`replanned`), from the pace of its steps (`time_plan.replan`), to
 fill REPLAN_SHARE of the budget: more epochs on a host faster than the probe found, fewer on a
 busier one, the schedule's shape kept, so that its learning rate still ends at its floor;
@@ -45,12 +45,11 @@ class Refit:
 @dataclass(frozen=True)
 class Deadline:
     """Where a timed run stops short of its plan to end inside its budget: on a host busier
-    than the probe found (a tiny 2-fold run beside CI's installs trained its second fold a
-    third slower than measured, and ended at 102% of its budget), the plan's margin is not
-    enough. After each epoch, the next one's planned seconds, stretched by how far behind its
-    plan the run has fallen (`behind`: never shrunk, so a run ahead of its plan keeps the
-    margin), must end with the final save inside the budget (`next_end`). A first version,
-    stretched by the whole run's lag alone, let a tiny run on a busy host end at 20.17 s of 20.
+    than the probe found, the plan's margin is not enough. After each epoch, the next one's
+    planned seconds, stretched by how far behind its plan the run has fallen (`behind`: never
+    shrunk, so a run ahead of its plan keeps the margin; the latest epochs' lag where it is
+    more than the whole run's, which a host that turns busy late hides), must end with the final
+    save inside the budget (`next_end`).
 
     `total`: the budget in seconds; `planned`: each epoch's planned seconds
     (`epoch_seconds`), from `planned_at` seconds spent when the plan was made; `save`: the

@@ -76,8 +76,7 @@ def _time_steps(trainer: Trainer, kind: tuple, per_call: int, costs: budget.Cost
     first step pays beyond a step (`costs.epoch`: Keras' epoch boundary, and the stream's next
     epoch, its own shuffle, begun where it was not read ahead). Not past the input pipeline's
     read-ahead, as for the caching pass: a training stream's next steps still wait for
-    tf.data's tuning of its decoding (0.51 s a step there, 0.39 in the epochs after, on a
-    2-core CPU); these err short."""
+    tf.data's tuning of its decoding (slower than the epochs after it); these err short."""
     model, size = trainer.model, kind[1]
     calls = 1 + budget.PROBE_STEPS // 2  # executions an epoch; the steady ones: PROBE_STEPS
     steps = per_call * calls
@@ -97,8 +96,7 @@ def _time_steps(trainer: Trainer, kind: tuple, per_call: int, costs: budget.Cost
 def _time_commit(model, costs: budget.Costs, clock) -> None:
     """Times an epoch's commit as the run's checkpoint makes it (`costs.backup`): the model's
     and optimizer's backup, a best epoch's model, the state and history.csv, written into a
-    folder of its own (the backup alone, which the plan once counted, is about 60% of it:
-    0.15 s of 0.22-0.26 for EfficientNet-Lite0 at 192 px on a 2-core CPU); and the final save
+    folder of its own (the backup alone is well short of the whole commit); and the final save
     (`costs.save`)."""
     from corolla.training.callbacks import VAL_F1
     from corolla.training.checkpoint import Checkpoint
