@@ -212,3 +212,47 @@ def test_a_budget_too_short_for_the_frozen_features_is_refused_naming_them(
     assert err.startswith("corolla: error: --time 10m (train.time_budget) is too short for "
                           "the frozen features and the linear head of recipe ") and \
         "give at least --time" in err and "\n" not in err
+
+
+def _blobs(scale: float, counts, seed: int = 0):
+    """Gaussian features [sum(counts), 16] of len(counts) classes (`counts` photos each)
+    around centres 2 apart, times `scale`. Where the classes are unequal and the scale small,
+    a strong regularisation (small C) leaves the weights too small to outvote the biases: it
+    predicts the largest class alone."""
+    rng = np.random.default_rng(seed)
+    centres = np.random.default_rng(0).normal(size=(len(counts), 16)) * 2
+    labels = np.repeat(np.arange(len(counts)), counts)
+    return ((centres[labels] + rng.normal(size=(len(labels), 16))) * scale).astype("float32"), \
+        labels
+
+
+def test_the_c_chosen_on_val_is_the_one_that_scores_best_there():
+    x, y = _blobs(0.3, [60, 6, 6])
+    vx, vy = _blobs(0.3, [10, 10, 10], seed=1)
+    c, scores = linear_head.choose_c(x, y, vx, vy, 3)
+    assert set(scores) == set(linear_head.GRID)
+    assert scores[c] == max(scores.values()) and scores[c] > scores[linear_head.C] + 0.2
+    assert c == 1.0  # small features of unequal classes want little regularisation
+
+
+def test_a_tie_on_val_keeps_the_default_c():
+    x, y = _blobs(1.0, [20, 20, 20])  # well apart: every C separates them
+    c, scores = linear_head.choose_c(x, y, x, y, 3)
+    assert set(scores.values()) == {1.0} and c == linear_head.C
+    # Two tied away from the default: the nearer by ratio, then the smaller.
+    c, _ = linear_head.choose_c(x, y, x, y, 3, grid=(0.001, 1.0))
+    assert c == 0.001
+
+
+def test_a_refit_fits_the_head_at_the_c_its_run_chose(tmp_path):
+    from corolla.errors import UserError
+    from corolla.training import features
+
+    assert features.chosen_c(None) == features.chosen_c(tmp_path) == linear_head.C
+    (tmp_path / paths.LINEAR_HEAD).write_text(json.dumps({"val_f1": 0.8, "c": 0.3,
+                                                          "kept": True}))
+    assert features.chosen_c(tmp_path) == 0.3
+    for bad in ("0.3", 0, -1, True, None):
+        (tmp_path / paths.LINEAR_HEAD).write_text(json.dumps({"c": bad}))
+        with pytest.raises(UserError, match=f"c is {bad!r}, not a positive number"):
+            features.chosen_c(tmp_path)

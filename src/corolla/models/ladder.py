@@ -1,0 +1,172 @@
+"""The backbone ladder: which EfficientNet-Lite rung (backbone and input size) a timed run
+extracts its features with, from the weights it can have, the budget and the host's pace.
+
+With features first, a larger backbone costs one forward pass per view of each photo. The
+rungs, smallest first: Lite0 at the `cpu-finetune` recipe's 192 px, Lite0 at its native 224,
+Lite1 at 240, Lite2 at 260. Where they come from:
+
+- locally: `--weights DIR`, where DIR is a folder of keras-hub preset folders (as
+  ../shared/weights is) rather than one preset: the Lite presets in it are the ladder. A preset
+  folder named itself (`--weights DIR/efficientnet_lite0_imagenet`) is a choice, taken as given;
+- online (no --weights): keras-hub's downloadable presets of the family (`ONLINE`: keras-hub
+  0.32 publishes Lite0 alone, `efficientnet_lite0_ra_imagenet`), so the ladder has one rung.
+  Nothing here touches the network: whether that preset can be had is decided as before, in
+  seconds (`hub.availability`).
+
+A rung is climbed only where the suite's linear probes say it earns its time (`SUITE`: its
+mean test macro F1 over the sets against the first rung's at least `MIN_GAIN`, and no set
+below it) AND its features of the run's photos fit `SHARE` of the budget at the host's
+measured pace. `choose` is the rule, pure; `local_rungs` reads the folders; `measure` times the
+first rung's forward pass where a climb is possible at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from corolla.errors import UserError
+from corolla.files import MAX_TEXT, check_regular
+
+# The family, as keras-hub's EfficientNetBackbone config says it: ReLU6 and no squeeze-excite,
+# each rung by its (width, depth) coefficients; Lite models keep the first and last stage's
+# depth at 1.0, so the depth read is the largest of the stages'.
+LITE = {(1.0, 1.0): "lite0", (1.0, 1.1): "lite1", (1.1, 1.2): "lite2", (1.2, 1.4): "lite3",
+        (1.4, 1.8): "lite4"}
+FIRST = ("lite0", 192)  # the recipe's own backbone and size: the ladder's foot
+# Each rung the suite measured (`python benchmarks/suite.py probe --levers`, docs/
+# benchmarks.md): (its forward pass's seconds an image against the foot's, its linear probe's
+# mean and worst test macro F1 gain over the foot's on the suite's sets, the head fit on
+# train + val at C chosen on val).
+SUITE: dict[tuple[str, int], tuple[float, float, float]] = {
+    ("lite0", 192): (1.0, 0.0, 0.0),
+    ("lite0", 224): (1.36, 0.0, 0.0),
+    ("lite1", 240): (2.0, 0.0, 0.0),
+    ("lite2", 260): (2.9, 0.0, 0.0),
+}
+MIN_GAIN = 0.01  # a climb's mean gain on the suite, at least (and no set worse)
+SHARE = 0.25  # of the budget, at most, for the features of a climbed rung
+ONLINE = ("lite0",)  # keras-hub's downloadable presets of the family (keras-hub 0.32)
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str  # "lite0"
+    weights: str  # its keras-hub preset folder, or "imagenet" (keras-hub's preset)
+    size: int  # the input size it is used at
+
+
+def family(folder: str) -> str | None:
+    """The Lite rung ("lite0" ...) a keras-hub preset folder holds, from its config.json;
+    None for any other preset or folder."""
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        return None
+    check_regular(path, "preset config", MAX_TEXT)
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+        config = saved["config"]
+        if saved.get("class_name") != "EfficientNetBackbone" or \
+                config.get("activation") != "relu6" or \
+                any(config.get("stackwise_squeeze_and_excite_ratios") or [1]):
+            return None
+        width = max(config["stackwise_width_coefficients"])
+        depth = max(config["stackwise_depth_coefficients"])
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None  # not a config keras-hub wrote for this family: no rung
+    return LITE.get((round(float(width), 3), round(float(depth), 3)))
+
+
+def is_shelf(folder: str) -> bool:
+    """Whether `folder` is a folder of preset folders (no preset itself) holding a Lite one."""
+    return os.path.isdir(folder) and not os.path.isfile(os.path.join(folder, "config.json")) \
+        and bool(local_rungs(folder))
+
+
+def local_rungs(folder: str) -> list[Rung]:
+    """The ladder's rungs of the Lite preset folders directly in `folder` (one folder a
+    rung: the first in name order where two hold the same), smallest first."""
+    found: dict[str, str] = {}
+    for entry in sorted(os.listdir(folder)):
+        path = os.path.join(folder, entry)
+        name = family(path) if os.path.isdir(path) else None
+        if name is not None and name not in found:
+            found[name] = os.path.abspath(path)
+    return [Rung(name, found[name], size) for name, size in SUITE if name in found]
+
+
+def online_rungs() -> list[Rung]:
+    """The rungs keras-hub's downloadable presets give (`ONLINE`)."""
+    return [Rung(name, "imagenet", size) for name, size in SUITE if name in ONLINE]
+
+
+def choose(rungs: list[Rung], budget: float | None, images: int,
+           seconds_an_image: float | None, suite=None, min_gain: float = MIN_GAIN,
+           share: float = SHARE) -> tuple[Rung, str]:
+    """(the rung, why in a few words): the largest of `rungs` (smallest first) that earns its
+    time on the suite (`suite`, default `SUITE`: mean gain >= `min_gain`, worst >= 0) and
+    whose forward passes over `images` photos fit `share` of `budget` seconds, at
+    `seconds_an_image` for the first rung scaled by each rung's relative cost; else the first.
+    `budget` None (no --time) or a pace unmeasured (None): the first."""
+    suite = SUITE if suite is None else suite
+    if not rungs:
+        raise ValueError("no rung to choose from")
+    first = rungs[0]
+    earning = [r for r in rungs[1:] if (r.name, r.size) in suite
+               and suite[(r.name, r.size)][1] >= min_gain and suite[(r.name, r.size)][2] >= 0]
+    if len(rungs) == 1:
+        return first, f"{_named(first)}, the only rung of the Lite ladder here"
+    if not earning:
+        best = max(rungs[1:], key=lambda r: suite.get((r.name, r.size), (0, -1, -1))[1])
+        mean, worst = suite.get((best.name, best.size), (0, float("nan"), float("nan")))[1:]
+        return first, (f"{_named(first)}: no larger rung earns its time on the suite's linear "
+                       f"probes (the best, {_named(best)}, {mean:+.3f} mean, {worst:+.3f} "
+                       f"worst; {min_gain:+.2f} needed)")
+    if budget is None or seconds_an_image is None:
+        return first, f"{_named(first)}: no --time to fit a larger rung's features in"
+    allowed = share * budget
+    for rung in reversed(earning):
+        seconds = images * seconds_an_image * suite[(rung.name, rung.size)][0] / \
+            suite[(first.name, first.size)][0]
+        if seconds <= allowed:
+            return rung, (f"{_named(rung)}: its features of {images} images take ~"
+                          f"{seconds:.0f} s here, within {share:.0%} of {budget:.0f} s, and "
+                          f"its linear probe gains {suite[(rung.name, rung.size)][1]:+.3f} on "
+                          f"the suite")
+    smallest = earning[0]
+    seconds = images * seconds_an_image * suite[(smallest.name, smallest.size)][0] / \
+        suite[(first.name, first.size)][0]
+    return first, (f"{_named(first)}: {_named(smallest)}'s features of {images} images would "
+                   f"take ~{seconds:.0f} s here, over {share:.0%} of {budget:.0f} s")
+
+
+def _named(rung: Rung) -> str:
+    return f"EfficientNet-{rung.name.capitalize()} at {rung.size} px"
+
+
+def measure(rung: Rung, batch: int = 8) -> float:
+    """Seconds an image of `rung`'s frozen forward pass on this host: one batch of `batch`
+    timed after a first that builds the graph (a few seconds in all)."""
+    import numpy as np
+
+    from corolla.models import factory
+
+    model = factory.create_model("efficientnet_lite0", 2, rung.size, weights=rung.weights,
+                                 train_backbone=False) if rung.name == "lite0" else \
+        factory.create_model(f"hub:{rung.weights}", 2, rung.size, weights="imagenet",
+                             train_backbone=False)
+    images = np.random.default_rng(0).uniform(0, 255, (batch, rung.size, rung.size, 3)) \
+        .astype("float32")
+    model.predict_on_batch(images)
+    began = time.perf_counter()
+    model.predict_on_batch(images)
+    return (time.perf_counter() - began) / batch
+
+
+def refused(folder: str) -> UserError:
+    """The error for a folder of presets that holds no Lite rung."""
+    return UserError(f"--weights {folder}: a folder without config.json and without an "
+                     f"EfficientNet-Lite preset folder in it; pass one keras-hub preset folder")
