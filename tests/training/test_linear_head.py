@@ -256,3 +256,20 @@ def test_a_refit_fits_the_head_at_the_c_its_run_chose(tmp_path):
         (tmp_path / paths.LINEAR_HEAD).write_text(json.dumps({"c": bad}))
         with pytest.raises(UserError, match=f"c is {bad!r}, not a positive number"):
             features.chosen_c(tmp_path)
+
+
+def test_the_head_fits_on_one_thread(monkeypatch):
+    """BLAS's and OpenMP's threads spin against a busy host's other work: ~40x slower for
+    features this small. The fit runs with one of each."""
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_info
+
+    seen, fit = [], LogisticRegression.fit
+
+    def recording(self, *args, **kwargs):
+        seen.append({pool["num_threads"] for pool in threadpool_info()})
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(LogisticRegression, "fit", recording)
+    linear_head.fit(*_blobs(1.0, [5, 5, 5]), 3)
+    assert seen == [{1}]

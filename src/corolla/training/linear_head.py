@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
 
 from corolla.evaluation.metrics import macro_f1
 
@@ -52,7 +53,11 @@ def fit(features: np.ndarray, labels, num_classes: int, class_weights=None,
         bias[present[0]] = 0.0
         return kernel, bias
     model = LogisticRegression(C=c, max_iter=MAX_ITER)
-    model.fit(x, labels, sample_weight=weights)
+    # One thread: a problem this small gains nothing from BLAS's and OpenMP's threads, and on
+    # a busy host their spinning made the fit ~40x slower (10 s against 0.25 s for Lite0's
+    # features of 100 photos, docs/benchmarks.md).
+    with threadpool_limits(1):
+        model.fit(x, labels, sample_weight=weights)
     coef, intercept = model.coef_, model.intercept_
     if len(present) == 2:  # scikit-learn keeps one row of a binary problem: its two logits
         coef, intercept = np.stack([-coef[0] / 2, coef[0] / 2]), \
