@@ -36,6 +36,7 @@ from corolla.files import MAX_TEXT, check_regular
 LITE = {(1.0, 1.0): "lite0", (1.0, 1.1): "lite1", (1.1, 1.2): "lite2", (1.2, 1.4): "lite3",
         (1.4, 1.8): "lite4"}
 FIRST = ("lite0", 192)  # the recipe's own backbone and size: the ladder's foot
+FIRST_MODEL = "efficientnet_lite0"  # its registered name (`hub.LITE0`)
 # Each rung the suite measured (`python benchmarks/suite.py probe --levers`, docs/
 # benchmarks.md): (its forward pass's seconds an image against the foot's, its linear probe's
 # mean and worst test macro F1 gain over the foot's on the suite's sets, the head fit on
@@ -103,6 +104,19 @@ def online_rungs() -> list[Rung]:
     return [Rung(name, "imagenet", size) for name, size in SUITE if name in ONLINE]
 
 
+def earns(rung: Rung, suite=None, min_gain: float = MIN_GAIN) -> bool:
+    """Whether the suite measured `rung` (`SUITE`) above the foot by `min_gain` on the mean of
+    its sets, and below it on none."""
+    found = (SUITE if suite is None else suite).get((rung.name, rung.size))
+    return found is not None and found[1] >= min_gain and found[2] >= 0
+
+
+def climbable(rungs: list[Rung], suite=None, min_gain: float = MIN_GAIN) -> bool:
+    """Whether a rung above the first of `rungs` earns its time (`earns`): only then is the
+    host's pace worth measuring."""
+    return any(earns(r, suite, min_gain) for r in rungs[1:])
+
+
 def choose(rungs: list[Rung], budget: float | None, images: int,
            seconds_an_image: float | None, suite=None, min_gain: float = MIN_GAIN,
            share: float = SHARE) -> tuple[Rung, str]:
@@ -115,8 +129,7 @@ def choose(rungs: list[Rung], budget: float | None, images: int,
     if not rungs:
         raise ValueError("no rung to choose from")
     first = rungs[0]
-    earning = [r for r in rungs[1:] if (r.name, r.size) in suite
-               and suite[(r.name, r.size)][1] >= min_gain and suite[(r.name, r.size)][2] >= 0]
+    earning = [r for r in rungs[1:] if earns(r, suite, min_gain)]
     if len(rungs) == 1:
         return first, f"{_named(first)}, the only rung of the Lite ladder here"
     if not earning:
