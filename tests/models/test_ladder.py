@@ -162,3 +162,23 @@ def test_recipe_auto_leaves_a_users_choice_of_model_preset_or_size_alone(tmp_pat
         assert auto.backbone({**asked, "train.time_budget": "3m"}, RECIPE) is None
     assert auto.backbone({"model.weights": str(shelf)}, {**RECIPE, "model.name": "cnn"}) is None
     shutil.rmtree(shelf)
+
+
+def test_a_run_given_a_folder_of_presets_trains_the_rung_recipe_auto_says(tmp_path):
+    """`corolla train --weights DIR` (DIR holding preset folders), recipe auto on a CPU: the
+    ladder's rung is the run's weights, and the one line of the recipe says why."""
+    from corolla import config, runtime
+    from corolla.config.flags import Given
+    from corolla.flows import train as train_flow
+
+    shelf = _shelf(tmp_path)
+    lines = []
+    cfg, _, recipe = train_flow.for_plan(None, Given({"model.weights": str(shelf)}),
+                                         runtime.detect_for(config.RunConfig()),
+                                         log=lines.append)
+    assert recipe.name == "cpu-finetune" and cfg.model.name == "efficientnet_lite0"
+    assert (cfg.model.weights, cfg.model.input_size) == (
+        str(shelf / "efficientnet_lite0_imagenet"), 192)
+    assert len(lines) == 1 and lines[0].startswith(
+        f"recipe auto on a CPU: cpu-finetune (efficientnet_lite0: local copy {shelf}; backbone "
+        f"EfficientNet-Lite0 at 192 px")

@@ -27,8 +27,10 @@ import os
 import time
 from dataclasses import dataclass
 
-from corolla.errors import UserError
+import numpy as np
+
 from corolla.files import MAX_TEXT, check_regular
+from corolla.models import factory
 
 # The family, as keras-hub's EfficientNetBackbone config says it: ReLU6 and no squeeze-excite,
 # each rung by its (width, depth) coefficients; Lite models keep the first and last stage's
@@ -163,10 +165,6 @@ def _named(rung: Rung) -> str:
 def measure(rung: Rung, batch: int = 8) -> float:
     """Seconds an image of `rung`'s frozen forward pass on this host: one batch of `batch`
     timed after a first that builds the graph (a few seconds in all)."""
-    import numpy as np
-
-    from corolla.models import factory
-
     model = factory.create_model("efficientnet_lite0", 2, rung.size, weights=rung.weights,
                                  train_backbone=False) if rung.name == "lite0" else \
         factory.create_model(f"hub:{rung.weights}", 2, rung.size, weights="imagenet",
@@ -178,8 +176,3 @@ def measure(rung: Rung, batch: int = 8) -> float:
     model.predict_on_batch(images)
     return (time.perf_counter() - began) / batch
 
-
-def refused(folder: str) -> UserError:
-    """The error for a folder of presets that holds no Lite rung."""
-    return UserError(f"--weights {folder}: a folder without config.json and without an "
-                     f"EfficientNet-Lite preset folder in it; pass one keras-hub preset folder")
