@@ -271,11 +271,13 @@ def levers(args) -> None:
                                                                   len(names), None, c))
 
             c, _ = linear_head.choose_c(x, y, vx, vy, len(names))
+            cv, _ = linear_head.choose_c_cv(both, both_y, len(names))
             row = {"data": name, "rung": f"{rung}@{size}", "tested": len(ty),
                    "train C.01": f1(linear_head.C), "train C val": f1(c),
                    "train+val C.01": f1(linear_head.C, both, both_y),
                    "train+val C val": f1(c, both, both_y), "C": c,
                    "train+val C1": f1(1.0, both, both_y),
+                   "train+val C cv": f1(cv, both, both_y), "C cv": cv,
                    "images/s": float(saved["speed"]), "load": str(saved["load"])}
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -283,19 +285,21 @@ def levers(args) -> None:
     levers_table(rows)
 
 
-LEVERS = ("train C.01", "train C val", "train+val C.01", "train+val C val", "train+val C1")
+LEVERS = ("train C.01", "train C val", "train+val C.01", "train+val C val", "train+val C1",
+          "train+val C cv")
 
 
 def levers_table(rows: list[dict]) -> None:
     """The rows of `levers`, then each rung's mean and worst over the sets against the run's
     head of today (Lite0 at 192 px, train, C 0.01: the first rung's first column)."""
-    print("| data | rung | test photos | " + " | ".join(LEVERS) + " | C on val | forward "
-          "images/s (load) |")
-    print("|" + "---|" * (len(LEVERS) + 5))
+    print("| data | rung | test photos | " + " | ".join(LEVERS) + " | C on val | C by CV | "
+          "forward images/s (load) |")
+    print("|" + "---|" * (len(LEVERS) + 6))
     for r in rows:
         print(f"| {r['data']} | {r['rung']} | {r['tested']} | "
               + " | ".join(f"{r[k]:.4f}" for k in LEVERS)
-              + f" | {r['C']:g} | {r['images/s']:.0f} ({r['load'].split(' (')[0]}) |")
+              + f" | {r['C']:g} | {r['C cv']:g} | {r['images/s']:.0f} "
+              f"({r['load'].split(' (')[0]}) |")
     base = {r["data"]: r[LEVERS[0]] for r in rows if r["rung"] == rows[0]["rung"]}
     print(f"\nmean (worst) of each against {rows[0]['rung']} {LEVERS[0]}, over "
           f"{len(base)} sets:\n")

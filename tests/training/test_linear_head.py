@@ -273,3 +273,35 @@ def test_the_head_fits_on_one_thread(monkeypatch):
     monkeypatch.setattr(LogisticRegression, "fit", recording)
     linear_head.fit(*_blobs(1.0, [5, 5, 5]), 3)
     assert seen == [{1}]
+
+
+def test_a_run_that_keeps_its_head_without_a_refit_predicts_with_it_fit_on_train_and_val(
+        train_tiny, tmp_path, fixed_costs, heads, monkeypatch, capsys):
+    """No refit follows (--refit off) and the head is kept (no time for a thawed epoch): the
+    test split is predicted by the head fit again on train + val at the C chosen on val
+    (refit.keras, made in seconds from the features at hand), as the probe fits it;
+    model.keras keeps the head fit on train, whose val scores are fair."""
+    fixed_costs.thawed = 1000.0
+    rows, fit = [], linear_head.fit
+
+    def recording(features, labels, *args, **kwargs):
+        rows.append(len(labels))
+        return fit(features, labels, *args, **kwargs)
+
+    monkeypatch.setattr(linear_head, "fit", recording)
+    run = train_tiny(tmp_path, *TIMED_FLAGS, "--refit", "off", name="n", tiny=())
+    out = capsys.readouterr().out
+    record = json.loads((run / paths.LINEAR_HEAD).read_text())
+    assert record["kept"] is True and record["c"] in linear_head.GRID
+    # The grid on train, the head on train, then on train + val (96 photos).
+    assert rows[-1] == 96 and set(rows[:-1]) == {rows[0]} and rows[0] < 96
+    assert len(rows) == len(linear_head.GRID) + 2
+    assert "refit: refit.keras is model.keras with its linear head fit again on the frozen " \
+           "features of train + val (no refit follows); it predicts the test split" in out
+    assert len(heads) == 2  # the head on train into the model, then the one on train + val
+    for a, b in zip(_classifier(run / paths.MODEL), heads[0]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    for a, b in zip(_classifier(run / paths.REFIT), heads[1]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert not np.allclose(heads[0][0], heads[1][0])
+    assert (run / paths.SUBMISSION).is_file() and not (run / paths.REFIT_PLAN).exists()

@@ -16,7 +16,7 @@ from corolla.files import read_json
 from corolla.report import plots
 from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan, collective
-from corolla.training import refit
+from corolla.training import refit, saving
 
 
 def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
@@ -51,6 +51,9 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
             if refits and not (run_dir / paths.REFIT).is_file():
                 # (continued, where a kill stopped it)
                 refit.train(run_dir, plan, log, refit_deadline)
+            elif not refits and not (run_dir / paths.REFIT).is_file():
+                saving.head_refit(run_dir, plan, rundir.load(run_dir)[1],
+                                  refit.kept_linear_head(run_dir), log)
             return run_dir, _evaluate_predict(run_dir, plan, model, log)
     finally:
         rundir.release(run_dir)

@@ -29,7 +29,7 @@ from corolla.errors import UserError
 from corolla.evaluation.inference import stop_check
 from corolla.files import read_json
 from corolla.runs import paths
-from corolla.training import budget, linear_head
+from corolla.training import backup, budget, linear_head
 from corolla.training.callbacks import RunProgress
 from corolla.training.compiling import compile_head
 from corolla.training.phases import Phase
@@ -203,6 +203,14 @@ class FrozenPath:
             return
         f1 = linear_head.score(val_features, val_f1.labels, kernel, bias)
         checkpoint.seed(self.model, {"val_f1": f1, "c": c})
+        if checkpoint.history_path is not None:  # the chief's: in its run folder
+            # The same head fit on train + val too (seconds, the features at hand): what the
+            # run submits where it keeps the head and no refit follows (`head_refit`).
+            everything = linear_head.fit(np.concatenate([train_features, val_features]),
+                                         np.concatenate([labels, val_f1.labels]), classes,
+                                         class_weights, c)
+            backup.write_arrays(list(everything),
+                                checkpoint.history_path.parent / paths.LINEAR_HEAD_ALL)
         self.log(f"linear head: val macro F1 {f1:.4f} (a logistic regression on the frozen "
                  f"features, C {c:g} of {len(linear_head.GRID)} tried on val, fit in "
                  f"{took:.1f} s); training starts from it, and an epoch is kept only where it "
