@@ -21,12 +21,18 @@ SUITE = {("lite0", 192): (1.0, 0.0, 0.0), ("lite0", 224): (1.4, 0.02, 0.0),
          ("lite1", 240): (2.0, 0.03, -0.01), ("lite2", 260): (3.0, 0.04, 0.01)}
 
 
-def test_the_largest_rung_that_earns_its_time_and_fits_is_chosen():
+def test_the_rung_that_gains_most_of_those_that_earn_their_time_and_fit_is_chosen():
     # 1,000 photos at 0.01 s an image on the foot: Lite2 takes 30 s, within 25% of 180 s.
     rung, why = ladder.choose(RUNGS, 180, 1000, 0.01, SUITE)
     assert rung == RUNGS[3]
     assert why == ("EfficientNet-Lite2 at 260 px: its features of 1000 images take ~30 s here, "
                    "within 25% of 180 s, and its linear probe gains +0.040 on the suite")
+
+
+def test_a_larger_rung_that_gains_less_is_not_chosen():
+    # Lite1 gains more than Lite2 (as on the suite): Lite1, though Lite2 fits too.
+    suite = {**SUITE, ("lite1", 240): (2.0, 0.05, 0.01)}
+    assert ladder.choose(RUNGS, 180, 1000, 0.01, suite)[0] == RUNGS[2]
 
 
 def test_a_rung_whose_features_do_not_fit_gives_way_to_a_smaller_one_that_earns():

@@ -122,18 +122,20 @@ def climbable(rungs: list[Rung], suite=None, min_gain: float = MIN_GAIN) -> bool
 def choose(rungs: list[Rung], budget: float | None, images: int,
            seconds_an_image: float | None, suite=None, min_gain: float = MIN_GAIN,
            share: float = SHARE) -> tuple[Rung, str]:
-    """(the rung, why in a few words): the largest of `rungs` (smallest first) that earns its
-    time on the suite (`suite`, default `SUITE`: mean gain >= `min_gain`, worst >= 0) and
+    """(the rung, why in a few words): of `rungs` (the foot first), the one that gains the most
+    on the suite (`suite`, default `SUITE`) among those that earn their time (`earns`) and
     whose forward passes over `images` photos fit `share` of `budget` seconds, at
-    `seconds_an_image` for the first rung scaled by each rung's relative cost; else the first.
-    `budget` None (no --time) or a pace unmeasured (None): the first."""
+    `seconds_an_image` for the foot scaled by each rung's relative cost; else the foot. A
+    larger rung is not better by itself: the gains decide, not the size. `budget` None (no
+    --time) or a pace unmeasured (None): the foot."""
     suite = SUITE if suite is None else suite
     if not rungs:
         raise ValueError("no rung to choose from")
     first = rungs[0]
-    earning = [r for r in rungs[1:] if earns(r, suite, min_gain)]
     if len(rungs) == 1:
         return first, f"{_named(first)}, the only rung of the Lite ladder here"
+    earning = sorted((r for r in rungs[1:] if earns(r, suite, min_gain)),
+                     key=lambda r: (-suite[(r.name, r.size)][1], suite[(r.name, r.size)][0]))
     if not earning:
         best = max(rungs[1:], key=lambda r: suite.get((r.name, r.size), (0, -1, -1))[1])
         mean, worst = suite.get((best.name, best.size), (0, float("nan"), float("nan")))[1:]
@@ -143,19 +145,20 @@ def choose(rungs: list[Rung], budget: float | None, images: int,
     if budget is None or seconds_an_image is None:
         return first, f"{_named(first)}: no --time to fit a larger rung's features in"
     allowed = share * budget
-    for rung in reversed(earning):
-        seconds = images * seconds_an_image * suite[(rung.name, rung.size)][0] / \
+
+    def seconds(rung: Rung) -> float:
+        return images * seconds_an_image * suite[(rung.name, rung.size)][0] / \
             suite[(first.name, first.size)][0]
-        if seconds <= allowed:
+
+    for rung in earning:
+        if seconds(rung) <= allowed:
             return rung, (f"{_named(rung)}: its features of {images} images take ~"
-                          f"{seconds:.0f} s here, within {share:.0%} of {budget:.0f} s, and "
-                          f"its linear probe gains {suite[(rung.name, rung.size)][1]:+.3f} on "
-                          f"the suite")
-    smallest = earning[0]
-    seconds = images * seconds_an_image * suite[(smallest.name, smallest.size)][0] / \
-        suite[(first.name, first.size)][0]
-    return first, (f"{_named(first)}: {_named(smallest)}'s features of {images} images would "
-                   f"take ~{seconds:.0f} s here, over {share:.0%} of {budget:.0f} s")
+                          f"{seconds(rung):.0f} s here, within {share:.0%} of {budget:.0f} s, "
+                          f"and its linear probe gains {suite[(rung.name, rung.size)][1]:+.3f} "
+                          f"on the suite")
+    cheapest = min(earning, key=seconds)
+    return first, (f"{_named(first)}: {_named(cheapest)}'s features of {images} images would "
+                   f"take ~{seconds(cheapest):.0f} s here, over {share:.0%} of {budget:.0f} s")
 
 
 def _named(rung: Rung) -> str:
