@@ -131,7 +131,7 @@ def test_recipe_auto_climbs_to_a_rung_of_a_weights_folder_where_it_earns_and_fit
         tmp_path, monkeypatch):
     shelf = _shelf(tmp_path)
     monkeypatch.setattr(ladder, "SUITE", SUITE)
-    monkeypatch.setattr(auto, "_photos", lambda path: 1000)
+    monkeypatch.setattr(auto, "_photos", lambda path: 500)  # and their mirror images
     asked = {"model.weights": str(shelf), "train.time_budget": "3m", "data.path": "x"}
     decided, why = auto.backbone(asked, RECIPE, measure=lambda rung: 0.01)
     lite2 = str(shelf / "efficientnet_lite2_imagenet")
@@ -188,3 +188,11 @@ def test_a_run_given_a_folder_of_presets_trains_the_rung_recipe_auto_says(tmp_pa
     assert len(lines) == 1 and lines[0].startswith(
         f"recipe auto on a CPU: cpu-finetune (efficientnet_lite0: local copy {shelf}; backbone "
         f"EfficientNet-Lite0 at 192 px")
+
+
+def test_the_pace_is_the_foots_forward_pass_measured_without_its_weights():
+    """The architecture alone: a folder that does not exist is never read, nothing is
+    downloaded; a time an image, bounded."""
+    pytest.importorskip("keras_hub")
+    seconds = ladder.measure(Rung("lite0", "/nowhere", 64), batch=2, repeats=2)
+    assert 0 < seconds < 5

@@ -85,7 +85,8 @@ def backbone(asked: dict, recipe: dict, measure=ladder.measure) -> tuple[dict, s
     seconds = config_lib.duration_seconds(budget) if budget else None
     pace = images = None
     if seconds and ladder.climbable(rungs):
-        images = _photos(asked.get("data.path", ""))
+        # Each photo and, at most, its mirror image (the frozen phase's flips).
+        images = 2 * _photos(asked.get("data.path", ""))
         pace = measure(rungs[0])
     rung, why = ladder.choose(rungs, seconds, images or 0, pace)
     decided = {} if rung.weights == "imagenet" else {"model.weights": rung.weights}

@@ -17,7 +17,7 @@ A rung is climbed only where the suite's linear probes say it earns its time (`S
 mean test macro F1 over the sets against the first rung's at least `MIN_GAIN`, and no set
 below it) AND its features of the run's photos fit `SHARE` of the budget at the host's
 measured pace. `choose` is the rule, pure; `local_rungs` reads the folders; `measure` times the
-first rung's forward pass where a climb is possible at all.
+foot's forward pass, only where a climb is possible at all.
 """
 
 from __future__ import annotations
@@ -165,17 +165,18 @@ def _named(rung: Rung) -> str:
     return f"EfficientNet-{rung.name.capitalize()} at {rung.size} px"
 
 
-def measure(rung: Rung, batch: int = 8) -> float:
-    """Seconds an image of `rung`'s frozen forward pass on this host: one batch of `batch`
-    timed after a first that builds the graph (a few seconds in all)."""
-    model = factory.create_model("efficientnet_lite0", 2, rung.size, weights=rung.weights,
-                                 train_backbone=False) if rung.name == "lite0" else \
-        factory.create_model(f"hub:{rung.weights}", 2, rung.size, weights="imagenet",
-                             train_backbone=False)
+def measure(rung: Rung, batch: int = 8, repeats: int = 3) -> float:
+    """Seconds an image of the foot's frozen forward pass on this host (`rung`: the foot,
+    Lite0; its size is what counts): its architecture alone, no weights read or downloaded
+    (the pace does not depend on them), the best of `repeats` batches of `batch` after one that
+    builds the graph. A few seconds on an idle host, more on a busy one."""
+    model = factory.create_model(FIRST_MODEL, 2, rung.size, weights=None, train_backbone=False)
     images = np.random.default_rng(0).uniform(0, 255, (batch, rung.size, rung.size, 3)) \
         .astype("float32")
     model.predict_on_batch(images)
-    began = time.perf_counter()
-    model.predict_on_batch(images)
-    return (time.perf_counter() - began) / batch
-
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        model.predict_on_batch(images)
+        times.append(time.perf_counter() - began)
+    return min(times) / batch
