@@ -290,8 +290,9 @@ LEVERS = ("train C.01", "train C val", "train+val C.01", "train+val C val", "tra
 
 
 def levers_table(rows: list[dict]) -> None:
-    """The rows of `levers`, then each rung's mean and worst over the sets against the run's
-    head of today (Lite0 at 192 px, train, C 0.01: the first rung's first column)."""
+    """The rows of `levers`, then each rung's mean and worst gain over the sets: against the
+    run's head before these levers (the first rung, train, C 0.01), and against the first rung
+    with the same lever (what a larger rung adds: `models.ladder.SUITE`'s gains)."""
     print("| data | rung | test photos | " + " | ".join(LEVERS) + " | C on val | C by CV | "
           "forward images/s (load) |")
     print("|" + "---|" * (len(LEVERS) + 6))
@@ -300,18 +301,19 @@ def levers_table(rows: list[dict]) -> None:
               + " | ".join(f"{r[k]:.4f}" for k in LEVERS)
               + f" | {r['C']:g} | {r['C cv']:g} | {r['images/s']:.0f} "
               f"({r['load'].split(' (')[0]}) |")
-    base = {r["data"]: r[LEVERS[0]] for r in rows if r["rung"] == rows[0]["rung"]}
-    print(f"\nmean (worst) of each against {rows[0]['rung']} {LEVERS[0]}, over "
-          f"{len(base)} sets:\n")
-    print("| rung | " + " | ".join(LEVERS) + " |")
-    print("|" + "---|" * (len(LEVERS) + 1))
-    for rung in dict.fromkeys(r["rung"] for r in rows):
-        mine = [r for r in rows if r["rung"] == rung and r["data"] in base]
-        cells = []
-        for k in LEVERS:
-            gains = [r[k] - base[r["data"]] for r in mine]
-            cells.append(f"{statistics.mean(gains):+.4f} ({min(gains):+.4f})")
-        print(f"| {rung} | " + " | ".join(cells) + " |")
+    foot = {r["data"]: r for r in rows if r["rung"] == rows[0]["rung"]}
+    for title, base in ((f"against {rows[0]['rung']} {LEVERS[0]}", lambda r, k: LEVERS[0]),
+                        (f"against {rows[0]['rung']} with the same lever", lambda r, k: k)):
+        print(f"\nmean (worst) gain of each {title}, over {len(foot)} sets:\n")
+        print("| rung | " + " | ".join(LEVERS) + " |")
+        print("|" + "---|" * (len(LEVERS) + 1))
+        for rung in dict.fromkeys(r["rung"] for r in rows):
+            mine = [r for r in rows if r["rung"] == rung and r["data"] in foot]
+            cells = []
+            for k in LEVERS:
+                gains = [r[k] - foot[r["data"]][base(r, k)] for r in mine]
+                cells.append(f"{statistics.mean(gains):+.4f} ({min(gains):+.4f})")
+            print(f"| {rung} | " + " | ".join(cells) + " |")
 
 
 def train(args) -> None:

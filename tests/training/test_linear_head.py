@@ -239,9 +239,24 @@ def test_a_tie_on_val_keeps_the_default_c():
     x, y = _blobs(1.0, [20, 20, 20])  # well apart: every C separates them
     c, scores = linear_head.choose_c(x, y, x, y, 3)
     assert set(scores.values()) == {1.0} and c == linear_head.C
-    # Two tied away from the default: the nearer by ratio, then the smaller.
-    c, _ = linear_head.choose_c(x, y, x, y, 3, grid=(0.001, 1.0))
+    # Tied away from the default: the nearest by ratio (0.001 and 0.1 are as near), then the
+    # smaller.
+    c, _ = linear_head.choose_c(x, y, x, y, 3, grid=(0.001, 0.1, 1.0))
     assert c == 0.001
+
+
+def test_a_refit_fits_the_head_at_the_c_its_run_chose(tmp_path):
+    from corolla.errors import UserError
+    from corolla.training import features
+
+    assert features.chosen_c(None) == features.chosen_c(tmp_path) == linear_head.C
+    (tmp_path / paths.LINEAR_HEAD).write_text(json.dumps({"val_f1": 0.8, "c": 0.3,
+                                                          "kept": True}))
+    assert features.chosen_c(tmp_path) == 0.3
+    for bad in ("0.3", 0, -1, True, None):
+        (tmp_path / paths.LINEAR_HEAD).write_text(json.dumps({"c": bad}))
+        with pytest.raises(UserError, match=f"c is {bad!r}, not a positive number"):
+            features.chosen_c(tmp_path)
 
 
 def test_the_head_fits_on_one_thread(monkeypatch):
@@ -264,9 +279,9 @@ def test_the_head_fits_on_one_thread(monkeypatch):
 def test_a_run_that_keeps_its_head_without_a_refit_predicts_with_it_fit_on_train_and_val(
         train_tiny, tmp_path, fixed_costs, heads, monkeypatch, capsys):
     """No refit follows (--refit off) and the head is kept (no time for a thawed epoch): the
-    test split is predicted by the head fit again on train + val (refit.keras, made in
-    seconds from the features at hand), as the probe fits it; model.keras keeps the head fit
-    on train, whose val scores are fair."""
+    test split is predicted by the head fit again on train + val at the C chosen on val
+    (refit.keras, made in seconds from the features at hand), as the probe fits it;
+    model.keras keeps the head fit on train, whose val scores are fair."""
     fixed_costs.thawed = 1000.0
     rows, fit = [], linear_head.fit
 
@@ -278,8 +293,10 @@ def test_a_run_that_keeps_its_head_without_a_refit_predicts_with_it_fit_on_train
     run = train_tiny(tmp_path, *TIMED_FLAGS, "--refit", "off", name="n", tiny=())
     out = capsys.readouterr().out
     record = json.loads((run / paths.LINEAR_HEAD).read_text())
-    assert record["kept"] is True and record["c"] == linear_head.C
-    assert len(rows) == 2 and rows[0] < rows[1] == 96  # on train, then on train + val
+    assert record["kept"] is True and record["c"] in linear_head.GRID
+    # The grid on train, the head on train, then on train + val (96 photos).
+    assert rows[-1] == 96 and set(rows[:-1]) == {rows[0]} and rows[0] < 96
+    assert len(rows) == len(linear_head.GRID) + 2
     assert "refit: refit.keras is model.keras with its linear head fit again on the frozen " \
            "features of train + val (no refit follows); it predicts the test split" in out
     assert len(heads) == 2  # the head on train into the model, then the one on train + val
