@@ -235,6 +235,12 @@ def test_the_c_chosen_on_val_is_the_one_that_scores_best_there():
     assert c == 1.0  # small features of unequal classes want little regularisation
 
 
+def test_the_c_chosen_by_cross_validation_scores_best_over_the_folds():
+    x, y = _blobs(0.3, [30, 6, 6])
+    c, scores = linear_head.choose_c_cv(x, y, 3)
+    assert c == 1.0 and scores[1.0] > scores[linear_head.C] + 0.2
+
+
 def test_a_tie_on_val_keeps_the_default_c():
     x, y = _blobs(1.0, [20, 20, 20])  # well apart: every C separates them
     c, scores = linear_head.choose_c(x, y, x, y, 3)

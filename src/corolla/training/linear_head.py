@@ -82,9 +82,7 @@ def choose_c(train: np.ndarray, labels, val: np.ndarray, val_labels, num_classes
     (by ratio), then to the smaller: the choice moves off the default only for a gain."""
     scores = {c: score(val, val_labels, *fit(train, labels, num_classes, class_weights, c))
               for c in grid}
-    best = max(scores.values())
-    tied = [c for c, f in scores.items() if f >= best - 1e-9]
-    return min(tied, key=lambda c: (round(abs(math.log(c / C)), 6), c)), scores
+    return _best(scores), scores
 
 
 def choose_c_cv(features: np.ndarray, labels, num_classes: int, class_weights=None,
@@ -100,9 +98,14 @@ def choose_c_cv(features: np.ndarray, labels, num_classes: int, class_weights=No
                                       *fit(features[a], labels[a], num_classes,
                                            class_weights, c)) for a, b in splits]))
               for c in grid}
+    return _best(scores), scores
+
+
+def _best(scores: dict[float, float]) -> float:
+    """The C of the best score; of tied ones the nearest `C` by ratio, then the smaller."""
     best = max(scores.values())
     tied = [c for c, f in scores.items() if f >= best - 1e-9]
-    return min(tied, key=lambda c: (round(abs(math.log(c / C)), 6), c)), scores
+    return min(tied, key=lambda c: (round(abs(math.log(c / C)), 6), c))
 
 
 def probabilities(features: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:

@@ -90,8 +90,8 @@ def head_refit(run_dir: Path, plan: Plan, config, kept: bool, log) -> bool:
         return False
     arrays = read_arrays(path)
     if len(arrays) != 2 or arrays[0].ndim != 2 or arrays[1].shape != arrays[0].shape[1:]:
-        raise UserError(f"{path} is not a linear head Corolla wrote (a kernel and a "
-                              f"bias); remove it")
+        raise UserError(f"{path} is not a linear head Corolla wrote (a kernel and a bias); "
+                        f"remove it")
     model = inference.load_model(run_dir, plan, arrays[0].shape[1], config)
     with plan.inference_scope():
         linear_head.put(model, *arrays)
