@@ -9,14 +9,15 @@ Lite1 at 240, Lite2 at 260. Where they come from:
   ../shared/weights is) rather than one preset: the Lite presets in it are the ladder. A preset
   folder named itself (`--weights DIR/efficientnet_lite0_imagenet`) is a choice, taken as given;
 - online (no --weights): keras-hub's downloadable presets of the family (`ONLINE`: keras-hub
-  0.32 publishes Lite0 alone, `efficientnet_lite0_ra_imagenet`), so the ladder has one rung.
-  Nothing here touches the network: whether that preset can be had is decided as before, in
+  0.32 publishes Lite0 alone, `efficientnet_lite0_ra_imagenet`), so the ladder is its two
+  sizes. Nothing here touches the network: whether that preset can be had is decided as before, in
   seconds (`hub.availability`).
 
 A rung is climbed only where the suite's linear probes say it earns its time (`SUITE`: its
 mean test macro F1 over the sets against the first rung's at least `MIN_GAIN`, and no set
 below it) AND its features of the run's photos fit `SHARE` of the budget at the host's
-measured pace. `choose` is the rule, pure; `local_rungs` reads the folders; `measure` times the
+measured pace; of those, the one that gained most (on the suite Lite1 gains more than Lite2).
+`choose` is the rule, pure; `local_rungs` reads the folders; `measure` times the
 foot's forward pass, only where a climb is possible at all.
 """
 
