@@ -48,13 +48,16 @@ def train_evaluate_predict(config: config_lib.RunConfig, plan: Plan, log=print,
         # A Ctrl-C raises `Interrupted`, whose message says how to finish the run (it is
         # trained); the tracked run ends KILLED (FAILED on an error) here.
         with tracking.ended_on_error(run_dir, log):
+            read = None  # the run's config, where read here (evaluation reads it once)
             if refits and not (run_dir / paths.REFIT).is_file():
                 # (continued, where a kill stopped it)
                 refit.train(run_dir, plan, log, refit_deadline)
-            elif not refits and not (run_dir / paths.REFIT).is_file():
-                saving.head_refit(run_dir, plan, rundir.load(run_dir)[1],
-                                  refit.kept_linear_head(run_dir), log)
-            return run_dir, _evaluate_predict(run_dir, plan, model, log)
+            elif not refits and not (run_dir / paths.REFIT).is_file() and \
+                    (run_dir / paths.LINEAR_HEAD_ALL).is_file() and \
+                    refit.kept_linear_head(run_dir):
+                read = rundir.load(run_dir)[1]
+                saving.head_refit(run_dir, plan, read, log)
+            return run_dir, _evaluate_predict(run_dir, plan, model, log, read)
     finally:
         rundir.release(run_dir)
         collective.wait_for_each_other(plan)  # the others may leave now, failed or not
@@ -67,11 +70,11 @@ def draw_lr_find(run_dir: Path) -> None:
         plots.plot_lr_find(read_json(record, "train a new run"), picture)
 
 
-def _evaluate_predict(run_dir: Path, plan: Plan, model, log) -> dict:
+def _evaluate_predict(run_dir: Path, plan: Plan, model, log, config=None) -> dict:
     """Scores the trained run on val, predicts its test split, writes FINISHED last; returns the
-    val metrics."""
+    val metrics. `config`: the run's, where the caller has read it."""
     draw_lr_find(run_dir)
-    opened = inference.open_run(run_dir, plan=plan, log=log)  # once, for both
+    opened = inference.open_run(run_dir, plan=plan, log=log, config=config)  # once, for both
     layout = opened.layout
     metrics = evaluate_run(opened, model=model, log=log, report_skipped=False)
     if layout.has_split("test"):  # with the refit where the run has one

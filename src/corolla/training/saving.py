@@ -80,14 +80,12 @@ def _write(model, path: Path, run_id: str) -> None:
         identity.stamp(tmp, run_id, model.input_shape[1] or 0)
 
 
-def head_refit(run_dir: Path, plan: Plan, config, kept: bool, log) -> bool:
-    """refit.keras of a run that `kept` its linear head where no refit follows: model.keras
-    with the classifier fit on train + val at the same C (linear_head.npz, written when the
-    head was fit), as the probe fits and a refit would. Seconds: nothing is extracted or
-    trained. False (nothing written) where the run has no such head. `config`: the run's."""
+def head_refit(run_dir: Path, plan: Plan, config, log) -> None:
+    """refit.keras of a run that kept its linear head where no refit follows: model.keras with
+    the classifier fit on train + val at the same C (linear_head.npz, written when the head
+    was fit), as the probe fits and a refit would. Seconds: nothing is extracted or trained.
+    `config`: the run's."""
     path = run_dir / paths.LINEAR_HEAD_ALL
-    if not kept or not path.is_file():
-        return False
     arrays = read_arrays(path)
     if len(arrays) != 2 or arrays[0].ndim != 2 or arrays[1].shape != arrays[0].shape[1:]:
         raise UserError(f"{path} is not a linear head Corolla wrote (a kernel and a bias); "
@@ -98,4 +96,3 @@ def head_refit(run_dir: Path, plan: Plan, config, kept: bool, log) -> bool:
     _write(model, run_dir / paths.REFIT, config.output.run_id)
     log(f"refit: {paths.REFIT} is model.keras with its linear head fit again on the frozen "
         f"features of train + val (no refit follows); it predicts the test split")
-    return True
