@@ -196,23 +196,13 @@ def score(run: Path, out: Path) -> tuple[float, float, int]:
     return f1_score(y, p, average="macro"), accuracy_score(y, p), len(ids)
 
 
-def probe(out: Path, weights: Path, size: int, test_cap: int | None = None) -> dict:
-    """The figure a fine-tune must clearly beat: the frozen backbone's pooled features (as
-    `--model hub:WEIGHTS` builds it, with the padding its weights were trained with) of the
-    train + val photos, a scikit-learn logistic regression, scored on the test photos (at
-    most `test_cap` a class, a seeded draw, where every one would take too long)."""
-    import numpy as np
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import accuracy_score, f1_score
-
-    from corolla import models
-    from corolla.data.prepare import image_files
-    from corolla.training import features
-
-    began, before = time.monotonic(), os.getloadavg()
+def split_pairs(out: Path, test_cap: int | None = None) -> tuple[list, list, list]:
+    """The (path, label) pairs of out's train, val and test photos; test at most `test_cap`
+    a class (a seeded draw, the same on every call), where every one would take too long."""
     with (out / "labels.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
-    fitting = [(r["path"], r["label"]) for r in rows if r["split"] in ("train", "val")]
+    train = [(r["path"], r["label"]) for r in rows if r["split"] == "train"]
+    val = [(r["path"], r["label"]) for r in rows if r["split"] == "val"]
     testing = sorted(held(out).items())
     if test_cap is not None:
         by_label: dict[str, list[tuple[str, str]]] = {}
@@ -221,27 +211,60 @@ def probe(out: Path, weights: Path, size: int, test_cap: int | None = None) -> d
         rng = random.Random(0)
         testing = sorted(pair for pairs in by_label.values()
                          for pair in rng.sample(pairs, min(test_cap, len(pairs))))
-    names = sorted({label for _, label in fitting})
-    spec = models.get(f"hub:{weights}")
-    model = models.create_model(spec.name, len(names), size, weights="imagenet",
-                                train_backbone=False)
-    extractor, _ = features.split_model(model)
+    return train, val, testing
 
-    def pooled(pairs):
+
+class Extractor:
+    """The frozen backbone's pooled features (as `--model hub:WEIGHTS` builds it, with the
+    padding its weights were trained with) of photos read as `corolla convert` reads them at
+    `size`; `seconds`: the forward passes' alone (decoding not counted), `images` their count."""
+
+    def __init__(self, weights: Path, size: int):
+        from corolla import models
+        from corolla.training import features
+
+        self.spec = models.get(f"hub:{weights}")
+        model = models.create_model(self.spec.name, 2, size, weights="imagenet",
+                                    train_backbone=False)
+        self.model, _ = features.split_model(model)
+        self.size, self.seconds, self.images = size, 0.0, 0
+
+    def __call__(self, out: Path, pairs):
+        import numpy as np
+
+        from corolla.data.prepare import image_files
+
         chunks = []
         for start in range(0, len(pairs), 256):
             paths = [str(out / path) for path, _ in pairs[start:start + 256]]
-            images, failed = image_files.read_many(paths, size)
+            images, failed = image_files.read_many(paths, self.size)
             if failed:
                 raise SystemExit(f"unreadable: {next(iter(failed.items()))}")
-            chunks.append(extractor.predict(images.astype("float32"), batch_size=64,
-                                            verbose=0))
+            began = time.monotonic()
+            chunks.append(self.model.predict(images.astype("float32"), batch_size=64,
+                                             verbose=0))
+            self.seconds += time.monotonic() - began
+            self.images += len(images)
         return np.concatenate(chunks)
 
-    x, tx = pooled(fitting), pooled(testing)
+
+def probe(out: Path, weights: Path, size: int, test_cap: int | None = None) -> dict:
+    """The figure a fine-tune must clearly beat: the frozen backbone's pooled features
+    (`Extractor`) of the train + val photos, a scikit-learn logistic regression, scored on the
+    test photos (at most `test_cap` a class, a seeded draw, where every one would take too
+    long)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import accuracy_score, f1_score
+
+    began, before = time.monotonic(), os.getloadavg()
+    train, val, testing = split_pairs(out, test_cap)
+    fitting = train + val
+    names = sorted({label for _, label in fitting})
+    extractor = Extractor(weights, size)
+    x, tx = extractor(out, fitting), extractor(out, testing)
     y, ty = [label for _, label in fitting], [label for _, label in testing]
     predicted = LogisticRegression(max_iter=3000).fit(x, y).predict(tx)
-    return {"backbone": spec.description, "size": size, "fitted": len(fitting),
+    return {"backbone": extractor.spec.description, "size": size, "fitted": len(fitting),
             "classes": len(names), "f1": f1_score(ty, predicted, average="macro"),
             "accuracy": accuracy_score(ty, predicted), "tested": len(ty),
             "seconds": time.monotonic() - began, "load_before": before,

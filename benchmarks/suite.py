@@ -6,6 +6,8 @@ row, never on one set.
     python benchmarks/suite.py prepare [--out /tmp/corolla-suite] [--only a,b]
         [--mirrors /work/.mirror] [--source NAME=DIR ...] [--seed 0]
     python benchmarks/suite.py probe [--only a,b] [--size 224] [--weights DIR]
+    python benchmarks/suite.py probe --levers [--only a,b] [--test-cap 100]
+        [--rungs lite0@192,lite0@224,lite1@240,lite2@260]
     python benchmarks/suite.py train --time 10m [--seeds 42,7] [--only a,b] [--extra "..."]
     python benchmarks/suite.py table [RESULTS.jsonl ...]
 
@@ -19,6 +21,12 @@ row, never on one set.
   chosen to fit its character; the rest (up to the set's cap) are the test split.
 - probe: the linear probe on each set (frozen features of train + val as `--model
   hub:WEIGHTS` builds them, a logistic regression, scored on test; one forward pass a photo).
+- probe --levers: what moves the linear head's test macro F1, on each set and backbone rung
+  (`--rungs NAME@SIZE`, NAME's folder `efficientnet_NAME_imagenet` beside `--weights`): its
+  features' size and backbone, the photos it fits on (train, as a run's head; train + val, as
+  the probe and a refit), and its C (`linear_head.C` fixed, `linear_head.choose_c` on val, and
+  scikit-learn's default 1.0, the probe's); each rung's forward pass in images a second with
+  the host's load. The features are kept in OUT/NAME/levers/ (the table again in seconds).
 - train: `corolla train --data OUT/NAME/labels.csv --time T --seed S` on each set and seed,
   its submission.csv scored on the held labels.
 - table: the rows of one or more results files (OUT/results.jsonl is where probe and train
@@ -230,6 +238,84 @@ def probe(args) -> None:
                        "test_cap": args.test_cap})
 
 
+def levers(args) -> None:
+    """The linear head's levers on each set and rung, one table (`probe --levers`)."""
+    import numpy as np
+
+    from corolla.training import linear_head
+
+    rungs = [(name, int(size)) for name, _, size in
+             (r.partition("@") for r in args.rungs.split(","))]
+    rows = []
+    for name in chosen(args.only):
+        out = args.out / name
+        _described(out)
+        pairs = heldout.split_pairs(out, args.test_cap)
+        names = sorted({label for _, label in pairs[0] + pairs[1]})
+        for rung, size in rungs:
+            weights = args.weights.parent / f"efficientnet_{rung}_imagenet"
+            cache = out / "levers" / f"{rung}-{size}-{args.test_cap}.npz"
+            if not cache.is_file():
+                extractor, load = heldout.Extractor(weights, size), heldout.load()
+                x = [extractor(out, split) for split in pairs]
+                cache.parent.mkdir(exist_ok=True)
+                np.savez(cache, train=x[0], val=x[1], test=x[2],
+                         speed=extractor.images / extractor.seconds, load=load)
+            saved = np.load(cache)
+            (x, vx, tx), (y, vy, ty) = (saved["train"], saved["val"], saved["test"]), \
+                [np.array([names.index(label) for _, label in split]) for split in pairs]
+            both, both_y = np.concatenate([x, vx]), np.concatenate([y, vy])
+
+            def f1(c, fitted=x, labels=y):
+                return linear_head.score(tx, ty, *linear_head.fit(fitted, labels,
+                                                                  len(names), None, c))
+
+            c, _ = linear_head.choose_c(x, y, vx, vy, len(names))
+            cv, _ = linear_head.choose_c_cv(both, both_y, len(names))
+            row = {"data": name, "rung": f"{rung}@{size}", "tested": len(ty),
+                   "train C.01": f1(linear_head.C), "train C val": f1(c),
+                   "train+val C.01": f1(linear_head.C, both, both_y),
+                   "train+val C val": f1(c, both, both_y), "C": c,
+                   "train+val C1": f1(1.0, both, both_y),
+                   "train+val C cv": f1(cv, both, both_y), "C cv": cv,
+                   "images/s": float(saved["speed"]), "load": str(saved["load"])}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    (args.out / "levers.json").write_text(json.dumps(rows, indent=1) + "\n")
+    levers_table(rows)
+
+
+LEVERS = ("train C.01", "train C val", "train+val C.01", "train+val C val", "train+val C1",
+          "train+val C cv")
+
+
+def levers_table(rows: list[dict]) -> None:
+    """The rows of `levers`, then each rung's mean and worst gain over the sets: against the
+    run's head before these levers (the first rung, train, C 0.01), and against the first rung
+    with the same lever (what a larger rung adds: `models.ladder.SUITE`'s gains)."""
+    print("| data | rung | test photos | " + " | ".join(LEVERS) + " | C on val | C by CV | "
+          "forward images/s (load) |")
+    print("|" + "---|" * (len(LEVERS) + 6))
+    for r in rows:
+        print(f"| {r['data']} | {r['rung']} | {r['tested']} | "
+              + " | ".join(f"{r[k]:.4f}" for k in LEVERS)
+              + f" | {r['C']:g} | {r['C cv']:g} | {r['images/s']:.0f} "
+              f"({r['load'].split(' (')[0]}) |")
+    foot = {r["data"]: r for r in rows if r["rung"] == rows[0]["rung"]}
+    for title, base in ((f"against {rows[0]['rung']} {LEVERS[0]}", lambda r, k: LEVERS[0]),
+                        (f"against {rows[0]['rung']} with the same lever", lambda r, k: k)):
+        print(f"\nmean (worst) gain of each {title}, over {len(foot)} sets:\n")
+        print("| rung | " + " | ".join(LEVERS) + " |")
+        print("|" + "---|" * (len(LEVERS) + 1))
+        for rung in dict.fromkeys(r["rung"] for r in rows):
+            mine = [r for r in rows if r["rung"] == rung and r["data"] in foot]
+            cells = []
+            for k in LEVERS:
+                gains = [r[k] - foot[r["data"]][base(r, k)] for r in mine]
+                cells.append(f"{statistics.mean(gains):+.4f} ({min(gains):+.4f})")
+            print(f"| {rung} | " + " | ".join(cells) + " |")
+
+
 def train(args) -> None:
     for name in chosen(args.only):
         out = args.out / name
@@ -320,6 +406,9 @@ def main(argv=None) -> int:
             s.add_argument("--weights", type=Path, default=WEIGHTS)
         if name == "probe":
             s.add_argument("--size", type=int, default=224)
+            s.add_argument("--levers", action="store_true",
+                           help="the linear head's levers on each set and rung, one table")
+            s.add_argument("--rungs", default="lite0@192,lite0@224,lite1@240,lite2@260")
             s.add_argument("--test-cap", type=int, default=None,
                            help="score on at most this many test photos a class (a seeded "
                                 "draw), where all would take too long")
@@ -336,7 +425,9 @@ def main(argv=None) -> int:
     if args.command == "table":
         table(args.files)
     else:
-        {"prepare": prepare, "probe": probe, "train": train}[args.command](args)
+        run = levers if getattr(args, "levers", False) else \
+            {"prepare": prepare, "probe": probe, "train": train}[args.command]
+        run(args)
     return 0
 
 

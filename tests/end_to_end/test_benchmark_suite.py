@@ -12,6 +12,8 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
+
 from helpers.processes import REPO
 
 SCRIPT = REPO / "benchmarks" / "suite.py"
@@ -19,7 +21,7 @@ SCRIPT = REPO / "benchmarks" / "suite.py"
 
 def suite(*args, cwd):
     out = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                         timeout=60, cwd=cwd)
+                         timeout=180, cwd=cwd)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out.stdout
 
@@ -192,3 +194,45 @@ def test_a_set_whose_classes_are_listed_takes_each_photos_class_from_the_lists(t
     assert Counter(classes.values()) == {"Ram C-V Cargo Van Minivan 2012": 20,
                                          "Audi TTS Coupe 2012": 21}
     assert Counter(r["split"] for r in labels_csv) == {"train": 20, "val": 10, "test": 11}
+
+
+@pytest.mark.large  # its subprocess imports corolla.training (TensorFlow): ~40 s on 2 cores
+def test_the_linear_heads_levers_are_one_table_from_the_features_kept(tmp_path):
+    """`probe --levers` on features kept from an earlier invocation (no backbone run): a row per
+    set and rung with each lever's test macro F1, then each rung's mean and worst gain. A rung
+    whose features separate the test photos and the foot's that do not."""
+    import numpy as np
+
+    out = tmp_path / "suite" / "trash"
+    rows, held = [], []
+    for k in range(12):
+        label = "ab"[k % 2]
+        split = "train" if k < 6 else "val" if k < 8 else "test"
+        rows.append([f"photos/{label}/{k}.jpg", "" if split == "test" else label, split])
+        if split == "test":
+            held.append([f"photos/{label}/{k}.jpg", label])
+    (out / "levers").mkdir(parents=True)
+    for name, table in (("labels.csv", [["path", "label", "split"], *rows]),
+                        ("test_labels.csv", [["path", "label"], *held])):
+        with (out / name).open("w", newline="") as f:
+            csv.writer(f).writerows(table)
+    (out / "source.json").write_text(json.dumps({"classes": 2, "train": 3, "val": 1,
+                                                 "test": [2, 2]}))
+    labels = {"train": [0, 1] * 3, "val": [0, 1], "test": [0, 0, 1, 1]}  # test sorted by path
+
+    def features(separate: bool):
+        rng = np.random.default_rng(0)
+        return {split: (np.array(y)[:, None] * 2.0 - 1.0) * (10.0 if separate else 0.0)
+                + rng.normal(size=(len(y), 4)) * (0.01 if separate else 1.0)
+                for split, y in labels.items()}
+
+    for rung, separate in (("lite0-192", False), ("lite1-240", True)):
+        np.savez(out / "levers" / f"{rung}-100.npz", **features(separate), speed=20.0,
+                 load="load 1.00 1.00 1.00 (2 cores)")
+    said = suite("probe", "--levers", "--out", str(tmp_path / "suite"), "--only", "trash",
+                 "--rungs", "lite0@192,lite1@240", "--test-cap", "100", cwd=tmp_path)
+    assert "| trash | lite1@240 | 4 | 1.0000 | 1.0000 | 1.0000 | 1.0000 | 1.0000 | 1.0000 |" \
+        in said
+    assert "| trash | lite0@192 | 4 |" in said and "| 20 (load 1.00 1.00 1.00) |" in said
+    foot = json.loads((tmp_path / "suite" / "levers.json").read_text())[0]["train C.01"]
+    assert foot < 1.0 and f"| lite1@240 | {1 - foot:+.4f} ({1 - foot:+.4f}) |" in said

@@ -19,10 +19,10 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 # What is scanned, under src/corolla: folders and modules.
 SCANNED = ("api.py", "cli.py", "commands", "config", "credentials.py", "data", "errors.py",
-           "evaluation", "files.py", "flows", "report", "runs", "runtime", "scoring",
-           "stopping.py")
-# Not scanned yet: their comments still carry figures that are being moved.
-NOT_YET = ("models", "training")
+           "evaluation", "files.py", "flows", "models", "report", "runs", "runtime", "scoring",
+           "stopping.py", "training")
+# Not scanned yet (none left: a module whose comments carry figures being moved goes here).
+NOT_YET: tuple[str, ...] = ()
 
 # name -> pattern; each is a sign of a measurement, not of a fact of a format or a library.
 PATTERNS = {

@@ -22,7 +22,7 @@ FORMAT = {
     "LR_FIND_PICTURE": "lr_find.png", "TRACKING": "tracking.json",
     "MLFLOW_DB": "mlflow.db", "MLFLOW_ARTIFACTS": "mlartifacts", "REFIT": "refit.keras",
     "REFIT_PLAN": "refit.json", "REFIT_HISTORY": "refit-history.csv",
-    "LINEAR_HEAD": "linear_head.json",
+    "LINEAR_HEAD": "linear_head.json", "LINEAR_HEAD_ALL": "linear_head.npz",
     "REFIT_BACKUP": "refit-backup",
 }
 

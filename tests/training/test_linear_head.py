@@ -213,3 +213,103 @@ def test_a_budget_too_short_for_the_frozen_features_is_refused_naming_them(
     assert err.startswith("corolla: error: --time 10m (train.time_budget) is too short for "
                           "the frozen features and the linear head of recipe ") and \
         "give at least --time" in err and "\n" not in err
+
+
+def _blobs(scale: float, counts, seed: int = 0):
+    """Gaussian features [sum(counts), 16] of len(counts) classes (`counts` photos each)
+    around centres 2 apart, times `scale`. Where the classes are unequal and the scale small,
+    a strong regularisation (small C) leaves the weights too small to outvote the biases: it
+    predicts the largest class alone."""
+    rng = np.random.default_rng(seed)
+    centres = np.random.default_rng(0).normal(size=(len(counts), 16)) * 2
+    labels = np.repeat(np.arange(len(counts)), counts)
+    return ((centres[labels] + rng.normal(size=(len(labels), 16))) * scale).astype("float32"), \
+        labels
+
+
+def test_the_c_chosen_on_val_is_the_one_that_scores_best_there():
+    x, y = _blobs(0.3, [60, 6, 6])
+    vx, vy = _blobs(0.3, [10, 10, 10], seed=1)
+    c, scores = linear_head.choose_c(x, y, vx, vy, 3)
+    assert set(scores) == set(linear_head.GRID)
+    assert scores[c] == max(scores.values()) and scores[c] > scores[linear_head.C] + 0.2
+    assert c == 1.0  # small features of unequal classes want little regularisation
+
+
+def test_the_c_chosen_by_cross_validation_scores_best_over_the_folds():
+    x, y = _blobs(0.3, [30, 6, 6])
+    c, scores = linear_head.choose_c_cv(x, y, 3)
+    assert c == 1.0 and scores[1.0] > scores[linear_head.C] + 0.2
+
+
+def test_a_tie_on_val_keeps_the_default_c():
+    x, y = _blobs(1.0, [20, 20, 20])  # well apart: every C separates them
+    c, scores = linear_head.choose_c(x, y, x, y, 3)
+    assert set(scores.values()) == {1.0} and c == linear_head.C
+    # Tied away from the default: the nearest by ratio (0.001 and 0.1 are as near), then the
+    # smaller.
+    c, _ = linear_head.choose_c(x, y, x, y, 3, grid=(0.001, 0.1, 1.0))
+    assert c == 0.001
+
+
+def test_a_refit_fits_the_head_at_the_c_its_run_chose(tmp_path):
+    from corolla.errors import UserError
+    from corolla.training import features
+
+    assert features.chosen_c(None) == features.chosen_c(tmp_path) == linear_head.C
+    (tmp_path / paths.LINEAR_HEAD).write_text(json.dumps({"val_f1": 0.8, "c": 0.3,
+                                                          "kept": True}))
+    assert features.chosen_c(tmp_path) == 0.3
+    for bad in ("0.3", 0, -1, True, None):
+        (tmp_path / paths.LINEAR_HEAD).write_text(json.dumps({"c": bad}))
+        with pytest.raises(UserError, match=f"c is {bad!r}, not a positive number"):
+            features.chosen_c(tmp_path)
+
+
+def test_the_head_fits_on_one_thread(monkeypatch):
+    """BLAS's and OpenMP's threads spin against a busy host's other work: ~40x slower for
+    features this small. The fit runs with one of each."""
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_info
+
+    seen, fit = [], LogisticRegression.fit
+
+    def recording(self, *args, **kwargs):
+        seen.append({pool["num_threads"] for pool in threadpool_info()})
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(LogisticRegression, "fit", recording)
+    linear_head.fit(*_blobs(1.0, [5, 5, 5]), 3)
+    assert seen == [{1}]
+
+
+def test_a_run_that_keeps_its_head_without_a_refit_predicts_with_it_fit_on_train_and_val(
+        train_tiny, tmp_path, fixed_costs, heads, monkeypatch, capsys):
+    """No refit follows (--refit off) and the head is kept (no time for a thawed epoch): the
+    test split is predicted by the head fit again on train + val at the C chosen on val
+    (refit.keras, made in seconds from the features at hand), as the probe fits it;
+    model.keras keeps the head fit on train, whose val scores are fair."""
+    fixed_costs.thawed = 1000.0
+    rows, fit = [], linear_head.fit
+
+    def recording(features, labels, *args, **kwargs):
+        rows.append(len(labels))
+        return fit(features, labels, *args, **kwargs)
+
+    monkeypatch.setattr(linear_head, "fit", recording)
+    run = train_tiny(tmp_path, *TIMED_FLAGS, "--refit", "off", name="n", tiny=())
+    out = capsys.readouterr().out
+    record = json.loads((run / paths.LINEAR_HEAD).read_text())
+    assert record["kept"] is True and record["c"] in linear_head.GRID
+    # The grid on train, the head on train, then on train + val (96 photos).
+    assert rows[-1] == 96 and set(rows[:-1]) == {rows[0]} and rows[0] < 96
+    assert len(rows) == len(linear_head.GRID) + 2
+    assert "refit: refit.keras is model.keras with its linear head fit again on the frozen " \
+           "features of train + val (no refit follows); it predicts the test split" in out
+    assert len(heads) == 2  # the head on train into the model, then the one on train + val
+    for a, b in zip(_classifier(run / paths.MODEL), heads[0]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    for a, b in zip(_classifier(run / paths.REFIT), heads[1]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert not np.allclose(heads[0][0], heads[1][0])
+    assert (run / paths.SUBMISSION).is_file() and not (run / paths.REFIT_PLAN).exists()

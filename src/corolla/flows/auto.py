@@ -13,7 +13,7 @@ from corolla import models
 from corolla.config import recipe as recipe_lib
 from corolla.data.prepare import sources
 from corolla.errors import UserError
-from corolla.models import hub
+from corolla.models import hub, ladder
 from corolla.models.registry import HUB_PREFIX
 from corolla.runtime.decide import UNKNOWN_ACTIVATIONS, choose_batch
 
@@ -48,12 +48,66 @@ def _refuse_unavailable(asked: dict, model: str) -> None:
         raise UserError(models.weights_unavailable(model))
 
 
-def cpu_auto(config_file: str | config_lib.ConfigFile | None, flags: dict) -> tuple[str, str]:
-    """(the recipe "auto" stands for on a CPU, why): cpu-finetune when the weights of its model
-    (or of the --model asked) can be had now, else the from-scratch cpu recipe
-    (`finetune_or_scratch`)."""
-    name, _, why = finetune_or_scratch(asked_keys(config_file, flags), recipe_lib.CPU_FINETUNE)
-    return name, why
+def cpu_auto(config_file: str | config_lib.ConfigFile | None,
+             flags: dict) -> tuple[str, dict, str]:
+    """(the recipe "auto" stands for on a CPU, config values it decides, why): cpu-finetune
+    when the weights of its model (or of the --model asked) can be had now, else the
+    from-scratch cpu recipe (`finetune_or_scratch`); fine-tuning, the backbone and input size
+    of the ladder (`backbone`) where the user chose neither model nor preset."""
+    asked = asked_keys(config_file, flags)
+    name, _, why = finetune_or_scratch(asked, recipe_lib.CPU_FINETUNE)
+    decided = {}
+    if name == recipe_lib.CPU_FINETUNE:
+        chosen = backbone(asked, recipe_lib.load(name).values)
+        if chosen is not None:
+            decided, said = chosen
+            why += f"; backbone {said}"
+    return name, decided, why
+
+
+def backbone(asked: dict, recipe: dict, measure=ladder.measure) -> tuple[dict, str] | None:
+    """(config values, why) of the backbone ladder (`models.ladder`), or None where it does not
+    apply: a model or input size the user set, a recipe of another model, or weights that are
+    one choice (a preset folder, a file, imagenet or none asked for). It applies to the recipe's own
+    weights (keras-hub's presets: `ladder.online_rungs`) and to `--weights DIR` where DIR
+    holds preset folders (`ladder.local_rungs`). The host's pace (`measure`, seconds) and the
+    photos are counted only where a larger rung earns its time on the suite at all."""
+    if "model.name" in asked or "model.input_size" in asked or \
+            recipe.get("model.name") != ladder.FIRST_MODEL:
+        return None
+    if "model.weights" not in asked:
+        rungs = ladder.online_rungs()
+    elif ladder.is_shelf(str(asked["model.weights"])):
+        rungs = ladder.local_rungs(str(asked["model.weights"]))
+    else:
+        return None
+    budget = asked.get("train.time_budget")
+    seconds = config_lib.duration_seconds(budget) if budget else None
+    pace = images = None
+    if seconds and ladder.climbable(rungs):
+        # Each photo and, at most, its mirror image (the frozen phase's flips).
+        images = 2 * _photos(asked.get("data.path", ""))
+        pace = measure(rungs[0])
+    rung, why = ladder.choose(rungs, seconds, images or 0, pace)
+    decided = {} if rung.weights == "imagenet" else {"model.weights": rung.weights}
+    if rung.name != ladder.FIRST[0]:
+        decided = {"model.name": f"{HUB_PREFIX}{rung.weights}", "model.weights": "imagenet"}
+    if rung.size != recipe.get("model.input_size"):
+        decided["model.input_size"] = rung.size
+    return decided, why
+
+
+def _photos(path: str) -> int:
+    """The photos of the data at `path`, every split (an image folder or CSV listed, a
+    layout's records counted), for the ladder's estimate of a rung's forward passes."""
+    kind = sources.kind_of(path)
+    if kind != "layout":
+        return len(sources.scan(path, log=lambda *a: None).items)
+    from corolla.data import layout as layout_lib
+
+    sizes = layout_lib.available_sizes(path)
+    layout = layout_lib.open_layout(path, sizes[0])
+    return sum(layout.split(s).count for s in ("train", "val", "test") if layout.has_split(s))
 
 
 def accelerator_auto(config_file: str | config_lib.ConfigFile | None, flags: dict,

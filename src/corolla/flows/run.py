@@ -16,7 +16,7 @@ from corolla.files import read_json
 from corolla.report import plots
 from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan, collective
-from corolla.training import refit
+from corolla.training import refit, saving
 
 
 def train_evaluate_predict(config: RunConfig, plan: Plan, log=print,
@@ -51,10 +51,16 @@ def train_evaluate_predict(config: RunConfig, plan: Plan, log=print,
         # A Ctrl-C raises `Interrupted`, whose message says how to finish the run (it is
         # trained); the tracked run ends KILLED (FAILED on an error) here.
         with tracking.ended_on_error(run_dir, log):
+            read = None  # the run's config, where read here (evaluation reads it once)
             if refits and not (run_dir / paths.REFIT).is_file():
                 # (continued, where a kill stopped it)
                 refit.train(run_dir, plan, log, refit_deadline)
-            return run_dir, _evaluate_predict(run_dir, plan, model, log)
+            elif not refits and not (run_dir / paths.REFIT).is_file() and \
+                    (run_dir / paths.LINEAR_HEAD_ALL).is_file() and \
+                    refit.kept_linear_head(run_dir):
+                read = rundir.load(run_dir)[1]
+                saving.head_refit(run_dir, plan, read, log, inference.load_model)
+            return run_dir, _evaluate_predict(run_dir, plan, model, log, read)
     finally:
         rundir.release(run_dir)
         collective.wait_for_each_other(plan)  # the others may leave now, failed or not
@@ -67,11 +73,11 @@ def draw_lr_find(run_dir: Path) -> None:
         plots.plot_lr_find(read_json(record, "train a new run"), picture)
 
 
-def _evaluate_predict(run_dir: Path, plan: Plan, model, log) -> dict:
+def _evaluate_predict(run_dir: Path, plan: Plan, model, log, config=None) -> dict:
     """Scores the trained run on val, predicts its test split, writes FINISHED last; returns the
-    val metrics."""
+    val metrics. `config`: the run's, where the caller has read it."""
     draw_lr_find(run_dir)
-    opened = inference.open_run(run_dir, plan=plan, log=log)  # once, for both
+    opened = inference.open_run(run_dir, plan=plan, log=log, config=config)  # once, for both
     layout = opened.layout
     metrics = evaluate_run(opened, model=model, log=log, report_skipped=False)
     if layout.has_split("test"):  # with the refit where the run has one

@@ -159,9 +159,9 @@ def for_plan(config_file: str | config_lib.ConfigFile | None, given: Given, plan
     config_file = config_lib.config_file(config_file)  # one parse for every step below
     wants_auto = config_lib.load(config_file, given.values, given.names).train.recipe == "auto"
     if wants_auto and plan.accelerator == "cpu":
-        name, why = auto.cpu_auto(config_file, given.values)
+        name, decided, why = auto.cpu_auto(config_file, given.values)
         log(f"recipe auto on a CPU: {name} ({why})")
-        given = given.with_values({"train.recipe": name})
+        given = given.with_values({"train.recipe": name, **decided})
     elif wants_auto:
         decided, why = auto.accelerator_auto(config_file, given.values, plan)
         log(f"recipe auto on a {plan.accelerator.upper()}: {decided['train.recipe']} ({why})")

@@ -4,6 +4,7 @@ factory that builds them behind one generic head (`factory`), keras-hub presets 
     applications: the `keras.applications` backbones, as a table: one row per model
     factory: `create_model`: a registered backbone or a keras-hub preset behind one head
     hub: `--model hub:PRESET`: a keras-hub backbone preset with Corolla's head
+    ladder: the EfficientNet-Lite rung a timed run extracts its features with, and why
     layers: preprocessing layers that are part of saved models (serializable)
     padding: the padding pre-trained weights were trained with, and backbones that honour it
     preprocessing: input preprocessing as Keras layers, one function per weights' convention

@@ -11,6 +11,8 @@
                                                  its plan; its epochs (refit-backup/ meanwhile)
         linear_head.json                         a timed run's linear head: its val macro F1,
                                                  its C, whether the run kept it
+        linear_head.npz                          ... fit again on train + val: refit.keras
+                                                 where the run keeps it and no refit follows
         metrics.json  *.png  report.html        scores on val, pictures, the offline page
         data_check.json                          the check of the data before training
         lr_find.json  lr_find.png                the range test of `--lr find`: the rate found
@@ -38,6 +40,7 @@ MODEL = "model.keras"  # the best epoch's model by val macro F1
 LAST = "last.keras"  # the last epoch's model, beside model.keras
 HISTORY = "history.csv"
 LINEAR_HEAD = "linear_head.json"  # a timed run's linear head (training.linear_head), its fate
+LINEAR_HEAD_ALL = "linear_head.npz"  # ... its weights fit on train + val (kernel, bias)
 LOGS = "logs"  # TensorBoard's event files
 METRICS = "metrics.json"
 SUBMISSION = "submission.csv"

@@ -165,7 +165,8 @@ def read_arrays(path: Path) -> list:
                         f"{again}") from None
 
 
-def _write_arrays(arrays: list, path: Path) -> None:
+def write_arrays(arrays: list, path: Path) -> None:
+    """`arrays` as an .npz at `path` (written whole or not at all), `read_arrays` reads."""
     # bfloat16 (ml_dtypes) would come back from .npz as raw bytes: kept as float32 (exact).
     arrays = [a.astype(np.float32) if a.dtype.name == "bfloat16" else a for a in arrays]
     with atomic_path(path) as tmp, open(tmp, "wb") as out:
@@ -176,7 +177,7 @@ def save_backup(model, path: Path) -> None:
     """The model's and its optimizer's state, as `load_backup` reads it."""
     import keras
 
-    _write_arrays([keras.ops.convert_to_numpy(v) for v in backup_variables(model)], path)
+    write_arrays([keras.ops.convert_to_numpy(v) for v in backup_variables(model)], path)
 
 
 def load_backup(model, path: Path) -> None:
@@ -199,7 +200,7 @@ def save_model_weights(model, path: Path) -> None:
     """The model's own weights (no optimizer), as `load_model_weights` reads them."""
     arrays = model.get_weights()
     check_space(path, (1 << 20) + sum(a.nbytes for a in arrays))
-    _write_arrays(arrays, path)
+    write_arrays(arrays, path)
 
 
 def load_model_weights(model, path: Path) -> None:

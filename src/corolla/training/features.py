@@ -25,8 +25,11 @@ import numpy as np
 import tensorflow as tf
 
 from corolla.data import pipeline
+from corolla.errors import UserError
+from corolla.files import read_json
+from corolla.runs import paths
 from corolla.scoring.batched import stop_check
-from corolla.training import linear_head
+from corolla.training import backup, linear_head
 from corolla.training.timing import budget
 from corolla.training.callbacks import RunProgress
 from corolla.training.compiling import compile_head
@@ -178,26 +181,42 @@ class FrozenPath:
 
     def fit_linear_head(self, ready: Prepared, val_f1, checkpoint, class_weights) -> None:
         """The linear head (`linear_head.fit`) on the cached training features (the images as
-        they are), written into the model's classifier; with `val_f1` (a validated run),
-        scored on the cached val features and recorded in `checkpoint` as the best so far
-        (`Checkpoint.seed`), its figure said in the log."""
+        they are), written into the model's classifier. With `val_f1` (a validated run): its C
+        chosen on the cached val features (`linear_head.choose_c`), scored there and recorded
+        in `checkpoint` as the best so far (`Checkpoint.seed`), its figure said in the log,
+        and the same head fit on train + val into the chief's run folder (`saving.head_refit`
+        submits it where no refit follows). Without (a refit): at the C its run chose
+        (`chosen_c`)."""
         train_features, labels, val_features = self.cached
+        train_features = train_features[0] if train_features.ndim == 3 else train_features
+        classes = len(ready.layout.class_names)
         began = time.monotonic()
-        kernel, bias = linear_head.fit(train_features[0] if train_features.ndim == 3 else
-                                       train_features, labels, len(ready.layout.class_names),
-                                       class_weights)
+        if val_f1 is None:
+            c = chosen_c(ready.run_dir)
+        else:
+            c, _ = linear_head.choose_c(train_features, labels, val_features, val_f1.labels,
+                                        classes, class_weights)
+        kernel, bias = linear_head.fit(train_features, labels, classes, class_weights, c)
         with self.plan.scope():
             linear_head.put(self.model, kernel, bias)
         took = time.monotonic() - began
         if val_f1 is None:
-            self.log(f"linear head: a logistic regression on the frozen features of "
+            self.log(f"linear head: a logistic regression (C {c:g}) on the frozen features of "
                      f"{len(labels)} images, fit in {took:.1f} s")
             return
         f1 = linear_head.score(val_features, val_f1.labels, kernel, bias)
-        checkpoint.seed(self.model, {"val_f1": f1, "c": linear_head.C})
+        checkpoint.seed(self.model, {"val_f1": f1, "c": c})
+        if checkpoint.history_path is not None:  # the chief's: in its run folder
+            # Seconds, the features at hand: the probe's data for the head a run submits.
+            everything = linear_head.fit(np.concatenate([train_features, val_features]),
+                                         np.concatenate([labels, val_f1.labels]), classes,
+                                         class_weights, c)
+            backup.write_arrays(list(everything),
+                                checkpoint.history_path.parent / paths.LINEAR_HEAD_ALL)
         self.log(f"linear head: val macro F1 {f1:.4f} (a logistic regression on the frozen "
-                 f"features, fit in {took:.1f} s); training starts from it, and an epoch is "
-                 f"kept only where it beats it on val")
+                 f"features, C {c:g} chosen on val of {', '.join(map(str, linear_head.GRID))}, "
+                 f"fit in {took:.1f} s); training starts from it, and an epoch is kept only "
+                 f"where it beats it on val")
 
     def fit(self, phase: Phase, first: int, ready: Prepared, steps: int, val_f1, callbacks,
             class_weights, verbose, checkpoint=None) -> None:
@@ -229,3 +248,16 @@ class FrozenPath:
         finally:
             if val_f1 is not None:
                 val_f1.cached = None
+
+
+def chosen_c(run_dir) -> float:
+    """The C of the linear head the run `run_dir` fit (its linear_head.json), for its refit;
+    `linear_head.C` where it has none (a run whose head recorded no C) or no folder is given."""
+    path = None if run_dir is None else run_dir / paths.LINEAR_HEAD
+    if path is None or not path.is_file():
+        return linear_head.C
+    record = read_json(path, "train the run again")
+    c = record.get("c", linear_head.C) if isinstance(record, dict) else None
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < float("inf"):
+        raise UserError(f"{path}: c is {c!r}, not a positive number; train the run again")
+    return float(c)

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corolla import files
+from corolla.errors import UserError
 from corolla.runs import identity, paths
 from corolla.runtime import Plan
-from corolla.training.backup import LINEAR_HEAD, BackupState, load_model_weights
+from corolla.training import linear_head
+from corolla.training.backup import LINEAR_HEAD, BackupState, load_model_weights, read_arrays
 from corolla.training.optimizer import finalize_ema
 
 
@@ -75,3 +77,22 @@ def _write(model, path: Path, run_id: str) -> None:
     with files.atomic_path(path) as tmp:
         model.save(tmp)
         identity.stamp(tmp, run_id, model.input_shape[1] or 0)
+
+
+def head_refit(run_dir: Path, plan: Plan, config, log, load_model) -> None:
+    """refit.keras of a run that kept its linear head where no refit follows: model.keras with
+    the classifier fit on train + val at the same C (linear_head.npz, written when the head
+    was fit), as the probe fits and a refit would. Seconds: nothing is extracted or trained.
+    `config`: the run's; `load_model(run_dir, plan, classes, config)`: its model.keras, loaded
+    and checked as evaluation loads it (`evaluation.inference.load_model`)."""
+    path = run_dir / paths.LINEAR_HEAD_ALL
+    arrays = read_arrays(path)
+    if len(arrays) != 2 or arrays[0].ndim != 2 or arrays[1].shape != arrays[0].shape[1:]:
+        raise UserError(f"{path} is not a linear head Corolla wrote (a kernel and a bias); "
+                        f"remove it")
+    model = load_model(run_dir, plan, arrays[0].shape[1], config)
+    with plan.inference_scope():
+        linear_head.put(model, *arrays)
+    _write(model, run_dir / paths.REFIT, config.output.run_id)
+    log(f"refit: {paths.REFIT} is model.keras with its linear head fit again on the frozen "
+        f"features of train + val (no refit follows); it predicts the test split")
