@@ -420,7 +420,8 @@ def determinism_child(args) -> None:
     from corolla.training import compile_model
     from corolla.training.preparing import set_determinism
 
-    config = config_lib.load(overrides={"train.deterministic": True, "train.seed": args.seed})
+    config = config_lib.load_config(
+        overrides={"train.deterministic": True, "train.seed": args.seed})
     split = train_split(args.data, args.size)
     runs = []
     for _ in range(2):

@@ -104,7 +104,7 @@ def run_keras(run_dir: str) -> None:
     from corolla import config as config_lib
     from corolla import models, runtime
 
-    cfg = config_lib.load(str(Path(run_dir) / "config.toml"))
+    cfg = config_lib.load_config(str(Path(run_dir) / "config.toml"))
     plan = runtime.detect_for(cfg)
     import keras
     import tensorflow as tf

@@ -112,7 +112,7 @@ class TinyTrainer:
         if resume:
             _, cfg = rundir.load_unfinished(runs / name)
         else:
-            cfg = config.load(overrides={
+            cfg = config.load_config(overrides={
                 "data.path": str(self.tiny_petals), "train.batch_size": 8,
                 "train.steps_per_epoch": 2, "train.learning_rate": 3e-3,
                 "output.runs_dir": str(runs), "output.name": name, **overrides})

@@ -27,7 +27,7 @@ import functools
 from html import escape
 from pathlib import Path
 
-from corolla import config as config_lib
+from corolla.config import load_config
 from corolla.flows.library_errors import as_user_errors
 from corolla.config import range_test
 from corolla.config.flags import from_keywords
@@ -99,7 +99,7 @@ class Run:
     def config(self):
         """The run's resolved config (None for an ensemble folder, which has none)."""
         path = self.path / paths.CONFIG
-        return config_lib.load(path) if path.is_file() else None
+        return load_config(path) if path.is_file() else None
 
     @property
     @_user_facing
@@ -109,7 +109,7 @@ class Run:
         fix = f"write it again with `run.evaluate()` (corolla evaluate {self.path})"
         return read_json(path, fix) if path.is_file() else None
 
-    # The defaults tta=1 and top_k=5 are scoring.tta.NONE and flows.photos.TOP_K written out,
+    # The defaults tta=1 and top_k=5 are scoring.tta.NO_TTA and flows.photos.TOP_K written out,
     # so that the API reference (read from the source) shows values; a test holds them equal.
     @_user_facing
     def evaluate(self, tta: int = 1, data: str | Path | None = None,
@@ -199,7 +199,7 @@ def train(config: str | Path | None = None, resume: str | Path | None = None, lo
     --config; `resume`: an interrupted run to continue; `strict`: copies of images across
     splits (the data check before training) are an error; `keywords`: the command line's flags
     by their Python names (data=, model=, epochs=, time="10m" instead of epochs=, ...)."""
-    began = clock.default().now()  # a time budget is the call's: it counts from here
+    began = clock.default_clock().now()  # a time budget is the call's: it counts from here
     given = from_keywords(keywords, "corolla.train()")
     with _command():
         run_dir, _ = train_flow.train(_text(config), given, resume=resume, log=log,

@@ -120,7 +120,7 @@ def _stop_on_signals():
 
 
 def main(argv: list[str] | None = None) -> int:
-    began = clock.default().now()  # a time budget is the whole command's: it counts from here
+    began = clock.default_clock().now()  # a time budget is the whole command's: it counts from here
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # --help, --version, or a flag error (already printed)

@@ -81,5 +81,5 @@ def test_the_runs_defaults_are_the_named_ones():
     from corolla.flows import photos
 
     for method in (api.Run.evaluate, api.Run.predict, api.Run.predict_photos):
-        assert inspect.signature(method).parameters["tta"].default == tta.NONE
+        assert inspect.signature(method).parameters["tta"].default == tta.NO_TTA
     assert inspect.signature(api.Run.predict_photos).parameters["top_k"].default == photos.TOP_K

@@ -141,8 +141,8 @@ def test_a_parser_built_again_reads_no_recipe_again(monkeypatch):
     first = train_help()
     assert "default: the recipe's; cpu: " in first
     read = []
-    load = recipe.load
-    monkeypatch.setattr(recipe, "load", lambda name: read.append(name) or load(name))
+    load = recipe.load_recipe
+    monkeypatch.setattr(recipe, "load_recipe", lambda name: read.append(name) or load(name))
     assert train_help() == first
     assert read == []
 

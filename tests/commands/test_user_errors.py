@@ -180,7 +180,7 @@ def test_a_relative_recipe_file_is_the_same_command_when_re_run(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     (tmp_path / "myrecipe2.toml").write_text('description = "mine"\n')
     (tmp_path / "other.toml").write_text('description = "other"\n')
-    saved = config_lib.apply(config_lib.load(),
+    saved = config_lib.with_settings(config_lib.load_config(),
                              {"train.recipe": str(tmp_path / "myrecipe2.toml")})
     names = {"train.recipe": "--recipe"}
     for spelling in ("myrecipe2.toml", "./myrecipe2.toml", str(tmp_path / "myrecipe2.toml")):
@@ -202,7 +202,7 @@ def test_a_run_without_a_model_says_whether_it_is_being_trained_or_was_stopped(t
 
     run = tmp_path / "kill1"
     run.mkdir()
-    config_lib.save(config_lib.load(), run / paths.CONFIG)
+    config_lib.save_config(config_lib.load_config(), run / paths.CONFIG)
     stopped = f"has no model.keras: its training did not finish; continue it with " \
               f"`corolla train --resume {run}`"
     for command in (["report", str(run)], ["evaluate", str(run)],

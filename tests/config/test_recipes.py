@@ -21,7 +21,7 @@ def test_every_shipped_recipe_is_valid_and_names_a_model_of_the_registry():
             "cpu"} <= set(recipes.names())
     missing = []
     for name in recipes.names():
-        recipe = recipes.load(name)  # the config's checks: types, ranges, choices
+        recipe = recipes.load_recipe(name)  # the config's checks: types, ranges, choices
         assert recipe.description, name
         model = recipe.values["model.name"]
         if model not in models.names():
@@ -31,19 +31,19 @@ def test_every_shipped_recipe_is_valid_and_names_a_model_of_the_registry():
 
 
 def test_notebook_constants():
-    b7 = recipes.load("effnet-b7-finetune").values
+    b7 = recipes.load_recipe("effnet-b7-finetune").values
     assert (b7["data.image_size"], b7["model.weights"], b7["train.schedule"]) == \
         (512, "imagenet", "ramp")
     assert (b7["train.start_learning_rate"], b7["train.learning_rate"],
             b7["train.min_learning_rate"], b7["train.warmup_epochs"], b7["train.sustain_epochs"],
             b7["train.lr_decay"], b7["train.scale_lr"]) == (1e-5, 5e-5, 1e-5, 5, 0, 0.8,
                                                             "replicas")
-    assert recipes.load("densenet201-finetune").values == {**b7,
+    assert recipes.load_recipe("densenet201-finetune").values == {**b7,
                                                             "model.name": "densenet201"}
-    x = recipes.load("xception").values
+    x = recipes.load_recipe("xception").values
     assert (x["train.learning_rate"], x["train.warmup_epochs"], x["train.sustain_epochs"],
             x["train.lr_decay"], x["train.scale_lr"]) == (1e-4, 3, 3, 0.5, "replicas")
-    t = recipes.load("tutorial").values
+    t = recipes.load_recipe("tutorial").values
     assert (t["model.name"], t["model.train_backbone"], t["train.epochs"],
             t["train.schedule"]) == ("vgg16", False, 12, "ramp")
 
@@ -59,11 +59,11 @@ def test_a_bad_recipe_file_is_one_line_naming_the_file_and_the_key(tmp_path, tex
     path = tmp_path / "mine.toml"
     path.write_text(f'description = "x"\n{text}')
     with pytest.raises(UserError) as e:
-        recipes.load(str(path))
+        recipes.load_recipe(str(path))
     assert str(e.value).startswith(f"recipe {str(path)!r}: ") and message in str(e.value)
     assert "\n" not in str(e.value)
     with pytest.raises(UserError, match="unknown recipe 'nope'; choose one of: auto, cpu"):
-        recipes.load("nope")
+        recipes.load_recipe("nope")
 
 
 def test_precedence_defaults_recipe_file_flags(tmp_path):
@@ -148,7 +148,7 @@ def test_the_saved_config_reproduces_the_run_without_its_recipe_file(tiny_petals
     assert cfg.train.recipe == str(mine.resolve()) and cfg.model.dropout == 0.3
     resolved, _ = resolve(cfg, _fake_plan(1))
     saved = tmp_path / "config.toml"
-    config.save(resolved, saved)
+    config.save_config(resolved, saved)
     mine.unlink()
     again, recipe = recipes.compose(saved, Given(), "cpu")
     rerun, _ = resolve(again, _fake_plan(1))
@@ -163,6 +163,6 @@ def test_info_lists_every_recipe_with_its_sizes(capsys):
     assert main(["info", "--recipes"]) == 0
     rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[1:]}
     assert set(recipes.names()) <= set(rows)
-    cpu = config.apply(config.RunConfig(), recipes.load("cpu").values)
+    cpu = config.with_settings(config.RunConfig(), recipes.load_recipe("cpu").values)
     assert cpu.train.start_size and cpu.model.input_size
     assert rows["cpu"][2] == f"{cpu.train.start_size}-{cpu.model.input_size}"

@@ -12,7 +12,7 @@ def test_defaults_follow_the_tutorial():
 
 def test_overrides_are_typed_and_do_not_touch_the_original():
     base = config.RunConfig()
-    c = config.apply(base, {"train.epochs": "3", "train.learning_rate": "0.01",
+    c = config.with_settings(base, {"train.epochs": "3", "train.learning_rate": "0.01",
                             "data.augment": "false", "model.name": "vgg16"})
     assert (c.train.epochs, c.train.learning_rate, c.data.augment) == (3, 0.01, [])
     assert base.train.epochs == 12 and base.model.name == "small_cnn"
@@ -38,27 +38,27 @@ def test_overrides_are_typed_and_do_not_touch_the_original():
 ])
 def test_bad_values_are_user_errors(updates, message):
     with pytest.raises(UserError, match=message):
-        config.apply(config.RunConfig(), updates)
+        config.with_settings(config.RunConfig(), updates)
 
 
 def test_file_then_overrides_and_round_trip(tmp_path):
     path = tmp_path / "run.toml"
     path.write_text('[train]\nepochs = 5\nbatch_size = 8\n[model]\nname = "vgg16"\n')
-    c = config.load(path, {"train.epochs": 2})
+    c = config.load_config(path, {"train.epochs": 2})
     assert (c.train.epochs, c.train.batch_size, c.model.name) == (2, 8, "vgg16")
-    config.save(c, tmp_path / "saved.toml")
-    assert config.load(tmp_path / "saved.toml") == c
+    config.save_config(c, tmp_path / "saved.toml")
+    assert config.load_config(tmp_path / "saved.toml") == c
 
 
 def test_bad_files_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
-        config.load(tmp_path / "missing.toml")
+        config.load_config(tmp_path / "missing.toml")
     (tmp_path / "bad.toml").write_text("[train\n")
     with pytest.raises(UserError, match="not valid TOML"):
-        config.load(tmp_path / "bad.toml")
+        config.load_config(tmp_path / "bad.toml")
     (tmp_path / "flat.toml").write_text("epochs = 3\n")
     with pytest.raises(UserError, match="must be a \\[table\\]"):
-        config.load(tmp_path / "flat.toml")
+        config.load_config(tmp_path / "flat.toml")
 
 
 def test_a_utf8_config_with_a_bom_is_read(tmp_path):
@@ -66,7 +66,7 @@ def test_a_utf8_config_with_a_bom_is_read(tmp_path):
 
     path = tmp_path / "c.toml"
     path.write_bytes("[train]\nepochs = 2\n".encode("utf-8-sig"))
-    assert config.load(path).train.epochs == 2
+    assert config.load_config(path).train.epochs == 2
 
 
 # corolla train's flags that set no config key: the config file, the run to resume, the data
@@ -106,7 +106,7 @@ def test_numbers_past_a_float_in_a_config_file_are_one_line(tmp_path, text, mess
     """TOML reads 1e400 as infinity: an integer setting given it was an OverflowError."""
     (tmp_path / "c.toml").write_text(text)
     with pytest.raises(UserError, match=message):
-        config.load(tmp_path / "c.toml")
+        config.load_config(tmp_path / "c.toml")
 
 
 @pytest.mark.parametrize("what", ["config", "recipe"])
@@ -117,4 +117,4 @@ def test_arrays_nested_thousands_deep_are_one_line(tmp_path, what):
     path = tmp_path / "deep.toml"
     path.write_text("[train]\nepochs = " + "[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(UserError, match=r"deep.toml' nests arrays or tables too deep to read"):
-        config.load(path) if what == "config" else recipe.load(str(path))
+        config.load_config(path) if what == "config" else recipe.load_recipe(str(path))

@@ -130,7 +130,7 @@ def test_policies_names_and_old_configs():
     assert policies.resolve("false") == policies.resolve("none") == policies.resolve([]) == []
     assert policies.resolve(["color", "flip"]) == ["flip", "color"]  # application order
     assert policies.resolve("mixup,crop") == ["crop", "mixup"]
-    assert config.apply(config.RunConfig(), {"data.augment": "strong"}).data.augment == \
+    assert config.with_settings(config.RunConfig(), {"data.augment": "strong"}).data.augment == \
         list(policies.POLICIES["strong"])
     with pytest.raises(UserError, match=r"^--augment: unknown augmentation 'zoom'; names are "
                        r"crop, flip, affine, color, randaugment, mixup, cutmix, policies none, "
@@ -141,11 +141,11 @@ def test_policies_names_and_old_configs():
 def test_old_config_with_augment_true_loads(tmp_path):
     path = tmp_path / "old.toml"
     path.write_text("[data]\naugment = false\n")
-    assert config.load(path).data.augment == []
+    assert config.load_config(path).data.augment == []
     path.write_text('[data]\naugment = ["flip", "affine"]\n')
-    c = config.load(path)
-    config.save(c, tmp_path / "saved.toml")
-    assert config.load(tmp_path / "saved.toml").data.augment == ["flip", "affine"]
+    c = config.load_config(path)
+    config.save_config(c, tmp_path / "saved.toml")
+    assert config.load_config(tmp_path / "saved.toml").data.augment == ["flip", "affine"]
 
 
 def test_training_batches_are_augmented_deterministically_and_val_never(tiny_petals):

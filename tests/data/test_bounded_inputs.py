@@ -145,7 +145,7 @@ print(sum(int(images.shape[0]) for images, _ in ds.take(2)))
     assert result.returncode == 0 and result.stdout.strip().endswith("16"), result.stderr[-2000:]
     with pytest.raises(UserError, match=r"data.shuffle_buffer must be at most 1000000, got "
                                         r"1000000000000"):
-        config.load(overrides={"data.shuffle_buffer": 10**12})
+        config.load_config(overrides={"data.shuffle_buffer": 10**12})
 
 
 def _declaring(jpeg: bytes, width: int, height: int) -> bytes:

@@ -30,7 +30,7 @@ def test_a_weights_file_names_classes_and_bad_lines_are_one_line(tmp_path):
     with pytest.raises(UserError, match="line 1"):
         class_weights.from_file(path, ("a", "b", "rare"))
     with pytest.raises(UserError, match="train.class_weight"):
-        config.load(overrides={"train.class_weight": str(tmp_path / "missing.csv")})
+        config.load_config(overrides={"train.class_weight": str(tmp_path / "missing.csv")})
 
 
 def test_batches_carry_each_examples_weight_also_with_mixed_labels(rare_class):

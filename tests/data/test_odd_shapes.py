@@ -118,9 +118,9 @@ def test_a_batch_size_of_millions_is_refused_in_a_config_and_on_a_flag(tmp_path)
     file = tmp_path / "config.toml"
     file.write_text("[train]\nbatch_size = 100000000\n")
     with pytest.raises(UserError, match="train.batch_size must be at most 16384, got 100000000"):
-        config.load(file)
+        config.load_config(file)
     with pytest.raises(UserError, match="--global-batch-size must be at most 16384"):
-        config.apply(config.RunConfig(), {"train.global_batch_size": 10**8},
+        config.with_settings(config.RunConfig(), {"train.global_batch_size": 10**8},
                      {"train.global_batch_size": "--global-batch-size"})
 
 

@@ -273,7 +273,7 @@ def test_a_folder_is_converted_at_the_size_the_run_reads(photos, tmp_path, monke
 
     root, _ = photos
     monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
-    cfg = config_lib.load(overrides={"data.path": str(root), "model.name": "small_cnn",
+    cfg = config_lib.load_config(overrides={"data.path": str(root), "model.name": "small_cnn",
                                      "model.input_size": 96, "train.batch_size": 4})
     resolved, data = settings.resolve(cfg, runtime.detect_for(cfg), log=lambda *a: None)
     assert data.image_size == resolved.model.input_size == 96

@@ -47,11 +47,11 @@ def test_a_config_or_recipe_that_is_a_fifo_a_device_or_outsize_is_refused_unread
 from corolla import config
 from corolla.config import recipe
 print(json.dumps({{
-    "config fifo": refused(lambda: config.load({str(fifo)!r})),
-    "config device": refused(lambda: config.load("/dev/zero")),
-    "config outsize": refused(lambda: config.load({str(big)!r})),
-    "recipe fifo": refused(lambda: recipe.load({str(fifo)!r})),
-    "recipe device": refused(lambda: recipe.load("/dev/zero")),
+    "config fifo": refused(lambda: config.load_config({str(fifo)!r})),
+    "config device": refused(lambda: config.load_config("/dev/zero")),
+    "config outsize": refused(lambda: config.load_config({str(big)!r})),
+    "recipe fifo": refused(lambda: recipe.load_recipe({str(fifo)!r})),
+    "recipe device": refused(lambda: recipe.load_recipe("/dev/zero")),
 }}))
 """, setup="from corolla import config\nfrom corolla.config import recipe")
     assert found == {

@@ -17,7 +17,7 @@ def _rare_recall(train_tiny, rare_class, runs, name, weight) -> float:
     run = train_tiny(runs, "--model", "small_cnn", "--epochs", "2", "--batch-size", "16", "--lr",
                      "0.003", "--no-augment", "--seed", "1", "--class-weight", weight,
                      data=rare_class, name=name, tiny=())
-    saved = config.load(run / paths.CONFIG)
+    saved = config.load_config(run / paths.CONFIG)
     assert saved.train.class_weight == weight  # recorded with the run
     per_class = json.loads((run / paths.METRICS).read_text())["per_class"]
     return next(c["recall"] for c in per_class if c["name"] == "rare")
@@ -50,5 +50,5 @@ def test_class_weights_with_mixed_labels_train_on_several_replicas(tiny_petals, 
     out = json.loads([s for s in result.stdout.splitlines() if s.startswith("RESULT ")][-1][7:])
     assert (out["strategy"], out["replicas"]) == (strategy, devices)
     run = Path(out["run_dir"])
-    assert config.load(run / paths.CONFIG).train.class_weight == "balanced"
+    assert config.load_config(run / paths.CONFIG).train.class_weight == "balanced"
     assert (run / paths.MODEL).is_file()

@@ -75,7 +75,7 @@ def test_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, cap
         assert main([*how, "--epochs", "3"]) == 2
         assert "--epochs" in capsys.readouterr().err
         assert main([*how, "--skip-bad-records"]) == 0
-        assert config.load(tmp_path / "r" / paths.CONFIG).data.skip_bad_records
+        assert config.load_config(tmp_path / "r" / paths.CONFIG).data.skip_bad_records
         assert (tmp_path / "r" / paths.FINISHED).is_file()
 
 

@@ -75,8 +75,8 @@ def test_the_same_name_with_other_settings_is_refused(tiny_petals, tmp_path, cap
 
     run = tmp_path / "r"
     run.mkdir()
-    config.save(config.load(overrides={"data.path": str(tiny_petals), "train.epochs": 2,
-                                       "output.name": "r"}), run / paths.CONFIG)
+    config.save_config(config.load_config(overrides={
+        "data.path": str(tiny_petals), "train.epochs": 2, "output.name": "r"}), run / paths.CONFIG)
     code = main(["train", "--data", str(tiny_petals), "--epochs", "3", "--runs-dir",
                  str(tmp_path), "--name", "r"])
     err = capsys.readouterr().err.strip().splitlines()

@@ -130,7 +130,7 @@ def test_a_kfold_parents_refusal_names_only_files_it_has(tmp_path):
     from corolla.errors import UserError
     from corolla.runs.kfold import refuse_parent
 
-    parent = config_lib.apply(config_lib.RunConfig(), {"train.folds": 2})
+    parent = config_lib.with_settings(config_lib.RunConfig(), {"train.folds": 2})
     with pytest.raises(UserError, match=r"metrics.json \(the data has no test split: no "
                                         r"averaged test predictions\)$"):
         refuse_parent(tmp_path, parent)

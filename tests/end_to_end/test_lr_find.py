@@ -70,9 +70,9 @@ def test_train_lr_find_trains_from_the_weights_before_the_test_at_the_rate_found
     record = json.loads((run / paths.LR_FIND).read_text())
     rate = record["suggestion"]
     assert rate and f"suggested learning rate {rate:.3g}" in out and "the run trains at it" in out
-    t = config.load(run / paths.CONFIG).train
+    t = config.load_config(run / paths.CONFIG).train
     assert (t.learning_rate, t.start_learning_rate, t.min_learning_rate) == \
-        (rate, config.rate(rate / 10), config.rate(rate / 100))
+        (rate, config.derived_rate(rate / 10), config.derived_rate(rate / 100))
     assert np.all(np.diff(record["rates"]) > 0) and _png(run / paths.LR_FIND_PICTURE)
     assert "Learning-rate range test (--lr find) (lr_find.png)" in \
         (run / paths.REPORT).read_text()  # the report shows it too
@@ -92,7 +92,7 @@ def test_a_curve_that_never_falls_is_one_line_before_any_run(train_tiny, tmp_pat
     from corolla.training import range_test
 
     monkeypatch.setattr(range_test, "suggest", lambda *a, **k: (None, None))
-    cfg = config.load(overrides={
+    cfg = config.load_config(overrides={
         "data.path": str(train_tiny.tiny_petals), "model.name": "small_cnn",
         "train.batch_size": 8, "train.epochs": 1, "train.steps_per_epoch": 2,
         "output.runs_dir": str(tmp_path / "runs"), "output.name": "w"})

@@ -349,7 +349,7 @@ def test_a_model_that_is_not_the_runs_own_is_refused(tiny_run, tmp_path, capsys)
 
     run = tiny_run
     record = identity.read(run / paths.MODEL)
-    own = config_lib.load(run / paths.CONFIG)
+    own = config_lib.load_config(run / paths.CONFIG)
     assert record == {"run_id": own.output.run_id, "input_size": own.model.input_size}
     assert identity.read(run / paths.LAST) == record
     copy = tmp_path / "copy"
@@ -357,7 +357,7 @@ def test_a_model_that_is_not_the_runs_own_is_refused(tiny_run, tmp_path, capsys)
     assert main(["predict", str(copy), "--out", str(tmp_path / "ok.csv")]) == 0
     for key, value, needle in (("output.run_id", "0123456789ab", "was saved by another run"),
                                ("model.input_size", 48, "takes 32 px images but")):
-        config_lib.save(config_lib.apply(own, {key: value}), copy / paths.CONFIG)
+        config_lib.save_config(config_lib.with_settings(own, {key: value}), copy / paths.CONFIG)
         metrics = (copy / paths.METRICS).read_bytes()
         for command in (["evaluate", str(copy)],
                         ["predict", str(copy), "--out", str(tmp_path / "s.csv")],

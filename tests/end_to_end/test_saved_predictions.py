@@ -109,7 +109,7 @@ def test_the_flow_after_training_saves_val_and_test_predictions(data, run, tmp_p
     _, truth = data
     copy = tmp_path / "trained"
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns(paths.PREDICTIONS, paths.METRICS))
-    cfg = config.load(copy / paths.CONFIG)
+    cfg = config.load_config(copy / paths.CONFIG)
     run_dir, metrics = train_evaluate_predict(cfg, runtime.detect_for(cfg), resume=copy,
                                               log=lambda *a: None)
     assert run_dir == copy and (copy / paths.FINISHED).is_file()

@@ -162,7 +162,7 @@ def test_an_mlflow_server_receives_the_run_and_its_loss_mid_run_loses_nothing(
         # the dying server's errors quote of it is scrubbed.
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri.replace("://", "://user:s3cr3tPW@"))
         lines = []
-        cfg = config.load(overrides={
+        cfg = config.load_config(overrides={
             "data.path": str(tiny_petals), "train.batch_size": 8, "train.steps_per_epoch": 2,
             "train.epochs": 2, "output.runs_dir": str(tmp_path / "runs"),
             "output.name": "gone", "output.track": "mlflow"})

@@ -56,7 +56,7 @@ def test_a_run_keeps_its_split_when_its_source_folder_changes(photos, tmp_path, 
     run = train_tiny(tmp_path / "runs", "--image-size", "16", "--batch-size", "4", data=root,
                      name="f")
     val = predictions.load(paths.predictions_file(run, "val"))
-    recorded = config_lib.load(run / paths.CONFIG).data.converted
+    recorded = config_lib.load_config(run / paths.CONFIG).data.converted
     capsys.readouterr()
 
     shutil.copyfile(root / "aster" / "00.jpg", root / "aster" / "99.jpg")  # one photo more
@@ -70,7 +70,7 @@ def test_a_run_keeps_its_split_when_its_source_folder_changes(photos, tmp_path, 
     assert [p.name for p in (tmp_path / "cache" / "converted").iterdir()] == \
         [os.path.basename(recorded)]  # nothing converted again
     # A resumed run reads the same conversion (its next epochs train on its own split).
-    cfg = config_lib.load(run / paths.CONFIG)
+    cfg = config_lib.load_config(run / paths.CONFIG)
     _, data = training.resolve(cfg, runtime.detect_for(cfg), resume=True)
     assert data.root == recorded and data.source == str(root)
 
@@ -105,8 +105,8 @@ def test_a_kfold_run_on_a_folder_keeps_its_folds_when_the_folder_changes(photos,
     monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
     parent = train_tiny(tmp_path / "runs", "--image-size", "16", "--folds", "2",
                         "--steps-per-epoch", "1", "--batch-size", "4", data=root, name="k")
-    recorded = config_lib.load(parent / paths.CONFIG).data.converted
-    assert recorded and config_lib.load(parent / "fold-2" / paths.CONFIG).data.converted == \
+    recorded = config_lib.load_config(parent / paths.CONFIG).data.converted
+    assert recorded and config_lib.load_config(parent / "fold-2" / paths.CONFIG).data.converted == \
         recorded
     held_out = predictions.load(paths.predictions_file(parent / "fold-1", "val"))
     capsys.readouterr()

@@ -84,7 +84,7 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
             if epoch == 0:
                 raise Stop  # as if the machine went away after one epoch
 
-    cfg = config.load(overrides={"data.path": str(tiny_petals), "train.epochs": 2,
+    cfg = config.load_config(overrides={"data.path": str(tiny_petals), "train.epochs": 2,
                                  "train.batch_size": 8, "output.runs_dir": str(tmp_path),
                                  "output.name": "r"})
     with pytest.raises(Stop):

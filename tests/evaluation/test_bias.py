@@ -43,7 +43,7 @@ def test_offsets_change_nothing_where_argmax_is_already_best():
     perfect = np.eye(4)[labels] * 0.9 + 0.025
     offsets = bias.fit(perfect, labels)
     assert (bias.decide(perfect, offsets) == labels).all()
-    np.testing.assert_array_equal(bias.adjust(perfect, np.zeros(4)).argmax(1), labels)
+    np.testing.assert_array_equal(bias.adjusted(perfect, np.zeros(4)).argmax(1), labels)
 
 
 def test_the_interval_of_a_perfect_classifier_is_one_to_one():
@@ -94,7 +94,7 @@ def test_offsets_that_are_not_one_finite_number_a_class_are_one_line(tmp_path, t
     and `predict --bias fitted` said it was checked."""
     (tmp_path / BIAS).write_text(text)
     with pytest.raises(UserError) as e:
-        bias.load(tmp_path, CLASSES)
+        bias.load_offsets(tmp_path, CLASSES)
     message = str(e.value)
     assert says in message and "\n" not in message and str(tmp_path / BIAS) in message
     assert message.endswith(f"fit them again with `corolla evaluate {tmp_path} --fit-bias`")
@@ -102,4 +102,4 @@ def test_offsets_that_are_not_one_finite_number_a_class_are_one_line(tmp_path, t
 
 def test_fitted_offsets_read_back_in_the_order_of_the_classes(tmp_path):
     (tmp_path / BIAS).write_text(_offsets('{"tulip": 3, "daisy": -0.5, "rose": 0.25}'))
-    assert bias.load(tmp_path, CLASSES).tolist() == [-0.5, 0.25, 3.0]
+    assert bias.load_offsets(tmp_path, CLASSES).tolist() == [-0.5, 0.25, 3.0]

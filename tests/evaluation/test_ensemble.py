@@ -48,8 +48,9 @@ def make_run(folder, sure_of=(0, 1, 2), seed=0, *, classes=CLASSES, val_ids=None
     config.toml, classes.txt and predictions/{val,test}.npz. `order`: rows saved in another
     order (a run that read the split otherwise)."""
     folder.mkdir(parents=True)
-    config.save(config.load(overrides={"data.path": "/data/petals", "model.name": "small_cnn"}),
-                folder / paths.CONFIG)
+    config.save_config(config.load_config(overrides={"data.path": "/data/petals",
+                                                     "model.name": "small_cnn"}),
+                       folder / paths.CONFIG)
     (folder / paths.CLASSES).write_text(format_classes_file(classes))
     ids = list(val_ids or VAL_IDS)
     labels = VAL_LABELS if val_labels is None else np.asarray(val_labels)

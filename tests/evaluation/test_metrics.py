@@ -40,6 +40,6 @@ def test_macro_scores_agree_with_scikit_learn_defaults_on_random_predictions():
 
 
 def test_confusion_matrix_is_row_normalised():
-    matrix, labels = metrics.confusion([0, 0, 1, 1], [0, 1, 1, 1])
+    matrix, labels = metrics.confusion_table([0, 0, 1, 1], [0, 1, 1, 1])
     assert labels == [0, 1]
     np.testing.assert_allclose(matrix, [[0.5, 0.5], [0.0, 1.0]])

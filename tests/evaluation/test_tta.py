@@ -60,7 +60,7 @@ def test_an_images_view_does_not_depend_on_its_batch():
 
     def views(images, batch):
         ds = tf.data.Dataset.from_tensor_slices(images).batch(batch)
-        return np.concatenate([b.numpy() for b in tta.apply(ds, 3, 7, batch)])[:7]
+        return np.concatenate([b.numpy() for b in tta.apply_view(ds, 3, 7, batch)])[:7]
 
     np.testing.assert_array_equal(views(padded, 3), views(x, 7))
     np.testing.assert_array_equal(views(x, 7), tta.transform(x, 3, tta.parameters(3, 7)))
@@ -72,7 +72,7 @@ def test_a_number_of_views_out_of_range_is_one_line(capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "--tta must be a number of views from 1" in err, err
     with pytest.raises(UserError, match="from 1 .* to 32, got 40"):
-        tta.check(40)
+        tta.check_views(40)
 
 
 def test_saved_predictions_record_their_views_and_old_files_read_as_one(tmp_path):

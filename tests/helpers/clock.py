@@ -32,7 +32,7 @@ def driving(clock: StepClock, monkeypatch):
     """Inside the block, every Keras fit and predict of this process advances `clock` by the
     steps and batches it runs (before its callbacks hear of them, so their timers read the
     time after them), every commit of a checkpoint by `clock.commit`; a run handed no clock
-    reads this one (`clock.default`)."""
+    reads this one (`clock.default_clock`)."""
     import keras
 
     from corolla.training import checkpoint
@@ -73,7 +73,7 @@ def driving(clock: StepClock, monkeypatch):
         commit(self, epoch, logs)
 
     monkeypatch.setattr(checkpoint.Checkpoint, "on_epoch_end", committed)
-    monkeypatch.setattr(clock_lib, "SYSTEM", clock)
+    monkeypatch.setattr(clock_lib, "SYSTEM_CLOCK", clock)
     yield clock
 
 

@@ -58,7 +58,7 @@ else:
     from corolla.flows.run import train_evaluate_predict
 
     # Two epochs with progressive resizing: the first at 16 px, the second at the data's 32.
-    cfg = config.load(overrides={"data.path": sys.argv[4], "output.runs_dir": sys.argv[5],
+    cfg = config.load_config(overrides={"data.path": sys.argv[4], "output.runs_dir": sys.argv[5],
                                  "output.name": "run", "train.epochs": 2,
                                  "train.start_size": 16,
                                  "train.global_batch_size": GLOBAL_BATCH,

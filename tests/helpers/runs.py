@@ -79,4 +79,4 @@ def data_of(run) -> Path:
     """The data folder the run was trained on, as its config.toml records it."""
     from corolla import config
 
-    return Path(config.load(Path(run) / paths.CONFIG).data.path)
+    return Path(config.load_config(Path(run) / paths.CONFIG).data.path)

@@ -26,7 +26,7 @@ def test_confusion_matrix_of_104_classes_keeps_the_most_confused(tmp_path):
     y_pred = y_true.copy()
     y_pred[:200] = (y_true[:200] + 1) % 104  # class k mistaken for k + 1, for some
     y_pred[y_true == 7] = 90  # class 7 always mistaken for 90: both must be kept
-    matrix, labels = metrics.confusion(y_true, y_pred)
+    matrix, labels = metrics.confusion_table(y_true, y_pred)
     keep = plots.most_confused(matrix)
     assert len(keep) == plots.MAX_MATRIX_CLASSES and keep == sorted(keep)
     assert {labels.index(7), labels.index(90)} <= set(keep)

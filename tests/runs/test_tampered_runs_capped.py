@@ -69,5 +69,5 @@ def test_a_run_file_linked_to_a_secret_is_not_read_into_the_report_under_a_memor
 def test_a_nan_offset_is_refused_under_a_memory_cap(tmp_path):
     (tmp_path / "bias.json").write_text('{"offsets": {"daisy": 0.5, "rose": NaN}}')
     line = _capped(f"from corolla.evaluation import bias\n"
-                   f"print(said(lambda: bias.load({str(tmp_path)!r}, ['daisy', 'rose'])))")
+                   f"print(said(lambda: bias.load_offsets({str(tmp_path)!r}, ['daisy', 'rose'])))")
     assert "holds nan as the offset of class 'rose', not a finite number" in line

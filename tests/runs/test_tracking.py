@@ -27,7 +27,7 @@ def test_track_none_is_the_default_and_imports_no_tracker(tmp_path, monkeypatch)
     # A tracker imported anyway would fail here: an import of a None entry raises ImportError.
     monkeypatch.setitem(sys.modules, "mlflow", None)
     monkeypatch.setitem(sys.modules, "wandb", None)
-    cfg = config.load(overrides={"output.runs_dir": str(tmp_path)})
+    cfg = config.load_config(overrides={"output.runs_dir": str(tmp_path)})
     assert cfg.output.track == "none"
     tracking.check(cfg.output.track, tmp_path)
     tracker = tracking.start(cfg, tmp_path, resume=False)
@@ -322,7 +322,7 @@ from pathlib import Path
 from corolla import config
 from corolla.runs import tracking
 runs = Path(sys.argv[1])
-cfg = config.load(overrides={"output.runs_dir": str(runs), "output.track": "mlflow",
+cfg = config.load_config(overrides={"output.runs_dir": str(runs), "output.track": "mlflow",
                              "output.name": "q"})
 tracking.check("mlflow", runs)
 (runs / "q").mkdir(parents=True)

@@ -24,7 +24,7 @@ def test_durations_are_read_in_seconds_and_a_bad_one_is_one_line_naming_the_flag
         ["90s", "10m", "90m", "1m"]
     for bad in ("10", "m", "-5m", "0s", "1.5d", "inf h", "ten minutes"):
         with pytest.raises(UserError) as e:
-            config.load(overrides={"train.time_budget": bad},
+            config.load_config(overrides={"train.time_budget": bad},
                         labels={"train.time_budget": "--time"})
         assert str(e.value).startswith("--time must be a duration") and "90s, 10m, 1.5h" in \
             str(e.value) and "\n" not in str(e.value)
@@ -44,7 +44,7 @@ def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_ane
     from corolla.flows.train import train_config
 
     saved = tmp_path / "config.toml"
-    config.save(config.load(overrides={"train.time_budget": "10m", "train.epochs": 14,
+    config.save_config(config.load_config(overrides={"train.time_budget": "10m", "train.epochs": 14,
                                        "train.time_plan": "14 epochs of ~38 s",
                                        "train.steps_per_epoch": 40, "train.time_steps": 31}),
                 saved)
@@ -66,7 +66,7 @@ def test_a_killed_run_whose_plan_shortened_its_epochs_continues_with_its_command
     run = tmp_path / "r"
     run.mkdir()
     # What a killed run's config holds: the steps asked for, and the plan's own.
-    config.save(config.load(overrides={**flags, "train.time_plan": "5 epochs of ~9 s",
+    config.save_config(config.load_config(overrides={**flags, "train.time_plan": "5 epochs of ~9 s",
                                        "train.epochs": 5, "train.time_steps": 31}),
                 run / paths.CONFIG)
     cfg, resume = train_config(given=Given(flags), log=lambda *a: None)
@@ -74,7 +74,7 @@ def test_a_killed_run_whose_plan_shortened_its_epochs_continues_with_its_command
 
 
 def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
-    t = config.load(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
+    t = config.load_config(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
                                "train.warmup_epochs": 1, "train.sustain_epochs": 2,
                                "train.lr_decay": 0.8}).train
     twice = budget.shaped(t, 22)
@@ -88,18 +88,18 @@ def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
 
 
 def test_a_budget_of_one_epoch_keeps_the_frozen_one_where_a_timed_run_fits_its_linear_head():
-    t = config.load(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
+    t = config.load_config(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
                                "train.learning_rate": 3e-3}).train
     one = budget.shaped(t, 1)
     # Not one thawed epoch from an untrained head: the frozen one, the recipe's own rates.
     assert one["train.frozen_epochs"] == 1 and "train.learning_rate" not in one
-    assert [p.frozen for p in _phases_of(config.apply(config.load(), {
+    assert [p.frozen for p in _phases_of(config.with_settings(config.load_config(), {
         f"train.{k}": getattr(t, k) for k in ("epochs", "frozen_epochs")} | one).train, 64)] \
         == [True]
 
 
 def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
-    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64,
+    cfg = config.load_config(overrides={"train.epochs": 10, "model.input_size": 64,
                                  "train.start_size": 32, "train.size_ramp_start": 0.5,
                                  "train.size_ramp_end": 0.8})
     costs = budget.Costs(step={(False, 32): 0.1, (False, 48): 0.2, (False, 64): 0.3},
@@ -109,13 +109,13 @@ def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
 
     epochs, estimate = budget.most_epochs(cfg, _phases_of, costs, 60.0, steps=10)
     assert estimate <= 60.0
-    more = config.apply(cfg, budget.shaped(cfg.train, epochs + 1)).train
+    more = config.with_settings(cfg, budget.shaped(cfg.train, epochs + 1)).train
     assert budget.seconds(_phases_of(more, 64), costs, 64, 10) > 60.0
     assert budget.most_epochs(cfg, _phases_of, costs, 3.0, steps=10)[0] == 0
 
 
 def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
-    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
+    cfg = config.load_config(overrides={"train.epochs": 10, "model.input_size": 64})
     costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0},
                          epoch={(False, 64): 0.0}, val={64: 0.5}, val_first={64: 0.0},
                          backup=0.1)
@@ -138,7 +138,7 @@ def test_the_time_whole_epochs_leave_goes_to_one_epoch_more_of_fewer_steps():
 def test_a_plan_never_made_again_takes_one_epoch_more_of_a_quarter_of_the_steps_or_more():
     """Where the plan's first epoch on images is its last, its pace is never measured in time
     to plan again: one epoch more of fewer steps (down to SHORTEST_TO_REPLAN of them) lets it."""
-    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
+    cfg = config.load_config(overrides={"train.epochs": 10, "model.input_size": 64})
     costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0},
                          epoch={(False, 64): 0.0}, val={64: 0.5}, val_first={64: 0.0},
                          backup=0.1)
@@ -165,7 +165,7 @@ def test_a_plan_never_made_again_takes_one_epoch_more_of_a_quarter_of_the_steps_
 def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val_pass():
     """A GPU's compile of the predict function can be 40 warm val passes: charged every epoch
     (as the probe's first pass measures it), a minute's plan would hold 2 epochs, not 22."""
-    cfg = config.load(overrides={"train.epochs": 10, "model.input_size": 64})
+    cfg = config.load_config(overrides={"train.epochs": 10, "model.input_size": 64})
     costs = budget.Costs(step={(False, 64): 0.1}, first={(False, 64): 1.0},
                          epoch={(False, 64): 0.1}, val={64: 0.5}, val_first={64: 20.0},
                          backup=0.1)
@@ -175,7 +175,7 @@ def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val
     assert budget.seconds(_phases_of(cfg.train, 64), costs, 64, 10) == pytest.approx(38.1)
     assert budget.most_epochs(cfg, _phases_of, costs, 60.0, 10) == (22, pytest.approx(58.5))
     # Two phases (frozen, then trained) compile twice: each pays the tracings again.
-    two = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
+    two = config.load_config(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
                                  "model.input_size": 64}).train
     costs.step[(True, 64)], costs.first[(True, 64)], costs.epoch[(True, 64)] = 0.1, 1.0, 0.1
     assert budget.seconds(_phases_of(two, 64), costs, 64, 10) == pytest.approx(
@@ -189,7 +189,7 @@ def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val
 
 
 def test_each_epoch_is_charged_its_own_phases_tracings_and_the_sum_is_the_plan():
-    two = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
+    two = config.load_config(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
                                  "model.input_size": 64}).train
     costs = budget.Costs(step={(True, 64): 0.1, (False, 64): 0.3},
                          first={(True, 64): 1.0, (False, 64): 2.0},
@@ -232,7 +232,7 @@ def test_a_timed_run_stops_before_an_epoch_that_would_end_past_its_budget():
 
 
 def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
-    t = config.load(overrides={"train.epochs": 4, "train.frozen_epochs": 2}).train
+    t = config.load_config(overrides={"train.epochs": 4, "train.frozen_epochs": 2}).train
     costs = budget.Costs(step={(True, 64): 0.2, (False, 64): 0.5},
                          first={(True, 64): 3.0, (False, 64): 4.0},
                          epoch={(True, 64): 0.2, (False, 64): 0.3}, val={64: 2.0},
@@ -250,7 +250,7 @@ def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
         0.1 + (2 * 7 + 3) * 0.3 + 2 * 0.1 + trained)
     # ...except where the frozen phase runs at another size than the final one (val's pass).
     # A frozen phase of one epoch draws one view per image: the mirror images are not cached.
-    ramp = phases.phases(config.load(overrides={
+    ramp = phases.phases(config.load_config(overrides={
         "train.epochs": 4, "train.frozen_epochs": 2, "model.input_size": 64,
         "train.start_size": 32, "train.size_ramp_start": 0.0, "train.size_ramp_end": 0.5}).train,
         True, 64)
@@ -265,14 +265,14 @@ def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
 
 
 def test_a_short_budget_may_train_smaller_down_to_the_recipes_least_size():
-    cfg = config.load(overrides={"model.input_size": 192, "train.time_min_epochs": 8,
+    cfg = config.load_config(overrides={"model.input_size": 192, "train.time_min_epochs": 8,
                                  "train.time_min_size": 160})
     assert budget.candidates(cfg) == [192, 176, 160]
-    assert budget.candidates(config.apply(cfg, {"train.time_min_epochs": 0})) == [192]
+    assert budget.candidates(config.with_settings(cfg, {"train.time_min_epochs": 0})) == [192]
 
 
 def _cosine(epochs: int, frozen: int = 0) -> config.RunConfig:
-    return config.load(overrides={"train.epochs": epochs, "train.frozen_epochs": frozen,
+    return config.load_config(overrides={"train.epochs": epochs, "train.frozen_epochs": frozen,
                                   "train.warmup_epochs": 1, "model.input_size": 64,
                                   "train.schedule": "cosine"})
 

@@ -74,7 +74,7 @@ def test_batchnorm_statistics_stay_while_frozen_and_in_inference_mode(lite0, tin
     from corolla import models, runtime, training
     from corolla.training.phases import batchnorm_layers
 
-    cfg = config.load(overrides={
+    cfg = config.load_config(overrides={
         "data.path": str(tiny_petals), "data.augment": "color", "model.name": "efficientnet_lite0",
         "model.weights": lite0, "train.epochs": 2, "train.frozen_epochs": 1,
         "train.steps_per_epoch": 1, "train.batch_size": 8, "output.runs_dir": str(tmp_path),
@@ -102,7 +102,7 @@ def test_only_the_backbones_top_fraction_trains_once_it_thaws(lite0, tiny_petals
     from corolla import models, runtime, training
     from corolla.training.phases import backbone_of, below_unfrozen
 
-    cfg = config.load(overrides={
+    cfg = config.load_config(overrides={
         "data.path": str(tiny_petals), "model.name": "efficientnet_lite0",
         "model.weights": lite0, "train.epochs": 1,
         "train.unfreeze_fraction": 0.5, "train.batchnorm": "train",
@@ -125,14 +125,14 @@ def test_batchnorm_mode_follows_the_weights_unless_the_recipe_says():
     from corolla.training.phases import batchnorm_inference
 
     def mode(**keys):
-        return batchnorm_inference(config.load(overrides=keys))
+        return batchnorm_inference(config.load_config(overrides=keys))
 
     assert mode(**{"model.weights": "imagenet"})
     assert not mode(**{"model.weights": "none"})  # from scratch: BatchNorm learns
     assert not mode(**{"model.weights": "imagenet", "train.batchnorm": "train"})
     assert mode(**{"model.weights": "none", "train.batchnorm": "inference"})
     with pytest.raises(UserError, match="train.batchnorm must be one of auto, inference"):
-        config.load(overrides={"train.batchnorm": "frozen"})
+        config.load_config(overrides={"train.batchnorm": "frozen"})
 
 
 def test_weight_decay_leaves_normalization_and_bias_variables_alone():
@@ -301,7 +301,7 @@ def test_a_frozen_run_trains_its_head_on_cached_features_end_to_end(tiny_petals,
 
     from corolla import models, runtime, training
 
-    cfg = config.load(overrides={
+    cfg = config.load_config(overrides={
         "data.path": str(tiny_petals), "data.augment": "flip", "model.train_backbone": False,
         "train.epochs": 2, "train.steps_per_epoch": 2, "train.batch_size": 8, "train.seed": 5,
         "output.runs_dir": str(tmp_path), "output.name": "frozen"})

@@ -44,12 +44,12 @@ def test_a_refit_run_predicts_the_test_split_with_its_model_trained_on_train_and
 
 def test_a_refit_trains_every_validated_epoch_or_up_to_the_best_where_early_stopping_ended():
     rows = [{"val_f1_macro": f} for f in (0.5, 0.9, 0.9, 0.3)]
-    six = config.load(overrides={"train.epochs": 6}).train
+    six = config.load_config(overrides={"train.epochs": 6}).train
     assert refit.refit_epochs(rows, six) == 4  # the whole schedule trained so far
-    stopped = config.load(overrides={"train.epochs": 6,
+    stopped = config.load_config(overrides={"train.epochs": 6,
                                      "train.early_stopping_patience": 2}).train
     assert refit.refit_epochs(rows, stopped) == 2  # the first of the best
-    assert refit.refit_epochs(rows * 2, config.load(overrides={
+    assert refit.refit_epochs(rows * 2, config.load_config(overrides={
         "train.epochs": 8, "train.early_stopping_patience": 2}).train) == 8  # not stopped
     assert refit.refit_epochs([{"loss": 1.0}] * 3, stopped) == 3  # no val scores: all of them
 
@@ -69,7 +69,7 @@ def _each(first: float, then: float, epochs: int = 10):
 
 
 def test_a_refit_in_a_time_budget_takes_the_epochs_that_fit_on_its_schedule_reshaped(tmp_path):
-    cfg = config.load(overrides={"train.epochs": 10, "train.warmup_epochs": 2,
+    cfg = config.load_config(overrides={"train.epochs": 10, "train.warmup_epochs": 2,
                                  "train.time_budget": "1m"})
     said = []
     _history(tmp_path / "a", 10)
@@ -94,7 +94,7 @@ def test_a_refit_in_a_time_budget_takes_the_epochs_that_fit_on_its_schedule_resh
 
 
 def test_a_refit_with_time_to_spare_lengthens_its_epochs_up_to_a_bound(tmp_path):
-    cfg = config.load(overrides={"train.epochs": 4, "train.time_budget": "1m"})
+    cfg = config.load_config(overrides={"train.epochs": 4, "train.time_budget": "1m"})
     said = []
     _history(tmp_path / "a", 4)
     # 4 epochs of 6 steps take 9.5 + 3 x 7.5 = 32 s; each step more costs 4 s over the four:
@@ -112,7 +112,7 @@ def test_a_refit_with_time_to_spare_lengthens_its_epochs_up_to_a_bound(tmp_path)
         int(refit.LONGEST * 6) == 12
     # Early stopping ended the validated run (3 of 4 epochs): more training is what val found
     # worse, so the refit keeps its pass
-    stopping = config.load(overrides={"train.epochs": 4, "train.time_budget": "1m",
+    stopping = config.load_config(overrides={"train.epochs": 4, "train.time_budget": "1m",
                                       "train.early_stopping_patience": 1})
     _history(tmp_path / "c", 3)
     early = refit.make_plan(tmp_path / "c", stopping, 4, (64, 32), said.append,
@@ -123,7 +123,7 @@ def test_a_refit_with_time_to_spare_lengthens_its_epochs_up_to_a_bound(tmp_path)
 def test_a_budget_shared_with_a_refit_gives_the_validated_training_its_part():
     from corolla.training.phases import phases
 
-    cfg = config.load(overrides={"train.epochs": 2, "model.input_size": 32})
+    cfg = config.load_config(overrides={"train.epochs": 2, "model.input_size": 32})
     costs = budget.Costs(step={(False, 32): 1.0}, first={(False, 32): 3.0},
                          epoch={(False, 32): 0.0}, val={32: 2.0}, val_first={32: 1.0})
 
@@ -184,8 +184,8 @@ def test_a_refit_plan_that_sets_other_settings_is_refused(tiny_run_copy, capsys)
     (run / paths.FINISHED).unlink()  # trained, its refit to come, as after a kill
     (run / paths.REFIT_PLAN).write_text(json.dumps(
         {"epochs": 1, "photos": 96, "settings": {"data.path": "/elsewhere"}}))
-    cfg = config.load(run / paths.CONFIG)
-    config.save(config.apply(cfg, {"train.refit": True}), run / paths.CONFIG)
+    cfg = config.load_config(run / paths.CONFIG)
+    config.save_config(config.with_settings(cfg, {"train.refit": True}), run / paths.CONFIG)
     one_line_error(capsys, ["train", "--resume", str(run)], "refit.json",
                    "not a refit plan")
 
@@ -201,7 +201,7 @@ def test_auto_refits_a_timed_run_whose_classes_have_few_training_photos(tiny_pet
     from corolla import runtime
     from corolla.training import settings
 
-    timed = config.load(overrides={"train.time_budget": "5m"})
+    timed = config.load_config(overrides={"train.time_budget": "5m"})
     plan = runtime.detect_for(timed)
     said = []
     # tiny_petals: 16 training photos in each of its 4 classes
@@ -214,15 +214,15 @@ def test_auto_refits_a_timed_run_whose_classes_have_few_training_photos(tiny_pet
     assert settings.refit(timed, plan, _train_split(rare_class), said.append) == "off"
     assert "a median of 150 training photos a class (not fewer than 30" in said[-1]
     few = _train_split(tiny_petals)
-    untimed = config.load()
+    untimed = config.load_config()
     assert untimed.train.refit == "auto"
     assert settings.refit(untimed, plan, few, said.append) == "off"  # the epochs were asked
-    folds = config.load(overrides={"train.time_budget": "5m", "train.folds": 2})
+    folds = config.load_config(overrides={"train.time_budget": "5m", "train.folds": 2})
     assert settings.refit(folds, plan, few, said.append) == "off"  # every fold's model predicts
     two = dataclasses.replace(plan, num_processes=2)
     assert settings.refit(timed, two, few, said.append) == "off"
     for given in ("on", "off"):  # as given, whatever the photos
-        asked = config.apply(timed, {"train.refit": given})
+        asked = config.with_settings(timed, {"train.refit": given})
         assert settings.refit(asked, plan, _train_split(rare_class), said.append) == given
     assert len(said) == 2
 
@@ -231,17 +231,17 @@ def test_refit_takes_on_off_auto_and_the_bools_of_earlier_runs(tmp_path):
     from corolla import cli
     from corolla.commands import arguments
 
-    assert config.load(overrides={"train.refit": True}).train.refit == "on"
-    assert config.load(overrides={"train.refit": False}).train.refit == "off"
+    assert config.load_config(overrides={"train.refit": True}).train.refit == "on"
+    assert config.load_config(overrides={"train.refit": False}).train.refit == "off"
     saved = tmp_path / "config.toml"  # as runs before "auto" recorded it
     saved.write_text("[train]\nrefit = true\n")
-    assert config.load(saved).train.refit == "on"
+    assert config.load_config(saved).train.refit == "on"
     parser = cli.build_parser()
     for argv, value in ((["--refit"], "on"), (["--refit", "off"], "off"), ([], None)):
         given = arguments.settings(parser.parse_args(["train", *argv]))
         assert given.get("train.refit") == value
     with pytest.raises(UserError, match="refit must be one of auto, on, off, got 'sometimes'"):
-        config.load(overrides={"train.refit": "sometimes"})
+        config.load_config(overrides={"train.refit": "sometimes"})
 
 
 def test_a_timed_refit_stops_short_where_its_next_epoch_would_end_past_the_budget():

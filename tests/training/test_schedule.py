@@ -28,7 +28,7 @@ def test_progressive_resizing_ramps_in_steps_of_16_and_ends_at_the_input_size():
     from corolla.training import phases, schedule
 
     def sizes(final, epochs, **train):
-        t = config.load(overrides={"train.epochs": epochs, **{f"train.{k}": v
+        t = config.load_config(overrides={"train.epochs": epochs, **{f"train.{k}": v
                                                                 for k, v in train.items()}}).train
         return [schedule.size_at(t, final, e) for e in range(epochs)]
 
@@ -40,7 +40,7 @@ def test_progressive_resizing_ramps_in_steps_of_16_and_ends_at_the_input_size():
     assert sizes(48, 4, start_size=16, size_ramp_start=0, size_ramp_end=1) == [16, 16, 32, 48]
     assert sizes(200, 3, start_size=64, size_ramp_start=0.9, size_ramp_end=0.9) == [64, 64, 200]
     # Phases split where the size changes, and where two-phase fine-tuning unfreezes.
-    t = config.load(overrides={"train.epochs": 6, "train.start_size": 16,
+    t = config.load_config(overrides={"train.epochs": 6, "train.start_size": 16,
                                "train.frozen_epochs": 2, "train.size_ramp_start": 0.4,
                                "train.size_ramp_end": 0.6}).train
     assert [(p.start, p.end, p.frozen, p.size) for p in phases.phases(t, True, 32)] == [
@@ -86,7 +86,7 @@ def test_schedules_count_optimizer_updates_and_continue_into_a_second_phase():
 
     from corolla.training.schedule import for_training
 
-    t = config.apply(config.RunConfig(), {
+    t = config.with_settings(config.RunConfig(), {
         "train.schedule": "ramp", "train.start_learning_rate": 1e-5,
         "train.learning_rate": 4e-4, "train.min_learning_rate": 1e-5,
         "train.warmup_epochs": 5, "train.lr_decay": 0.8}).train
@@ -105,7 +105,7 @@ def test_later_epochs_of_other_steps_follow_the_schedule_epoch_by_epoch_to_its_f
 
     from corolla.training.schedule import for_training
 
-    t = config.apply(config.RunConfig(), {
+    t = config.with_settings(config.RunConfig(), {
         "train.schedule": "cosine", "train.epochs": 8, "train.warmup_epochs": 1,
         "train.learning_rate": 1e-3, "train.min_learning_rate": 1e-5}).train
     plain = for_training(t, 10)

@@ -181,7 +181,7 @@ def test_progressive_resizing_trains_small_first_and_saves_at_the_input_size(pro
     for name in (paths.MODEL, paths.LAST):
         model = keras.saving.load_model(tmp / "a" / name, compile=False)
         assert model.input_shape == (None, 32, 32, 3)
-    assert config.load(tmp / "a" / paths.CONFIG).train.start_size == 16
+    assert config.load_config(tmp / "a" / paths.CONFIG).train.start_size == 16
 
 
 def test_a_progressive_run_resumes_at_the_size_of_its_next_epoch(progressive_runs):
@@ -229,7 +229,7 @@ def test_epochs_of_other_steps_after_a_plan_made_again_train_them_and_resume_exa
     rates = [[r["learning_rate"] for r in history(tmp_path / name)] for name in "ab"]
     # Each epoch's rate is its last update's (counted from 0): 1 and 3, then 4 and 5, which
     # the schedule of 2-step epochs over the 8 updates of the run reads as its 4 and 4 + 2.
-    t = config.load(overrides={"train.learning_rate": 3e-3, "train.min_learning_rate": 3e-5,
+    t = config.load_config(overrides={"train.learning_rate": 3e-3, "train.min_learning_rate": 3e-5,
                                **overrides}).train
     plain = for_training(t, 2)
     expected = [float(keras.ops.convert_to_numpy(plain(u))) for u in (1, 3, 4, 6)]

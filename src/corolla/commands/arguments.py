@@ -14,13 +14,13 @@ import argparse
 import functools
 import string
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, with_settings
 from corolla.config import flags
 from corolla.config import policies
 from corolla.config import recipe
 from corolla.config.schema import SETTINGS
 from corolla.data.prepare.settings import FITS, Settings
-from corolla.scoring import tta as tta_lib
+from corolla.scoring.tta import MAX_VIEWS, NO_TTA
 
 
 def option(p, key: str, **fill: str) -> None:
@@ -69,11 +69,11 @@ def scored_run(p: argparse.ArgumentParser) -> None:
 
 
 def tta(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tta", type=int, default=tta_lib.NONE, metavar="N",
+    p.add_argument("--tta", type=int, default=NO_TTA, metavar="N",
                    help="test-time augmentation: average the class probabilities of N views "
                         "of each image (the image, its flip, then small zooms, shifts and "
-                        f"rotations; deterministic); default {tta_lib.NONE} (none), at most "
-                        f"{tta_lib.MAX_VIEWS}")
+                        f"rotations; deterministic); default {NO_TTA} (none), at most "
+                        f"{MAX_VIEWS}")
 
 
 def photos(p: argparse.ArgumentParser, top_k: int) -> None:
@@ -130,10 +130,10 @@ def train_settings(p, lr_find: bool = False) -> None:
 
 
 @functools.cache
-def _cpu_recipes() -> tuple[tuple[str, config_lib.RunConfig], ...]:
+def _cpu_recipes() -> tuple[tuple[str, RunConfig], ...]:
     """(name, config) of the shipped recipes `--recipe auto` picks on a CPU, read once: every
     parser built (each `main` call) shows their values in some thirty flags' help."""
-    return tuple((name, config_lib.apply(config_lib.RunConfig(), recipe.load(name).values))
+    return tuple((name, with_settings(RunConfig(), recipe.load_recipe(name).values))
                  for name in (recipe.AUTO["cpu"], recipe.CPU_FINETUNE))
 
 

@@ -23,9 +23,9 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     if args.recipes:
-        info.recipes()
+        info.recipe_table()
     elif args.models:
-        info.models()
+        info.model_table()
     else:
         info.hardware(arguments.settings(args), as_json=args.json)
     return 0

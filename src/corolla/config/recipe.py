@@ -54,7 +54,7 @@ def canonical(name_or_path: str) -> str:
     return str(Path(name_or_path).resolve()) if is_file(name_or_path) else name_or_path
 
 
-def load(name_or_path: str) -> Recipe:
+def load_recipe(name_or_path: str) -> Recipe:
     """A shipped recipe by name, or a recipe file; an unknown key or an ill-typed value is one
     line naming the file and the key."""
     if name_or_path == NONE:
@@ -82,7 +82,7 @@ def load(name_or_path: str) -> Recipe:
                     key == "train.recipe":
                 raise UserError(f"{key!r} is not a recipe's to set (a recipe sets "
                                 f"{', '.join(f'[{s}]' for s in SECTIONS)}, not train.recipe)")
-        schema.apply(schema.RunConfig(), values)  # the config's checks, nothing else
+        schema.with_settings(schema.RunConfig(), values)  # the config's checks, nothing else
     except UserError as e:
         raise UserError(f"recipe {str(path)!r}: {e}") from None
     return Recipe(name, description, values)
@@ -106,17 +106,17 @@ def compose(config_path: str | Path | schema.ConfigFile | None, given: Given,
     config.toml) leaves the recipe nothing to say: it is not read, so a saved run is reproduced
     without its recipe file."""
     file = schema.config_file(config_path)  # parsed once, for both uses below
-    asked = schema.load(file, given.values, given.names)  # checks the file and the flags
+    asked = schema.load_config(file, given.values, given.names)  # checks the file and the flags
     name = choose(asked.train.recipe, accelerator)
     tree = file.values if file is not None else {}
     if not is_read(file):
         recipe = Recipe(name, "(every value given by the config file)", {})
     else:
-        recipe = load(name)
-    config = schema.apply(schema.RunConfig(), recipe.values)
-    config = schema.apply(config, tree)
-    config = schema.apply(config, given.values, given.names)
-    return schema.apply(config, {"train.recipe": recipe.name}), recipe
+        recipe = load_recipe(name)
+    config = schema.with_settings(schema.RunConfig(), recipe.values)
+    config = schema.with_settings(config, tree)
+    config = schema.with_settings(config, given.values, given.names)
+    return schema.with_settings(config, {"train.recipe": recipe.name}), recipe
 
 
 def table() -> list[dict[str, Any]]:
@@ -124,8 +124,8 @@ def table() -> list[dict[str, Any]]:
     model's, at most), start size (progressive resizing's first), epochs, description."""
     rows = []
     for name in names():
-        recipe = load(name)
-        config = schema.apply(schema.RunConfig(), recipe.values)
+        recipe = load_recipe(name)
+        config = schema.with_settings(schema.RunConfig(), recipe.values)
         rows.append({"name": name, "model": config.model.name,
                      "image_size": config.data.image_size,
                      "input_size": config.model.input_size,

@@ -367,7 +367,7 @@ def _types(section) -> dict[str, type]:
     return {f.name: names[f.type] for f in dataclasses.fields(section)}
 
 
-def apply(config: RunConfig, updates: dict[str, Any],
+def with_settings(config: RunConfig, updates: dict[str, Any],
           labels: dict[str, str] | None = None) -> RunConfig:
     """A copy of `config` with dotted-key updates ("train.epochs": 3) applied and checked.
     `labels` names where a key's value came from (its flag, "--epochs"), for error messages."""
@@ -417,7 +417,7 @@ def duration_seconds(text: str, label: str = "train.time_budget") -> float:
     return seconds
 
 
-def rate(value: float) -> float:
+def derived_rate(value: float) -> float:
     """A learning rate derived by arithmetic (a peak over 10, times a scale), as the decimal a
     person would write: 0.003 / 10 is 0.00030000000000000003 in binary floating point, which
     config.toml and the log would show. Rounded when it is derived, not when it is saved, so a
@@ -536,14 +536,16 @@ def config_file(path: str | Path | ConfigFile | None) -> ConfigFile | None:
     return path if path is None or isinstance(path, ConfigFile) else ConfigFile(path)
 
 
-def load(path: str | Path | ConfigFile | None = None, overrides: dict[str, Any] | None = None,
-         labels: dict[str, str] | None = None) -> RunConfig:
-    """Defaults <- TOML file (if given) <- overrides (dotted keys; `labels` as in `apply`)."""
+def load_config(path: str | Path | ConfigFile | None = None,
+                overrides: dict[str, Any] | None = None,
+                labels: dict[str, str] | None = None) -> RunConfig:
+    """Defaults <- TOML file (if given) <- overrides (dotted keys; `labels` as in
+    `with_settings`)."""
     config = RunConfig()
     file = config_file(path)
     if file is not None:
-        config = apply(config, file.values)
-    return apply(config, overrides or {}, labels)
+        config = with_settings(config, file.values)
+    return with_settings(config, overrides or {}, labels)
 
 
 def read_toml(path: str | Path, what: str) -> dict[str, Any]:
@@ -565,5 +567,5 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
                         f"setting takes more than a list of values") from None
 
 
-def save(config: RunConfig, path: str | Path) -> None:
+def save_config(config: RunConfig, path: str | Path) -> None:
     write_text_atomic(path, tomli_w.dumps(config.to_dict()))

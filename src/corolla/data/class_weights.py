@@ -53,7 +53,7 @@ def from_file(path: str | Path, class_names) -> np.ndarray:
     return weights
 
 
-def resolve(setting: str, labels, class_names) -> np.ndarray | None:
+def class_weights_for(setting: str, labels, class_names) -> np.ndarray | None:
     """The weight of each class (None: unweighted) for `train.class_weight`; `labels`: the
     training split's, for "balanced"."""
     if setting in ("", "none"):

@@ -39,7 +39,7 @@ def decide(probabilities, offsets) -> np.ndarray:
     return (log_probabilities(probabilities) + np.asarray(offsets)).argmax(axis=1)
 
 
-def adjust(probabilities, offsets) -> np.ndarray:
+def adjusted(probabilities, offsets) -> np.ndarray:
     """Probabilities re-weighted by exp(offsets) and renormalised: their argmax is `decide`'s.
     Decision scores, not calibrated probabilities."""
     scores = log_probabilities(probabilities) + np.asarray(offsets)
@@ -106,7 +106,7 @@ def record(offsets, class_names, fitted_on: str, held_out: dict) -> dict:
                       f"{GRID[0]:g}..{GRID[-1]:g} step {GRID[1] - GRID[0]:g}"}
 
 
-def load(run_dir, class_names) -> np.ndarray:
+def load_offsets(run_dir, class_names) -> np.ndarray:
     """The run's fitted offsets [C], in the order of `class_names`."""
     path = Path(run_dir) / BIAS
     if not path.is_file():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 from corolla.config.flags import Given
-from corolla import config as config_lib
+from corolla.config import RunConfig, with_settings
 from corolla.data import datasets, folds
 from corolla.data.classes import CLASSES_FILE, COMPETITION_CLASSES
 from corolla.data.layout import Layout
@@ -29,14 +29,14 @@ class OpenedRun:
     folder, its config (config.toml parsed once), the plan its model runs with on this machine,
     and the data the command reads (its own split or other data; None: photos, no data set)."""
     folder: Path
-    config: config_lib.RunConfig
+    config: RunConfig
     plan: Plan
     layout: Layout | None = None
 
 
 def open_run(run, given: Given = Given(), *,
              data_path: str | None = None, with_data: bool = True, plan: Plan | None = None,
-             config: config_lib.RunConfig | None = None, log=print) -> OpenedRun:
+             config: RunConfig | None = None, log=print) -> OpenedRun:
     """`run` opened for evaluation or prediction: refused when it has no model (a k-fold parent,
     an unfinished run: `rundir.load`), then its plan (`inference_plan`; `plan`: one the caller
     has, training's), then, `with_data`, its data (`open_data`; `log` hears how it is read).
@@ -49,17 +49,17 @@ def open_run(run, given: Given = Given(), *,
     return OpenedRun(folder, config, plan, layout)
 
 
-def inference_plan(config: config_lib.RunConfig, given: Given = Given()) -> Plan:
+def inference_plan(config: RunConfig, given: Given = Given()) -> Plan:
     """The plan to evaluate or predict with a trained run (its `config`) on this machine: the
     run's config with this machine's strategy and its own batch, unless runtime or batch
     settings say otherwise (other settings are the run's own and are ignored)."""
     given = given.only("runtime.", "train.")
-    return detect_for(config_lib.apply(config, {"runtime.strategy": "auto",
+    return detect_for(with_settings(config, {"runtime.strategy": "auto",
                                                 "train.global_batch_size": 0, **given.values},
                                        given.names))
 
 
-def check_packages(run_dir: Path, config: config_lib.RunConfig) -> None:
+def check_packages(run_dir: Path, config: RunConfig) -> None:
     """A run whose model keras-hub builds, where keras-hub is not installed: one line (Keras'
     own error is a page of layer configs). Once per run opened, before its model is loaded:
     `open_run` does it, and a caller of `load_model` that does not open the run (export)."""
@@ -128,7 +128,7 @@ def _why(error: Exception) -> str:
     return first_line(Exception(text), 160)
 
 
-def open_data(run_dir: Path, config: config_lib.RunConfig, data_path: str | None = None,
+def open_data(run_dir: Path, config: RunConfig, data_path: str | None = None,
               log=print) -> Layout:
     """The data layout a run (`run_dir`, its `config`) is scored on, at its trained image size.
     The run's own data is the split it was trained on (`datasets.open_recorded`: never an

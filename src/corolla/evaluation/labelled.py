@@ -11,7 +11,7 @@ from corolla.data import check
 from corolla.data.layout import Layout
 from corolla.data import pipeline
 from corolla.scoring.metrics import classification_metrics
-from corolla.scoring import tta as tta_lib
+from corolla.scoring.tta import NO_TTA
 from corolla.evaluation.inference import input_size
 from corolla.scoring.batched import predict_probabilities
 from corolla.runtime import Plan
@@ -27,7 +27,7 @@ class Evaluation:
 
 
 def evaluate(model, layout: Layout, plan: Plan, split: str = "val",
-             skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None) -> Evaluation:
+             skip_bad_records: bool = False, tta: int = NO_TTA, log=None) -> Evaluation:
     # The checked split counts the records the pipelines yield (less any skipped ones).
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)
     meta = pipeline.metadata(data, skip_bad_records)

@@ -22,7 +22,7 @@ class Pooled:
     test: Predictions | None  # the mean of the folds' test probabilities; None if any lacks it
 
 
-def pool(assignment, fold_dirs: list[Path], class_names, split: str) -> Pooled:
+def pool_folds(assignment, fold_dirs: list[Path], class_names, split: str) -> Pooled:
     """`assignment`: the parent's `data.folds.Assignment`; `fold_dirs`: fold 1..K's run
     folders, each holding its held-out fold's val predictions (and its test predictions).
     `split` names the pooled split in the metrics (the run-folder format's "oof")."""

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from corolla.errors import UserError
-from corolla.scoring import tta as tta_lib
+from corolla.scoring.tta import NO_TTA
 from corolla.files import check_declared
 from corolla.runs.paths import predictions_file
 
@@ -43,7 +43,7 @@ class Predictions:
     labels: np.ndarray  # int64 [N], UNKNOWN where the class is not known
     probabilities: np.ndarray  # float32 [N, C]
     class_names: tuple[str, ...]
-    tta: int = tta_lib.NONE  # views averaged per image (test-time augmentation); 1 = none
+    tta: int = NO_TTA  # views averaged per image (test-time augmentation); 1 = none
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -74,7 +74,7 @@ def path_in(folder: str | Path, split: str) -> Path:
     return predictions_file(folder, split)
 
 
-def make(ids, labels, probabilities, class_names, tta: int = tta_lib.NONE) -> Predictions:
+def make(ids, labels, probabilities, class_names, tta: int = NO_TTA) -> Predictions:
     """Predictions from plain values, checked (ValueError says what is wrong). `labels` None:
     no class is known (test)."""
     ids = tuple(str(i) for i in ids)

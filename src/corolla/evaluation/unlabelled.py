@@ -10,7 +10,7 @@ import numpy as np
 from corolla.data import check
 from corolla.data.layout import Layout
 from corolla.data import pipeline
-from corolla.scoring import tta as tta_lib
+from corolla.scoring.tta import NO_TTA
 from corolla.evaluation.inference import input_size
 from corolla.scoring.batched import predict_probabilities
 from corolla.runtime import Plan
@@ -22,11 +22,11 @@ class Prediction:
     ids: list[str]
     y_pred: np.ndarray
     probabilities: np.ndarray  # [N, C], row i for ids[i]
-    tta: int = tta_lib.NONE  # views averaged (1: none)
+    tta: int = NO_TTA  # views averaged (1: none)
 
 
 def predict(model, layout: Layout, plan: Plan, split: str = "test",
-            skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None) -> Prediction:
+            skip_bad_records: bool = False, tta: int = NO_TTA, log=None) -> Prediction:
     """Ids, predicted labels and class probabilities, in the split's file order (`tta`: the
     mean of that many views of each image, see `corolla.scoring.tta`)."""
     data = check.check_split(layout.split(split), len(layout.class_names), skip_bad_records)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 
-from corolla import config as config_lib
+from corolla import config
 from corolla import models
-from corolla.config import recipe as recipe_lib
+from corolla.config.recipe import AUTO, CPU_FINETUNE, load_recipe
 from corolla.data.prepare import sources
 from corolla.errors import UserError
 from corolla.models import hub, ladder
@@ -18,9 +18,9 @@ from corolla.models.registry import HUB_PREFIX
 from corolla.runtime.decide import UNKNOWN_ACTIVATIONS, choose_batch
 
 
-def asked_keys(config_file: str | config_lib.ConfigFile | None, flags: dict) -> dict:
+def asked_keys(config_file: str | config.ConfigFile | None, flags: dict) -> dict:
     """The config keys the user set: the --config file's, then the flags."""
-    asked = config_lib.config_file(config_file).values if config_file else {}
+    asked = config.config_file(config_file).values if config_file else {}
     asked.update(flags)
     return asked
 
@@ -29,14 +29,14 @@ def finetune_or_scratch(asked: dict, finetune: str) -> tuple[str, str, str]:
     """(recipe, model, why): the fine-tuning recipe `finetune` when the weights of its model
     (or of the model asked) can be had now (`models.weights_available`: a local copy, a cache,
     or a download decided in seconds), else the from-scratch recipe (`recipe.AUTO["cpu"]`)."""
-    values = recipe_lib.load(finetune).values
+    values = load_recipe(finetune).values
     model = asked.get("model.name", values["model.name"])
     ok, why = models.weights_available(model, asked.get("model.weights",
                                                         values["model.weights"]))
     if ok:
         return finetune, model, f"{model}: {why}"
     _refuse_unavailable(asked, model)
-    return recipe_lib.AUTO["cpu"], model, \
+    return AUTO["cpu"], model, \
         f"no pre-trained weights to fine-tune, {why}; from scratch"
 
 
@@ -48,17 +48,17 @@ def _refuse_unavailable(asked: dict, model: str) -> None:
         raise UserError(models.weights_unavailable(model))
 
 
-def cpu_auto(config_file: str | config_lib.ConfigFile | None,
+def cpu_auto(config_file: str | config.ConfigFile | None,
              flags: dict) -> tuple[str, dict, str]:
     """(the recipe "auto" stands for on a CPU, config values it decides, why): cpu-finetune
     when the weights of its model (or of the --model asked) can be had now, else the
     from-scratch cpu recipe (`finetune_or_scratch`); fine-tuning, the backbone and input size
     of the ladder (`backbone`) where the user chose neither model nor preset."""
     asked = asked_keys(config_file, flags)
-    name, _, why = finetune_or_scratch(asked, recipe_lib.CPU_FINETUNE)
+    name, _, why = finetune_or_scratch(asked, CPU_FINETUNE)
     decided = {}
-    if name == recipe_lib.CPU_FINETUNE:
-        chosen = backbone(asked, recipe_lib.load(name).values)
+    if name == CPU_FINETUNE:
+        chosen = backbone(asked, load_recipe(name).values)
         if chosen is not None:
             decided, said = chosen
             why += f"; backbone {said}"
@@ -82,7 +82,7 @@ def backbone(asked: dict, recipe: dict, measure=ladder.measure) -> tuple[dict, s
     else:
         return None
     budget = asked.get("train.time_budget")
-    seconds = config_lib.duration_seconds(budget) if budget else None
+    seconds = config.duration_seconds(budget) if budget else None
     pace = images = None
     if seconds and ladder.climbable(rungs):
         # Each photo and, at most, its mirror image (the frozen phase's flips).
@@ -110,7 +110,7 @@ def _photos(path: str) -> int:
     return sum(layout.split(s).count for s in ("train", "val", "test") if layout.has_split(s))
 
 
-def accelerator_auto(config_file: str | config_lib.ConfigFile | None, flags: dict,
+def accelerator_auto(config_file: str | config.ConfigFile | None, flags: dict,
                      plan) -> tuple[dict, str]:
     """(config values, why) of "recipe auto" on a GPU or TPU, decided before training from the
     data, the weights and the card. The values hold no key the user set, except train.recipe
@@ -143,8 +143,8 @@ def _recipe(asked: dict, accelerator: str, decided: dict) -> tuple[str, dict, st
     """(recipe name, its values, the model, why) of `accelerator_auto`; what the user did not
     set and the choice implies (a preset folder's model, weights none, the model's own input
     size) goes into `decided`."""
-    name = recipe_lib.AUTO[accelerator]
-    recipe = recipe_lib.load(name).values
+    name = AUTO[accelerator]
+    recipe = load_recipe(name).values
     weights = asked.get("model.weights", recipe["model.weights"])
     if "model.name" not in asked and os.path.isdir(weights) and hub.is_preset_folder(weights):
         model = f"{HUB_PREFIX}{os.path.abspath(weights)}"
@@ -153,7 +153,7 @@ def _recipe(asked: dict, accelerator: str, decided: dict) -> tuple[str, dict, st
     chosen, model, why = finetune_or_scratch(asked, name)
     if chosen == name:
         return name, recipe, model, why
-    recipe = recipe_lib.load(chosen).values  # the from-scratch recipe
+    recipe = load_recipe(chosen).values  # the from-scratch recipe
     if "model.weights" not in asked:
         decided["model.weights"] = "none"
     if "model.name" not in asked:
@@ -197,7 +197,7 @@ def _batch(asked: dict, recipe: dict, spec, plan, input_size: int, examples: int
         why += (f"; batch {batch} a replica ({memory}, {spec.name} at {input_size} px, "
                 f"{plan.precision})")
         if recipe.get("train.scale_lr") == "replicas" and "train.learning_rate" not in asked:
-            rate = config_lib.rate(recipe["train.learning_rate"] * batch
+            rate = config.derived_rate(recipe["train.learning_rate"] * batch
                                    / recipe["train.batch_size"])
             decided["train.learning_rate"] = rate
             why += f", peak learning rate {rate:g} x replicas"

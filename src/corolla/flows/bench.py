@@ -13,7 +13,7 @@ import statistics
 import time
 
 from corolla.config.flags import Given
-from corolla import config as config_lib
+from corolla.config import load_config
 from corolla import models, runtime
 from corolla.config import policies
 
@@ -141,6 +141,6 @@ def train(config, plan, steps: int = 20, rounds: int = 3, log=print) -> dict:
 
 def train_command(given: Given, steps: int = 20, log=print) -> dict:
     """`corolla bench train`: `train` with the plan these runtime and batch settings get."""
-    cfg = config_lib.load(overrides=given.values, labels=given.names)
+    cfg = load_config(overrides=given.values, labels=given.names)
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     return train(cfg, plan, steps=steps, log=log)

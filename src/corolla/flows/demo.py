@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, load_config
 from corolla import runtime
 from corolla.data.synthetic import dataset as synthetic
 from corolla.data.synthetic.dataset import PetalsSpec
@@ -33,8 +33,8 @@ TINY = DemoSettings(PetalsSpec(image_size=32, num_classes=4, train=64, val=32, t
 
 
 def demo_config(data_dir: Path, settings: DemoSettings, runs_dir: str, name: str = "",
-                overrides: dict | None = None) -> config_lib.RunConfig:
-    return config_lib.load(overrides={
+                overrides: dict | None = None) -> RunConfig:
+    return load_config(overrides={
         "data.path": str(data_dir), "model.name": "small_cnn",
         "train.epochs": settings.epochs, "train.batch_size": settings.batch_size,
         "train.learning_rate": settings.learning_rate, "train.warmup_epochs": 1,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from corolla.config.flags import Given
 from corolla.errors import UserError
 from corolla.evaluation import gradcam, predictions
-from corolla.scoring import tta as tta_lib
+from corolla.scoring.tta import NO_TTA, check_views
 from corolla.files import read_json, write_json
 from corolla.runs import paths, rundir, tracking
 from corolla.runs.kfold import is_parent
@@ -20,13 +20,13 @@ if TYPE_CHECKING:  # the module loads Keras: flows import it where they run
 
 
 def evaluate(run, given: Given = Given(), data: str | None = None,
-             out: str | Path | None = None, tta: int = tta_lib.NONE,
+             out: str | Path | None = None, tta: int = NO_TTA,
              fit_bias: bool = False, log=print) -> dict:
     """`corolla evaluate`: scores the run on val (metrics.json, pictures, predictions,
     report.html); returns the metrics. `tta`: test-time augmentation views (1: none).
     `fit_bias`: then fits per-class offsets for macro F1 on the val predictions (a k-fold
     run: on its out-of-fold ones, without evaluating again) into RUN/bias.json."""
-    tta = tta_lib.check(tta)  # before the run is opened and a backend picked
+    tta = check_views(tta)  # before the run is opened and a backend picked
     if fit_bias and (data or out):
         raise UserError("--fit-bias fits the offsets on the run's own val split; leave out "
                         "--data and --out")
@@ -85,7 +85,7 @@ def fit_offsets(run_dir: Path, split: str, log=print) -> dict:
 
 
 def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | None = None,
-                 report_skipped: bool = True, tta: int = tta_lib.NONE):
+                 report_skipped: bool = True, tta: int = NO_TTA):
     """`corolla evaluate` of an opened run on its data: loads the run's model (unless given),
     scores it on val (`tta`, as `evaluate` checked it: the mean of that many views of each
     image, see `corolla.scoring.tta`), writes files into the run directory (see

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 
 from corolla import config
-from corolla import models as models_lib
+from corolla import models
 from corolla import runtime
 from corolla.config import recipe
 from corolla.config.flags import Given
 
 
-def recipes(log=print) -> None:
+def recipe_table(log=print) -> None:
     """The shipped recipes as a table (`corolla info --recipes`)."""
     log(f"{'recipe':22s} {'model':18s} {'size':>6s} {'epochs':>6s}  description")
     for row in recipe.table():
@@ -30,11 +30,11 @@ def recipes(log=print) -> None:
         f"{recipe.AUTO['cpu']}; {recipe.AUTO['gpu']} on GPUs and TPUs")
 
 
-def models(log=print) -> None:
+def model_table(log=print) -> None:
     """The registered models as a table (`corolla info --models`)."""
     log(f"{'model':20s} {'size':>6s} {'params':>7s}  imagenet  description")
-    for name in models_lib.names():
-        spec = models_lib.get(name)
+    for name in models.names():
+        spec = models.get(name)
         log(f"{name:20s} {spec.image_size:4d}px {spec.params / 1e6:6.1f}M  "
             f"{'yes' if spec.imagenet else 'no':8s}  {spec.description}")
     log(f"{'hub:PRESET':20s} {'':6s} {'':7s}  {'preset':8s}  a keras-hub image classifier "
@@ -43,7 +43,7 @@ def models(log=print) -> None:
 
 def hardware(given: Given = Given(), as_json: bool = False, log=print) -> dict:
     """The plan this machine gets with these runtime and batch settings; returns it as data."""
-    cfg = config.load(overrides=given.values, labels=given.names)
+    cfg = config.load_config(overrides=given.values, labels=given.names)
     info = runtime.detect_for(cfg).to_dict()
     if as_json:
         log(json.dumps(info, indent=2))

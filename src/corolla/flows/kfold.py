@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, duration_seconds, format_duration, load_config, with_settings
 from corolla import models
 from corolla.flows.run import train_evaluate_predict
 from corolla.data import check, datasets, pipeline
@@ -42,7 +42,7 @@ from corolla.data import folds
 from corolla.errors import UserError
 from corolla.stopping import Interrupted
 from corolla.scoring.metrics import f1_text
-from corolla.evaluation import pool as pool_lib
+from corolla.evaluation.pool import pool_folds
 from corolla.files import absolute, read_history
 from corolla.report import scored
 from corolla.runs import paths, rundir, tracking
@@ -51,7 +51,7 @@ from corolla.training import settings
 from corolla.training.timing import budget
 
 
-def _resolve(config: config_lib.RunConfig, resume: bool, log):
+def _resolve(config: RunConfig, resume: bool, log):
     """The parent's config with what every fold must share made explicit (the absolute data
     path, the image size, the conversion of an image folder or CSV: every fold reads that one,
     `datasets.open_recorded`), and the data's layout."""
@@ -64,12 +64,12 @@ def _resolve(config: config_lib.RunConfig, resume: bool, log):
         layout = datasets.open_data(path, config.data.image_size, settings.data_size(config, spec),
                                     features=datasets.features_of(config.data), log=log)
     settings.input_size(config, spec, layout)  # too small for the model: before any folder
-    return config_lib.apply(config, {
+    return with_settings(config, {
         "data.path": path, "data.image_size": layout.image_size,
         "data.converted": layout.root if layout.source else ""}), layout
 
 
-def _assignment(config: config_lib.RunConfig, layout, log) -> folds.Assignment:
+def _assignment(config: RunConfig, layout, log) -> folds.Assignment:
     pooled = check.check_split(folds.pooled(layout), len(layout.class_names))
     meta = pipeline.metadata(pooled)
     repeated = len(meta["ids"]) - len(set(meta["ids"]))
@@ -88,7 +88,7 @@ def _assignment(config: config_lib.RunConfig, layout, log) -> folds.Assignment:
                                 tuple(found.tolist()), tuple(groups) if together else ())
 
 
-def _copy_groups(config: config_lib.RunConfig, ids, log) -> list[str] | None:
+def _copy_groups(config: RunConfig, ids, log) -> list[str] | None:
     """Each id's group of copies (exact and near duplicates, as `check-data` finds them: the
     check `train` ran before, read from its cache), so that no fold scores a copy of an image
     it trained on. None when the data cannot be surveyed (said in one line)."""
@@ -102,16 +102,16 @@ def _copy_groups(config: config_lib.RunConfig, ids, log) -> list[str] | None:
     return [groups.get(i, i) for i in ids]
 
 
-def _fold_run(parent: Path, k: int, config: config_lib.RunConfig, log):
+def _fold_run(parent: Path, k: int, config: RunConfig, log):
     """(config, folder to resume or None) of fold k; None when it finished already."""
     folder = parent / paths.fold_name(k)
     if rundir.status(folder) == rundir.FINISHED_STATUS:
         log(f"fold {k} of {config.train.folds} finished before: kept ({folder})")
         return None
     if (folder / paths.CONFIG).is_file():
-        saved = config_lib.load(folder / paths.CONFIG)
+        saved = load_config(folder / paths.CONFIG)
         runtime = {f"runtime.{name}": value for name, value in config.to_dict()["runtime"].items()}
-        return config_lib.apply(saved, runtime), folder
+        return with_settings(saved, runtime), folder
     if folder.exists():
         # Killed between making the folder and writing its config: nothing was trained in it.
         leftovers = [p.name for p in folder.iterdir() if p.name != paths.LOCK]
@@ -119,13 +119,13 @@ def _fold_run(parent: Path, k: int, config: config_lib.RunConfig, log):
             raise UserError(f"{folder} holds {', '.join(sorted(leftovers)[:5])} but no "
                             f"{paths.CONFIG}; move it away and run the command again")
         shutil.rmtree(folder)
-    return config_lib.apply(config, {
+    return with_settings(config, {
         "data.fold": k, "data.folds_file": str((parent / paths.FOLDS).resolve()),
         "output.runs_dir": str(parent), "output.name": paths.fold_name(k),
         "output.run_id": "", **_time_share(parent, k, config)}), None
 
 
-def _time_share(parent: Path, k: int, config: config_lib.RunConfig) -> dict:
+def _time_share(parent: Path, k: int, config: RunConfig) -> dict:
     """Fold k's part of the k-fold run's time budget: what the folds before it left of it
     (their training seconds, history.csv's last `seconds`), over the folds left; {} without a
     budget. Each fold plans its own epochs in its share (`training.timing.budget`)."""
@@ -133,7 +133,7 @@ def _time_share(parent: Path, k: int, config: config_lib.RunConfig) -> dict:
     if not t.time_budget:
         return {}
     spent = _spent(parent, k)
-    share = (config_lib.duration_seconds(t.time_budget) - spent) / (t.folds - k + 1)
+    share = (duration_seconds(t.time_budget) - spent) / (t.folds - k + 1)
     if share < 1:
         raise UserError(f"the k-fold run's time budget ({t.time_budget}) is spent: folds 1-"
                         f"{k - 1} trained for {spent:.0f} s; continue it with "
@@ -141,7 +141,7 @@ def _time_share(parent: Path, k: int, config: config_lib.RunConfig) -> dict:
                         f"in {parent / paths.CONFIG}")
     # Rounded down: rounded up (as a duration is written), the folds' shares could add up to
     # more than the budget.
-    return {"train.time_budget": config_lib.format_duration(math.floor(share))}
+    return {"train.time_budget": format_duration(math.floor(share))}
 
 
 def _spent(parent: Path, k: int) -> float:
@@ -155,7 +155,7 @@ def _spent(parent: Path, k: int) -> float:
     return spent
 
 
-def _too_short(short: budget.TooShort, parent: Path, k: int, config: config_lib.RunConfig,
+def _too_short(short: budget.TooShort, parent: Path, k: int, config: RunConfig,
                fresh: bool) -> UserError:
     """Fold k's share that holds no epoch, as the k-fold run's error: in the budget the user
     gave (not the fold's share of it), with the least that would hold one epoch of each fold
@@ -163,7 +163,7 @@ def _too_short(short: budget.TooShort, parent: Path, k: int, config: config_lib.
     that budget starts anew; else the run continues after its budget is raised."""
     t = config.train
     left = t.folds - k + 1
-    least = config_lib.format_duration(
+    least = format_duration(
         math.ceil((_spent(parent, k) + short.least * left) / 10) * 10)
     text = (f"--time {t.time_budget} (train.time_budget) is too short for {t.folds} folds of "
             f"recipe {t.recipe} here: fold {k}'s share of it ({short.budget}) holds no epoch "
@@ -175,7 +175,7 @@ def _too_short(short: budget.TooShort, parent: Path, k: int, config: config_lib.
                      f"{parent / paths.CONFIG}")
 
 
-def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
+def train_folds(config: RunConfig, plan: Plan, log=print,
                 resume: Path | None = None) -> tuple[Path, dict]:
     """Trains (or continues) every fold, then pools their predictions; returns (the parent
     run's folder, the out-of-fold metrics). `resume`: the parent of an interrupted k-fold run."""
@@ -225,7 +225,7 @@ def train_folds(config: config_lib.RunConfig, plan: Plan, log=print,
     return parent, metrics
 
 
-def _claim_parent(config: config_lib.RunConfig, layout, plan: Plan, resume: Path | None,
+def _claim_parent(config: RunConfig, layout, plan: Plan, resume: Path | None,
                   log) -> tuple[Path, folds.Assignment | None]:
     """(the parent's folder, claimed, with this session recorded; the new run's fold
     assignment, drawn before the folder is made, or None for a continued one)."""
@@ -251,7 +251,7 @@ def _free_memory() -> None:
     gc.collect()
 
 
-def pool(parent: str | Path, config: config_lib.RunConfig, images, log=print) -> dict:
+def pool(parent: str | Path, config: RunConfig, images, log=print) -> dict:
     """The parent's files, from its folds' saved predictions alone (`evaluation.pool`):
     predictions/oof.npz with the scored folder's files (metrics.json, confusion_matrix.png,
     report.html), and (when the folds predicted a test split) the mean of their test
@@ -262,7 +262,7 @@ def pool(parent: str | Path, config: config_lib.RunConfig, images, log=print) ->
     assignment = folds.Assignment.read(parent / paths.FOLDS)
     k = config.train.folds
     fold_dirs = [parent / paths.fold_name(fold) for fold in range(1, k + 1)]
-    pooled = pool_lib.pool(assignment, fold_dirs, rundir.class_names(parent), paths.OOF)
+    pooled = pool_folds(assignment, fold_dirs, rundir.class_names(parent), paths.OOF)
     m = {**pooled.metrics, "data": config.data.path}
     log(f"out-of-fold ({len(pooled.oof)} train+val images, {k} folds): accuracy "
         f"{m['accuracy']:.4f}  {f1_text(m)}  precision "

@@ -38,7 +38,7 @@ def lr_find(config_file: str | None = None, given: Given = Given(),
                         f"with --lr find to keep the test in a run): pass {out_flag} with "
                         f"another folder")
     config_file = config.config_file(config_file)
-    cfg = config.load(config_file, given.values, given.names)
+    cfg = config.load_config(config_file, given.values, given.names)
     if not cfg.data.path:
         raise UserError(f"no data given; pass {given.name('data.path', '--data')} with a folder "
                         f"holding tfrecords-jpeg-SxS/, an image folder or a CSV")

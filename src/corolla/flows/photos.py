@@ -13,7 +13,7 @@ from corolla.config.flags import Given
 from corolla.data.prepare import image_files
 from corolla.errors import UserError
 from corolla.stopping import check_stop
-from corolla.scoring import tta as tta_lib
+from corolla.scoring.tta import NO_TTA, check_views
 from corolla.flows.predict import check_bias, is_stdout, to_stderr
 from corolla.report import photo_table
 from corolla.runs import rundir
@@ -26,7 +26,7 @@ CHUNK = 256  # photos decoded and predicted at a time: memory stays flat for any
 
 def predict_photos(run, photos, given: Given = Given(),
                    top: int = TOP_K, out: str | Path | None = None, as_json: bool = False,
-                   strict: bool = False, force: bool = False, tta: int = tta_lib.NONE,
+                   strict: bool = False, force: bool = False, tta: int = NO_TTA,
                    bias: str = "none", log=print) -> list[dict]:
     """`corolla predict RUN PATH...`: the top-`top` classes of each photo named by `photos`
     (a path, or a list of image files, folders searched recursively, CSVs of paths), read as
@@ -35,7 +35,7 @@ def predict_photos(run, photos, given: Given = Given(),
     folder for many. A file that does not decode is skipped and listed at the end (`strict`:
     an error). Returns the rows (path and top classes of each photo)."""
     photos = image_files.as_paths(photos)
-    tta = tta_lib.check(tta)
+    tta = check_views(tta)
     check_bias(bias)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UserError(f"--top-k must be a number of classes, 1 or more, got {top!r}")
@@ -46,9 +46,9 @@ def predict_photos(run, photos, given: Given = Given(),
     top = min(top, len(class_names))  # --top-k 1000 of 5 classes: all 5, said as such
     offsets = None
     if bias == "fitted":  # (scikit-learn, a second's import: only where it is used)
-        from corolla.evaluation import bias as bias_lib
+        from corolla.evaluation.bias import adjusted, load_offsets
 
-        offsets = bias_lib.load(run_dir, class_names)
+        offsets = load_offsets(run_dir, class_names)
     files = image_files.list_photos(photos)
     if not files:
         raise UserError("no photos given; pass image files, folders of them, or a CSV of paths")
@@ -74,7 +74,7 @@ def predict_photos(run, photos, given: Given = Given(),
     probabilities = np.concatenate(probabilities) if probabilities else \
         np.zeros((0, len(class_names)), np.float32)
     if offsets is not None:  # decision scores whose argmax is the fitted decision
-        probabilities = bias_lib.adjust(probabilities, offsets)
+        probabilities = adjusted(probabilities, offsets)
     rows = photo_table.records(kept, probabilities, class_names, top)
     _report(rows, skipped, len(files), as_json, stdout, csv_path, json_path,
             dict(run=str(run_dir), tta=tta, bias=bias), top, log)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from corolla.config.flags import Given
 from corolla.errors import UserError
 from corolla.evaluation import predictions
-from corolla.scoring import tta as tta_lib
+from corolla.scoring.tta import NO_TTA, check_views
 from corolla.files import make_folder
 from corolla.report import submission
 from corolla.runs import paths, rundir
@@ -26,11 +26,11 @@ BIAS_CHOICES = ("none", "fitted")  # --bias: argmax, or the offsets of evaluate 
 
 def predict(run, given: Given = Given(),
             data: str | None = None, out: str | Path | None = None, force: bool = False,
-            tta: int = tta_lib.NONE, bias: str = "none", log=print) -> Path:
+            tta: int = NO_TTA, bias: str = "none", log=print) -> Path:
     """`corolla predict`: writes the run's checked submission.csv; returns its path. `tta`:
     test-time augmentation views (1: none). `bias`: "fitted" decides with the offsets of
     `corolla evaluate RUN --fit-bias` (a k-fold run: on its averaged test predictions)."""
-    tta = tta_lib.check(tta)
+    tta = check_views(tta)
     check_bias(bias)
     if is_stdout(out):  # the run's checked submission.csv, then its text on stdout
         path = _predict(run, given, data, None, force, tta, bias, to_stderr)
@@ -71,7 +71,7 @@ def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
 
     test = predictions.load(predictions.path_in(parent, "test"))
     path = output_path(parent, out, force)
-    labels = bias_lib.decide(test.probabilities, bias_lib.load(parent, test.class_names))
+    labels = bias_lib.decide(test.probabilities, bias_lib.load_offsets(parent, test.class_names))
     submission.write(test.ids, labels, path, num_classes=len(test.class_names))
     log(f"wrote {path} ({len(test.ids)} test images, the folds' mean, decided with the "
         f"offsets of {parent / paths.BIAS}; checked)")
@@ -79,7 +79,7 @@ def _parent_with_offsets(parent: Path, out, force: bool, log) -> Path:
 
 
 def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, log=print,
-                force: bool = False, report_skipped: bool = True, tta: int = tta_lib.NONE,
+                force: bool = False, report_skipped: bool = True, tta: int = NO_TTA,
                 bias: str = "none") -> Path:
     """`corolla predict` of an opened run on its data (`tta` and `bias` as `predict` checked
     them): writes submission.csv (into the run directory unless `out` is given; see
@@ -97,7 +97,7 @@ def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, lo
     from corolla.report import scored
 
     run_dir, config, layout, plan = opened.folder, opened.config, opened.layout, opened.plan
-    offsets = bias_lib.load(run_dir, layout.class_names) if bias == "fitted" else None
+    offsets = bias_lib.load_offsets(run_dir, layout.class_names) if bias == "fitted" else None
     if layout.source and not layout.has_split("test"):  # an image folder or CSV, converted
         raise UserError(f"the data {layout.source} has no test split to predict: put unlabelled "
                         f"images in a test/ folder beside train/ (or rows with split = test in "

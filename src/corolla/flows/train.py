@@ -38,9 +38,9 @@ def _continued(run: Path, run_cfg: config_lib.RunConfig, given: Given):
     """The config of a continued run (`run_cfg`, its config.toml) with the session settings
     `given`; a changed data.skip_bad_records is saved into config.toml, which evaluate and
     predict read (the runtime ones are this session's only)."""
-    cfg = config_lib.apply(run_cfg, given.only(*SESSION).values, given.names)
+    cfg = config_lib.with_settings(run_cfg, given.only(*SESSION).values, given.names)
     if cfg.data.skip_bad_records != run_cfg.data.skip_bad_records:
-        config_lib.save(config_lib.apply(run_cfg, {
+        config_lib.save_config(config_lib.with_settings(run_cfg, {
             "data.skip_bad_records": cfg.data.skip_bad_records}), run / paths.CONFIG)
     return cfg
 
@@ -72,7 +72,7 @@ def train_config(config_file: str | config_lib.ConfigFile | None = None,
                             f"change)")
         resume, run_cfg = rundir.load_unfinished(resume)
         return _continued(resume, run_cfg, given), resume
-    cfg = config_lib.load(config_file, given.values, given.names)
+    cfg = config_lib.load_config(config_file, given.values, given.names)
     again = Path(cfg.output.runs_dir) / cfg.output.name
     if "output.name" in given and rundir.status(again) == rundir.FINISHED_STATUS:
         # Said first, before the backend is chosen (a finished run is never the folder this
@@ -91,7 +91,7 @@ def train_config(config_file: str | config_lib.ConfigFile | None = None,
         if free != cfg.output.name:
             log(f"run name {cfg.output.name!r} from {config_file} is taken; this run is "
                 f"{free!r}")
-            cfg = config_lib.apply(cfg, {"output.name": free})
+            cfg = config_lib.with_settings(cfg, {"output.name": free})
     return cfg, resume
 
 
@@ -108,7 +108,7 @@ def check_first(cfg: config_lib.RunConfig, config_file: config_lib.ConfigFile | 
         return
     sources.check_source(cfg.data.path)
     asked = auto.asked_keys(config_file, given.values)
-    recipe = recipe_lib.load(cfg.train.recipe).values if cfg.train.recipe != "auto" and \
+    recipe = recipe_lib.load_recipe(cfg.train.recipe).values if cfg.train.recipe != "auto" and \
         recipe_lib.is_read(config_file) else {}
     model = asked.get("model.name") or recipe.get("model.name") or \
         (cfg.model.name if cfg.train.recipe != "auto" else None)
@@ -132,11 +132,11 @@ def _check_same_command(saved: config_lib.RunConfig, given: Given, run) -> None:
         given = given.without("train.recipe")
     given = given.without(*UNPLANNED)  # (set above, not given)
     flags = {k: v for k, v in given.values.items() if not k.startswith((*SESSION, "output."))}
-    asked = config_lib.apply(saved, flags)
+    asked = config_lib.with_settings(saved, flags)
     if "data.path" in flags:
-        asked = config_lib.apply(asked, {"data.path": absolute(flags["data.path"])})
+        asked = config_lib.with_settings(asked, {"data.path": absolute(flags["data.path"])})
     if "train.recipe" in flags:  # a recipe file by any spelling of its path
-        asked = config_lib.apply(asked, {"train.recipe": recipe_lib.canonical(
+        asked = config_lib.with_settings(asked, {"train.recipe": recipe_lib.canonical(
             flags["train.recipe"])})
     differ = [f"{given.name(k)} {_get(asked, k)!r} (the run has {_get(saved, k)!r})"
               for k in flags if _get(asked, k) != _get(saved, k)]
@@ -157,7 +157,8 @@ def for_plan(config_file: str | config_lib.ConfigFile | None, given: Given, plan
     whether pre-trained weights can be had; on a GPU or TPU, `auto.accelerator_auto`), and the
     plan with the batch the recipe sets."""
     config_file = config_lib.config_file(config_file)  # one parse for every step below
-    wants_auto = config_lib.load(config_file, given.values, given.names).train.recipe == "auto"
+    wants_auto = config_lib.load_config(config_file, given.values,
+                                        given.names).train.recipe == "auto"
     if wants_auto and plan.accelerator == "cpu":
         name, decided, why = auto.cpu_auto(config_file, given.values)
         log(f"recipe auto on a CPU: {name} ({why})")
@@ -178,7 +179,7 @@ def train(config_file: str | None = None, given: Given = Given(),
     across splits are a warning, an error with `strict`), trains, evaluates on val and writes
     submission.csv. Returns (run folder, val metrics; a k-fold run's: its out-of-fold scores);
     (None, None) on a worker that is not the chief. `began`: when the command started
-    (`clock.default()`'s time): a time budget counts from there, the data's conversion and the
+    (`clock.default_clock()`'s time): a time budget counts from there, the data's conversion and the
     imports included (None: from its training's start)."""
     config_file = config_lib.config_file(config_file)  # parsed at its first use, and only then
     given, lr_find = split_lr_find(given, resume)
@@ -206,7 +207,7 @@ def train(config_file: str | None = None, given: Given = Given(),
     if resume is None:  # a new run: defaults < recipe < --config < flags, by accelerator
         name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
         cfg, plan, recipe = for_plan(config_file, given, plan, log)
-        cfg = config_lib.apply(cfg, {"output.name": name})
+        cfg = config_lib.with_settings(cfg, {"output.name": name})
         log(f"recipe {recipe.name}: {recipe.description}")
     from corolla.data import datasets
 
@@ -235,7 +236,7 @@ def done_line(run_dir: Path, began: float | None, resumed: bool) -> str:
     budget = rundir.read(run_dir)[1].train.time_budget
     if not budget or resumed or began is None:
         return f"done: {run_dir}"
-    took = clock.default().since(began)
+    took = clock.default_clock().since(began)
     return (f"done in {took / 60:.1f} min of --time {budget} "
             f"({took / config_lib.duration_seconds(budget):.0%}): {run_dir}")
 

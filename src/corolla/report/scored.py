@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from corolla.data import pipeline
-from corolla.scoring import metrics as metrics_lib
-from corolla.scoring import tta as tta_lib
+from corolla.scoring.metrics import confusion_table
+from corolla.scoring.tta import NO_TTA
 from corolla.evaluation.labelled import Evaluation, most_confident_mistakes
 from corolla.evaluation.predictions import Predictions, make
 from corolla.files import atomic_path, make_folder, write_json
@@ -32,7 +32,7 @@ EXPLAINED = 6  # of each, explained in explanations.png
 
 
 def save_predictions(path: str | Path, ids, labels, probabilities, class_names,
-                     tta: int = tta_lib.NONE) -> Path:
+                     tta: int = NO_TTA) -> Path:
     """Writes one split's predictions (see `corolla.evaluation.predictions` for the format),
     atomically: a reader gets the old file or the new one. Arrays that are not one split's
     predictions are a bug of the caller (ValueError), refused before anything is written."""
@@ -70,7 +70,7 @@ def write(folder: str | Path, metrics: dict, scored: Predictions, *,
             paths.predictions_file(folder, "test"), test.ids, None, test.probabilities, names,
             tta=test.tta)
     written["metrics"] = write_json(metrics, folder / paths.METRICS)
-    matrix, labels = metrics_lib.confusion(scored.labels, scored.predicted)
+    matrix, labels = confusion_table(scored.labels, scored.predicted)
     written["confusion_matrix"] = plots.plot_confusion_matrix(
         matrix, [names[i] for i in labels], folder / paths.CONFUSION,
         **({"title": title} if title else {}))

@@ -11,7 +11,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, load_config, save_config
 from corolla.config.flags import Given
 from corolla.data.classes import format_classes_file, parse_classes_file
 from corolla.errors import UserError
@@ -104,7 +104,7 @@ def _session(plan) -> dict:
 def record(run_dir: Path, config, plan, class_names) -> None:
     """Writes what a new run is: its resolved config, the plan and versions it runs with, and
     the names of its classes."""
-    config_lib.save(config, run_dir / CONFIG)
+    save_config(config, run_dir / CONFIG)
     write_text_atomic(run_dir / CLASSES, format_classes_file(class_names))
     write_text_atomic(run_dir / PLAN, json.dumps({"sessions": [_session(plan)]}, indent=1))
 
@@ -153,15 +153,15 @@ def _open(run_dir: str | Path) -> Path:
     return run_dir
 
 
-def read(run_dir: str | Path) -> tuple[Path, config_lib.RunConfig]:
+def read(run_dir: str | Path) -> tuple[Path, RunConfig]:
     """The run's folder and its config.toml, parsed: the one read of it a command makes (the
     config is passed down, not read again)."""
     run_dir = _open(run_dir)
-    return run_dir, config_lib.load(run_dir / CONFIG)
+    return run_dir, load_config(run_dir / CONFIG)
 
 
-def load(run: str | Path, config: config_lib.RunConfig | None = None) -> tuple[
-        Path, config_lib.RunConfig]:
+def load(run: str | Path, config: RunConfig | None = None) -> tuple[
+        Path, RunConfig]:
     """The folder and resolved config of a run whose model is to be used: a k-fold parent (it
     has none) or a run whose training did not finish is an error. `config`: the run's, when the
     caller has `read` it already."""
@@ -185,14 +185,14 @@ def untrained(run_dir: Path) -> str:
             f"with `corolla train --resume {run_dir}`")
 
 
-def load_unfinished(run_dir: str | Path) -> tuple[Path, config_lib.RunConfig]:
+def load_unfinished(run_dir: str | Path) -> tuple[Path, RunConfig]:
     """An interrupted run to continue: its folder and config. A finished run is not trained
     again (that would overwrite its model)."""
     run_dir = _open(run_dir)
     if status(run_dir) == FINISHED_STATUS:
         raise UserError(f"run {str(run_dir)!r} already finished; evaluate or predict with it, "
                         f"or start a new run")
-    return run_dir, config_lib.load(run_dir / CONFIG)
+    return run_dir, load_config(run_dir / CONFIG)
 
 
 _held: dict[Path, int] = {}  # run folder -> the open lock file this process holds

@@ -19,10 +19,10 @@ class Clock:
         return self.now() - began
 
 
-SYSTEM = Clock()
+SYSTEM_CLOCK = Clock()
 
 
-def default() -> Clock:
+def default_clock() -> Clock:
     """The clock of a run handed none: the host's (read at each call: a test of the command
-    line may put its own in `SYSTEM`'s place)."""
-    return SYSTEM
+    line may put its own in `SYSTEM_CLOCK`'s place)."""
+    return SYSTEM_CLOCK

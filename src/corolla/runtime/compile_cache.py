@@ -49,7 +49,7 @@ def folder(setting: str) -> Path | None:
     return Path(setting).expanduser()
 
 
-def use(setting: str) -> Path | None:
+def enable_compile_cache(setting: str) -> Path | None:
     """Points JAX's persistent compilation cache at `folder(setting)` (or turns it off); returns
     the folder. Must run before the process's first compile: JAX opens the cache then."""
     import jax

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from corolla.errors import NO_TENSORFLOW, UserError
-from corolla.runtime import compile_cache as compile_cache_lib
+from corolla.runtime.compile_cache import enable_compile_cache
 from corolla.runtime import hardware, tflog
 from corolla.runtime.decide import Decision, decide
 from corolla.runtime.hardware import Cluster, Hardware
@@ -229,7 +229,7 @@ def detect(backend: str = "auto", strategy: str = "auto", precision: str = "auto
     keras = hardware.use_keras_backend(decision.backend)
     cache = None
     if decision.backend == "jax":  # before anything compiles (TensorFlow keeps no such cache)
-        cache = compile_cache_lib.use(compile_cache)
+        cache = enable_compile_cache(compile_cache)
     if decision.backend == "tensorflow":
         strategy_obj, distribution = _tf_strategy(decision, found), None
         replicas = strategy_obj.num_replicas_in_sync

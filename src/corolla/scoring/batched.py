@@ -14,14 +14,14 @@ import tensorflow as tf
 from corolla.data import pipeline
 from corolla.data.layout import Split
 from corolla.runtime import Plan
-from corolla.scoring import tta as tta_lib
+from corolla.scoring.tta import NO_TTA, apply_view, view_name
 from corolla.stopping import check_stop
 
 PROGRESS_STEPS = 10  # a progress bar (in a terminal) for predictions of this many batches
 
 
 def predict_probabilities(model, split: Split, image_size: int, plan: Plan,
-                          skip_bad_records: bool = False, tta: int = tta_lib.NONE, log=None,
+                          skip_bad_records: bool = False, tta: int = NO_TTA, log=None,
                           batches=None, callbacks=()):
     """Class probabilities [N, C] in the split's file order (padding dropped). `tta`: the mean
     over that many views of every image (see `corolla.scoring.tta`), one pass over the split
@@ -57,7 +57,7 @@ def split_batches(split: Split, image_size: int, skip_bad_records: bool = False)
     return batches
 
 
-def predict_images(model, images: np.ndarray, plan: Plan, tta: int = tta_lib.NONE, log=None,
+def predict_images(model, images: np.ndarray, plan: Plan, tta: int = NO_TTA, log=None,
                    progress: bool | None = None):
     """Class probabilities [N, C] of images in memory (uint8 [N, S, S, 3] at the model's
     size), as `predict_probabilities` gives them for a split's (the same TTA views)."""
@@ -83,8 +83,8 @@ def _predict_views(model, batches, count: int, plan: Plan, tta: int, log=None,
         for view in range(tta):
             if tta > 1 and log is not None:
                 log(f"test-time augmentation, view {view + 1} of {tta}: "
-                    f"{tta_lib.view_name(view)}")
-            views = tta_lib.apply(batches(batch), view, count, batch)
+                    f"{view_name(view)}")
+            views = apply_view(batches(batch), view, count, batch)
             if plan.multi_worker and plan.backend == "tensorflow":
                 probabilities = _predict_locally(model, views, steps, callbacks)[:count]
             else:

@@ -40,7 +40,7 @@ def classification_metrics(y_true, y_pred, class_names, interval: bool = True) -
     }
 
 
-def confusion(y_true, y_pred) -> tuple[np.ndarray, list[int]]:
+def confusion_table(y_true, y_pred) -> tuple[np.ndarray, list[int]]:
     """Row-normalised confusion matrix over the classes seen in labels or predictions."""
     labels = sorted(set(np.asarray(y_true).tolist()) | set(np.asarray(y_pred).tolist()))
     matrix = skm.confusion_matrix(y_true, y_pred, labels=labels, normalize="true")

@@ -21,7 +21,7 @@ import numpy as np
 
 from corolla.errors import UserError
 
-NONE = 1  # views: the image itself, no test-time augmentation (every `tta=` default)
+NO_TTA = 1  # views: the image itself, no test-time augmentation (every `tta=` default)
 MAX_VIEWS = 32  # beyond this the mean no longer moves; more is a typo
 SEED = 104  # fixed: the same views in every run, on every machine
 
@@ -33,7 +33,7 @@ SHIFT = 0.05
 ROTATION = 10.0  # degrees
 
 
-def check(views: int, flag: str = "--tta") -> int:
+def check_views(views: int, flag: str = "--tta") -> int:
     """The number of views, or a UserError naming the flag."""
     if isinstance(views, bool) or not isinstance(views, (int, np.integer)) or \
             not 1 <= views <= MAX_VIEWS:
@@ -95,7 +95,7 @@ def transform(images, view: int, params):
     return tf.ensure_shape(tf.clip_by_value(warped, 0.0, 255.0), images.shape)
 
 
-def apply(batches, view: int, count: int, batch: int, seed: int = SEED):
+def apply_view(batches, view: int, count: int, batch: int, seed: int = SEED):
     """`batches` of images (every batch but the last exactly `batch` images, in the split's
     order, as `pipeline.eval_dataset` yields them) -> their view `view`. Images past `count`
     (the padding of the last batch) take the last image's parameters: their rows are dropped."""

@@ -19,7 +19,7 @@ import keras
 from corolla.errors import UserError
 from corolla.files import atomic_path, check_space, remove_partials
 from corolla.training import backup
-from corolla.runtime import clock as clock_lib
+from corolla.runtime.clock import default_clock
 from corolla.training.backup import BackupState
 from corolla.training.callbacks import VAL_F1, ema_weights
 from corolla.training.optimizer import epoch_learning_rate
@@ -45,7 +45,7 @@ class Checkpoint(keras.callbacks.Callback):
         # `began` (on `clock`, a `clock.Clock`: the host's by default) added to those of the
         # sessions before it, so that a time budget counts what a killed run spent up to its
         # last completed epoch.
-        self.clock = clock or clock_lib.default()
+        self.clock = clock or default_clock()
         self.began = self.clock.now() if began is None else began
         self.before = state.history[-1].get("seconds", 0.0) if state.history else 0.0
         self.backup_dir, self.state, self.history_path = Path(backup_dir), state, history_path

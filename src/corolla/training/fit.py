@@ -19,7 +19,7 @@ from corolla.runs import paths, rundir, tracking
 from corolla.runtime import Plan
 from corolla.training import range_test
 from corolla.training import backup, linear_head, refit, saving
-from corolla.runtime import clock as clock_lib
+from corolla.runtime.clock import Clock, default_clock
 from corolla.training.phases import epochs_text
 from corolla.training.preparing import Prepared, prepare
 from corolla.training.saving import TrainResult
@@ -29,7 +29,7 @@ from corolla.training.trainer import Trainer
 
 def run(config: RunConfig, plan: Plan, log=print, resume: Path | None = None,
         callbacks=(), lr_find: range_test.RangeSettings | None = None,
-        clock: clock_lib.Clock | None = None, began: float | None = None) -> TrainResult:
+        clock: Clock | None = None, began: float | None = None) -> TrainResult:
     """Trains into a new run directory, or continues the interrupted run `resume` (its
     config, from its last completed epoch). `callbacks` are added to Corolla's own.
     `lr_find`: a new run's peak learning rate is found first by the range test on its own
@@ -43,7 +43,7 @@ def run(config: RunConfig, plan: Plan, log=print, resume: Path | None = None,
     says so. `clock`: what a time budget reads (`clock.Clock`; the host's by default);
     `began`: when the command started on it, where a time budget counts from (`budget`: the
     whole command's; now by default)."""
-    clock = clock or clock_lib.default()
+    clock = clock or default_clock()
     began = clock.now() if began is None else began
     log = log if plan.is_chief else (lambda *args: None)
     if config.train.refit == "on":

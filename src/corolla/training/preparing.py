@@ -15,7 +15,7 @@ import tensorflow as tf
 # Not exported by TensorFlow, but enable_op_determinism's counterpart (tests use it the same way).
 from tensorflow.python.framework import config as tf_config
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, TrainConfig, with_settings
 from corolla.data.layout import Layout
 from corolla.errors import UserError
 from corolla.runs import paths, rundir
@@ -31,7 +31,7 @@ from corolla.training.settings import resolve
 @dataclass(frozen=True)
 class Prepared:
     """What training needs before the first epoch, found before any folder is made."""
-    config: config_lib.RunConfig  # resolved
+    config: RunConfig  # resolved
     layout: Layout
     run_dir: Path | None  # the run continued (chief), None for a new run or a worker
     backup_dir: Path | None  # a worker's; the chief's is inside its run folder
@@ -82,14 +82,14 @@ class Prepared:
         later = self.later_steps
         return later if later and epoch >= self.config.train.time_steps_from else self.steps
 
-    def planned(self, config: config_lib.RunConfig, steps: int,
+    def planned(self, config: RunConfig, steps: int,
                 made: pacing.Deadline | None = None) -> Prepared:
         """This, with another config and steps per epoch (whole units already): a time
         plan's, with its epochs as measured (`made`), or the learning rate found."""
         return dataclasses.replace(self, config=config, steps=steps, deadline=made)
 
 
-def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) -> Prepared:
+def prepare(config: RunConfig, plan: Plan, log, resume: Path | None) -> Prepared:
     """Resolves the settings, claims the run to continue and reads its backup, and fixes the
     epoch's length: everything decided before a model is built."""
     asked = config.train
@@ -100,7 +100,7 @@ def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) 
     # Every process trains the chief's run: its id keys the workers' scratch folders, so a
     # resumed worker finds its own backup and a new run never meets an old one's.
     run_id = collective.chief_hex(plan, config.output.run_id)
-    config = config_lib.apply(config, {"output.run_id": run_id})
+    config = with_settings(config, {"output.run_id": run_id})
     run_dir = Path(resume) if resume and plan.is_chief else None
     if run_dir:
         rundir.claim(run_dir, log)  # before its backup is read: one writer per run
@@ -114,7 +114,7 @@ def prepare(config: config_lib.RunConfig, plan: Plan, log, resume: Path | None) 
                     chiefs_file)
 
 
-def set_determinism(config: config_lib.RunConfig, plan: Plan) -> None:
+def set_determinism(config: RunConfig, plan: Plan) -> None:
     """Seeds Python, NumPy and the backend with train.seed; on TensorFlow, turns op
     determinism on or off as train.deterministic says."""
     import keras
@@ -135,7 +135,7 @@ def epoch_unit(steps_per_execution: int, accumulation_steps: int) -> int:
     return math.lcm(steps_per_execution, accumulation_steps)
 
 
-def epoch_steps(t: config_lib.TrainConfig, plan: Plan, log) -> tuple[int, int]:
+def epoch_steps(t: TrainConfig, plan: Plan, log) -> tuple[int, int]:
     """(steps per epoch, steps per execution): whole units (`epoch_unit`); a time plan's
     shortened epochs once planned."""
     asked = t.time_steps or t.steps_per_epoch

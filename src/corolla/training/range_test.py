@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, TrainConfig, derived_rate, with_settings
 from corolla.config.range_test import (BETA, DIVERGED, RULES, SKIP_BEGIN, SKIP_END, SLOPE_SPAN,
                                        RangeSettings)
 from corolla.errors import UserError
@@ -220,7 +220,7 @@ def range_test(model, data, compile_with, settings: RangeSettings = RangeSetting
     return result
 
 
-def find(config: config_lib.RunConfig, plan: Plan, settings: RangeSettings,
+def find(config: RunConfig, plan: Plan, settings: RangeSettings,
          log=print) -> RangeResult:
     """`corolla lr-find`: the range test of a new run of `config` (its settings resolved, its
     model built, as `training.run` does), with no run folder made."""
@@ -259,7 +259,7 @@ def find_rate(trainer: Trainer, settings: RangeSettings, log=print) -> RangeResu
 
 
 def train_at_found_rate(trainer: Trainer, settings: RangeSettings,
-                        asked: config_lib.TrainConfig, log=print) -> RangeResult:
+                        asked: TrainConfig, log=print) -> RangeResult:
     """`train --lr find`: the range test on the run's own model (`find_rate`), then the trainer
     follows the run's config at the rate suggested (`with_rate`; `asked`: the train settings
     before resolving). A loss that never fell is one line, before the run's folder is made."""
@@ -280,14 +280,14 @@ def no_suggestion(result: RangeResult, flag: str = "--lr") -> UserError:
                      f"{flag} RATE, or test other rates (corolla lr-find --start/--end/--steps)")
 
 
-def with_rate(config: config_lib.RunConfig, asked: config_lib.TrainConfig,
-              rate: float) -> config_lib.RunConfig:
+def with_rate(config: RunConfig, asked: TrainConfig,
+              rate: float) -> RunConfig:
     """A resolved run config training at the found peak `rate`: its warm-up start and its
     minimum a tenth and a hundredth of it unless `asked` (the config before resolving) set
     them, and then at most the rate."""
-    return config_lib.apply(config, {
+    return with_settings(config, {
         "train.learning_rate": rate, "train.scale_lr": "none",
-        "train.start_learning_rate": config_lib.rate(min(asked.start_learning_rate, rate)
+        "train.start_learning_rate": derived_rate(min(asked.start_learning_rate, rate)
                                                      if asked.start_learning_rate else rate / 10),
-        "train.min_learning_rate": config_lib.rate(min(asked.min_learning_rate, rate)
+        "train.min_learning_rate": derived_rate(min(asked.min_learning_rate, rate)
                                                    if asked.min_learning_rate else rate / 100)})

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, TrainConfig, with_settings
 from corolla.data import folds
 from corolla.errors import UserError
 from corolla.files import read_history, read_json, write_json
@@ -34,7 +34,7 @@ from corolla.runs import paths, rundir
 from corolla.runtime import Plan
 from corolla.training import saving
 from corolla.training.timing import budget, pacing
-from corolla.runtime import clock as clock_lib
+from corolla.runtime.clock import Clock, SYSTEM_CLOCK, default_clock
 from corolla.training.backup import BackupState, read_state
 from corolla.training.phases import of_config
 from corolla.training.preparing import Prepared, epoch_steps, set_determinism
@@ -50,7 +50,7 @@ def check_plan(plan: Plan) -> None:
                         "predicts with its validated model: drop --refit, or train on one host")
 
 
-def refit_epochs(history: list[dict], train: config_lib.TrainConfig) -> int:
+def refit_epochs(history: list[dict], train: TrainConfig) -> int:
     """The epochs the refit trains: every epoch the validated run trained, its schedule to its
     end; where early stopping ended it (`stopped_early`), up to its best epoch by val macro F1
     (the first of the best, as the checkpoint keeps it). Not the best epoch otherwise: on a
@@ -65,7 +65,7 @@ def refit_epochs(history: list[dict], train: config_lib.TrainConfig) -> int:
     return scores.index(max(scores)) + 1
 
 
-def stopped_early(history: list[dict], train: config_lib.TrainConfig) -> bool:
+def stopped_early(history: list[dict], train: TrainConfig) -> bool:
     """Whether early stopping ended the validated run before its epochs."""
     return bool(train.early_stopping_patience) and len(history) < train.epochs
 
@@ -90,7 +90,7 @@ class RefitDeadline:
     ends: float
     each_at: Callable[[int], list]
     save: float
-    clock: clock_lib.Clock = clock_lib.SYSTEM  # what `ends` is read on
+    clock: Clock = SYSTEM_CLOCK  # what `ends` is read on
 
     def deadline(self, began: float, epochs: int, steps: int) -> pacing.Deadline:
         """The `pacing.Deadline` of a refit of `epochs` epochs of `steps` steps that starts
@@ -99,7 +99,7 @@ class RefitDeadline:
                                self.save)
 
 
-def make_plan(run_dir: Path, config: config_lib.RunConfig, steps: int, counts: tuple[int, int],
+def make_plan(run_dir: Path, config: RunConfig, steps: int, counts: tuple[int, int],
               log, room: tuple | None = None) -> dict:
     """The refit's plan, written to refit.json: its `epochs` (trained), the config `settings`
     it trains with, its `steps` per epoch, and the `photos` it trains on; where the run kept
@@ -149,7 +149,7 @@ def _longer(each_at, steps: int, epochs: int, left: float) -> int:
 
 
 def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: float,
-                 val_count: int, log, clock: clock_lib.Clock) -> RefitDeadline | None:
+                 val_count: int, log, clock: Clock) -> RefitDeadline | None:
     """The refit's plan, right after the validated training of this session (`ready`, with its
     time plan's deadline where it made one): the refit's epochs estimated on the probe's costs
     (`budget.refit_costs`) at the pace the validated epochs kept (`Deadline.refit_pace`: a
@@ -191,13 +191,14 @@ def train(run_dir: Path, plan: Plan, log, timed: RefitDeadline | None = None) ->
     if epochs < 1:
         return None
     # Its epochs all of one length (the plan's steps), whatever the validated run's were.
-    config = config_lib.apply(config, {"train.time_steps_from": 0, "train.time_steps_later": 0,
-                                       **record["settings"]})
+    config = with_settings(config, {"train.time_steps_from": 0,
+                                               "train.time_steps_later": 0,
+                                               **record["settings"]})
     set_determinism(config, plan)
     steps, steps_per_execution = epoch_steps(config.train, plan, log)
     backup_dir = run_dir / paths.REFIT_BACKUP
     state = read_state(backup_dir)
-    clock = clock_lib.default() if timed is None else timed.clock
+    clock = default_clock() if timed is None else timed.clock
     began = clock.now()
     ready = Prepared(config, folds.with_val_in_train(layout), run_dir, backup_dir, state, steps,
                      steps_per_execution, None,
@@ -234,7 +235,7 @@ def kept_linear_head(run_dir: Path) -> bool:
     return kept
 
 
-def linear_head_refit(run_dir: Path, config: config_lib.RunConfig, layout, plan: Plan, log,
+def linear_head_refit(run_dir: Path, config: RunConfig, layout, plan: Plan, log,
                       photos: int) -> Path:
     """refit.keras of a run that kept its linear head: the model built as the run's, its
     classifier the logistic regression fit on the frozen features of train + val
@@ -258,7 +259,7 @@ def linear_head_refit(run_dir: Path, config: config_lib.RunConfig, layout, plan:
     return path
 
 
-def _read_plan(path: Path, config: config_lib.RunConfig) -> dict:
+def _read_plan(path: Path, config: RunConfig) -> dict:
     """refit.json as `make_plan` wrote it, checked (a run folder comes from anywhere): its
     epochs a count, its settings only those a plan sets."""
     record = read_json(path, "remove it to plan the refit again")

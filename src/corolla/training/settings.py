@@ -7,7 +7,7 @@ import uuid
 
 import numpy as np
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, derived_rate, with_settings
 from corolla import models
 from corolla.data import check, datasets, folds, pipeline
 from corolla.data.layout import Layout
@@ -16,7 +16,7 @@ from corolla.files import absolute
 from corolla.runtime import Plan
 
 
-def input_size(config: config_lib.RunConfig, spec, layout: Layout) -> int:
+def input_size(config: RunConfig, spec, layout: Layout) -> int:
     """The size the model takes: model.input_size, at most the data's; checked (with the first
     size of progressive resizing) against the smallest the model takes, before anything is
     written."""
@@ -36,7 +36,7 @@ def _at_least(spec, sizes) -> None:
                             f"{what} is {value}: choose a larger one, or another --model")
 
 
-def data_size(config: config_lib.RunConfig, spec) -> int:
+def data_size(config: RunConfig, spec) -> int:
     """The image size the run would like its data at: the largest it reads (model.input_size,
     which progressive resizing ends at) or, when that is the data's, the model's own. An image
     folder or CSV is converted at it, and of a TFRecord layout's sizes the nearest is read.
@@ -47,8 +47,8 @@ def data_size(config: config_lib.RunConfig, spec) -> int:
     return config.model.input_size or spec.image_size
 
 
-def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
-            log=print) -> tuple[config_lib.RunConfig, Layout]:
+def resolve(config: RunConfig, plan: Plan, resume: bool = False,
+            log=print) -> tuple[RunConfig, Layout]:
     """Checks the config against the registry and the data, and fills in everything that
     `0`/auto left open (image size, global batch, steps per epoch, the learning rates: the peak
     scaled with the replicas when train.scale_lr asks, start and minimum; the data path made
@@ -80,8 +80,8 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
         check.one_global_batch("train", train_split.count, plan.global_batch)
     steps = config.train.steps_per_epoch or train_split.count // plan.global_batch
     t = config.train
-    peak = config_lib.rate(t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1))
-    return config_lib.apply(config, {
+    peak = derived_rate(t.learning_rate * (plan.replicas if t.scale_lr == "replicas" else 1))
+    return with_settings(config, {
         "data.path": path, "data.image_size": layout.image_size,
         "model.input_size": input_size(config, spec, layout),
         "data.converted": layout.root if layout.source else "",
@@ -89,8 +89,8 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
         # Scaled once, here: the saved config holds the peak that ran (scale_lr "none"), so a
         # rerun or a resume on other hardware keeps it, as it keeps the global batch.
         "train.learning_rate": peak, "train.scale_lr": "none",
-        "train.start_learning_rate": t.start_learning_rate or config_lib.rate(peak / 10),
-        "train.min_learning_rate": t.min_learning_rate or config_lib.rate(peak / 100),
+        "train.start_learning_rate": t.start_learning_rate or derived_rate(peak / 10),
+        "train.min_learning_rate": t.min_learning_rate or derived_rate(peak / 100),
         "train.global_batch_size": plan.global_batch, "train.steps_per_epoch": steps,
         "output.run_id": config.output.run_id if resume else uuid.uuid4().hex[:12],
         "train.refit": refit(config, plan, train_split, log),
@@ -105,7 +105,7 @@ def resolve(config: config_lib.RunConfig, plan: Plan, resume: bool = False,
 FEW_PHOTOS = 30
 
 
-def refit(config: config_lib.RunConfig, plan: Plan, train_split, log) -> str:
+def refit(config: RunConfig, plan: Plan, train_split, log) -> str:
     """train.refit decided: "on" or "off" as given; "auto" is on for a timed run of one model
     in one process (not k-fold, whose folds' models all predict; not multi-worker, whose refit
     would train in one process) whose classes have few training photos each (FEW_PHOTOS),

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from corolla.config import RunConfig
 from corolla import models
-from corolla.data import class_weights as class_weights_lib
+from corolla.data.class_weights import class_weights_for
 from corolla.data.layout import Layout
 from corolla.data import pipeline
 from corolla.scoring.batched import stop_check
@@ -22,7 +22,7 @@ from corolla.runs import paths
 from corolla.runtime import Plan
 from corolla.training import resuming
 from corolla.training.timing import budget
-from corolla.runtime import clock as clock_lib
+from corolla.runtime.clock import Clock, default_clock
 from corolla.training.backup import stops_early
 from corolla.training.compiling import compile_phase, phase_schedule
 from corolla.training.optimizer import finalize_ema
@@ -39,11 +39,11 @@ class Trainer:
     Corolla's own. `clock`: what its time budget reads (`clock.Clock`; the host's by default)."""
 
     def __init__(self, ready: Prepared, plan: Plan, log, extra_callbacks=(),
-                 clock: clock_lib.Clock | None = None):
+                 clock: Clock | None = None):
         from corolla.training.features import FrozenPath
 
         self.ready, self.plan, self.log = ready, plan, log
-        self.clock = clock or clock_lib.default()
+        self.clock = clock or default_clock()
         self.extra = list(extra_callbacks)
         config, t = ready.config, ready.config.train
         # A time budget not yet planned (a resumed run continues the plan its config holds): the
@@ -243,7 +243,7 @@ def class_weights(config: RunConfig, layout: Layout):
     setting = config.train.class_weight
     labels = pipeline.metadata(layout.split("train"), config.data.skip_bad_records)["labels"] \
         if setting == "balanced" else None
-    return class_weights_lib.resolve(setting, labels, layout.class_names)
+    return class_weights_for(setting, labels, layout.class_names)
 
 
 class TrainingStream:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from corolla import config as config_lib
+from corolla.config import RunConfig, TrainConfig, format_duration, with_settings
 from corolla.config.schema import MAX_EPOCHS
 from corolla.errors import UserError
 
@@ -102,7 +102,7 @@ class Caching:
     val: int
 
 
-def shaped(train: config_lib.TrainConfig, epochs: int) -> dict:
+def shaped(train: TrainConfig, epochs: int) -> dict:
     """The config updates that keep the recipe's schedule (`train`, with its own epochs) in
     shape over `epochs`: the warm-up, sustain and frozen epochs keep their share of the run
     (at least one frozen and one trained epoch where the recipe has both and `epochs` allows;
@@ -173,7 +173,7 @@ def refit_costs(costs: Costs, caching: Caching | None, train: int,
     return out, Caching(caching.flips, batches, 0)
 
 
-def validated_share(config: config_lib.RunConfig, phases_of, costs: Costs, steps: int,
+def validated_share(config: RunConfig, phases_of, costs: Costs, steps: int,
                     caching: Caching | None, train: int, val: int) -> float:
     """The share of a budget's time left that a run refit afterwards (`train.refit`) gives its
     validated training, so that its refit fits in the rest: their estimated seconds over the
@@ -206,15 +206,15 @@ def scaled(costs: Costs, measured: int, size: int) -> Costs:
     return out
 
 
-def phases_at(config: config_lib.RunConfig, phases_of, epochs: int, shape=None) -> list:
+def phases_at(config: RunConfig, phases_of, epochs: int, shape=None) -> list:
     """The run's phases (`phases_of(train, size)`, as in `most_epochs`) at its final size, its
     schedule reshaped to `epochs` by `shape(train, epochs)`: `shaped`, unless told (a plan
     made again mid-run: `pacing.reshaped`)."""
     settings = (shape or shaped)(config.train, epochs)
-    return phases_of(config_lib.apply(config, settings).train, config.model.input_size)
+    return phases_of(with_settings(config, settings).train, config.model.input_size)
 
 
-def most_epochs(config: config_lib.RunConfig, phases_of, costs: Costs, left: float,
+def most_epochs(config: RunConfig, phases_of, costs: Costs, left: float,
                 steps: int, caching: Caching | None = None) -> tuple[int, float]:
     """(the most epochs whose training fits in `left` seconds, their estimated seconds); (0,
     seconds of one epoch) when not even one does. `phases_of(train, size)`: the run's phases
@@ -246,7 +246,7 @@ def most(fits, low: int, high: int) -> int:
     return low
 
 
-def shortened(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
+def shortened(config: RunConfig, phases_of, costs: Costs, left: float, steps: int,
               epochs: int, caching: Caching | None = None, unit: int = 1,
               shortest: float = SHORTEST) -> int:
     """The most steps per epoch (a multiple of `unit`, fewer than `steps`, at least `shortest`
@@ -277,7 +277,7 @@ TIME_LEFT = "in the time whole ones left"
 TO_REPLAN = "so that the plan is made again from the first trained epoch's pace"
 
 
-def epochs_that_fit(config: config_lib.RunConfig, phases_of, costs: Costs, left: float, steps: int,
+def epochs_that_fit(config: RunConfig, phases_of, costs: Costs, left: float, steps: int,
          caching: Caching | None = None, unit: int = 1,
          replans=None) -> tuple[int, int, float, str]:
     """(epochs, steps per epoch, their estimated seconds, why the epochs are shorter than
@@ -303,7 +303,7 @@ def epochs_that_fit(config: config_lib.RunConfig, phases_of, costs: Costs, left:
                                  config.model.input_size, each, caching), why
 
 
-def candidates(config: config_lib.RunConfig) -> list[int]:
+def candidates(config: RunConfig) -> list[int]:
     """The input sizes a budget may train at, largest first: model.input_size, then (with
     train.time_min_epochs) down by SIZE_STEP to train.time_min_size."""
     size, t = config.model.input_size, config.train
@@ -360,7 +360,7 @@ class TooShort(UserError):
         super().__init__(
             f"--time {budget} (train.time_budget) is too short for {what} of recipe "
             f"{recipe} here: {self.measured}; give at least --time "
-            f"{config_lib.format_duration(self.least)}")
+            f"{format_duration(self.least)}")
 
 
 # TooShort's `what` where a run's first epoch fits the linear head on cached frozen features.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from corolla import config as config_lib
+from corolla.config import duration_seconds, save_config, with_settings
 from corolla.runs import paths
 from corolla.runtime import collective
 from corolla.training.timing import budget, pacing, probe
@@ -28,7 +28,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     config, steps = ready.config, ready.steps
     t = config.train
     costs = budget.Costs()
-    total = config_lib.duration_seconds(t.time_budget)
+    total = duration_seconds(t.time_budget)
     fitted, caching = _fitting(trainer, val_split, began, costs, total)
     # Several processes must agree on the plan: they all probe (the probe's steps are
     # collective), at the recipe's size alone, and take the chief's epochs and steps.
@@ -65,7 +65,7 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     line = budget.plan_line(t.time_budget, epochs, estimate, spent, note, after)
     log(line)
     # train.time_steps: only a shortened epoch's (a resumed run reads it: `epoch_steps`).
-    planned = config_lib.apply(sized, {**budget.shaped(t, epochs),
+    planned = with_settings(sized, {**budget.shaped(t, epochs),
                                        "train.time_steps": epoch_steps * (epoch_steps != steps),
                                        "train.time_plan": line.partition(": ")[2]})
     # The plan's epochs, each as measured, for the run to stop short of them where it falls
@@ -149,12 +149,12 @@ def replan(trainer: Trainer, run_dir, log) -> None:
             f"{epochs} epoch{'s' * (epochs != 1)}{shorter}, ~{(spent + sum(after)) / 60:.1f} "
             f"min in all")
     log(f"time {t.time_budget}: plan {line}" + (" (none more fits)" if epochs == done else ""))
-    planned = config_lib.apply(config, {**pacing.reshaped(t, epochs),
+    planned = with_settings(config, {**pacing.reshaped(t, epochs),
                                         "train.time_steps_from": done * bool(shorter),
                                         "train.time_steps_later": later * bool(shorter),
                                         "train.time_plan": f"{t.time_plan}; {line}"})
     if run_dir is not None:
-        config_lib.save(planned, run_dir / paths.CONFIG)
+        save_config(planned, run_dir / paths.CONFIG)
     trainer.adopt_plan(ready.planned(planned, ready.steps, made))
     if epochs > done:
         trainer.reschedule()
@@ -185,7 +185,7 @@ def _fitting(trainer: Trainer, val_split, began: float, costs: budget.Costs, tot
                              -(-val_split.count // batch)) if fast else None
 
     def fitted(size: int, scaled_from: int | None = None):
-        sized = config_lib.apply(config, {"model.input_size": size})
+        sized = with_settings(config, {"model.input_size": size})
         if scaled_from is None:
             # Every kind any number of epochs may hold: each size of the ramp, frozen or not.
             ramp = (size - t.start_size) // budget.SIZE_STEP + 2 if t.start_size else 1
