@@ -83,6 +83,7 @@ def _ok(result) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_every_photo_path_refuses_an_image_over_the_limit_on_its_header(photo_paths_capped):
     """961 megapixels would be 3.8 GB decoded: with 1 GiB left, each path says why it
     skips the file, and reads the real photos beside it."""
@@ -96,6 +97,7 @@ def test_every_photo_path_refuses_an_image_over_the_limit_on_its_header(photo_pa
     assert over in found["open_rgb"]
 
 
+@pytest.mark.slow
 def test_the_data_check_and_conversion_honour_a_lower_limit_before_decoding(photo_paths_capped):
     """--max-megapixels 50: the 100-megapixel PNG is skipped by the check that runs before a
     conversion as by the conversion, both on its header (1 GiB left: 400 MB decoded would pass
@@ -139,6 +141,7 @@ except UserError as e:
         sources.scan_csv(table)
 
 
+@pytest.mark.slow
 def test_a_shuffle_buffer_past_the_split_holds_only_the_split(tiny_petals):
     """TensorFlow reserves a shuffle buffer whole: a billion slots (24 GB) with 4 GiB left
     train as the split's 64 would; the config refuses more than a million in one line."""
@@ -160,6 +163,7 @@ def _declaring(jpeg: bytes, width: int, height: int) -> bytes:
     return jpeg[:at] + struct.pack(">HH", height, width) + jpeg[at + 4:]
 
 
+@pytest.mark.slow
 def test_a_record_whose_jpeg_declares_a_giant_size_is_refused_before_decoding(tmp_path):
     """In the records, a JPEG's header is checked against the folder's size before the image
     is decoded: 60000 x 60000 (10 GB decoded) is the one-line data error, with 1 GiB left."""

@@ -18,6 +18,8 @@ from helpers.once import built_once
 from helpers.processes import crash_train
 from helpers.runs import assert_same_stored_weights, epochs, history
 
+pytestmark = pytest.mark.slow  # every test trains tiny runs (or reads a module fixture's)
+
 
 @pytest.mark.large  # 50 s: CI's large step (the README's suite keeps to 20 min)
 def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_petals,
