@@ -18,6 +18,14 @@ os.environ["CUDA_VISIBLE_DEVICES"] = ""  # tests describe CPU behaviour, whateve
 FLOWERS5 = SHARED / "data" / "flowers5"
 
 
+def pytest_collection_modifyitems(items):
+    """A `large` or `install` test is `slow` too: `-m "not slow"` (which replaces pyproject's
+    `-m`) then runs the quick part alone, not the later steps' tests."""
+    for item in items:
+        if item.get_closest_marker("large") or item.get_closest_marker("install"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def flowers5() -> Path:
     """The real-photo data set beside the repository (present in CI, absent in a fresh clone)."""

@@ -32,11 +32,12 @@ def _png_header(path: Path, width: int, height: int) -> Path:
     return path
 
 
-@pytest.fixture
-def bomb_folder(photos, tmp_path) -> Path:
-    """Two real photos of a class and, beside them, a 0.x kB PNG declaring 31000 x 31000."""
+@pytest.fixture(scope="module")
+def bomb_folder(photos, tmp_path_factory) -> Path:
+    """Two real photos of a class and, beside them, a 0.x kB PNG declaring 31000 x 31000 and
+    one declaring 10000 x 10000 (the tests only read it)."""
     root, _ = photos
-    folder = tmp_path / "photos" / "aster"
+    folder = tmp_path_factory.mktemp("bombs") / "photos" / "aster"
     folder.mkdir(parents=True)
     for name in ("00.jpg", "04.jpg"):
         shutil.copy(root / "aster" / name, folder / name)
@@ -45,30 +46,48 @@ def bomb_folder(photos, tmp_path) -> Path:
     return folder.parent
 
 
+@pytest.fixture(scope="module")
+def photo_paths_capped(bomb_folder) -> dict:
+    """What every photo path did with the bombs, in one fresh process with TensorFlow imported
+    and 1 GiB left (961 megapixels would be 3.8 GB decoded, 100 megapixels 400 MB): at the
+    default limit, the survey, read_many and open_rgb on the 961-megapixel PNG; at
+    --max-megapixels 50, the survey and open_rgb on the 100-megapixel one."""
+    bomb, large = bomb_folder / "aster" / "bomb.png", bomb_folder / "aster" / "large.png"
+    return _ok(run_capped(f"""
+import json
+from corolla.data.audit import survey
+from corolla.data.prepare import image_files
+
+def opened(*args):
+    try:
+        image_files.open_rgb(*args)
+        return "decoded"
+    except ValueError as e:
+        return str(e)
+
+def errors(result):
+    return {{e.id: e.error for e in result.entries}}
+
+default = survey.survey({str(bomb_folder)!r}, log=lambda *a: None)
+images, failed = image_files.read_many([{str(bomb)!r}, {str(bomb_folder / 'aster/00.jpg')!r}], 64)
+default = {{"survey": errors(default), "read": len(images), "failed": list(failed.values()),
+           "open_rgb": opened({str(bomb)!r}, 64)}}
+lower = survey.survey({str(bomb_folder)!r}, log=lambda *a: None, max_megapixels=50)
+lower = {{"survey": errors(lower), "open_rgb": opened({str(large)!r}, 64, 50)}}
+print(json.dumps({{"default": default, "lower": lower}}))
+""", gib=1, setup="import tensorflow"))
+
+
 def _ok(result) -> dict:
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_every_photo_path_refuses_an_image_over_the_limit_on_its_header(bomb_folder):
+@pytest.mark.slow
+def test_every_photo_path_refuses_an_image_over_the_limit_on_its_header(photo_paths_capped):
     """961 megapixels would be 3.8 GB decoded: with 1 GiB left, each path says why it
     skips the file, and reads the real photos beside it."""
-    bomb = bomb_folder / "aster" / "bomb.png"
-    found = _ok(run_capped(f"""
-import json
-from corolla.data.audit import survey
-from corolla.data.prepare import image_files
-result = survey.survey({str(bomb_folder)!r}, log=lambda *a: None)
-errors = {{e.id: e.error for e in result.entries}}
-images, failed = image_files.read_many([{str(bomb)!r}, {str(bomb_folder / 'aster/00.jpg')!r}], 64)
-try:
-    image_files.open_rgb({str(bomb)!r}, 64)
-    opened = "decoded"
-except ValueError as e:
-    opened = str(e)
-print(json.dumps({{"survey": errors, "read": len(images), "failed": list(failed.values()),
-                  "open_rgb": opened}}))
-""", gib=1, setup="import tensorflow"))
+    found = photo_paths_capped["default"]
     over = "31000x31000 is 961 megapixels, over the limit of 200"
     assert [e for i, e in found["survey"].items() if i.endswith("bomb.png")] == [
         f"{over} (--max-megapixels)"]
@@ -78,23 +97,12 @@ print(json.dumps({{"survey": errors, "read": len(images), "failed": list(failed.
     assert over in found["open_rgb"]
 
 
-def test_the_data_check_and_conversion_honour_a_lower_limit_before_decoding(bomb_folder):
+@pytest.mark.slow
+def test_the_data_check_and_conversion_honour_a_lower_limit_before_decoding(photo_paths_capped):
     """--max-megapixels 50: the 100-megapixel PNG is skipped by the check that runs before a
     conversion as by the conversion, both on its header (1 GiB left: 400 MB decoded would pass
     it, the limit is what stops it)."""
-    large = bomb_folder / "aster" / "large.png"
-    found = _ok(run_capped(f"""
-import json
-from corolla.data.audit import survey
-from corolla.data.prepare import image_files
-result = survey.survey({str(bomb_folder)!r}, log=lambda *a: None, max_megapixels=50)
-try:
-    image_files.open_rgb({str(large)!r}, 64, 50)
-    opened = "decoded"
-except ValueError as e:
-    opened = str(e)
-print(json.dumps({{"survey": {{e.id: e.error for e in result.entries}}, "open_rgb": opened}}))
-""", gib=1, setup="import tensorflow"))
+    found = photo_paths_capped["lower"]
     over = "10000x10000 is 100 megapixels, over the limit of 50"
     assert [e for i, e in found["survey"].items() if i.endswith("large.png")] == [
         f"{over} (--max-megapixels)"]
@@ -133,6 +141,7 @@ except UserError as e:
         sources.scan_csv(table)
 
 
+@pytest.mark.slow
 def test_a_shuffle_buffer_past_the_split_holds_only_the_split(tiny_petals):
     """TensorFlow reserves a shuffle buffer whole: a billion slots (24 GB) with 4 GiB left
     train as the split's 64 would; the config refuses more than a million in one line."""
@@ -154,6 +163,7 @@ def _declaring(jpeg: bytes, width: int, height: int) -> bytes:
     return jpeg[:at] + struct.pack(">HH", height, width) + jpeg[at + 4:]
 
 
+@pytest.mark.slow
 def test_a_record_whose_jpeg_declares_a_giant_size_is_refused_before_decoding(tmp_path):
     """In the records, a JPEG's header is checked against the folder's size before the image
     is decoded: 60000 x 60000 (10 GB decoded) is the one-line data error, with 1 GiB left."""

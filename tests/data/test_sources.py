@@ -315,6 +315,7 @@ print("converted", summary.written if hasattr(summary, "written") else "")
 """
 
 
+@pytest.mark.slow
 def test_a_script_without_the_main_guard_converts_in_its_own_process_and_finishes(tmp_path):
     """Spawned workers run the main script again: one without `if __name__ == "__main__":`
     would start the conversion again in each of them, forever. It converts in-process and

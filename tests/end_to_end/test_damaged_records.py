@@ -57,6 +57,7 @@ def test_ids_repeated_in_a_split_that_is_predicted_are_one_line_before_any_run(
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_corrupt_jpeg_met_during_fit_is_one_line_naming_the_record(tmp_path, capsys, train_tiny):
     """Its first bytes are a JPEG's, so only decoding finds it: here in validation, at the end of
     the first epoch. TensorFlow's error names no file; the files read are searched for it."""
@@ -87,6 +88,7 @@ def test_damage_met_in_the_stream_itself_is_one_line(tmp_path, capsys, monkeypat
     _one_line(capsys, says.format(damaged["val", 0]), "--skip-bad-records")
 
 
+@pytest.mark.slow
 def test_with_skip_bad_records_training_completes_and_counts_per_file(tmp_path, capsys,
                                                                       train_tiny):
     both = ("not_jpeg", "corrupt")
@@ -110,6 +112,7 @@ def test_with_skip_bad_records_training_completes_and_counts_per_file(tmp_path, 
     assert "skip_bad_records = true" in (run / paths.CONFIG).read_text()
 
 
+@pytest.mark.slow
 def test_a_test_files_damaged_tail_cannot_be_skipped(tmp_path, capsys, train_tiny):
     """Its ids are unknown, so the submission would lack rows: refused before training."""
     damaged = damaged_data(tmp_path / "data", {("test", 0): "truncated"})

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from corolla.cli import main
 from corolla.data import layout, pipeline
 from corolla.report import submission
@@ -60,6 +62,7 @@ def test_an_existing_run_is_never_overwritten(tiny_run, capsys):
     assert (run / paths.MODEL).stat().st_mtime_ns == stamp
 
 
+@pytest.mark.slow
 def test_a_tensorflow_run_on_the_jax_backend_is_a_clear_error(tiny_run):
     run = tiny_run
     result = subprocess.run([sys.executable, "-m", "corolla", "evaluate", str(run), "--backend",

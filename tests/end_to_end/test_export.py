@@ -128,6 +128,7 @@ def test_a_mixed_precision_model_exports_in_float32(trained, tmp_path):
         "within_tolerance"]
 
 
+@pytest.mark.slow
 def test_a_jax_trained_model_exports_from_a_jax_process(trained, tmp_path):
     """A model saved on JAX, exported from a process whose Keras is on JAX (a notebook): the
     export runs in a TensorFlow subprocess, and the ONNX file gives the model's answers."""

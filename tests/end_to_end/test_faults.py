@@ -88,6 +88,7 @@ def crashed_pid(result):
     return int(result.stdout.split("(PID ")[1].split(")")[0])
 
 
+@pytest.mark.slow  # a training killed in a fresh process, then resumed twice
 def test_one_writer_per_run(tiny_petals, tmp_path, capsys):
     from corolla.runs import rundir
     from corolla.cli import main

@@ -9,6 +9,7 @@ import json
 import shutil
 
 import numpy as np
+import pytest
 
 from corolla.cli import main
 from corolla.evaluation import bias
@@ -40,6 +41,7 @@ def test_evaluate_fit_bias_then_predict_with_the_offsets(data, run, tmp_path, ca
     assert "95% bootstrap interval" in (copy / paths.REPORT).read_text()
 
 
+@pytest.mark.slow
 def test_a_kfold_run_fits_on_its_out_of_fold_predictions(tiny_kfold, tmp_path, capsys):
     copy = tmp_path / "k2"
     shutil.copytree(tiny_kfold, copy)

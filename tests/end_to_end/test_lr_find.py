@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from corolla.cli import main
 from corolla.config.range_test import RULES
 from corolla.runs import paths
+
+pytestmark = pytest.mark.slow  # each test trains or sweeps a tiny model
 
 SMALL = ("--model", "small_cnn", "--batch-size", "8")
 

@@ -29,6 +29,7 @@ def run(tiny_run):
     return corolla.open_run(tiny_run)
 
 
+@pytest.mark.slow
 def test_notebook_workflow_returns_the_runs_files_and_metrics(tiny_petals, tmp_path):
     """A tiny run trained the notebook way: 1 epoch of 2 steps."""
     lines = []

@@ -22,6 +22,8 @@ from corolla.scoring import tta
 from corolla.models import hub
 from corolla.runs import paths
 
+pytestmark = pytest.mark.slow  # every test reads a run the module trains
+
 
 class Counts:
     """Calls of the config reader by file, of the data openers, of the TTA check and of the

@@ -88,6 +88,7 @@ def test_predict_into_a_missing_folder_fails_before_the_model_is_loaded(
     assert not out.parent.exists()
 
 
+@pytest.mark.slow
 def test_evaluate_on_other_data_writes_beside_the_runs_metrics(tiny_run_copy, tmp_path, capsys):
     run = tiny_run_copy
     data = data_of(run)

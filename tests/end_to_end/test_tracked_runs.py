@@ -16,6 +16,8 @@ from corolla.runs import paths
 from helpers.runs import Stop
 from helpers.tracking import mlflow_run, mlflow_server, steps, stop, wandb_offline
 
+pytestmark = pytest.mark.slow  # tiny tracked trainings (MLflow's store, W&B offline)
+
 EPOCH_KEYS = ("loss", "accuracy", "val_loss", "val_accuracy", "val_f1_macro", "learning_rate")
 
 

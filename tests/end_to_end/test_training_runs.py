@@ -18,6 +18,8 @@ from helpers.once import built_once
 from helpers.processes import crash_train
 from helpers.runs import assert_same_stored_weights, epochs, history
 
+pytestmark = pytest.mark.slow  # every test trains tiny runs (or reads a module fixture's)
+
 
 @pytest.mark.large  # 50 s: CI's large step (the README's suite keeps to 20 min)
 def test_a_crashed_run_resumes_exactly_where_an_uninterrupted_one_would_be(tiny_petals,
@@ -149,8 +151,9 @@ def test_a_cache_over_its_share_of_memory_is_left_out_with_a_line(train_tiny, tm
     assert fits and abs(need - 0.5588) < 1e-4 and budget > 1  # the competition's val, 224 px
     monkeypatch.setattr(pipeline, "CACHE_SHARE", 1e-9)
     assert not pipeline.cache_fits(64, 32)[0]
-    # Two sizes (progressive resizing), two streams: the line is said once, at the first.
-    train_tiny(tmp_path, "--cache", "--epochs", "4", "--input-size", "32", "--start-size", "16",
+    # Two sizes (progressive resizing: the first epoch at 16 px, the second at 32), two
+    # streams: the line is said once, at the first.
+    train_tiny(tmp_path, "--cache", "--epochs", "2", "--input-size", "32", "--start-size", "16",
                name=None)
     out = capsys.readouterr().out
     assert "at 16 px" in out and "at 32 px" in out

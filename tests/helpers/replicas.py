@@ -1,6 +1,7 @@
 """Run in a fresh interpreter: split this machine's CPU into N devices, let Corolla detect the
-plan, and either train a small fixed model for a few steps (printing losses and weights as JSON)
-or run `corolla train` on a data set.
+plan, and either train a small fixed model for a few steps on one device and on all N (printing
+each one's plan, losses and weights as JSON: {"one": ..., "all": ...}) or run `corolla train` on
+a data set.
 
     python replicas.py BACKEND N equivalence
     python replicas.py BACKEND N train DATA RUNS_DIR [GLOBAL_BATCH [CONFIG_OVERRIDES_JSON]]
@@ -27,11 +28,16 @@ import numpy as np  # noqa: E402
 from corolla import runtime  # noqa: E402
 
 GLOBAL_BATCH = int(sys.argv[6]) if mode == "train" and len(sys.argv) > 6 else 16
-plan = runtime.detect(backend=backend, global_batch_size=GLOBAL_BATCH)
-out = {"strategy": plan.strategy_name, "replicas": plan.replicas,
-       "global_batch": plan.global_batch, "batch_per_replica": plan.batch_per_replica}
 
-if mode == "equivalence":
+
+def described(plan) -> dict:
+    return {"strategy": plan.strategy_name, "replicas": plan.replicas,
+            "global_batch": plan.global_batch, "batch_per_replica": plan.batch_per_replica}
+
+
+def fit_fixed_model(plan) -> dict:
+    """Three epochs of a small fixed model on fixed data in `plan`'s scope: its losses and
+    final weights (the same seed, data and order whatever the plan)."""
     import keras
     import tensorflow as tf
 
@@ -51,12 +57,23 @@ if mode == "equivalence":
         compile_model(model, plan, 1e-2)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH, drop_remainder=True)
     history = model.fit(ds, epochs=3, shuffle=False, verbose=0)
-    out["losses"] = [float(v) for v in history.history["loss"]]
-    out["weights"] = [np.asarray(w).tolist() for w in model.get_weights()]
+    return {**described(plan), "losses": [float(v) for v in history.history["loss"]],
+            "weights": [np.asarray(w).tolist() for w in model.get_weights()]}
+
+
+if mode == "equivalence":
+    # One process for both (each fresh interpreter imports TensorFlow again): the one-device
+    # plan first ("default": no strategy or distribution), then the plan over all N devices.
+    one = fit_fixed_model(runtime.detect(backend=backend, strategy="default",
+                                         global_batch_size=GLOBAL_BATCH))
+    out = {"one": one, "all": fit_fixed_model(runtime.detect(backend=backend,
+                                                             global_batch_size=GLOBAL_BATCH))}
 else:
     from corolla import config
     from corolla.flows.run import train_evaluate_predict
 
+    plan = runtime.detect(backend=backend, global_batch_size=GLOBAL_BATCH)
+    out = described(plan)
     # Two epochs with progressive resizing: the first at 16 px, the second at the data's 32.
     cfg = config.load_config(overrides={"data.path": sys.argv[4], "output.runs_dir": sys.argv[5],
                                  "output.name": "run", "train.epochs": 2,

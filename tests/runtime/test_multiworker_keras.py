@@ -152,6 +152,7 @@ def test_fix_module_is_cheap_to_import():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_two_workers_fit_and_agree(runs):
     _assert_ok(runs)
     d = runs["dir"]
@@ -186,6 +187,7 @@ def test_two_workers_fit_and_agree(runs):
         assert not os.path.exists(os.path.join(wdir, "backup"))
 
 
+@pytest.mark.slow
 def test_two_workers_match_single_worker(runs):
     """Same init, same global batches, no strategy (run in worker 0)."""
     _assert_ok(runs)

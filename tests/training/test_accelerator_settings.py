@@ -12,6 +12,8 @@ import pytest
 from corolla.runs import paths
 from helpers.runs import Stop, same, saved_weights
 
+pytestmark = pytest.mark.slow  # every test trains tiny runs (or reads a module fixture's)
+
 
 def _loss_scale(optimizer) -> dict:
     """The loss-scale optimizer's own state (empty without one)."""

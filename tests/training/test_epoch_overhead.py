@@ -63,6 +63,7 @@ print("SWAPPED", keras.backend.backend())
 """
 
 
+@pytest.mark.slow
 def test_the_ema_swap_stays_on_the_device_and_swaps_back(monkeypatch, capsys):
     """Inside `ema_weights` the model holds the EMA, the optimizer the raw weights; after it,
     the raw weights again, bit for bit; and no weight is copied to host memory (Keras' own swap

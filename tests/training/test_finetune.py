@@ -38,6 +38,7 @@ def _images(n, size, seed=0):
     return np.random.default_rng(seed).uniform(0, 255, (n, size, size, 3)).astype("float32")
 
 
+@pytest.mark.slow
 def test_the_shared_preset_loads_fine_tunes_and_reloads_in_safe_mode(lite0, tmp_path):
     import keras
 
@@ -64,6 +65,7 @@ def test_the_shared_preset_loads_fine_tunes_and_reloads_in_safe_mode(lite0, tmp_
     np.testing.assert_array_equal(model.predict(x, verbose=0), reloaded.predict(x, verbose=0))
 
 
+@pytest.mark.slow
 def test_batchnorm_statistics_stay_while_frozen_and_in_inference_mode(lite0, tiny_petals,
                                                                        tmp_path):
     """A frozen epoch (the slow path: colour augmentation) then an unfrozen one with
@@ -292,6 +294,7 @@ def test_train_help_says_the_recipe_sets_the_defaults(capsys):
         "cpu-finetune: 0.5" in text
 
 
+@pytest.mark.slow
 def test_a_frozen_run_trains_its_head_on_cached_features_end_to_end(tiny_petals, tmp_path):
     """--freeze-backbone with flips: the features are cached once (said in the log), every
     epoch is validated and recorded (counted from 1), the classifier trained, the backbone

@@ -13,6 +13,8 @@ from corolla.files import read_history
 from corolla.runs import paths, rundir
 from helpers.runs import Stop, history, same, saved_weights
 
+pytestmark = pytest.mark.slow  # every test trains tiny runs (or reads a module fixture's)
+
 
 def _callbacks(weights, crash_after=None):
     import keras
