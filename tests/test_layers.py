@@ -2,6 +2,8 @@
 read from the source) runs from a layer to itself or a lower one, and no modules import each
 other in a circle. The layers, lowest first, are `helpers/imports.LAYERS`."""
 
+import re
+
 import pytest
 
 from helpers import imports
@@ -120,3 +122,16 @@ def test_the_command_and_name_rules_catch_what_they_are_for(tmp_path):
         (tmp_path / "corolla" / package).mkdir()
         (tmp_path / "corolla" / package / "predict.py").write_text("")
     assert names_in_three_packages(tmp_path) == {"predict": ["a", "b", "c"]}
+
+
+def module_aliases(src=imports.SRC) -> list[str]:
+    """`import X as X_lib` lines in src/corolla: each names a module by a second name, forced
+    where a module's name is taken by a variable; a few are fine, many say the names clash."""
+    return [f"{path.relative_to(src)}: {line.strip()}"
+            for path in sorted((src / "corolla").rglob("*.py"))
+            for line in path.read_text().splitlines()
+            if re.search(r"\bimport \w+ as \w+_lib\b", line)]
+
+
+def test_module_aliases_are_few():
+    assert len(module_aliases()) <= 10, module_aliases()
