@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from corolla.commands import arguments
-from corolla.flows.train import done_line, train
+from corolla.flows.train import train
 
 HELP = ("train a classifier on your photos (a folder of one subfolder per class, or a CSV of "
         "path,label) or on TFRecords, then evaluate it on val (and write submission.csv when "
@@ -17,8 +17,6 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     began = getattr(args, "began", None)  # (set by `cli.main`: when the command started)
-    run_dir, _ = train(args.config, arguments.settings(args), resume=args.resume,
-                       strict=args.strict, began=began)
-    if run_dir is not None:
-        print(done_line(run_dir, began, resumed=args.resume is not None))
+    train(args.config, arguments.settings(args), resume=args.resume, strict=args.strict,
+          began=began)  # (its last line: `flows.train.done_line`)
     return 0

@@ -227,13 +227,15 @@ def train(config_file: str | None = None, given: Given = Given(),
         check_data.save_with_run(run_dir, checked)
         html_report.write(run_dir)
     tracking.finish(run_dir, log, [run_dir / paths.REPORT] if run_dir else ())
+    if run_dir is not None:
+        log(done_line(run_dir, cfg.train.time_budget, began, resumed=resume is not None))
     return run_dir, metrics
 
 
-def done_line(run_dir: Path, began: float | None, resumed: bool) -> str:
-    """The command's last line: the run, and for a new timed run, the command's wall time
-    against its budget (`done in 5.8 min of --time 6m (97%): runs/garden`)."""
-    budget = rundir.read(run_dir)[1].train.time_budget
+def done_line(run_dir: Path, budget: str, began: float | None, resumed: bool) -> str:
+    """The command's last line: the run, and for a new timed run (`budget`: its
+    train.time_budget), the command's wall time against it (`done in 5.8 min of --time 6m
+    (97%): runs/garden`)."""
     if not budget or resumed or began is None:
         return f"done: {run_dir}"
     took = clock.default_clock().since(began)
