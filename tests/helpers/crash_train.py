@@ -169,8 +169,8 @@ elif point == "folder":  # the run folder made (and locked), its config.toml not
 
     corolla.runs.rundir.record = record
 elif point in ("evaluate", "predict"):
-    module = getattr(corolla.evaluation, point)
-    _inner = getattr(module, point)
+    module = {"evaluate": corolla.evaluation.labelled,
+              "predict": corolla.evaluation.unlabelled}[point]
 
     def dying(*args, **kwargs):
         die(f"during {point}")
