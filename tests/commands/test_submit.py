@@ -60,7 +60,7 @@ def fake_kaggle(monkeypatch):
 
 
 def test_submits_the_checked_file_through_the_kaggle_api(run, home, fake_kaggle, monkeypatch,
-                                                          capsys):
+                                                         capsys):
     monkeypatch.setenv("KAGGLE_USERNAME", "someone")
     monkeypatch.setenv("KAGGLE_KEY", "secret")
     assert main(["submit", str(run), "--competition", "tpu-getting-started",
@@ -71,7 +71,7 @@ def test_submits_the_checked_file_through_the_kaggle_api(run, home, fake_kaggle,
 
 
 def test_a_bad_submission_is_refused_before_any_call(run, home, fake_kaggle, monkeypatch,
-                                                      capsys):
+                                                     capsys):
     monkeypatch.setenv("KAGGLE_API_TOKEN", "token")
     (run / paths.SUBMISSION).write_text("id,label\na1,0\nb2,1\nb2,1\nd4,7\n")
     assert main(["submit", str(run), "--competition", "tpu-getting-started", "-m", "x"]) == 2

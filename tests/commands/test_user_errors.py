@@ -15,7 +15,7 @@ from helpers.images import class_folders
     (None, "is a folder; pass a .toml file"),
 ])
 def test_a_config_that_is_not_utf8_or_is_a_folder_is_one_line(tmp_path, capsys, content,
-                                                             says):
+                                                              says):
     path = tmp_path / "c.toml"
     if content is None:
         path.mkdir()
@@ -82,8 +82,8 @@ def test_class_names_that_differ_only_by_spaces_or_case_are_refused(tmp_path, ca
 
 @pytest.mark.parametrize("flag", ["--input-size", "--start-size"])
 def test_a_size_below_the_models_smallest_is_one_line_before_any_folder(tiny_petals,
-                                                                       tmp_path, capsys,
-                                                                       flag):
+                                                                        tmp_path, capsys,
+                                                                        flag):
     import corolla
     from corolla.errors import UserError
 
@@ -100,7 +100,7 @@ def test_a_size_below_the_models_smallest_is_one_line_before_any_folder(tiny_pet
 
 
 def test_an_input_size_out_of_range_names_input_size_before_a_conversion(tmp_path, capsys,
-                                                                           monkeypatch):
+                                                                         monkeypatch):
     """`--input-size 1` and `100000` on an image folder: the errors named --image-size (the
     conversion's flag, which the user never gave), after the photos were surveyed."""
     from helpers.images import make_photos
@@ -181,7 +181,7 @@ def test_a_relative_recipe_file_is_the_same_command_when_re_run(tmp_path, monkey
     (tmp_path / "myrecipe2.toml").write_text('description = "mine"\n')
     (tmp_path / "other.toml").write_text('description = "other"\n')
     saved = config_lib.with_settings(config_lib.load_config(),
-                             {"train.recipe": str(tmp_path / "myrecipe2.toml")})
+                                     {"train.recipe": str(tmp_path / "myrecipe2.toml")})
     names = {"train.recipe": "--recipe"}
     for spelling in ("myrecipe2.toml", "./myrecipe2.toml", str(tmp_path / "myrecipe2.toml")):
         train._check_same_command(saved, Given({"train.recipe": spelling}, names),
@@ -192,7 +192,7 @@ def test_a_relative_recipe_file_is_the_same_command_when_re_run(tmp_path, monkey
 
 
 def test_a_run_without_a_model_says_whether_it_is_being_trained_or_was_stopped(tmp_path,
-                                                                                capsys):
+                                                                               capsys):
     """`report` of a killed run advised `corolla evaluate`, which refuses a killed run; and a
     run still training was told to `--resume`, which is refused while it trains."""
     import os

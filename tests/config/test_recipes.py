@@ -39,7 +39,7 @@ def test_notebook_constants():
             b7["train.lr_decay"], b7["train.scale_lr"]) == (1e-5, 5e-5, 1e-5, 5, 0, 0.8,
                                                             "replicas")
     assert recipes.load_recipe("densenet201-finetune").values == {**b7,
-                                                            "model.name": "densenet201"}
+                                                                  "model.name": "densenet201"}
     x = recipes.load_recipe("xception").values
     assert (x["train.learning_rate"], x["train.warmup_epochs"], x["train.sustain_epochs"],
             x["train.lr_decay"], x["train.scale_lr"]) == (1e-4, 3, 3, 0.5, "replicas")
@@ -121,7 +121,7 @@ def _fake_plan(replicas):
 
 
 def test_the_peak_scales_with_replicas_once_and_the_saved_config_says_what_ran(tiny_petals,
-                                                                              tmp_path):
+                                                                               tmp_path):
     from corolla.training import resolve
 
     cfg, _ = recipes.compose(None, Given({"data.path": str(tiny_petals),

@@ -13,7 +13,7 @@ def test_defaults_follow_the_tutorial():
 def test_overrides_are_typed_and_do_not_touch_the_original():
     base = config.RunConfig()
     c = config.with_settings(base, {"train.epochs": "3", "train.learning_rate": "0.01",
-                            "data.augment": "false", "model.name": "vgg16"})
+                                    "data.augment": "false", "model.name": "vgg16"})
     assert (c.train.epochs, c.train.learning_rate, c.data.augment) == (3, 0.01, [])
     assert base.train.epochs == 12 and base.model.name == "small_cnn"
 

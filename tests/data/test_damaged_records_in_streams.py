@@ -38,7 +38,7 @@ def test_skipping_keeps_predictions_and_ids_aligned(tmp_path):
     """Skipped val records are left out of both ids and images; an undecodable test image is
     predicted from a blank image in its own place, so every test id keeps its row."""
     damaged_data(tmp_path / "data", {("val", 0): "corrupt", ("val", 1): "truncated",
-                              ("test", 0): "not_jpeg"})
+                                     ("test", 0): "not_jpeg"})
     data = layout.open_layout(str(tmp_path / "data"))
     val = check.check_split(data.split("val"), 4, skip_bad_records=True)
     assert [f.count for f in val.files] == [GOOD - 1, GOOD - 1] and val.count == 30

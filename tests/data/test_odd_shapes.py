@@ -121,7 +121,7 @@ def test_a_batch_size_of_millions_is_refused_in_a_config_and_on_a_flag(tmp_path)
         config.load_config(file)
     with pytest.raises(UserError, match="--global-batch-size must be at most 16384"):
         config.with_settings(config.RunConfig(), {"train.global_batch_size": 10**8},
-                     {"train.global_batch_size": "--global-batch-size"})
+                             {"train.global_batch_size": "--global-batch-size"})
 
 
 def _plan(replicas: int, per_replica: int) -> Plan:

@@ -25,7 +25,7 @@ def _from_the_record(path, size: int, fit: str) -> np.ndarray:
     w, h = image.size
     formula = record["resize"]["new_size"].split(" for ")[0]
     new = eval(formula, {"__builtins__": {}}, {"w": w, "h": h, "round": round, "min": min,
-                                                "max": max})
+                                               "max": max})
     if new != (w, h):
         image = image.resize(new, Image.BICUBIC, reducing_gap=record["resize"]["reducing_gap"])
     if fit == "crop":

@@ -43,7 +43,7 @@ def converted(photos, tmp_path_factory) -> tuple[Path, Summary]:
     before = _snapshot(root)
     # A tiny shard size: several files per split, for the sharding test below.
     settings = Settings(image_sizes=(16, 24), val_fraction=0.3, test_fraction=0.15,
-                                shard_mb=0.001)
+                        shard_mb=0.001)
     summary = sharding.convert(sources.scan(root), out, settings, log=lambda *a: None)
     assert _snapshot(root) == before  # SRC is only read
     return out, summary
@@ -85,7 +85,7 @@ def test_a_conversion_is_deterministic_and_the_seed_changes_the_split(photos, tm
     def ids(seed, name):
         out = tmp_path / name
         sharding.convert(source, out, Settings(image_sizes=(8,), seed=seed),
-                        log=lambda *a: None)
+                         log=lambda *a: None)
         data = layout.open_layout(str(out))
         return {s: pipeline.metadata(data.split(s))["ids"] for s in ("train", "val")}
 
@@ -274,7 +274,7 @@ def test_a_folder_is_converted_at_the_size_the_run_reads(photos, tmp_path, monke
     root, _ = photos
     monkeypatch.setenv(datasets.CACHE_ENV, str(tmp_path / "cache"))
     cfg = config_lib.load_config(overrides={"data.path": str(root), "model.name": "small_cnn",
-                                     "model.input_size": 96, "train.batch_size": 4})
+                                            "model.input_size": 96, "train.batch_size": 4})
     resolved, data = settings.resolve(cfg, runtime.detect_for(cfg), log=lambda *a: None)
     assert data.image_size == resolved.model.input_size == 96
 
@@ -294,8 +294,8 @@ def test_flowers5_through_a_folder_and_back(flowers5, tmp_path):
             tf.io.encode_jpeg(example["image"], quality=95).numpy())
         originals[example_id] = example["image"].numpy()
     sharding.convert(sources.scan(tmp_path / "photos"), tmp_path / "recs",
-                    Settings(image_sizes=(192,), val_fraction=0.25),
-                    log=lambda *a: None)
+                     Settings(image_sizes=(192,), val_fraction=0.25),
+                     log=lambda *a: None)
     back = datasets.open_data(str(tmp_path / "recs"))
     got = {**_read_all(back, "train"), **_read_all(back, "val")}
     assert set(got) == set(originals)

@@ -66,7 +66,7 @@ print(json.dumps({{
 
 @pytest.mark.large  # a fresh process importing TensorFlow under a memory cap: CI's large step
 def test_a_classes_file_or_a_record_shard_that_is_a_fifo_is_refused_unopened(tmp_path,
-                                                                              photos):
+                                                                             photos):
     """A photo folder's classes.txt, a TFRecord layout's classes.txt, a shard of a split, a
     k-fold run's fold assignment; and --data naming a device says what it is, not that it
     does not exist."""

@@ -32,7 +32,7 @@ def photos(root, counts: dict[str, int]) -> None:
         for i in range(n):
             name = f"{folder.rsplit('/', 1)[-1]}_{i:04d}.jpg"
             (root / folder / name).write_bytes(b"\xff\xd8 not decoded by prepare: " +
-                                                name.encode())
+                                               name.encode())
 
 
 def rows(path):

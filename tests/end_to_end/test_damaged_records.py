@@ -93,8 +93,8 @@ def test_with_skip_bad_records_training_completes_and_counts_per_file(tmp_path, 
                                                                       train_tiny):
     both = ("not_jpeg", "corrupt")
     damaged = damaged_data(tmp_path / "data", {("train", 0): both, ("train", 1): "truncated",
-                                             ("val", 0): both, ("val", 1): "truncated",
-                                             ("test", 0): "corrupt"})
+                                               ("val", 0): both, ("val", 1): "truncated",
+                                               ("test", 0): "corrupt"})
     run = train_tiny(tmp_path / "runs", "--skip-bad-records", data=tmp_path / "data",
                      tiny=FLAGS)
     out = capsys.readouterr().out

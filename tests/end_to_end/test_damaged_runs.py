@@ -81,7 +81,7 @@ def test_the_advised_skip_bad_records_continues_a_run(tiny_petals, tmp_path, cap
 
 @pytest.mark.slow
 def test_predict_of_a_folder_run_without_test_split_says_how_to_add_one(tmp_path, capsys,
-                                                                       cache, train_tiny):
+                                                                        cache, train_tiny):
     src = class_folders(tmp_path / "src")
     run = train_tiny(tmp_path / "runs", "--image-size", "8", "--batch-size", "2",
                      "--steps-per-epoch", "1", data=src)

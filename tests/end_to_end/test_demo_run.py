@@ -43,7 +43,7 @@ def test_submission_has_each_test_id_exactly_once(tiny_run):
 
 
 def test_evaluate_and_predict_leave_the_model_config_and_history_alone(tiny_run_copy,
-                                                                        tmp_path):
+                                                                       tmp_path):
     run = tiny_run_copy
     kept = (paths.MODEL, paths.CONFIG, paths.HISTORY, paths.PLAN, paths.CLASSES)
     before = {name: (run / name).read_bytes() for name in kept}

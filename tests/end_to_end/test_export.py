@@ -30,7 +30,7 @@ def trained(tiny_run):
     data = inference.open_run(run, plan=plan).layout
     images = np.concatenate([
         np.stack([e["image"].numpy() for e in pipeline.read(data.split(s), data.image_size,
-                                                              ordered=True)])
+                                                            ordered=True)])
         for s in ("test", "val")]).astype(np.float32)
     return run, inference.load_model(run, plan, len(data.class_names)), images
 

@@ -107,7 +107,7 @@ def test_an_interrupted_kfold_run_completes_only_the_unfinished_fold(tiny_kfold,
 
 @pytest.mark.slow
 def test_a_kfold_run_keeps_each_group_of_copies_in_one_fold_and_records_it(tmp_path, cache,
-                                                                          capsys, train_tiny):
+                                                                           capsys, train_tiny):
     planted = copies_folder(tmp_path / "photos")
     parent = train_tiny(tmp_path / "runs", "--folds", "2", "--steps-per-epoch", "1",
                         "--batch-size", "4", "--input-size", "16", data=tmp_path / "photos",

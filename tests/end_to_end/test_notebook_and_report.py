@@ -82,7 +82,7 @@ def test_report_holds_every_metric_and_embeds_every_picture(run):
     for row in m["per_class"]:
         assert html.escape(row["name"].strip()) in text
         cells = "".join(f'<td class="num">{row[k]:.4f}</td>' for k in ("precision", "recall",
-                                                                             "f1"))
+                                                                       "f1"))
         assert f'<td class="num">{row["support"]}</td>{cells}' in text
     for key in ("num_examples", "num_classes_present", "num_classes_scored"):
         assert f'<td class="num">{m[key]}</td>' in text
@@ -113,7 +113,7 @@ def test_ensemble_folder_has_its_report_with_members_and_escaped_names(run, tmp_
                                 names)
     shutil.copytree(twin, tmp_path / "twin2")
     out = ensemble_run([twin, tmp_path / "twin2"], weights="1,1",
-                                out=tmp_path / "blend", log=lambda line: None)
+                       out=tmp_path / "blend", log=lambda line: None)
     text = (out / paths.REPORT).read_text()
     m = json.loads((out / paths.METRICS).read_text())
     assert "Members and weights" in text and "0.500" in text and f"{m['f1_macro']:.4f}" in text

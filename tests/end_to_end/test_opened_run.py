@@ -109,7 +109,7 @@ def test_predict_opens_the_run_once(trained, monkeypatch, args):
 
 
 def test_predictions_on_photos_read_the_run_once_and_open_no_data(trained, monkeypatch,
-                                                                    tmp_path):
+                                                                  tmp_path):
     run, _, _ = trained
     Image.fromarray(np.full((40, 30, 3), 200, np.uint8)).save(tmp_path / "flower.png")
     counts = Counts(monkeypatch)

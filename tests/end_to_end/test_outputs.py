@@ -197,7 +197,7 @@ def test_a_model_naming_a_python_class_as_a_layer_is_one_line_and_runs_nothing(
 @pytest.mark.parametrize("record", [b'{"run_id": "x", "input_size": "abc"}', b"{not json",
                                     b'["a", "list"]', b'{"run_id": 5}'])
 def test_a_tampered_identity_record_in_the_model_is_one_line(tiny_run, tmp_path, capsys,
-                                                              record):
+                                                             record):
     from corolla.runs import identity
 
     other = tmp_path / "tampered"

@@ -44,7 +44,7 @@ def test_a_folder_is_searched_recursively_for_image_files(album):
 
 
 def test_photos_of_any_mode_are_named_by_class_and_broken_ones_listed(run, album, capsys,
-                                                                     tmp_path):
+                                                                      tmp_path):
     root, expected = album
     out = tmp_path / "p.csv"
     assert main(["predict", str(run), str(root), "--top-k", "2", "--out", str(out),

@@ -32,7 +32,7 @@ def test_tensorflow_split_cpu_trains_with_mirrored_strategy(tiny_petals, tmp_pat
 
 @pytest.mark.large  # 37s: CI's large step (the README's suite keeps to 20 min)
 def test_jax_on_four_devices_trains_on_splits_the_global_batch_does_not_divide(tiny_petals,
-                                                                             tmp_path):
+                                                                               tmp_path):
     """Global batch 12 over 4 devices: val (32) and test (20) leave partial batches, which
     Keras' JAX data-parallel path cannot split; validation uses full batches, inference pads."""
     out = _run("jax", 4, "train", tiny_petals, tmp_path, 12)

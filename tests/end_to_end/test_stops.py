@@ -43,7 +43,7 @@ def _stops_with_one_line(process, signum, run):
         process.kill()
     assert process.returncode == 128 + signum, err
     assert err.strip().splitlines()[-1] == f"corolla: interrupted; continue with: corolla " \
-                                          f"train --resume {run}"
+    f"train --resume {run}"
     assert "Traceback" not in err
     assert (run / paths.BACKUP / paths.STATE).is_file() and not (run / paths.FINISHED).exists()
 

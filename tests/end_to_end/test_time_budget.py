@@ -112,7 +112,7 @@ def test_the_budget_is_the_whole_commands_its_last_line_the_time_against_it(
 
 
 def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(train_tiny, tmp_path,
-                                                                         clock):
+                                                                          clock):
     import keras
 
     class Crash(keras.callbacks.Callback):  # after the checkpoint's commit of epoch 2
@@ -139,9 +139,9 @@ def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(train_
 
 
 def test_a_timed_run_on_a_host_slower_than_its_probe_stops_within_its_budget(train_tiny,
-                                                                              tmp_path,
-                                                                              monkeypatch,
-                                                                              clock):
+                                                                             tmp_path,
+                                                                             monkeypatch,
+                                                                             clock):
     from corolla.training.timing import time_plan
 
     # The deadline alone: a plan made again would shrink to the slower pace (the test below).
@@ -163,7 +163,7 @@ def test_a_timed_run_on_a_host_slower_than_its_probe_stops_within_its_budget(tra
 
 
 def test_a_budget_below_one_epoch_is_one_line_naming_the_least(train_tiny, tmp_path, capsys,
-                                                              clock):
+                                                               clock):
     from corolla.training.timing import budget
 
     train_tiny(tmp_path, "--time", "1s", name="s", tiny=TINY, code=2)

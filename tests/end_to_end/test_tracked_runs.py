@@ -98,7 +98,7 @@ def test_evaluate_and_ensemble_join_the_tracked_run(tracked, tmp_path):
     folders = {a.path for a in client.list_artifacts(run_id)}
     assert {"again", "blend"} <= folders
     assert paths.REPORT in {a.path.split("/")[-1] for a in client.list_artifacts(run_id,
-                                                                                  "again")}
+                                                                                 "again")}
 
 
 def test_a_killed_run_resumed_continues_its_mlflow_run_each_epoch_once(store, train_tiny,

@@ -40,7 +40,7 @@ def test_train_on_a_folder_converts_once_into_the_cache(photos, tmp_path, monkey
 
 @pytest.mark.slow
 def test_a_run_keeps_its_split_when_its_source_folder_changes(photos, tmp_path, monkeypatch,
-                                                               capsys, train_tiny):
+                                                              capsys, train_tiny):
     """A photo added after training must not re-split the folder under a run: evaluate reads
     the conversion the run recorded (and says the source changed), resume trains on it; with
     that conversion gone, a changed source is refused and the run's files are kept."""
@@ -92,8 +92,8 @@ def test_a_run_keeps_its_split_when_its_source_folder_changes(photos, tmp_path, 
 @pytest.mark.slow
 @pytest.mark.large  # over 30 s on a slow 2-core host: CI's large step runs it
 def test_a_kfold_run_on_a_folder_keeps_its_folds_when_the_folder_changes(photos, tmp_path,
-                                                                          monkeypatch, capsys,
-                                                                          train_tiny):
+                                                                         monkeypatch, capsys,
+                                                                         train_tiny):
     """The same for k-fold: the parent records the conversion, every fold reads it, and a fold
     evaluated after a photo was added scores its own held-out fold."""
     import shutil

@@ -87,11 +87,11 @@ def test_an_interrupted_run_resumes_from_its_last_completed_epoch(tiny_petals, t
                 raise Stop  # as if the machine went away after one epoch
 
     cfg = config.load_config(overrides={"data.path": str(tiny_petals), "train.epochs": 2,
-                                 "train.batch_size": 8, "output.runs_dir": str(tmp_path),
-                                 "output.name": "r"})
+                                        "train.batch_size": 8, "output.runs_dir": str(tmp_path),
+                                        "output.name": "r"})
     with pytest.raises(Stop):
         training.run(cfg, runtime.detect_for(cfg), log=lambda *a: None,
-                  callbacks=[StopAfterFirstEpoch()])
+                     callbacks=[StopAfterFirstEpoch()])
     run = tmp_path / "r"
     assert (run / paths.BACKUP).is_dir() and not (run / paths.MODEL).exists()
     one_line_error(capsys, ["evaluate", str(run)], "did not finish", f"--resume {run}")
@@ -144,7 +144,7 @@ def test_a_model_trained_at_a_smaller_input_size_evaluates_at_it(train_tiny, tmp
 
 
 def test_a_cache_over_its_share_of_memory_is_left_out_with_a_line(train_tiny, tmp_path,
-                                                                   monkeypatch, capsys):
+                                                                  monkeypatch, capsys):
     """The `cpu` recipe caches decoded images (a few thousand photos); a user's 100,000 would
     fill the host: over CACHE_SHARE of its memory the run decodes every epoch and says so."""
     fits, need, budget = pipeline.cache_fits(3712, 224)
@@ -163,7 +163,7 @@ def test_a_cache_over_its_share_of_memory_is_left_out_with_a_line(train_tiny, tm
 
 
 def test_train_checks_the_data_once_says_it_in_one_line_and_strict_refuses(tmp_path, cache,
-                                                                         capsys, train_tiny):
+                                                                           capsys, train_tiny):
     planted_folder(tmp_path / "photos")
     flags = ["--image-size", "16", "--steps-per-epoch", "1", "--batch-size", "4", "--model",
              "small_cnn"]

@@ -32,7 +32,7 @@ def expected(tiny_run):
     split = data.split("test")
     ids = pipeline.metadata(split)["ids"]
     images = np.stack([e["image"].numpy() for e in pipeline.read(split, data.image_size,
-                                                                   ordered=True)])
+                                                                 ordered=True)])
     images = images.astype(np.float32)
     model = inference.load_model(run, plan, len(data.class_names))
     views = [model.predict(tta.transform(images, v, tta.parameters(v, len(images))),

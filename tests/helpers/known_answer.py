@@ -111,7 +111,7 @@ def run_fixture(data, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("runs") / "rule"
     run_dir.mkdir()
     cfg = config.load_config(overrides={"data.path": str(root), "data.image_size": SIZE,
-                                 "model.name": "small_cnn", "train.epochs": 1})
+                                        "model.name": "small_cnn", "train.epochs": 1})
     config.save_config(cfg, run_dir / paths.CONFIG)
     (run_dir / paths.CLASSES).write_text(format_classes_file(CLASS_NAMES))  # as train saves it
     rule_model().save(run_dir / paths.MODEL)

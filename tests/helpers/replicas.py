@@ -76,10 +76,10 @@ else:
     out = described(plan)
     # Two epochs with progressive resizing: the first at 16 px, the second at the data's 32.
     cfg = config.load_config(overrides={"data.path": sys.argv[4], "output.runs_dir": sys.argv[5],
-                                 "output.name": "run", "train.epochs": 2,
-                                 "train.start_size": 16,
-                                 "train.global_batch_size": GLOBAL_BATCH,
-                                 **(json.loads(sys.argv[7]) if len(sys.argv) > 7 else {})})
+                                        "output.name": "run", "train.epochs": 2,
+                                        "train.start_size": 16,
+                                        "train.global_batch_size": GLOBAL_BATCH,
+                                        **(json.loads(sys.argv[7]) if len(sys.argv) > 7 else {})})
     run_dir, metrics = train_evaluate_predict(cfg, plan, log=lambda *a: None)
     out["run_dir"], out["f1_macro"] = str(run_dir), metrics["f1_macro"]
 print("RESULT " + json.dumps(out))

@@ -60,7 +60,7 @@ def test_a_bad_track_value_is_one_line(capsys, tiny_petals, tmp_path):
 
 
 def test_track_with_its_package_missing_is_one_line_before_training(capsys, tiny_petals,
-                                                                     tmp_path, monkeypatch):
+                                                                    tmp_path, monkeypatch):
     for kind in ("mlflow", "wandb"):
         monkeypatch.setitem(sys.modules, kind, None)
         one_line_error(capsys, ["train", "--data", str(tiny_petals), "--epochs", "1",
@@ -71,7 +71,7 @@ def test_track_with_its_package_missing_is_one_line_before_training(capsys, tiny
 
 
 def test_an_unreachable_mlflow_server_is_one_line_from_one_bounded_request(capsys, tiny_petals,
-                                                                          tmp_path, monkeypatch):
+                                                                           tmp_path, monkeypatch):
     # "Within seconds" is the request's own timeout, not this test's wall time (which is the
     # host's load): one request, no retries, given PROBE_SECONDS.
     (port,) = free_ports(1)  # nothing listens there

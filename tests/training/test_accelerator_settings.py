@@ -165,4 +165,4 @@ def test_accelerator_settings_resume(train_tiny, tmp_path, settings):
     if settings.get("train.deterministic"):
         assert same(whole[epochs - 1], second[epochs - 1])
         assert same(saved_weights(tmp_path / "a" / paths.LAST),
-                     saved_weights(tmp_path / "b" / paths.LAST))
+                    saved_weights(tmp_path / "b" / paths.LAST))

@@ -25,7 +25,7 @@ def test_durations_are_read_in_seconds_and_a_bad_one_is_one_line_naming_the_flag
     for bad in ("10", "m", "-5m", "0s", "1.5d", "inf h", "ten minutes"):
         with pytest.raises(UserError) as e:
             config.load_config(overrides={"train.time_budget": bad},
-                        labels={"train.time_budget": "--time"})
+                               labels={"train.time_budget": "--time"})
         assert str(e.value).startswith("--time must be a duration") and "90s, 10m, 1.5h" in \
             str(e.value) and "\n" not in str(e.value)
 
@@ -44,10 +44,9 @@ def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_ane
     from corolla.flows.train import train_config
 
     saved = tmp_path / "config.toml"
-    config.save_config(config.load_config(overrides={"train.time_budget": "10m", "train.epochs": 14,
-                                       "train.time_plan": "14 epochs of ~38 s",
-                                       "train.steps_per_epoch": 40, "train.time_steps": 31}),
-                saved)
+    config.save_config(config.load_config(overrides={
+        "train.time_budget": "10m", "train.epochs": 14, "train.time_plan": "14 epochs of ~38 s",
+        "train.steps_per_epoch": 40, "train.time_steps": 31}), saved)
     kept = train_config(str(saved))[0].train
     assert (kept.time_plan, kept.time_steps) == ("14 epochs of ~38 s", 31)
     again, _ = train_config(str(saved), Given({"train.time_budget": "5m"}))
@@ -67,16 +66,16 @@ def test_a_killed_run_whose_plan_shortened_its_epochs_continues_with_its_command
     run.mkdir()
     # What a killed run's config holds: the steps asked for, and the plan's own.
     config.save_config(config.load_config(overrides={**flags, "train.time_plan": "5 epochs of ~9 s",
-                                       "train.epochs": 5, "train.time_steps": 31}),
-                run / paths.CONFIG)
+                                                     "train.epochs": 5, "train.time_steps": 31}),
+                       run / paths.CONFIG)
     cfg, resume = train_config(given=Given(flags), log=lambda *a: None)
     assert resume == run and (cfg.train.time_steps, cfg.train.steps_per_epoch) == (31, 40)
 
 
 def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
     t = config.load_config(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
-                               "train.warmup_epochs": 1, "train.sustain_epochs": 2,
-                               "train.lr_decay": 0.8}).train
+                                      "train.warmup_epochs": 1, "train.sustain_epochs": 2,
+                                      "train.lr_decay": 0.8}).train
     twice = budget.shaped(t, 22)
     assert twice["train.frozen_epochs"] == 4 and twice["train.warmup_epochs"] == 2
     assert twice["train.sustain_epochs"] == 4
@@ -89,7 +88,7 @@ def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
 
 def test_a_budget_of_one_epoch_keeps_the_frozen_one_where_a_timed_run_fits_its_linear_head():
     t = config.load_config(overrides={"train.epochs": 11, "train.frozen_epochs": 2,
-                               "train.learning_rate": 3e-3}).train
+                                      "train.learning_rate": 3e-3}).train
     one = budget.shaped(t, 1)
     # Not one thawed epoch from an untrained head: the frozen one, the recipe's own rates.
     assert one["train.frozen_epochs"] == 1 and "train.learning_rate" not in one
@@ -100,8 +99,8 @@ def test_a_budget_of_one_epoch_keeps_the_frozen_one_where_a_timed_run_fits_its_l
 
 def test_the_plan_takes_the_most_epochs_that_fit_the_time_left():
     cfg = config.load_config(overrides={"train.epochs": 10, "model.input_size": 64,
-                                 "train.start_size": 32, "train.size_ramp_start": 0.5,
-                                 "train.size_ramp_end": 0.8})
+                                        "train.start_size": 32, "train.size_ramp_start": 0.5,
+                                        "train.size_ramp_end": 0.8})
     costs = budget.Costs(step={(False, 32): 0.1, (False, 48): 0.2, (False, 64): 0.3},
                          first={(False, 32): 1.0, (False, 48): 1.0, (False, 64): 1.0},
                          epoch={(False, 32): 0.1, (False, 48): 0.1, (False, 64): 0.1},
@@ -176,7 +175,7 @@ def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val
     assert budget.most_epochs(cfg, _phases_of, costs, 60.0, 10) == (22, pytest.approx(58.5))
     # Two phases (frozen, then trained) compile twice: each pays the tracings again.
     two = config.load_config(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
-                                 "model.input_size": 64}).train
+                                        "model.input_size": 64}).train
     costs.step[(True, 64)], costs.first[(True, 64)], costs.epoch[(True, 64)] = 0.1, 1.0, 0.1
     assert budget.seconds(_phases_of(two, 64), costs, 64, 10) == pytest.approx(
         0.1 + 2 * (1.0 + 20.0) + 4 * 1.7)
@@ -190,7 +189,7 @@ def test_a_phase_pays_its_tracings_once_and_every_epoch_its_start_and_a_warm_val
 
 def test_each_epoch_is_charged_its_own_phases_tracings_and_the_sum_is_the_plan():
     two = config.load_config(overrides={"train.epochs": 4, "train.frozen_epochs": 2,
-                                 "model.input_size": 64}).train
+                                        "model.input_size": 64}).train
     costs = budget.Costs(step={(True, 64): 0.1, (False, 64): 0.3},
                          first={(True, 64): 1.0, (False, 64): 2.0},
                          epoch={(True, 64): 0.1, (False, 64): 0.1}, val={64: 0.5},
@@ -266,15 +265,15 @@ def test_frozen_epochs_on_cached_features_cost_their_caching_passes_once():
 
 def test_a_short_budget_may_train_smaller_down_to_the_recipes_least_size():
     cfg = config.load_config(overrides={"model.input_size": 192, "train.time_min_epochs": 8,
-                                 "train.time_min_size": 160})
+                                        "train.time_min_size": 160})
     assert budget.candidates(cfg) == [192, 176, 160]
     assert budget.candidates(config.with_settings(cfg, {"train.time_min_epochs": 0})) == [192]
 
 
 def _cosine(epochs: int, frozen: int = 0) -> config.RunConfig:
     return config.load_config(overrides={"train.epochs": epochs, "train.frozen_epochs": frozen,
-                                  "train.warmup_epochs": 1, "model.input_size": 64,
-                                  "train.schedule": "cosine"})
+                                         "train.warmup_epochs": 1, "model.input_size": 64,
+                                         "train.schedule": "cosine"})
 
 
 def _made(cfg, replan_after=2) -> pacing.Deadline:

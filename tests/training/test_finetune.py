@@ -67,7 +67,7 @@ def test_the_shared_preset_loads_fine_tunes_and_reloads_in_safe_mode(lite0, tmp_
 
 @pytest.mark.slow
 def test_batchnorm_statistics_stay_while_frozen_and_in_inference_mode(lite0, tiny_petals,
-                                                                       tmp_path):
+                                                                      tmp_path):
     """A frozen epoch (the slow path: colour augmentation) then an unfrozen one with
     train.batchnorm auto (pre-trained: inference): every BatchNorm moving mean and variance
     and its scale and offset end as the preset has them, while the convolutions trained."""

@@ -188,7 +188,7 @@ def test_a_budget_with_no_time_for_a_thawed_epoch_ends_with_the_linear_head(
     assert (train["epochs"], train["frozen_epochs"]) == (1, 1)
     # Evaluated, predicted and finished as any run; its refit repeats the winner's recipe.
     assert all((run / name).is_file() for name in (paths.METRICS, paths.SUBMISSION,
-                                                  paths.FINISHED, paths.REFIT))
+                                                   paths.FINISHED, paths.REFIT))
     kept = json.loads((run / paths.LINEAR_HEAD).read_text())["kept"]
     refit_plan = json.loads((run / paths.REFIT_PLAN).read_text())
     assert refit_plan.get("linear_head", False) == kept

@@ -47,7 +47,7 @@ def test_a_refit_trains_every_validated_epoch_or_up_to_the_best_where_early_stop
     six = config.load_config(overrides={"train.epochs": 6}).train
     assert refit.refit_epochs(rows, six) == 4  # the whole schedule trained so far
     stopped = config.load_config(overrides={"train.epochs": 6,
-                                     "train.early_stopping_patience": 2}).train
+                                            "train.early_stopping_patience": 2}).train
     assert refit.refit_epochs(rows, stopped) == 2  # the first of the best
     assert refit.refit_epochs(rows * 2, config.load_config(overrides={
         "train.epochs": 8, "train.early_stopping_patience": 2}).train) == 8  # not stopped
@@ -70,7 +70,7 @@ def _each(first: float, then: float, epochs: int = 10):
 
 def test_a_refit_in_a_time_budget_takes_the_epochs_that_fit_on_its_schedule_reshaped(tmp_path):
     cfg = config.load_config(overrides={"train.epochs": 10, "train.warmup_epochs": 2,
-                                 "train.time_budget": "1m"})
+                                        "train.time_budget": "1m"})
     said = []
     _history(tmp_path / "a", 10)
     # 64 train and 32 val photos: epochs of 4 steps are 6; refit epochs of 9.5 s (the first,
@@ -113,7 +113,7 @@ def test_a_refit_with_time_to_spare_lengthens_its_epochs_up_to_a_bound(tmp_path)
     # Early stopping ended the validated run (3 of 4 epochs): more training is what val found
     # worse, so the refit keeps its pass
     stopping = config.load_config(overrides={"train.epochs": 4, "train.time_budget": "1m",
-                                      "train.early_stopping_patience": 1})
+                                             "train.early_stopping_patience": 1})
     _history(tmp_path / "c", 3)
     early = refit.make_plan(tmp_path / "c", stopping, 4, (64, 32), said.append,
                             (1000.0, _each(9.5, 7.5, 4)))

@@ -28,8 +28,8 @@ def test_progressive_resizing_ramps_in_steps_of_16_and_ends_at_the_input_size():
     from corolla.training import phases, schedule
 
     def sizes(final, epochs, **train):
-        t = config.load_config(overrides={"train.epochs": epochs, **{f"train.{k}": v
-                                                                for k, v in train.items()}}).train
+        overrides = {"train.epochs": epochs, **{f"train.{k}": v for k, v in train.items()}}
+        t = config.load_config(overrides=overrides).train
         return [schedule.size_at(t, final, e) for e in range(epochs)]
 
     # FFCV's ramp by fractions: 96 until half way (epoch 14), linear to 128 by 80% (22.4),
@@ -41,8 +41,8 @@ def test_progressive_resizing_ramps_in_steps_of_16_and_ends_at_the_input_size():
     assert sizes(200, 3, start_size=64, size_ramp_start=0.9, size_ramp_end=0.9) == [64, 64, 200]
     # Phases split where the size changes, and where two-phase fine-tuning unfreezes.
     t = config.load_config(overrides={"train.epochs": 6, "train.start_size": 16,
-                               "train.frozen_epochs": 2, "train.size_ramp_start": 0.4,
-                               "train.size_ramp_end": 0.6}).train
+                                      "train.frozen_epochs": 2, "train.size_ramp_start": 0.4,
+                                      "train.size_ramp_end": 0.6}).train
     assert [(p.start, p.end, p.frozen, p.size) for p in phases.phases(t, True, 32)] == [
         (0, 2, True, 16), (2, 4, False, 16), (4, 6, False, 32)]
     assert [(p.start, p.end, p.size) for p in phases.phases(t, True, 0)] == [(0, 2, 0), (2, 6, 0)]

@@ -141,7 +141,7 @@ def test_ema_weights_are_saved_and_resume_across_the_phase_boundary_is_exact(opt
     a, b = saved_weights(tmp / "a" / paths.LAST), saved_weights(tmp / "b" / paths.LAST)
     assert same(a, b)
     assert same(saved_weights(tmp / "a" / paths.MODEL),
-                 saved_weights(tmp / "b" / paths.MODEL))
+                saved_weights(tmp / "b" / paths.MODEL))
     assert not same(a, whole[1])  # raw weights at the end of the last epoch: not what is saved
     assert same(whole[1], resumed[1])
     assert [r["epoch"] for r in history(tmp / "b")] == ["1", "2"]
@@ -191,7 +191,7 @@ def test_a_progressive_run_resumes_at_the_size_of_its_next_epoch(progressive_run
     assert resumed == [(0, 16, 16), (1, 16, 16), (2, 32, 32)]
     assert [r["epoch"] for r in history(tmp / "b")] == ["1", "2", "3"]
     assert same(saved_weights(tmp / "a" / paths.LAST),
-                 saved_weights(tmp / "b" / paths.LAST))
+                saved_weights(tmp / "b" / paths.LAST))
 
 
 def test_a_progressive_run_resumed_after_its_size_changed_trains_as_the_uninterrupted_one(
@@ -232,7 +232,7 @@ def test_epochs_of_other_steps_after_a_plan_made_again_train_them_and_resume_exa
     # Each epoch's rate is its last update's (counted from 0): 1 and 3, then 4 and 5, which
     # the schedule of 2-step epochs over the 8 updates of the run reads as its 4 and 4 + 2.
     t = config.load_config(overrides={"train.learning_rate": 3e-3, "train.min_learning_rate": 3e-5,
-                               **overrides}).train
+                                      **overrides}).train
     plain = for_training(t, 2)
     expected = [float(keras.ops.convert_to_numpy(plain(u))) for u in (1, 3, 4, 6)]
     assert [float(r) for r in rates[0]] == pytest.approx(expected) and rates[0] == rates[1]

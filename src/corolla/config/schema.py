@@ -368,7 +368,7 @@ def _types(section) -> dict[str, type]:
 
 
 def with_settings(config: RunConfig, updates: dict[str, Any],
-          labels: dict[str, str] | None = None) -> RunConfig:
+                  labels: dict[str, str] | None = None) -> RunConfig:
     """A copy of `config` with dotted-key updates ("train.epochs": 3) applied and checked.
     `labels` names where a key's value came from (its flag, "--epochs"), for error messages."""
     labels = labels or {}

@@ -49,7 +49,7 @@ def open_data(path: str, image_size: int = 0, preferred_size: int = 224, *, feat
     source = sources.scan(path, log)
     settings = Settings(image_sizes=(image_size or preferred_size,))
     out = cache.cached(source, settings, cache_dir() / "converted", log=log,
-                         copies=lambda: survey.copies(path, checks_dir(), log))
+                       copies=lambda: survey.copies(path, checks_dir(), log))
     layout = open_layout(str(out), image_size or preferred_size)
     return with_source(layout, source.path)
 

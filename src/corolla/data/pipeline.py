@@ -150,9 +150,9 @@ def read(split: Split, image_size: int, *, ordered: bool, shard: tuple[int, int]
     """Parsed records of a split (see `records.parse`); damaged ones are left out when
     skipping (in the test split too: `eval_dataset` is what keeps the test ids' places)."""
     return record_stream(split, ordered=ordered, shard=shard, auto_shard=auto_shard,
-                    skip=skip_bad_records).map(_parser(split, image_size),
-                                               num_parallel_calls=AUTOTUNE,
-                                               deterministic=ordered)
+                         skip=skip_bad_records).map(_parser(split, image_size),
+                                                    num_parallel_calls=AUTOTUNE,
+                                                    deterministic=ordered)
 
 
 def epoch_seed(seed, epoch) -> tf.Tensor:

@@ -55,8 +55,8 @@ def inference_plan(config: RunConfig, given: Given = Given()) -> Plan:
     settings say otherwise (other settings are the run's own and are ignored)."""
     given = given.only("runtime.", "train.")
     return detect_for(with_settings(config, {"runtime.strategy": "auto",
-                                                "train.global_batch_size": 0, **given.values},
-                                       given.names))
+                                             "train.global_batch_size": 0, **given.values},
+                                    given.names))
 
 
 def check_packages(run_dir: Path, config: RunConfig) -> None:

@@ -35,7 +35,7 @@ def pool_folds(assignment, fold_dirs: list[Path], class_names, split: str) -> Po
                             f"{len(expected)} ids; evaluate that fold again (`corolla evaluate "
                             f"{d}`)")
         scores = classification_metrics(p.labels, p.predicted, p.class_names,
-                                                    interval=False)
+                                        interval=False)
         per_fold.append({"fold": fold, "num_examples": len(p), "accuracy": scores["accuracy"],
                          "f1_macro": scores["f1_macro"]})
     oof = predictions.make(

@@ -133,7 +133,7 @@ def accelerator_auto(config_file: str | config.ConfigFile | None, flags: dict,
     spec = models.get(model)
     size, examples, why = _image_size(asked, recipe, spec, decided, why)
     input_size = asked.get("model.input_size", decided.get("model.input_size",
-                                                               recipe.get("model.input_size")))
+                                                           recipe.get("model.input_size")))
     input_size = min(input_size or size or spec.image_size, size or spec.image_size)
     why = _batch(asked, recipe, spec, plan, input_size, examples, decided, why)
     return decided, why
@@ -198,7 +198,7 @@ def _batch(asked: dict, recipe: dict, spec, plan, input_size: int, examples: int
                 f"{plan.precision})")
         if recipe.get("train.scale_lr") == "replicas" and "train.learning_rate" not in asked:
             rate = config.derived_rate(recipe["train.learning_rate"] * batch
-                                   / recipe["train.batch_size"])
+                                       / recipe["train.batch_size"])
             decided["train.learning_rate"] = rate
             why += f", peak learning rate {rate:g} x replicas"
     return why

@@ -107,10 +107,10 @@ def evaluate_run(opened: OpenedRun, model=None, log=print, out: str | Path | Non
             f"the {scored_split.count} images of the val split of {layout.root}"
         log(f"scores on {what} go to {out_dir}, not over the run's own metrics")
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names),
-                                                           config)
+                                                       config)
     skip = config.data.skip_bad_records
     evaluation = labelled.evaluate(model, layout, plan, skip_bad_records=skip, tta=tta,
-                                       log=log)
+                                   log=log)
     evaluation.metrics["data"] = layout.source or layout.root  # the user's, not the cache's
     if layout.source:
         evaluation.metrics["data_converted"] = layout.root

@@ -85,7 +85,7 @@ def _assignment(config: RunConfig, layout, log) -> folds.Assignment:
         f"{config.train.seed}" + (f"; {together} copies kept in their originals' folds)"
                                   if together else ")"))
     return folds.Assignment(tuple(meta["ids"]), tuple(meta["labels"]),
-                                tuple(found.tolist()), tuple(groups) if together else ())
+                            tuple(found.tolist()), tuple(groups) if together else ())
 
 
 def _copy_groups(config: RunConfig, ids, log) -> list[str] | None:

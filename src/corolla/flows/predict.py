@@ -110,9 +110,9 @@ def predict_run(opened: OpenedRun, model=None, out: str | Path | None = None, lo
             raise
         saved_in = None  # a run this user may not write into: the submission goes to `out`
     model = model if model is not None else load_model(run_dir, plan, len(layout.class_names),
-                                                           config, final=True)
+                                                       config, final=True)
     result = unlabelled.predict(model, layout, plan,
-                                 skip_bad_records=config.data.skip_bad_records, tta=tta, log=log)
+                                skip_bad_records=config.data.skip_bad_records, tta=tta, log=log)
     if saved_in is not None:
         make_folder(saved_in)
         saved = scored.save_predictions(paths.predictions_file(saved_in, result.split),

@@ -245,4 +245,4 @@ def decide(hw: Hardware, cluster: Cluster, *, backend: str = "auto", strategy: s
                     jit_compile=choose_jit_compile(chosen, accel, strategy, hw, jit_compile,
                                                    deterministic),
                     steps_per_execution=choose_steps_per_execution(steps_per_execution, accel,
-                                                                        chosen))
+                                                                   chosen))

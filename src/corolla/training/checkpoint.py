@@ -116,7 +116,7 @@ class Checkpoint(keras.callbacks.Callback):
             best_epoch, best_f1, best = epoch, f1, f"best-epoch-{epoch:04d}.npz"
             with ema_weights(self.swap):
                 backup.save_model_weights(self.model if self.saved is None else self.saved,
-                                   self.backup_dir / best)
+                                          self.backup_dir / best)
         row["seconds"] = round(self.spent(), 2)  # the backup's own time included
         self.state = BackupState(epoch + 1, name, self.state.history + [row], best_epoch,
                                  best_f1, best, self.state.linear_head)

@@ -58,7 +58,7 @@ def phase_schedule(phase: phases.Phase, train: config.TrainConfig, steps: int,
     later = (train.time_steps_from, later_steps // updates) \
         if later_steps and train.time_steps_from else None
     return for_training(train, steps // updates, updates, first_epoch=phase.start,
-                                     scale=phase.lr_scale, later=later)
+                        scale=phase.lr_scale, later=later)
 
 
 def compile_head(head, model, plan: Plan, steps_per_execution: int) -> None:

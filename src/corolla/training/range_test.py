@@ -214,7 +214,7 @@ def range_test(model, data, compile_with, settings: RangeSettings = RangeSetting
     result.stopped = result.stopped or "end"
     result.seconds = time.monotonic() - began
     result.suggestion, result.index = suggest(result.rates, result.smoothed, settings.rule,
-                                               settings.steps)
+                                              settings.steps)
     if result.suggestion is not None:
         result.suggestion = float(f"{result.suggestion:.3g}")  # as said: a rate people type
     return result
@@ -288,6 +288,6 @@ def with_rate(config: RunConfig, asked: TrainConfig,
     return with_settings(config, {
         "train.learning_rate": rate, "train.scale_lr": "none",
         "train.start_learning_rate": derived_rate(min(asked.start_learning_rate, rate)
-                                                     if asked.start_learning_rate else rate / 10),
+                                                  if asked.start_learning_rate else rate / 10),
         "train.min_learning_rate": derived_rate(min(asked.min_learning_rate, rate)
-                                                   if asked.min_learning_rate else rate / 100)})
+                                                if asked.min_learning_rate else rate / 100)})

@@ -192,8 +192,8 @@ def train(run_dir: Path, plan: Plan, log, timed: RefitDeadline | None = None) ->
         return None
     # Its epochs all of one length (the plan's steps), whatever the validated run's were.
     config = with_settings(config, {"train.time_steps_from": 0,
-                                               "train.time_steps_later": 0,
-                                               **record["settings"]})
+                                    "train.time_steps_later": 0,
+                                    **record["settings"]})
     set_determinism(config, plan)
     steps, steps_per_execution = epoch_steps(config.train, plan, log)
     backup_dir = run_dir / paths.REFIT_BACKUP

@@ -135,7 +135,7 @@ def _read_layout(layout, progress) -> list[Entry]:
                 # As training says it: a damaged file, or records whose features have other
                 # names (read through [data] image_feature = ... in a config)
                 raise Unreadable(check.damaged_error(file.path, split.labelled, e,
-                                                layout.features)) from None
+                                                     layout.features)) from None
     return out
 
 

@@ -278,8 +278,8 @@ TO_REPLAN = "so that the plan is made again from the first trained epoch's pace"
 
 
 def epochs_that_fit(config: RunConfig, phases_of, costs: Costs, left: float, steps: int,
-         caching: Caching | None = None, unit: int = 1,
-         replans=None) -> tuple[int, int, float, str]:
+                    caching: Caching | None = None, unit: int = 1,
+                    replans=None) -> tuple[int, int, float, str]:
     """(epochs, steps per epoch, their estimated seconds, why the epochs are shorter than
     `steps`): the most whole epochs of `steps` that fit in `left` seconds, or one more of fewer
     steps where that fits (`shortened`; TIME_LEFT); (0, `steps`, one epoch's seconds, "")
@@ -368,7 +368,7 @@ LINEAR_HEAD = "the frozen features and the linear head"
 
 
 def plan_line(budget: str, epochs: int, estimate: float, spent: float, note: str,
-             after: float = 0.0) -> str:
+              after: float = 0.0) -> str:
     """The one line that says the plan: `time 10m: 14 epochs of ~38 s (measured), ...`;
     `after`: the seconds kept for what follows training (`after_training`)."""
     epoch = estimate / epochs

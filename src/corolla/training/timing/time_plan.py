@@ -66,8 +66,8 @@ def plan_time(trainer: Trainer, val_split, began: float, log) -> Prepared:
     log(line)
     # train.time_steps: only a shortened epoch's (a resumed run reads it: `epoch_steps`).
     planned = with_settings(sized, {**budget.shaped(t, epochs),
-                                       "train.time_steps": epoch_steps * (epoch_steps != steps),
-                                       "train.time_plan": line.partition(": ")[2]})
+                                    "train.time_steps": epoch_steps * (epoch_steps != steps),
+                                    "train.time_plan": line.partition(": ")[2]})
     # The plan's epochs, each as measured, for the run to stop short of them where it falls
     # behind (`pacing.Deadline`).
     plan_phases = of_config(planned)
@@ -150,9 +150,9 @@ def replan(trainer: Trainer, run_dir, log) -> None:
             f"min in all")
     log(f"time {t.time_budget}: plan {line}" + (" (none more fits)" if epochs == done else ""))
     planned = with_settings(config, {**pacing.reshaped(t, epochs),
-                                        "train.time_steps_from": done * bool(shorter),
-                                        "train.time_steps_later": later * bool(shorter),
-                                        "train.time_plan": f"{t.time_plan}; {line}"})
+                                     "train.time_steps_from": done * bool(shorter),
+                                     "train.time_steps_later": later * bool(shorter),
+                                     "train.time_plan": f"{t.time_plan}; {line}"})
     if run_dir is not None:
         save_config(planned, run_dir / paths.CONFIG)
     trainer.adopt_plan(ready.planned(planned, ready.steps, made))
