@@ -106,8 +106,9 @@ class ModelConfig:
         "--models), or hub:PRESET: a keras-hub preset name or local preset folder; {recipe}")
     weights: str = setting(  # "none", "imagenet" (downloads) or a local backbone weights file
         "none", flag="--weights", help="none, imagenet (Keras downloads it; a hub preset's own "
-        "weights), a local backbone weights file, or (efficientnet_lite0) a local keras-hub "
-        "preset folder; {recipe}")
+        "weights), a local backbone weights file, (efficientnet_lite0) a local keras-hub "
+        "preset folder, or a folder of EfficientNet-Lite preset folders, whose rung --time "
+        "chooses (recipe auto on a CPU); {recipe}")
     train_backbone: bool = setting(  # False freezes the backbone, as the tutorial does with VGG16
         True, flag="--freeze-backbone", action="store_false", default=None,
         help="train only the classifier head")
