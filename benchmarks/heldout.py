@@ -307,4 +307,18 @@ def train(out: Path, weights: Path, budget: str, seed: int, name: str,
     f1, accuracy, n = score(run, out)
     val = json.loads((run / "metrics.json").read_text())["f1_macro"]
     return {"f1": f1, "accuracy": accuracy, "tested": n, "val_f1": val, "seconds": seconds,
-            "load_before": before, "load_after": os.getloadavg(), "pace": pace(log)}
+            "load_before": before, "load_after": os.getloadavg(), "pace": pace(log),
+            **rung(run)}
+
+
+def rung(run: Path) -> dict:
+    """The backbone the run trained (`rung`: its weights folder's name, as a probe's
+    `weights`) and its input size, from the run's config.toml: where `--weights` named a
+    folder of preset folders, the ladder chose among them."""
+    import tomllib
+
+    model = tomllib.loads((run / "config.toml").read_text()).get("model", {})
+    name, weights = str(model.get("name", "")), str(model.get("weights", ""))
+    folder = name.partition("hub:")[2] if name.startswith("hub:") else weights
+    return {"rung": Path(folder).name if "/" in folder else name,
+            "size": model.get("input_size")}

@@ -367,12 +367,15 @@ def table(files: list[Path]) -> None:
     order = list(dict.fromkeys(r["data"] for r in rows))
     shown.sort(key=lambda r: order.index(r["data"]))
     for row in shown:
-        p = probes.get((row["data"], row["weights"]))
+        # The probe of the backbone the run trained (the ladder's rung where it chose one).
+        p = probes.get((row["data"], row.get("rung") or row["weights"]))
         cells = [row["data"], str(row["classes"]), row["per_class"],
                  "-" if not p else f"{p['f1']:.4f}" + (
                      f" ({p['tested']} test photos)" if p.get("test_cap") else "")]
         if row["kind"] == "train":
-            cells += [f"{row['f1']:.4f} (--time {row['time']}, seed {row['seed']}"
+            rung = f"{row['rung'].replace('efficientnet_', '').replace('_imagenet', '')}" \
+                f"@{row['size']}, " if row.get("rung") else ""
+            cells += [f"{row['f1']:.4f} ({rung}--time {row['time']}, seed {row['seed']}"
                       + (f", {row['extra']}" if row["extra"] else "") + ")",
                       f"{row['seconds']:.0f} / {_seconds(row['time']):.0f}"]
             if p:
