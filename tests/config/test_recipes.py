@@ -166,3 +166,15 @@ def test_info_lists_every_recipe_with_its_sizes(capsys):
     cpu = config.with_settings(config.RunConfig(), recipes.load_recipe("cpu").values)
     assert cpu.train.start_size and cpu.model.input_size
     assert rows["cpu"][2] == f"{cpu.train.start_size}-{cpu.model.input_size}"
+
+
+def test_the_recipe_line_names_the_model_and_size_a_run_trains_where_they_differ():
+    recipe = recipes.load_recipe("cpu-finetune")
+    own = config.with_settings(config.RunConfig(), recipe.values)
+    assert recipe.line(own) == f"recipe cpu-finetune: {recipe.description}"
+    ladder = config.with_settings(own, {"model.name": "hub:/w/efficientnet_lite1_imagenet",
+                                        "model.input_size": 240})
+    assert recipe.line(ladder) == (f"recipe cpu-finetune: {recipe.description} (this run: "
+                                   f"model hub:/w/efficientnet_lite1_imagenet, 240 px)")
+    sized = config.with_settings(own, {"model.input_size": 224})
+    assert recipe.line(sized).endswith("(this run: 224 px)")

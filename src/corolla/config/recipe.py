@@ -32,6 +32,18 @@ class Recipe:
     description: str
     values: dict[str, Any]  # dotted config keys -> values, checked
 
+    def line(self, config: schema.RunConfig) -> str:
+        """The run's recipe line: its name and description, and where the run trains another
+        model or input size than the description names (the backbone ladder's rung, or the
+        user's --model/--size), the one it trains, so the line is never wrong about it."""
+        own = schema.with_settings(schema.RunConfig(), self.values).model
+        model = config.model
+        changed = [f"model {model.name}" if model.name != own.name else "",
+                   f"{model.input_size} px" if model.input_size != own.input_size else ""]
+        changed = [c for c in changed if c]
+        return f"recipe {self.name}: {self.description}" + (
+            f" (this run: {', '.join(changed)})" if changed else "")
+
 
 def names() -> list[str]:
     return sorted(p.stem for p in FOLDER.glob("*.toml"))

@@ -46,7 +46,7 @@ def lr_find(config_file: str | None = None, given: Given = Given(),
     check_folder(make_folder(out), out_flag)  # before the work
     plan = runtime.detect_for(cfg)  # first: it picks the Keras backend
     cfg, plan, recipe = train_flow.for_plan(config_file, given, plan, log)
-    log(f"recipe {recipe.name}: {recipe.description}")
+    log(recipe.line(cfg))
     from corolla.training import range_test
 
     found = range_test.find(cfg, plan, settings, log)

@@ -208,7 +208,7 @@ def train(config_file: str | None = None, given: Given = Given(),
         name = cfg.output.name  # (a saved config's name may have been replaced by a free one)
         cfg, plan, recipe = for_plan(config_file, given, plan, log)
         cfg = config_lib.with_settings(cfg, {"output.name": name})
-        log(f"recipe {recipe.name}: {recipe.description}")
+        log(recipe.line(cfg))
     from corolla.data import datasets
 
     checked = check_data.for_training(cfg.data.path, datasets.features_of(cfg.data), strict,
