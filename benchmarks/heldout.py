@@ -301,6 +301,9 @@ def train(out: Path, weights: Path, budget: str, seed: int, name: str,
     seconds = time.monotonic() - began
     log = "".join(lines)
     (out / "runs" / f"{name}.log").write_text(log)
+    if process.returncode == 2 and lines:  # refused, in one line: a row of its own
+        return {"refused": lines[-1].strip(), "seconds": seconds, "load_before": before,
+                "load_after": os.getloadavg()}
     if process.returncode:
         raise SystemExit(f"corolla train exited {process.returncode}")
     run = out / "runs" / name

@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -325,6 +326,11 @@ def train(args) -> None:
                           for c in args.extra.replace("--", "")).strip("-")
             run = f"{name}-{args.time}-{seed}" + (f"-{tag}" if tag else "")
             r = heldout.train(out, args.weights, args.time, seed, run, args.extra)
+            if "refused" in r:
+                print(f"{name} --time {args.time} seed {seed}: {r['refused']}", flush=True)
+                _append(args, {"kind": "train", "data": name, "time": args.time, "seed": seed,
+                               "extra": args.extra, "run": run, **_shape(described), **r})
+                continue
             print(f"{name} --time {args.time} seed {seed}: test macro F1 {r['f1']:.4f} "
                   f"(accuracy {r['accuracy']:.4f}), val macro F1 {r['val_f1']:.4f}; the "
                   f"command took {r['seconds']:.0f} s; {heldout.load()}", flush=True)
@@ -372,7 +378,12 @@ def table(files: list[Path]) -> None:
         cells = [row["data"], str(row["classes"]), row["per_class"],
                  "-" if not p else f"{p['f1']:.4f}" + (
                      f" ({p['tested']} test photos)" if p.get("test_cap") else "")]
-        if row["kind"] == "train":
+        if row.get("refused"):
+            least = re.search(r"give at least (--time \S+)", row["refused"])
+            cells += [f"refused (--time {row['time']}, seed {row['seed']}): "
+                      + (f"{least.group(1)} needed" if least else row["refused"]),
+                      f"{row['seconds']:.0f} / {_seconds(row['time']):.0f}"]
+        elif row["kind"] == "train":
             rung = f"{row['rung'].replace('efficientnet_', '').replace('_imagenet', '')}" \
                 f"@{row['size']}, " if row.get("rung") else ""
             cells += [f"{row['f1']:.4f} ({rung}--time {row['time']}, seed {row['seed']}"

@@ -25,8 +25,8 @@ def test_the_rung_that_gains_most_of_those_that_earn_their_time_and_fit_is_chose
     # 1,000 photos at 0.01 s an image on the foot: Lite2 takes 30 s, within 25% of 180 s.
     rung, why = ladder.choose(RUNGS, 180, 1000, 0.01, SUITE)
     assert rung == RUNGS[3]
-    assert why == ("EfficientNet-Lite2 at 260 px: its features of 1000 images take ~30 s here, "
-                   "within 25% of 180 s, and its linear probe gains +0.040 on the suite")
+    assert why == ("EfficientNet-Lite2 at 260 px: its forward passes over 1000 images take ~30 s "
+                   "here, within 25% of 180 s, and its linear probe gains +0.040 on the suite")
 
 
 def test_a_larger_rung_that_gains_less_is_not_chosen():
@@ -38,8 +38,9 @@ def test_a_larger_rung_that_gains_less_is_not_chosen():
 def test_a_rung_whose_features_do_not_fit_gives_way_to_a_smaller_one_that_earns():
     # Lite2: 150 s, over 45 s; Lite1 does not earn (worse on a set); Lite0 at 224: 70 s > 45.
     rung, why = ladder.choose(RUNGS, 180, 5000, 0.01, SUITE)
-    assert rung == RUNGS[0] and "Lite0 at 224 px's features of 5000 images would take ~70 s" \
-        in why and "over 25% of 180 s" in why
+    assert rung == RUNGS[0] and \
+        "Lite0 at 224 px's forward passes over 5000 images would take ~70 s" in why and \
+        "over 25% of 180 s" in why
     rung, _ = ladder.choose(RUNGS, 300, 5000, 0.01, SUITE)  # 75 s allowed: Lite0 at 224
     assert rung == RUNGS[1]
 
@@ -131,13 +132,13 @@ def test_recipe_auto_climbs_to_a_rung_of_a_weights_folder_where_it_earns_and_fit
         tmp_path, monkeypatch):
     shelf = _shelf(tmp_path)
     monkeypatch.setattr(ladder, "SUITE", SUITE)
-    monkeypatch.setattr(auto, "_photos", lambda path: 500)  # and their mirror images
+    monkeypatch.setattr(auto, "_forward_passes", lambda path: 1000)
     asked = {"model.weights": str(shelf), "train.time_budget": "3m", "data.path": "x"}
     decided, why = auto.backbone(asked, RECIPE, measure=lambda rung: 0.01)
     lite2 = str(shelf / "efficientnet_lite2_imagenet")
     assert decided == {"model.name": f"hub:{lite2}", "model.weights": "imagenet",
                        "model.input_size": 260}
-    assert why.startswith("EfficientNet-Lite2 at 260 px: its features of 1000 images")
+    assert why.startswith("EfficientNet-Lite2 at 260 px: its forward passes over 1000 images")
     # A slower host: Lite0 at 224 is what fits, from the same folder's Lite0.
     decided, _ = auto.backbone(asked, RECIPE, measure=lambda rung: 0.1)
     assert decided == {"model.weights": str(shelf / "efficientnet_lite0_imagenet")}
@@ -151,11 +152,20 @@ def test_recipe_auto_measures_nothing_where_no_rung_earns_its_time(tmp_path, mon
     def measure(rung):
         raise AssertionError("measured")
 
-    monkeypatch.setattr(auto, "_photos", measure)
+    monkeypatch.setattr(auto, "_forward_passes", measure)
     asked = {"model.weights": str(shelf), "train.time_budget": "3m"}
     decided, why = auto.backbone(asked, RECIPE, measure=measure)
     assert decided == {"model.weights": str(shelf / "efficientnet_lite0_imagenet")}
     assert "no larger rung earns its time" in why
+
+
+def test_the_ladder_counts_a_labelled_photo_and_its_mirror_and_a_test_photo_once(tmp_path):
+    from PIL import Image
+
+    for name in ("train/a/1.jpg", "train/a/2.jpg", "train/b/3.jpg", "test/4.jpg"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (8, 8)).save(tmp_path / name)
+    assert auto._forward_passes(str(tmp_path)) == 2 * 3 + 1
 
 
 def test_recipe_auto_leaves_a_users_choice_of_model_preset_or_size_alone(tmp_path):

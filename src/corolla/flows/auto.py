@@ -85,8 +85,7 @@ def backbone(asked: dict, recipe: dict, measure=ladder.measure) -> tuple[dict, s
     seconds = config.duration_seconds(budget) if budget else None
     pace = images = None
     if seconds and ladder.climbable(rungs):
-        # Each photo and, at most, its mirror image (the frozen phase's flips).
-        images = 2 * _photos(asked.get("data.path", ""))
+        images = _forward_passes(asked.get("data.path", ""))
         pace = measure(rungs[0])
     rung, why = ladder.choose(rungs, seconds, images or 0, pace)
     decided = {} if rung.weights == "imagenet" else {"model.weights": rung.weights}
@@ -97,17 +96,20 @@ def backbone(asked: dict, recipe: dict, measure=ladder.measure) -> tuple[dict, s
     return decided, why
 
 
-def _photos(path: str) -> int:
-    """The photos of the data at `path`, every split (an image folder or CSV listed, a
-    layout's records counted), for the ladder's estimate of a rung's forward passes."""
+def _forward_passes(path: str) -> int:
+    """The forward passes a rung makes over the data at `path` (an image folder or CSV listed,
+    a layout's records counted): each labelled photo and its mirror image (the frozen phase's
+    features, flipped), and each unlabelled one once (its prediction)."""
     kind = sources.kind_of(path)
     if kind != "layout":
-        return len(sources.scan(path, log=lambda *a: None).items)
+        items = sources.scan(path, log=lambda *a: None).items
+        return sum(1 if item.label is None else 2 for item in items)
     from corolla.data import layout as layout_lib
 
     sizes = layout_lib.available_sizes(path)
     layout = layout_lib.open_layout(path, sizes[0])
-    return sum(layout.split(s).count for s in ("train", "val", "test") if layout.has_split(s))
+    return sum(layout.split(s).count * (1 if s == "test" else 2)
+               for s in ("train", "val", "test") if layout.has_split(s))
 
 
 def accelerator_auto(config_file: str | config.ConfigFile | None, flags: dict,

@@ -15,7 +15,8 @@ Lite1 at 240, Lite2 at 260. Where they come from:
 
 A rung is climbed only where the suite's linear probes say it earns its time (`SUITE`: its
 mean test macro F1 over the sets against the first rung's at least `MIN_GAIN`, and no set
-below it) AND its features of the run's photos fit `SHARE` of the budget at the host's
+below it) AND its forward passes over the run's photos (the labelled ones' features and their
+mirror images', the test split's predictions) fit `SHARE` of the budget at the host's
 measured pace; of those, the one that gained most (on the suite Lite1 gains more than Lite2).
 `choose` is the rule, pure; `local_rungs` reads the folders; `measure` times the
 foot's forward pass, only where a climb is possible at all.
@@ -52,7 +53,7 @@ SUITE: dict[tuple[str, int], tuple[float, float, float]] = {
     ("lite2", 260): (2.27, 0.0136, 0.0099),
 }
 MIN_GAIN = 0.01  # a climb's mean gain on the suite, at least (and no set worse)
-SHARE = 0.25  # of the budget, at most, for the features of a climbed rung
+SHARE = 0.25  # of the budget, at most, for a climbed rung's forward passes
 ONLINE = ("lite0",)  # keras-hub's downloadable presets of the family (keras-hub 0.32)
 
 
@@ -154,13 +155,14 @@ def choose(rungs: list[Rung], budget: float | None, images: int,
 
     for rung in earning:
         if seconds(rung) <= allowed:
-            return rung, (f"{_named(rung)}: its features of {images} images take ~"
+            return rung, (f"{_named(rung)}: its forward passes over {images} images take ~"
                           f"{seconds(rung):.0f} s here, within {share:.0%} of {budget:.0f} s, "
                           f"and its linear probe gains {suite[(rung.name, rung.size)][1]:+.3f} "
                           f"on the suite")
     cheapest = min(earning, key=seconds)
-    return first, (f"{_named(first)}: {_named(cheapest)}'s features of {images} images would "
-                   f"take ~{seconds(cheapest):.0f} s here, over {share:.0%} of {budget:.0f} s")
+    return first, (f"{_named(first)}: {_named(cheapest)}'s forward passes over {images} images "
+                   f"would take ~{seconds(cheapest):.0f} s here, over {share:.0%} of "
+                   f"{budget:.0f} s")
 
 
 def _named(rung: Rung) -> str:
