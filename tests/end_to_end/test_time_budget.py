@@ -20,7 +20,7 @@ import pytest
 
 from corolla import config
 from corolla.files import read_history
-from corolla.runs import paths
+from corolla.runs import paths, rundir
 from helpers.clock import StepClock, driving, pace_from
 from helpers.runs import Stop
 
@@ -53,7 +53,8 @@ def _last_step_left(train):
 
 
 def _config(run):
-    return tomllib.loads((run / paths.CONFIG).read_text())["train"]
+    """The train settings the run trains by: its config.toml, with its time_plan.json."""
+    return rundir.config_of(run).to_dict()["train"]
 
 
 def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tiny, tmp_path,
@@ -65,6 +66,10 @@ def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tin
     line = next(s for s in out if s.startswith("time 30s:"))
     assert " epochs of ~" in line and "measured" in line
     assert train["time_budget"] == "30s" and train["time_plan"].startswith(line.partition(": ")[2])
+    # The plan's decisions are the run's own file's, not in the user's config.toml.
+    toml = tomllib.loads((run / paths.CONFIG).read_text())["train"]
+    assert toml["time_budget"] == "30s" and not [k for k in toml if k.startswith("time_steps")]
+    assert "time_plan" not in toml and (run / paths.TIME_PLAN).is_file()
     # Made again after its second epoch (its first traces), at the pace the probe found:
     # the plan fills 95% of the budget where the first filled 80% of what the probe left.
     (again,) = [s for s in out if s.startswith("time 30s: plan made again after epoch 2, ")]

@@ -39,18 +39,20 @@ def test_epochs_and_time_together_are_refused_in_one_line():
                                  {"train.epochs": "epochs=", "train.time_budget": "time="}))
 
 
-def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_anew(tmp_path):
+def test_a_saved_configs_budget_is_planned_anew_and_the_steps_asked_for_stay(tmp_path):
+    """A timed run's config.toml holds what the user asked for, not its plan (in its
+    time_plan.json): as --config it plans its budget anew, whatever budget is given."""
     from corolla.config.flags import Given
     from corolla.flows.train import train_config
+    from corolla.runs import paths, rundir
 
-    saved = tmp_path / "config.toml"
-    config.save_config(config.load_config(overrides={
+    rundir.save(tmp_path, config.load_config(overrides={
         "train.time_budget": "10m", "train.epochs": 14, "train.time_plan": "14 epochs of ~38 s",
-        "train.steps_per_epoch": 40, "train.time_steps": 31}), saved)
+        "train.steps_per_epoch": 40, "train.time_steps": 31}))
+    saved = tmp_path / paths.CONFIG
     kept = train_config(str(saved))[0].train
-    assert (kept.time_plan, kept.time_steps) == ("14 epochs of ~38 s", 31)
+    assert (kept.time_budget, kept.time_plan, kept.time_steps) == ("10m", "", 0)
     again, _ = train_config(str(saved), Given({"train.time_budget": "5m"}))
-    # The plan's shortened epochs go with it; the steps asked for stay.
     assert again.train.time_budget == "5m" and again.train.time_plan == ""
     assert (again.train.time_steps, again.train.steps_per_epoch) == (0, 40)
 
@@ -58,18 +60,19 @@ def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_ane
 def test_a_killed_run_whose_plan_shortened_its_epochs_continues_with_its_command(tmp_path):
     from corolla.config.flags import Given
     from corolla.flows.train import train_config
-    from corolla.runs import paths
+    from corolla.runs import rundir
 
     flags = {"train.time_budget": "10m", "train.steps_per_epoch": 40,
              "output.runs_dir": str(tmp_path), "output.name": "r"}
     run = tmp_path / "r"
     run.mkdir()
-    # What a killed run's config holds: the steps asked for, and the plan's own.
-    config.save_config(config.load_config(overrides={**flags, "train.time_plan": "5 epochs of ~9 s",
-                                                     "train.epochs": 5, "train.time_steps": 31}),
-                       run / paths.CONFIG)
+    # What a killed run holds: the steps asked for (config.toml), and the plan's own
+    # (time_plan.json).
+    rundir.save(run, config.load_config(overrides={**flags, "train.time_plan": "5 epochs of ~9 s",
+                                                   "train.epochs": 5, "train.time_steps": 31}))
     cfg, resume = train_config(given=Given(flags), log=lambda *a: None)
     assert resume == run and (cfg.train.time_steps, cfg.train.steps_per_epoch) == (31, 40)
+    assert cfg.train.time_plan == "5 epochs of ~9 s" and cfg.train.epochs == 5
 
 
 def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():

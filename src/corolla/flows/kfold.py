@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corolla.config import RunConfig, duration_seconds, format_duration, load_config, with_settings
+from corolla.config import RunConfig, duration_seconds, format_duration, with_settings
 from corolla import models
 from corolla.flows.run import train_evaluate_predict
 from corolla.data import check, datasets, pipeline
@@ -109,7 +109,7 @@ def _fold_run(parent: Path, k: int, config: RunConfig, log):
         log(f"fold {k} of {config.train.folds} finished before: kept ({folder})")
         return None
     if (folder / paths.CONFIG).is_file():
-        saved = load_config(folder / paths.CONFIG)
+        saved = rundir.config_of(folder)
         runtime = {f"runtime.{name}": value for name, value in config.to_dict()["runtime"].items()}
         return with_settings(saved, runtime), folder
     if folder.exists():

@@ -82,6 +82,10 @@ class Costs:
         """The final save's seconds: as measured, else as a commit's."""
         return self.save or self.backup
 
+    def copy(self) -> Costs:
+        """A copy whose tables can change without changing these."""
+        return Costs(**{k: dict(v) if isinstance(v, dict) else v for k, v in vars(self).items()})
+
 
 def cached_views(flips: bool, epochs: int) -> int:
     """The views of each training image a frozen phase of `epochs` epochs caches features of
@@ -164,7 +168,7 @@ def refit_costs(costs: Costs, caching: Caching | None, train: int,
                 val: int) -> tuple[Costs, Caching | None]:
     """The costs of a refit's epochs (`training.refit`), from the validated run's: no
     validation pass; frozen features cached of train + val (`train`, `val` photos) alike."""
-    out = Costs(**{k: dict(v) if isinstance(v, dict) else v for k, v in vars(costs).items()})
+    out = costs.copy()
     out.val = {size: 0.0 for size in costs.val}
     out.val_first = {size: 0.0 for size in costs.val_first}
     if caching is None:
@@ -183,8 +187,7 @@ def validated_share(config: RunConfig, phases_of, costs: Costs, steps: int,
     plan_phases = phases_of(config.train, final)
     validated = seconds(plan_phases, costs, final, steps, caching)
     costs_r, caching_r = refit_costs(costs, caching, train, val)
-    refit = seconds(plan_phases, costs_r, final, math.ceil(steps * (train + val) / train),
-                    caching_r)
+    refit = seconds(plan_phases, costs_r, final, refit_steps(steps, (train, val)), caching_r)
     return validated / (validated + refit)
 
 
@@ -192,7 +195,7 @@ def scaled(costs: Costs, measured: int, size: int) -> Costs:
     """`costs` with those missing at `size` px estimated from those at `measured` px, by the
     pixels (what a convolution's work scales with): only to choose the size to measure."""
     ratio = (size / measured) ** 2
-    out = Costs(**{k: dict(v) if isinstance(v, dict) else v for k, v in vars(costs).items()})
+    out = costs.copy()
     for frozen, at in list(costs.step):
         if at == measured:  # the tracing and an epoch's start kept: not only the pixels' work
             out.step.setdefault((frozen, size), costs.step[(frozen, at)] * ratio)

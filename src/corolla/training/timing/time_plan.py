@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from corolla.config import duration_seconds, save_config, with_settings
-from corolla.runs import paths
+from corolla.config import duration_seconds, with_settings
+from corolla.runs import rundir
 from corolla.runtime import collective
 from corolla.training.timing import budget, pacing, probe
 from corolla.training.phases import Phase, of_config, phases
@@ -112,7 +112,8 @@ def replan(trainer: Trainer, run_dir, log) -> None:
     """The trainer's plan made again after its epoch `replan_after` (`pacing.replanned`), from
     the pace that epoch measured (its steps' against the probe's, or where they were not
     timed, the epoch's against its plan): where its epochs or the steps of those after it
-    change, recorded in the run's config (a resumed run continues the new plan) and the
+    change, recorded in the run's time_plan.json and config (a resumed run continues the new
+    plan) and the
     optimizer put on the new schedule. Every process takes the chief's epochs and steps."""
     ready = trainer.ready
     config, deadline, t = ready.config, ready.deadline, ready.config.train
@@ -154,7 +155,7 @@ def replan(trainer: Trainer, run_dir, log) -> None:
                                      "train.time_steps_later": later * bool(shorter),
                                      "train.time_plan": f"{t.time_plan}; {line}"})
     if run_dir is not None:
-        save_config(planned, run_dir / paths.CONFIG)
+        rundir.save(run_dir, planned)  # (its time_plan.json: a resumed run continues it)
     trainer.adopt_plan(ready.planned(planned, ready.steps, made))
     if epochs > done:
         trainer.reschedule()
