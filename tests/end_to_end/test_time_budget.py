@@ -147,10 +147,10 @@ def test_a_timed_run_on_a_host_slower_than_its_probe_stops_within_its_budget(tra
                                                                              tmp_path,
                                                                              monkeypatch,
                                                                              clock):
-    from corolla.training.timing import time_plan
+    from corolla.training.timing.plan import TimePlan
 
     # The deadline alone: a plan made again would shrink to the slower pace (the test below).
-    monkeypatch.setattr(time_plan, "_replan_after", lambda *args: 0)
+    monkeypatch.setattr(TimePlan, "_replan_after", lambda *args: 0)
     lines = []
     result, _ = train_tiny.fit(tmp_path, "b", {"train.time_budget": "30s", **ONE_MODEL},
                                [pace_from(clock, 2.5)], log=lines.append)

@@ -207,7 +207,8 @@ def test_each_epoch_is_charged_its_own_phases_tracings_and_the_sum_is_the_plan()
 def test_a_timed_run_stops_before_an_epoch_that_would_end_past_its_budget():
     # Planned at 5 s spent: 4 epochs, the first 3 s (its tracings), the others 1 s; a final
     # save of 0.5 s; a budget of 14 s.
-    deadline = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
+    deadline = pacing.Deadline(total=14.0, planned=(3.0, 1.0, 1.0, 1.0), planned_at=5.0,
+                               save=0.5)
 
     def history(*seconds):
         return [{"epoch": k + 1, "seconds": s} for k, s in enumerate(seconds)]
@@ -287,8 +288,8 @@ def _made(cfg, replan_after=2) -> pacing.Deadline:
                          epoch={(True, 64): 0.0, (False, 64): 0.0}, val={64: 0.5},
                          val_first={64: 1.0}, backup=0.1)
     each = budget.epoch_seconds(_phases_of(cfg.train, 64), costs, 64, 10)
-    return pacing.Deadline(100.0, tuple(each), 10.0, costs.backup, costs, None, 10,
-                           replan_after)
+    return pacing.Deadline(total=100.0, planned=tuple(each), planned_at=10.0, save=costs.backup,
+                           costs=costs, steps=10, replan_after=replan_after)
 
 
 def test_a_plan_made_again_from_a_pace_fills_the_budget_and_keeps_the_trained_frozen_epochs():
@@ -358,7 +359,8 @@ def test_a_phases_second_epoch_gives_the_pace_and_the_steps_tracing_at_any_size(
     costs = budget.Costs(step={(False, 48): 0.5}, first={(False, 48): 3.0},
                          epoch={(False, 48): 0.0}, val={64: 0.5}, val_first={64: 1.0},
                          backup=0.1)
-    deadline = pacing.Deadline(100.0, (9.6, 5.6, 5.6), 10.0, 0.1, costs, None, 10, 2)
+    deadline = pacing.Deadline(total=100.0, planned=(9.6, 5.6, 5.6), planned_at=10.0, save=0.1,
+                               costs=costs, steps=10, replan_after=2)
     history = [{"epoch": 1, "seconds": 18.0}, {"epoch": 2, "seconds": 24.0}]
     pace, retrace = deadline.second_epoch_pace(history, (False, 48), 64)
     # Epoch 2 took 6 s of 5.6; epoch 1 took 2 s more, three quarters of it the step's tracing.
@@ -367,12 +369,12 @@ def test_a_phases_second_epoch_gives_the_pace_and_the_steps_tracing_at_any_size(
 
 def test_with_a_refit_an_epoch_more_is_trained_only_where_its_refit_fits_too():
     # The stop's plan above, with a refit of 2 s an epoch (4 s the first: its tracings).
-    deadline = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5,
-                               refit_each=(4.0, 2.0, 2.0, 2.0))
+    deadline = pacing.Deadline(total=14.0, planned=(3.0, 1.0, 1.0, 1.0), planned_at=5.0,
+                               save=0.5, refit_each=(4.0, 2.0, 2.0, 2.0))
     on_plan = [{"epoch": 1, "seconds": 8.0}]
     # After epoch 1: epoch 2 (1.1 s and the save), then the refit of epochs 1-2 and its save.
     assert deadline.next_end(on_plan) == pytest.approx(8.0 + 1.1 + 0.5 + 6.0 + 0.5)
-    alone = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
+    alone = pacing.Deadline(total=14.0, planned=(3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
     assert alone.next_end(on_plan) == pytest.approx(8.0 + 1.1 + 0.5)
     # 1.5 times as slow: so is the refit's part.
     slow = [{"epoch": 1, "seconds": 9.5}]

@@ -28,8 +28,8 @@ at SHORTEST of its steps or more, the plan takes it with fewer steps each (`epoc
 A plan is a forecast: `pacing` keeps a run to it (its deadline, and the plan made again from
 the pace of its first epochs).
 
-This module is the arithmetic (plain Python): `probe` measures, `time_plan` applies,
-`callbacks.StopInTime` stops.
+This module is the arithmetic (plain Python): `probe` measures, `plan.TimePlan` applies,
+`stop.StopInTime` stops.
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@ of it (`Deadline`), and the plan made again mid-run from the pace of its epochs 
 
 A plan is a forecast, and the margin it keeps for that leaves part of the budget unused on an
 idle host. So the plan is made again after the first
-epoch that trains on images (`replanned`), from the pace of its steps (`time_plan.replan`), to
+epoch that trains on images (`replanned`), from the pace of its steps (`plan.TimePlan.replan`), to
 fill REPLAN_SHARE of the budget: more epochs on a host faster than the probe found, fewer on a
 busier one, the schedule's shape kept, so that its learning rate still ends at its floor;
 where whole epochs leave part of one, one more, the epochs after it shorter. A run
 that falls behind after that (a host that turned busier) stops short of its plan where the next
-epoch would end past the budget (`Deadline`; `callbacks.StopInTime` stops it).
+epoch would end past the budget (`Deadline`; `stop.StopInTime` stops it).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Refit:
         return epoch_seconds(plan_phases, self.costs, final, steps or self.steps, self.caching)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Deadline:
     """Where a timed run stops short of its plan to end inside its budget: on a host busier
     than the probe found, the plan's margin is not enough. After each epoch, the next one's
@@ -65,7 +65,7 @@ class Deadline:
     unused, the refit taking no more epochs than the validated training had, and on a host
     busier than the probe found it stopped a run before its first trained epoch.) `pace`: the
     pace the plan was made at, in times the probe's estimates (1 until it is made again), which
-    the refit's plan scales the probe's costs by (`training.refit.plan_in_time`)."""
+    the refit's plan scales the probe's costs by (`plan.TimePlan.refit_room`)."""
     total: float
     planned: tuple
     planned_at: float
@@ -178,7 +178,7 @@ def replanned(config: RunConfig, phases_of, deadline: Deadline, done: int,
               pace: float, retrace: float, spent: float, unit: int = 1) -> tuple[int, int]:
     """(epochs, steps of those after `done`) of the run's plan made again after its first
     `done` epochs, `spent` seconds into the budget, at `pace` times the probe's estimates (as
-    measured: `time_plan.replan`) with `retrace` seconds of tracing for another schedule than
+    measured: `plan.TimePlan.replan`) with `retrace` seconds of tracing for another schedule than
     the plan's (`remaining`): the most epochs of the plan's steps whose epochs after `done` and
     the final save (and with a refit, its epochs and save) end by REPLAN_SHARE of the budget
     (`done`: the run ends, where not one more does); then, as `budget.epochs_that_fit` does, one
