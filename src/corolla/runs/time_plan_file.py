@@ -36,10 +36,11 @@ SCHEDULE = ("model.input_size", "train.epochs", "train.frozen_epochs", "train.wa
 @dataclass(frozen=True)
 class Decided:
     """A plan's decisions. `budget`: the train.time_budget it was made for; `plan`: its line
-    as the log said it (and each plan made again, after "; "); `steps`: its epochs' steps
-    where it shortened them (0: the config's); `steps_from`, `steps_later`: the epoch (from
-    0) from which the epochs have `steps_later` steps (0, 0: every epoch the same);
-    `schedule`: the config's `SCHEDULE` keys as the plan set them."""
+    as the log said it (and each plan made again, after "; "; "" where the epochs' steps were
+    set otherwise); `steps`: its epochs' steps where it shortened them (0: the config's);
+    `steps_from`, `steps_later`: the epoch (from 0) from which the epochs have `steps_later`
+    steps (0, 0: every epoch the same); `schedule`: the config's `SCHEDULE` keys as the plan set
+    them."""
     budget: str
     plan: str
     schedule: dict
@@ -49,9 +50,10 @@ class Decided:
 
     @classmethod
     def of(cls, config: RunConfig) -> Decided | None:
-        """The decisions `config` holds (None: no plan made)."""
+        """The decisions `config` holds (None: none; config.toml holds none of them, so a
+        shortened epoch set from Python is kept here too)."""
         t = config.train
-        if not t.time_budget or not t.time_plan:
+        if not (t.time_plan or t.time_steps or t.time_steps_from or t.time_steps_later):
             return None
         tree = config.to_dict()
         schedule = {key: tree[key.partition(".")[0]][key.partition(".")[2]] for key in SCHEDULE}
@@ -107,7 +109,7 @@ def _problem(record, config: RunConfig) -> str:
         return f"it must hold exactly {', '.join(Decided.__dataclass_fields__)}"
     if record["budget"] != config.train.time_budget:
         return f"its budget must be the run's train.time_budget, {config.train.time_budget!r}"
-    if not isinstance(record["plan"], str) or not 0 < len(record["plan"]) <= MAX_LINE:
+    if not isinstance(record["plan"], str) or len(record["plan"]) > MAX_LINE:
         return "its plan must be the plan's line"
     if not isinstance(record["schedule"], dict) or set(record["schedule"]) != set(SCHEDULE):
         return f"its schedule must hold exactly {', '.join(SCHEDULE)}"
