@@ -94,3 +94,17 @@ def test_the_schedule_keys_are_those_a_plan_sets():
 
     t = config.load_config().train
     assert set(budget.shaped(t, 5)) | {"model.input_size"} == set(time_plan_file.SCHEDULE)
+
+
+def test_resuming_a_run_whose_plan_file_was_tampered_with_is_one_line_naming_it(tmp_path):
+    from corolla.flows.train import train_config
+
+    run = tmp_path / "r"
+    run.mkdir()
+    _saved(run)
+    path = run / paths.TIME_PLAN
+    path.write_text(json.dumps({**json.loads(path.read_text()), "steps_from": "nine"}))
+    with pytest.raises(UserError) as e:
+        train_config(resume=str(run), log=lambda *a: None)
+    assert str(e.value).startswith(f"{path} is not a time plan Corolla wrote (its steps_from ")
+    assert "\n" not in str(e.value)
