@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from corolla.config import RunConfig, TrainConfig, format_duration, with_settings
 from corolla.config.schema import MAX_EPOCHS
@@ -280,9 +281,19 @@ TIME_LEFT = "in the time whole ones left"
 TO_REPLAN = "so that the plan is made again from the first trained epoch's pace"
 
 
+class EpochsFit(NamedTuple):
+    """The epochs a plan takes (`epochs_that_fit`): how many, their `steps` each, their
+    `estimate`d seconds and `why` they are shorter than the steps asked for ("" where they are
+    not)."""
+    epochs: int
+    steps: int
+    estimate: float
+    why: str
+
+
 def epochs_that_fit(config: RunConfig, phases_of, costs: Costs, left: float, steps: int,
                     caching: Caching | None = None, unit: int = 1,
-                    replans=None) -> tuple[int, int, float, str]:
+                    replans=None) -> EpochsFit:
     """(epochs, steps per epoch, their estimated seconds, why the epochs are shorter than
     `steps`): the most whole epochs of `steps` that fit in `left` seconds, or one more of fewer
     steps where that fits (`shortened`; TIME_LEFT); (0, `steps`, one epoch's seconds, "")
@@ -301,9 +312,9 @@ def epochs_that_fit(config: RunConfig, phases_of, costs: Costs, left: float, ste
         if short and replans(phases_at(config, phases_of, epochs + 1), short):
             epochs, each, why = epochs + 1, short, TO_REPLAN
     if each == steps:
-        return epochs, steps, estimate, why
-    return epochs, each, seconds(phases_at(config, phases_of, epochs), costs,
-                                 config.model.input_size, each, caching), why
+        return EpochsFit(epochs, steps, estimate, why)
+    return EpochsFit(epochs, each, seconds(phases_at(config, phases_of, epochs), costs,
+                                           config.model.input_size, each, caching), why)
 
 
 def candidates(config: RunConfig) -> list[int]:

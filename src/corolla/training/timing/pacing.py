@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from corolla.config import RunConfig, TrainConfig
 from corolla.config.schema import MAX_EPOCHS
@@ -174,8 +175,15 @@ def refit_seconds(config: RunConfig, phases_of, deadline: Deadline,
                                config.model.input_size)
 
 
+class Replanned(NamedTuple):
+    """A plan made again (`replanned`): its `epochs`, and the `steps` of those after the
+    epochs it was made after."""
+    epochs: int
+    steps: int
+
+
 def replanned(config: RunConfig, phases_of, deadline: Deadline, done: int,
-              pace: float, retrace: float, spent: float, unit: int = 1) -> tuple[int, int]:
+              pace: float, retrace: float, spent: float, unit: int = 1) -> Replanned:
     """(epochs, steps of those after `done`) of the run's plan made again after its first
     `done` epochs, `spent` seconds into the budget, at `pace` times the probe's estimates (as
     measured: `plan.TimePlan.replan`) with `retrace` seconds of tracing for another schedule than
@@ -189,7 +197,7 @@ def replanned(config: RunConfig, phases_of, deadline: Deadline, done: int,
     left = REPLAN_SHARE * deadline.total - spent - saves * pace * deadline.save
     epochs = _most_replanned(config, phases_of, deadline, done, pace, retrace, left)
     return _shortened(config, phases_of, deadline, done, pace, retrace, left, epochs, unit) \
-        or (epochs, deadline.steps)
+        or Replanned(epochs, deadline.steps)
 
 
 def _after(config, phases_of, deadline: Deadline, done: int, pace: float, retrace: float,
@@ -201,7 +209,7 @@ def _after(config, phases_of, deadline: Deadline, done: int, pace: float, retrac
 
 
 def _shortened(config, phases_of, deadline: Deadline, done: int, pace: float, retrace: float,
-               left: float, epochs: int, unit: int) -> tuple[int, int] | None:
+               left: float, epochs: int, unit: int) -> Replanned | None:
     """(`epochs` + 1, the most steps below the plan's at which the epochs after `done` fit in
     `left` seconds), where those are at least budget.SHORTEST of the plan's and train more steps in
     all than `epochs`; else None."""
@@ -213,7 +221,7 @@ def _shortened(config, phases_of, deadline: Deadline, done: int, pace: float, re
         steps, unit)
     # (Not where the epoch more's own start and validation would take what it adds.)
     trains_more = (more - done) * fits > (epochs - done) * steps
-    return (more, fits) if fits and trains_more else None
+    return Replanned(more, fits) if fits and trains_more else None
 
 
 def _most_replanned(config, phases_of, deadline: Deadline, done: int, pace: float,

@@ -197,10 +197,10 @@ class TimePlan:
                                       self.val_split.count, test, t.refit == "on")
         left = budget.MARGIN * share * (self.total - after - self.clock.since(self.began))
         # A shortened epoch's steps stay whole units (`preparing.epoch_steps`).
-        epochs, each, estimate, why = budget.epochs_that_fit(
+        fits = budget.epochs_that_fit(
             sized, self._phases_of, known, left, steps, self.caching, ready.unit,
             lambda plan_phases, n: bool(self._replan_after(plan_phases, n)))
-        return Fit(sized, epochs, each, estimate, why, share, after)
+        return Fit(sized, fits.epochs, fits.steps, fits.estimate, fits.why, share, after)
 
     def _refit(self, steps: int) -> pacing.Refit:
         """The refit's costs (`pacing.Refit`) for a validated training of `steps` steps an
