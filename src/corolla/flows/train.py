@@ -216,7 +216,7 @@ def train(config_file: str | None = None, given: Given = Given(),
     if kfold_rule.is_parent(cfg):
         from corolla.flows import kfold
 
-        run_dir, metrics = kfold.train_folds(cfg, plan, log=log, resume=resume)
+        run_dir, metrics = kfold.train_folds(cfg, plan, log=log, resume=resume, began=began)
     else:
         from corolla.flows import run
 
