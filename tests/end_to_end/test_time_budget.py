@@ -208,6 +208,24 @@ def test_a_k_fold_budget_that_holds_no_epoch_of_a_fold_is_one_line_in_the_budget
     assert not (tmp_path / "k").exists()
 
 
+def test_a_k_fold_runs_folds_share_its_budget_from_the_commands_start(train_tiny, tmp_path,
+                                                                        capsys, clock,
+                                                                        monkeypatch):
+    from corolla.flows import check_data
+
+    checked = check_data.for_training
+
+    def slow_start(*args, **kwargs):  # a host slow to import and to check the data
+        clock.advance(2.0)
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(check_data, "for_training", slow_start)
+    train_tiny(tmp_path, "--folds", "2", "--time", "4s", name="k", tiny=TINY, code=2)
+    err = capsys.readouterr().err.strip()
+    # Fold 1's share is half of what the start-up left, not half of the budget.
+    assert "fold 1's share of it (1s) holds no epoch" in err, err
+
+
 @pytest.mark.large  # two folds of many epochs: CI runs it after the rest
 def test_k_fold_folds_share_the_budget(train_tiny, tmp_path, clock):
     parent = train_tiny(tmp_path, "--folds", "2", "--time", "40s", name="k2", tiny=TINY)
