@@ -130,6 +130,9 @@ def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(train_
     run = tmp_path / "k"
     planned, before = _config(run), read_history(run / paths.HISTORY)
     assert planned["time_plan"] and len(before) == 2
+    # The plan is the run's time_plan.json's, which the resumed run reads back.
+    assert "time_plan" not in tomllib.loads((run / paths.CONFIG).read_text())["train"]
+    assert json.loads((run / paths.TIME_PLAN).read_text())["plan"] == planned["time_plan"]
     clock.advance(100)  # time between the sessions does not count against the budget
 
     train_tiny.fit(tmp_path, "k", {}, resume=True)  # continued, not planned anew
