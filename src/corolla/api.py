@@ -27,7 +27,6 @@ import functools
 from html import escape
 from pathlib import Path
 
-from corolla.config import load_config
 from corolla.flows.library_errors import as_user_errors
 from corolla.config import range_test
 from corolla.config.flags import from_keywords
@@ -40,7 +39,7 @@ from corolla.flows import lr_find as lr_find_flow
 from corolla.flows import photos as photos_flow
 from corolla.flows import train as train_flow
 from corolla.report import html as html_report
-from corolla.runs import paths
+from corolla.runs import paths, rundir
 from corolla.runtime import clock, hardware, tflog
 
 
@@ -97,9 +96,10 @@ class Run:
     @property
     @_user_facing
     def config(self):
-        """The run's resolved config (None for an ensemble folder, which has none)."""
+        """The run's resolved config, its time plan's decisions included (None for an ensemble
+        folder, which has none)."""
         path = self.path / paths.CONFIG
-        return load_config(path) if path.is_file() else None
+        return rundir.config_of(self.path) if path.is_file() else None
 
     @property
     @_user_facing

@@ -12,7 +12,7 @@ import tomllib
 
 import pytest
 
-from corolla.runs import paths
+from corolla.runs import paths, rundir
 from helpers.processes import REPO, SCRIPTS, free_ports
 from helpers.runs import assert_same_stored_weights, epochs, history
 
@@ -230,7 +230,7 @@ def test_two_workers_train_the_chiefs_time_plan_and_stop_short_of_it_in_step(tin
                                                  "--time", "60s", "--runs-dir", runs,
                                                  "--name", "t"])
     run = runs / "t"
-    saved = tomllib.loads((run / paths.CONFIG).read_text())
+    saved = rundir.config_of(run).to_dict()  # config.toml with its time_plan.json
     train = saved["train"]
     [line] = [s for s in outs[0].splitlines() if s.startswith("time 60s: ") and "planned" in s]
     # Its epochs of 3 executions are timed step by step: the plan is made again after the first.

@@ -20,7 +20,7 @@ import pytest
 
 from corolla import config
 from corolla.files import read_history
-from corolla.runs import paths
+from corolla.runs import paths, rundir
 from helpers.clock import StepClock, driving, pace_from
 from helpers.runs import Stop
 
@@ -53,7 +53,8 @@ def _last_step_left(train):
 
 
 def _config(run):
-    return tomllib.loads((run / paths.CONFIG).read_text())["train"]
+    """The train settings the run trains by: its config.toml, with its time_plan.json."""
+    return rundir.config_of(run).to_dict()["train"]
 
 
 def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tiny, tmp_path,
@@ -65,6 +66,10 @@ def test_a_timed_run_ends_within_its_budget_with_its_rate_at_the_floor(train_tin
     line = next(s for s in out if s.startswith("time 30s:"))
     assert " epochs of ~" in line and "measured" in line
     assert train["time_budget"] == "30s" and train["time_plan"].startswith(line.partition(": ")[2])
+    # The plan's decisions are the run's own file's, not in the user's config.toml.
+    toml = tomllib.loads((run / paths.CONFIG).read_text())["train"]
+    assert toml["time_budget"] == "30s" and not [k for k in toml if k.startswith("time_steps")]
+    assert "time_plan" not in toml and (run / paths.TIME_PLAN).is_file()
     # Made again after its second epoch (its first traces), at the pace the probe found:
     # the plan fills 95% of the budget where the first filled 80% of what the probe left.
     (again,) = [s for s in out if s.startswith("time 30s: plan made again after epoch 2, ")]
@@ -125,6 +130,9 @@ def test_a_killed_timed_run_re_run_continues_its_plan_and_counts_its_time(train_
     run = tmp_path / "k"
     planned, before = _config(run), read_history(run / paths.HISTORY)
     assert planned["time_plan"] and len(before) == 2
+    # The plan is the run's time_plan.json's, which the resumed run reads back.
+    assert "time_plan" not in tomllib.loads((run / paths.CONFIG).read_text())["train"]
+    assert json.loads((run / paths.TIME_PLAN).read_text())["plan"] == planned["time_plan"]
     clock.advance(100)  # time between the sessions does not count against the budget
 
     train_tiny.fit(tmp_path, "k", {}, resume=True)  # continued, not planned anew
@@ -142,10 +150,10 @@ def test_a_timed_run_on_a_host_slower_than_its_probe_stops_within_its_budget(tra
                                                                              tmp_path,
                                                                              monkeypatch,
                                                                              clock):
-    from corolla.training.timing import time_plan
+    from corolla.training.timing.plan import TimePlan
 
     # The deadline alone: a plan made again would shrink to the slower pace (the test below).
-    monkeypatch.setattr(time_plan, "_replan_after", lambda *args: 0)
+    monkeypatch.setattr(TimePlan, "_replan_after", lambda *args: 0)
     lines = []
     result, _ = train_tiny.fit(tmp_path, "b", {"train.time_budget": "30s", **ONE_MODEL},
                                [pace_from(clock, 2.5)], log=lines.append)
@@ -203,6 +211,24 @@ def test_a_k_fold_budget_that_holds_no_epoch_of_a_fold_is_one_line_in_the_budget
     assert not (tmp_path / "k").exists()
 
 
+def test_a_k_fold_runs_folds_share_its_budget_from_the_commands_start(train_tiny, tmp_path,
+                                                                        capsys, clock,
+                                                                        monkeypatch):
+    from corolla.flows import check_data
+
+    checked = check_data.for_training
+
+    def slow_start(*args, **kwargs):  # a host slow to import and to check the data
+        clock.advance(2.0)
+        return checked(*args, **kwargs)
+
+    monkeypatch.setattr(check_data, "for_training", slow_start)
+    train_tiny(tmp_path, "--folds", "2", "--time", "4s", name="k", tiny=TINY, code=2)
+    err = capsys.readouterr().err.strip()
+    # Fold 1's share is half of what the start-up left, not half of the budget.
+    assert "fold 1's share of it (1s) holds no epoch" in err, err
+
+
 @pytest.mark.large  # two folds of many epochs: CI runs it after the rest
 def test_k_fold_folds_share_the_budget(train_tiny, tmp_path, clock):
     parent = train_tiny(tmp_path, "--folds", "2", "--time", "40s", name="k2", tiny=TINY)
@@ -210,9 +236,10 @@ def test_k_fold_folds_share_the_budget(train_tiny, tmp_path, clock):
     first, second = (_config(parent / f"fold-{k}") for k in (1, 2))
     spent = read_history(parent / "fold-1" / paths.HISTORY)[-1]["seconds"]
     assert first["time_budget"] == "20s"  # half, for the first of two
-    # What fold 1 left, in whole seconds rounded down: rounded up, two folds could spend more
-    # than the budget between them.
-    assert config.duration_seconds(second["time_budget"]) == math.floor(40 - spent)
+    # What fold 1 left of the budget counted from the command's start (its evaluation and
+    # predictions too, not only its training), in whole seconds rounded down: rounded up, two
+    # folds could spend more than the budget between them.
+    assert config.duration_seconds(second["time_budget"]) <= math.floor(40 - spent)
     total = sum(read_history(parent / f"fold-{k}" / paths.HISTORY)[-1]["seconds"]
                 for k in (1, 2))
     assert total <= 40

@@ -165,3 +165,14 @@ def test_the_header_counts_the_epochs_trained_not_those_planned(tmp_path):
         "epochs = 2", "epochs = 4"))
     (folder / paths.HISTORY).write_text("epoch,loss,seconds\n1,1.2,50\n2,0.9,100\n3,0.8,150\n")
     assert _epochs_fact(_page(folder)) == "3 of 4 planned"
+
+
+def test_a_timed_runs_plan_is_shown_beside_its_config(tmp_path):
+    """What the time plan decided is time_plan.json's, not config.toml's: the page shows both."""
+    folder = _run(tmp_path / "run")
+    assert "time_plan.json" not in _page(folder)
+    (folder / paths.TIME_PLAN).write_text(json.dumps({"budget": "6m", "plan": "5 epochs <of>"}))
+    page = _page(folder)
+    config, plan = page.index("<h2>Config (config.toml)</h2>"), \
+        page.index("<h2>Time plan (time_plan.json)</h2>")
+    assert config < plan and "5 epochs &lt;of&gt;" in page[plan:]

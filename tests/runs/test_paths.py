@@ -21,7 +21,7 @@ FORMAT = {
     "EXPORT_PREFIX": "export-", "ENSEMBLE_PREFIX": "ensemble", "LR_FIND": "lr_find.json",
     "LR_FIND_PICTURE": "lr_find.png", "TRACKING": "tracking.json",
     "MLFLOW_DB": "mlflow.db", "MLFLOW_ARTIFACTS": "mlartifacts", "REFIT": "refit.keras",
-    "REFIT_PLAN": "refit.json", "REFIT_HISTORY": "refit-history.csv",
+    "REFIT_PLAN": "refit.json", "TIME_PLAN": "time_plan.json", "REFIT_HISTORY": "refit-history.csv",
     "LINEAR_HEAD": "linear_head.json", "LINEAR_HEAD_ALL": "linear_head.npz",
     "REFIT_BACKUP": "refit-backup",
 }

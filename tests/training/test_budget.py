@@ -39,18 +39,20 @@ def test_epochs_and_time_together_are_refused_in_one_line():
                                  {"train.epochs": "epochs=", "train.time_budget": "time="}))
 
 
-def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_anew(tmp_path):
+def test_a_saved_configs_budget_is_planned_anew_and_the_steps_asked_for_stay(tmp_path):
+    """A timed run's config.toml holds what the user asked for, not its plan (in its
+    time_plan.json): as --config it plans its budget anew, whatever budget is given."""
     from corolla.config.flags import Given
     from corolla.flows.train import train_config
+    from corolla.runs import paths, rundir
 
-    saved = tmp_path / "config.toml"
-    config.save_config(config.load_config(overrides={
+    rundir.save(tmp_path, config.load_config(overrides={
         "train.time_budget": "10m", "train.epochs": 14, "train.time_plan": "14 epochs of ~38 s",
-        "train.steps_per_epoch": 40, "train.time_steps": 31}), saved)
+        "train.steps_per_epoch": 40, "train.time_steps": 31}))
+    saved = tmp_path / paths.CONFIG
     kept = train_config(str(saved))[0].train
-    assert (kept.time_plan, kept.time_steps) == ("14 epochs of ~38 s", 31)
+    assert (kept.time_budget, kept.time_plan, kept.time_steps) == ("10m", "", 0)
     again, _ = train_config(str(saved), Given({"train.time_budget": "5m"}))
-    # The plan's shortened epochs go with it; the steps asked for stay.
     assert again.train.time_budget == "5m" and again.train.time_plan == ""
     assert (again.train.time_steps, again.train.steps_per_epoch) == (0, 40)
 
@@ -58,18 +60,19 @@ def test_a_saved_configs_plan_is_repeated_and_a_budget_given_anew_is_planned_ane
 def test_a_killed_run_whose_plan_shortened_its_epochs_continues_with_its_command(tmp_path):
     from corolla.config.flags import Given
     from corolla.flows.train import train_config
-    from corolla.runs import paths
+    from corolla.runs import rundir
 
     flags = {"train.time_budget": "10m", "train.steps_per_epoch": 40,
              "output.runs_dir": str(tmp_path), "output.name": "r"}
     run = tmp_path / "r"
     run.mkdir()
-    # What a killed run's config holds: the steps asked for, and the plan's own.
-    config.save_config(config.load_config(overrides={**flags, "train.time_plan": "5 epochs of ~9 s",
-                                                     "train.epochs": 5, "train.time_steps": 31}),
-                       run / paths.CONFIG)
+    # What a killed run holds: the steps asked for (config.toml), and the plan's own
+    # (time_plan.json).
+    rundir.save(run, config.load_config(overrides={**flags, "train.time_plan": "5 epochs of ~9 s",
+                                                   "train.epochs": 5, "train.time_steps": 31}))
     cfg, resume = train_config(given=Given(flags), log=lambda *a: None)
     assert resume == run and (cfg.train.time_steps, cfg.train.steps_per_epoch) == (31, 40)
+    assert cfg.train.time_plan == "5 epochs of ~9 s" and cfg.train.epochs == 5
 
 
 def test_the_recipes_schedule_keeps_its_shape_over_any_number_of_epochs():
@@ -204,7 +207,8 @@ def test_each_epoch_is_charged_its_own_phases_tracings_and_the_sum_is_the_plan()
 def test_a_timed_run_stops_before_an_epoch_that_would_end_past_its_budget():
     # Planned at 5 s spent: 4 epochs, the first 3 s (its tracings), the others 1 s; a final
     # save of 0.5 s; a budget of 14 s.
-    deadline = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
+    deadline = pacing.Deadline(total=14.0, planned=(3.0, 1.0, 1.0, 1.0), planned_at=5.0,
+                               save=0.5)
 
     def history(*seconds):
         return [{"epoch": k + 1, "seconds": s} for k, s in enumerate(seconds)]
@@ -284,8 +288,8 @@ def _made(cfg, replan_after=2) -> pacing.Deadline:
                          epoch={(True, 64): 0.0, (False, 64): 0.0}, val={64: 0.5},
                          val_first={64: 1.0}, backup=0.1)
     each = budget.epoch_seconds(_phases_of(cfg.train, 64), costs, 64, 10)
-    return pacing.Deadline(100.0, tuple(each), 10.0, costs.backup, costs, None, 10,
-                           replan_after)
+    return pacing.Deadline(total=100.0, planned=tuple(each), planned_at=10.0, save=costs.backup,
+                           costs=costs, steps=10, replan_after=replan_after)
 
 
 def test_a_plan_made_again_from_a_pace_fills_the_budget_and_keeps_the_trained_frozen_epochs():
@@ -355,7 +359,8 @@ def test_a_phases_second_epoch_gives_the_pace_and_the_steps_tracing_at_any_size(
     costs = budget.Costs(step={(False, 48): 0.5}, first={(False, 48): 3.0},
                          epoch={(False, 48): 0.0}, val={64: 0.5}, val_first={64: 1.0},
                          backup=0.1)
-    deadline = pacing.Deadline(100.0, (9.6, 5.6, 5.6), 10.0, 0.1, costs, None, 10, 2)
+    deadline = pacing.Deadline(total=100.0, planned=(9.6, 5.6, 5.6), planned_at=10.0, save=0.1,
+                               costs=costs, steps=10, replan_after=2)
     history = [{"epoch": 1, "seconds": 18.0}, {"epoch": 2, "seconds": 24.0}]
     pace, retrace = deadline.second_epoch_pace(history, (False, 48), 64)
     # Epoch 2 took 6 s of 5.6; epoch 1 took 2 s more, three quarters of it the step's tracing.
@@ -364,12 +369,12 @@ def test_a_phases_second_epoch_gives_the_pace_and_the_steps_tracing_at_any_size(
 
 def test_with_a_refit_an_epoch_more_is_trained_only_where_its_refit_fits_too():
     # The stop's plan above, with a refit of 2 s an epoch (4 s the first: its tracings).
-    deadline = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5,
-                               refit_each=(4.0, 2.0, 2.0, 2.0))
+    deadline = pacing.Deadline(total=14.0, planned=(3.0, 1.0, 1.0, 1.0), planned_at=5.0,
+                               save=0.5, refit_each=(4.0, 2.0, 2.0, 2.0))
     on_plan = [{"epoch": 1, "seconds": 8.0}]
     # After epoch 1: epoch 2 (1.1 s and the save), then the refit of epochs 1-2 and its save.
     assert deadline.next_end(on_plan) == pytest.approx(8.0 + 1.1 + 0.5 + 6.0 + 0.5)
-    alone = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
+    alone = pacing.Deadline(total=14.0, planned=(3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
     assert alone.next_end(on_plan) == pytest.approx(8.0 + 1.1 + 0.5)
     # 1.5 times as slow: so is the refit's part.
     slow = [{"epoch": 1, "seconds": 9.5}]

@@ -10,7 +10,7 @@ from helpers.clock import StepClock
 
 
 def _stop_in_time(deadline, history, clock, lines):
-    from corolla.training.callbacks import StopInTime
+    from corolla.training.timing.stop import StopInTime
 
     checkpoint = SimpleNamespace(state=SimpleNamespace(history=history))
     stop = StopInTime(deadline, checkpoint, SimpleNamespace(multi_worker=False), "14s",
@@ -21,7 +21,8 @@ def _stop_in_time(deadline, history, clock, lines):
 
 def test_the_pace_of_an_epoch_is_measured_on_the_clock_handed_in():
     clock = StepClock()
-    stop = _stop_in_time(pacing.Deadline(30.0, (2.0, 2.0), 5.0, 0.5, replan_after=1), [],
+    stop = _stop_in_time(pacing.Deadline(total=30.0, planned=(2.0, 2.0), planned_at=5.0,
+                                         save=0.5, replan_after=1), [],
                          clock, [])
     stop.on_epoch_begin(0)
     clock.advance(1.5)  # the epoch's start and its step's tracing
@@ -32,7 +33,8 @@ def test_the_pace_of_an_epoch_is_measured_on_the_clock_handed_in():
 
 
 def test_a_run_that_fell_behind_stops_where_its_next_epoch_would_end_past_its_budget():
-    deadline = pacing.Deadline(14.0, (3.0, 1.0, 1.0, 1.0), planned_at=5.0, save=0.5)
+    deadline = pacing.Deadline(total=14.0, planned=(3.0, 1.0, 1.0, 1.0), planned_at=5.0,
+                               save=0.5)
     lines = []
     # On its plan: epoch 3 would end at 9 + (1.1 + 0.5) s, inside 14.
     on_time = _stop_in_time(deadline, [{"seconds": 8.0}, {"seconds": 9.0}], StepClock(), lines)

@@ -32,8 +32,8 @@ def fixed_costs(monkeypatch):
     is so slow: the run never falls behind its plan), a trained step `costs.thawed` s (100:
     a few trained epochs of 1-2 steps fit in 10 minutes), a validation pass and a commit next
     to nothing; the plan is not made again."""
-    from corolla.training import fit
     from corolla.training.timing import probe
+    from corolla.training.timing.plan import TimePlan
 
     class Costs:
         thawed = 100.0
@@ -49,7 +49,7 @@ def fixed_costs(monkeypatch):
         costs.backup = 0.01
 
     monkeypatch.setattr(probe, "measure", measure)
-    monkeypatch.setattr(fit, "replan", lambda *a: None)
+    monkeypatch.setattr(TimePlan, "replan", lambda *a: None)
     return Costs
 
 

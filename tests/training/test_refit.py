@@ -14,6 +14,7 @@ from corolla.files import read_history
 from corolla.runs import paths
 from corolla.training import refit
 from corolla.training.timing import budget
+from corolla.training.timing.plan import RefitRoom
 from helpers.cli import one_line_error
 from helpers.runs import same, saved_weights
 
@@ -76,7 +77,7 @@ def test_a_refit_in_a_time_budget_takes_the_epochs_that_fit_on_its_schedule_resh
     # 64 train and 32 val photos: epochs of 4 steps are 6; refit epochs of 9.5 s (the first,
     # which traces) and 7.5 s: 3 of them in 25 s
     plan = refit.make_plan(tmp_path / "a", cfg, 4, (64, 32), said.append,
-                           (25.0, _each(9.5, 7.5)))
+                           RefitRoom(25.0, _each(9.5, 7.5)))
     assert plan["epochs"] == 3 and plan["settings"]["train.time_steps"] == 6
     assert {k: plan["settings"][k] for k in budget.shaped(cfg.train, 3)} == \
         budget.shaped(cfg.train, 3)
@@ -84,11 +85,11 @@ def test_a_refit_in_a_time_budget_takes_the_epochs_that_fit_on_its_schedule_resh
     assert json.loads((tmp_path / "a" / paths.REFIT_PLAN).read_text()) == plan
     _history(tmp_path / "b", 10)
     none = refit.make_plan(tmp_path / "b", cfg, 4, (64, 32), said.append,
-                           (5.0, _each(7.5, 7.5)))
+                           RefitRoom(5.0, _each(7.5, 7.5)))
     assert none["epochs"] == 0 and "the validated model predicts" in said[-1]
     _history(tmp_path / "c", 10)
     exact = refit.make_plan(tmp_path / "c", cfg, 4, (64, 32), said.append,
-                            (77.5, _each(9.5, 7.5)))
+                            RefitRoom(77.5, _each(9.5, 7.5)))
     assert exact["epochs"] == 10 and "train.epochs" not in exact["settings"]
     assert exact["settings"]["train.time_steps"] == 6 and len(said) == 2
 
@@ -100,14 +101,14 @@ def test_a_refit_with_time_to_spare_lengthens_its_epochs_up_to_a_bound(tmp_path)
     # 4 epochs of 6 steps take 9.5 + 3 x 7.5 = 32 s; each step more costs 4 s over the four:
     # in 40 s, 8 steps an epoch (40 s), not 9 (44 s)
     plan = refit.make_plan(tmp_path / "a", cfg, 4, (64, 32), said.append,
-                           (41.0, _each(9.5, 7.5, 4)))
+                           RefitRoom(41.0, _each(9.5, 7.5, 4)))
     assert plan["epochs"] == 4 and plan["settings"]["train.time_steps"] == 8
     assert "train.epochs" not in plan["settings"]
     assert "room for the refit's 4 epochs at 8 steps each (of 6" in said[-1]
     # Far more time: at most LONGEST times a pass (12 steps of 6), its epochs the validated ones
     _history(tmp_path / "b", 4)
     wide = refit.make_plan(tmp_path / "b", cfg, 4, (64, 32), said.append,
-                           (1000.0, _each(9.5, 7.5, 4)))
+                           RefitRoom(1000.0, _each(9.5, 7.5, 4)))
     assert wide["epochs"] == 4 and wide["settings"]["train.time_steps"] == \
         int(refit.LONGEST * 6) == 12
     # Early stopping ended the validated run (3 of 4 epochs): more training is what val found
@@ -116,7 +117,7 @@ def test_a_refit_with_time_to_spare_lengthens_its_epochs_up_to_a_bound(tmp_path)
                                              "train.early_stopping_patience": 1})
     _history(tmp_path / "c", 3)
     early = refit.make_plan(tmp_path / "c", stopping, 4, (64, 32), said.append,
-                            (1000.0, _each(9.5, 7.5, 4)))
+                            RefitRoom(1000.0, _each(9.5, 7.5, 4)))
     assert early["epochs"] == 3 and early["settings"]["train.time_steps"] == 6
 
 
@@ -246,7 +247,7 @@ def test_refit_takes_on_off_auto_and_the_bools_of_earlier_runs(tmp_path):
 
 def test_a_timed_refit_stops_short_where_its_next_epoch_would_end_past_the_budget():
     # The budget ends 30 s after the refit starts; 3 epochs of 10 steps at 1 s a step planned.
-    timed = refit.RefitDeadline(ends=130.0, each_at=lambda steps: [1.0 * steps] * 4, save=2.0)
+    timed = RefitRoom(left=30.0, each_at=lambda steps: [1.0 * steps] * 4, ends=130.0, save=2.0)
     deadline = timed.deadline(began=100.0, epochs=3, steps=10)
     assert deadline.total == 30.0 and deadline.planned == (10.0, 10.0, 10.0)
     # On its plan after epoch 1: epoch 2 (with a tenth more) and the save end at 23 s of 30.

@@ -43,9 +43,12 @@ MAX_BATCH = 16_384
 # 1e12: std::bad_alloc). The pipeline also holds no more than the split has.
 MAX_SHUFFLE_BUFFER = 1_000_000
 REFIT_CHOICES = ("auto", "on", "off")  # train.refit
-# What a time budget's plan sets (training.timing.time_plan), unset: a budget given is planned anew.
+# What a time budget's plan decides beyond the schedule (training.timing), unset: a budget given
+# is planned anew. Corolla's, not the user's: a run keeps them in its time_plan.json
+# (runs.time_plan_file), and config.toml never holds them (`save_config`).
 UNPLANNED = {"train.time_plan": "", "train.time_steps": 0, "train.time_steps_from": 0,
              "train.time_steps_later": 0}
+TIME_PLAN_KEYS = tuple(UNPLANNED)
 
 # The help texts below are templates (config.setting): {recipe} is the recipes' default for the
 # key, {value} the field's own default, {note} and {default} what the command adds. A field's
@@ -233,14 +236,14 @@ class TrainConfig:
     # Train for a time instead of a number of epochs: "90s", "10m", "1.5h"; "" = off.
     # The recipe's epochs are then the shape of the schedule (its warm-up, frozen epochs, size
     # ramp and decay keep their share of the run), and the number of epochs follows from a
-    # timed probe of this machine (training.timing.budget); what it decided is written into this
-    # config (epochs, frozen_epochs, warmup_epochs, model.input_size, ...), `time_plan` and
-    # `time_steps`.
+    # timed probe of this machine (training.timing.budget); the schedule it fitted is written
+    # into this config (epochs, frozen_epochs, warmup_epochs, model.input_size, ...), the rest
+    # of what it decided (`time_plan`, `time_steps*`) into the run's time_plan.json.
     time_budget: str = setting(
         "", flag="--time", keyword="time", metavar="DURATION", type=duration, help="train for "
         "this long (90s, 10m, 1.5h): the recipe's schedule fitted to it, its epochs from a timed "
         "probe (not with --epochs)")
-    time_plan: str = ""  # set by Corolla: the plan decided for time_budget ("" = none yet)
+    time_plan: str = ""  # set by Corolla (time_plan.json): the plan's line ("" = none yet)
     # Refit: once validated, the run trains a second model from the same start on train + val
     # for the epochs the validated one trained (its schedule; each epoch a pass over train +
     # val), and predicts the test split with it (training.refit). With a time budget, the two
@@ -253,12 +256,14 @@ class TrainConfig:
         "for the epochs found, and predict the test split with it (val scores stay the "
         "validated model's; --time covers both); --refit alone: on; default auto: on with "
         "--time where the classes have few training photos each")
-    # Set by Corolla: the plan's steps per epoch where it shortened them to fit one epoch more
-    # (training.timing.budget.epochs_that_fit); 0 = steps_per_epoch, which stays what was asked.
+    # Set by Corolla (time_plan.json): the plan's steps per epoch where it shortened them to fit
+    # one epoch more (training.timing.budget.epochs_that_fit); 0 = steps_per_epoch, which stays
+    # what was asked.
     time_steps: int = setting(0, low=0)
-    # Set by Corolla: where the plan made again mid-run changed the length of the epochs after
-    # it to fill the time whole ones left (training.timing.pacing.replanned), the epoch (from
-    # 0) from which they have `time_steps_later` steps; 0 = every epoch the same.
+    # Set by Corolla (time_plan.json): where the plan made again mid-run changed the length of
+    # the epochs after it to fill the time whole ones left (training.timing.pacing.replanned),
+    # the epoch (from 0) from which they have `time_steps_later` steps; 0 = every epoch the
+    # same.
     time_steps_from: int = setting(0, low=0)
     time_steps_later: int = setting(0, low=0)
     # With a time budget: the fewest epochs the recipe wants at model.input_size; where fewer
@@ -569,4 +574,10 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
 
 
 def save_config(config: RunConfig, path: str | Path) -> None:
-    write_text_atomic(path, tomli_w.dumps(config.to_dict()))
+    """`config` as a TOML file, without the time plan's decisions (`TIME_PLAN_KEYS`: a run's
+    are in its time_plan.json)."""
+    tree = config.to_dict()
+    for key in TIME_PLAN_KEYS:
+        section, _, name = key.partition(".")
+        tree[section].pop(name)
+    write_text_atomic(path, tomli_w.dumps(tree))

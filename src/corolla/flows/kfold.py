@@ -16,8 +16,10 @@ Each fold is a whole run inside the parent's folder:
         predictions/test.npz  submission.csv  the folds' test probabilities averaged (checked)
         FINISHED                              last
 
-With a time budget (`--time`), the folds share it: each new fold gets what the folds before it
-left, over the folds left (`_time_share`), and fits its schedule to that.
+With a time budget (`--time`), the folds share it, counted from the command's start: each new
+fold gets what is left of it (the command's start-up and the folds before it, their evaluation
+and predictions included; a continued run's earlier sessions by their folds' training seconds),
+over the folds left (`_time_share`), and fits its schedule to that.
 
 An interrupted k-fold run continues by running the same command again (or `corolla train
 --resume runs/NAME`): finished folds (FINISHED) are kept, an unfinished one resumes from its
@@ -33,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from corolla.config import RunConfig, duration_seconds, format_duration, load_config, with_settings
+from corolla.config import RunConfig, duration_seconds, format_duration, with_settings
 from corolla import models
 from corolla.flows.run import train_evaluate_predict
 from corolla.data import check, datasets, pipeline
@@ -46,6 +48,7 @@ from corolla.evaluation.pool import pool_folds
 from corolla.files import absolute, read_history
 from corolla.report import scored
 from corolla.runs import paths, rundir, tracking
+from corolla.runtime.clock import default_clock
 from corolla.runtime import Plan
 from corolla.training import settings
 from corolla.training.timing import budget
@@ -102,14 +105,15 @@ def _copy_groups(config: RunConfig, ids, log) -> list[str] | None:
     return [groups.get(i, i) for i in ids]
 
 
-def _fold_run(parent: Path, k: int, config: RunConfig, log):
-    """(config, folder to resume or None) of fold k; None when it finished already."""
+def _fold_run(parent: Path, k: int, config: RunConfig, log, spent: float = 0.0):
+    """(config, folder to resume or None) of fold k; None when it finished already. `spent`:
+    the seconds of the k-fold run's budget spent so far (`_time_share`)."""
     folder = parent / paths.fold_name(k)
     if rundir.status(folder) == rundir.FINISHED_STATUS:
         log(f"fold {k} of {config.train.folds} finished before: kept ({folder})")
         return None
     if (folder / paths.CONFIG).is_file():
-        saved = load_config(folder / paths.CONFIG)
+        saved = rundir.config_of(folder)
         runtime = {f"runtime.{name}": value for name, value in config.to_dict()["runtime"].items()}
         return with_settings(saved, runtime), folder
     if folder.exists():
@@ -122,21 +126,20 @@ def _fold_run(parent: Path, k: int, config: RunConfig, log):
     return with_settings(config, {
         "data.fold": k, "data.folds_file": str((parent / paths.FOLDS).resolve()),
         "output.runs_dir": str(parent), "output.name": paths.fold_name(k),
-        "output.run_id": "", **_time_share(parent, k, config)}), None
+        "output.run_id": "", **_time_share(parent, k, config, spent)}), None
 
 
-def _time_share(parent: Path, k: int, config: RunConfig) -> dict:
-    """Fold k's part of the k-fold run's time budget: what the folds before it left of it
-    (their training seconds, history.csv's last `seconds`), over the folds left; {} without a
-    budget. Each fold plans its own epochs in its share (`training.timing.budget`)."""
+def _time_share(parent: Path, k: int, config: RunConfig, spent: float) -> dict:
+    """Fold k's part of the k-fold run's time budget: what is left of it after `spent`
+    seconds (`train_folds`), over the folds left; {} without a budget. Each fold plans its own
+    epochs in its share (`training.timing`)."""
     t = config.train
     if not t.time_budget:
         return {}
-    spent = _spent(parent, k)
     share = (duration_seconds(t.time_budget) - spent) / (t.folds - k + 1)
     if share < 1:
-        raise UserError(f"the k-fold run's time budget ({t.time_budget}) is spent: folds 1-"
-                        f"{k - 1} trained for {spent:.0f} s; continue it with "
+        raise UserError(f"the k-fold run's time budget ({t.time_budget}) is spent: "
+                        f"{spent:.0f} s before fold {k}; continue it with "
                         f"`corolla train --resume {parent}` after raising train.time_budget "
                         f"in {parent / paths.CONFIG}")
     # Rounded down: rounded up (as a duration is written), the folds' shares could add up to
@@ -145,7 +148,8 @@ def _time_share(parent: Path, k: int, config: RunConfig) -> dict:
 
 
 def _spent(parent: Path, k: int) -> float:
-    """The training seconds of folds 1 to k - 1 (history.csv's last `seconds`)."""
+    """The training seconds of folds 1 to k - 1 (history.csv's last `seconds`): a continued
+    k-fold run's earlier sessions."""
     spent = 0.0
     for fold in range(1, k):
         history = parent / paths.fold_name(fold) / paths.HISTORY
@@ -156,15 +160,16 @@ def _spent(parent: Path, k: int) -> float:
 
 
 def _too_short(short: budget.TooShort, parent: Path, k: int, config: RunConfig,
-               fresh: bool) -> UserError:
+               fresh: bool, spent: float) -> UserError:
     """Fold k's share that holds no epoch, as the k-fold run's error: in the budget the user
     gave (not the fold's share of it), with the least that would hold one epoch of each fold
     left. `fresh`: nothing was trained yet and the parent goes, so that the same command with
-    that budget starts anew; else the run continues after its budget is raised."""
+    that budget starts anew; else the run continues after its budget is raised. `spent`: the
+    seconds of the budget spent before fold k."""
     t = config.train
     left = t.folds - k + 1
     least = format_duration(
-        math.ceil((_spent(parent, k) + short.least * left) / 10) * 10)
+        math.ceil((spent + short.least * left) / 10) * 10)
     text = (f"--time {t.time_budget} (train.time_budget) is too short for {t.folds} folds of "
             f"recipe {t.recipe} here: fold {k}'s share of it ({short.budget}) holds no epoch "
             f"({short.measured})")
@@ -176,9 +181,13 @@ def _too_short(short: budget.TooShort, parent: Path, k: int, config: RunConfig,
 
 
 def train_folds(config: RunConfig, plan: Plan, log=print,
-                resume: Path | None = None) -> tuple[Path, dict]:
+                resume: Path | None = None, began: float | None = None) -> tuple[Path, dict]:
     """Trains (or continues) every fold, then pools their predictions; returns (the parent
-    run's folder, the out-of-fold metrics). `resume`: the parent of an interrupted k-fold run."""
+    run's folder, the out-of-fold metrics). `resume`: the parent of an interrupted k-fold run.
+    `began`: when the command started (`clock.default_clock()`'s time), where a time budget
+    counts from (None: now)."""
+    clock = default_clock()
+    began = clock.now() if began is None else began
     if plan.num_processes > 1:
         raise UserError("k-fold training runs in one process (several replicas are fine); "
                         "start it on one host, without TF_CONFIG or KERAS_DISTRIBUTION_*")
@@ -198,8 +207,10 @@ def train_folds(config: RunConfig, plan: Plan, log=print,
             if not folds_path.is_file():  # a new run, or one killed before the file was written
                 (assignment or _assignment(config, layout, log)).write(folds_path)
             k = config.train.folds
+            before = _spent(parent, k + 1)  # (the folds' training in earlier sessions)
             for fold in range(1, k + 1):
-                found = _fold_run(parent, fold, config, log)
+                spent = before + clock.since(began)
+                found = _fold_run(parent, fold, config, log, spent)
                 if found is None:
                     continue
                 fold_config, fold_resume = found
@@ -213,7 +224,8 @@ def train_folds(config: RunConfig, plan: Plan, log=print,
                     raise Interrupted(parent) from None
                 except budget.TooShort as short:
                     nothing_trained = resume is None and fold == 1
-                    raise _too_short(short, parent, fold, config, nothing_trained) from None
+                    raise _too_short(short, parent, fold, config, nothing_trained,
+                                     spent) from None
                 _free_memory()
             metrics = pool(parent, config, layout, log=log)
             tracking.send_scored(parent, parent, metrics, log)  # ended by train, report sent

@@ -35,13 +35,13 @@ SESSION = ("runtime.", "data.skip_bad_records")
 
 
 def _continued(run: Path, run_cfg: config_lib.RunConfig, given: Given):
-    """The config of a continued run (`run_cfg`, its config.toml) with the session settings
-    `given`; a changed data.skip_bad_records is saved into config.toml, which evaluate and
-    predict read (the runtime ones are this session's only)."""
+    """The config of a continued run (`run_cfg`, its config.toml and time plan) with the
+    session settings `given`; a changed data.skip_bad_records is saved into config.toml, which
+    evaluate and predict read (the runtime ones are this session's only)."""
     cfg = config_lib.with_settings(run_cfg, given.only(*SESSION).values, given.names)
     if cfg.data.skip_bad_records != run_cfg.data.skip_bad_records:
-        config_lib.save_config(config_lib.with_settings(run_cfg, {
-            "data.skip_bad_records": cfg.data.skip_bad_records}), run / paths.CONFIG)
+        rundir.save(run, config_lib.with_settings(run_cfg, {
+            "data.skip_bad_records": cfg.data.skip_bad_records}))
     return cfg
 
 
@@ -216,7 +216,7 @@ def train(config_file: str | None = None, given: Given = Given(),
     if kfold_rule.is_parent(cfg):
         from corolla.flows import kfold
 
-        run_dir, metrics = kfold.train_folds(cfg, plan, log=log, resume=resume)
+        run_dir, metrics = kfold.train_folds(cfg, plan, log=log, resume=resume, began=began)
     else:
         from corolla.flows import run
 

@@ -37,7 +37,7 @@ from corolla.data.audit import findings
 from corolla.errors import UserError
 from corolla.files import (MAX_PICTURE, read_bounded, read_history, read_json,
                            regular_file_inside, write_text_atomic)
-from corolla.runs import paths, rundir
+from corolla.runs import paths, rundir, time_plan_file
 
 
 # Known pictures first, in the order people read them; any other PNG of the folder follows.
@@ -90,6 +90,19 @@ class Sources:
         """config.toml as written (the run's); None where it is not read."""
         path = self.file(self.run_dir, paths.CONFIG)
         return None if path is None else path.read_text()
+
+    @cached_property
+    def time_plan_text(self) -> str | None:
+        """time_plan.json as written (a timed run's plan); None where there is none or it is
+        not read."""
+        path = self.file(self.run_dir, paths.TIME_PLAN)
+        if path is None:
+            return None
+        try:
+            return read_bounded(path, time_plan_file.MAX_BYTES, "time plan").decode(
+                "utf-8", errors="replace")
+        except (OSError, UserError):
+            return None
 
     @cached_property
     def settings(self) -> dict:
@@ -589,9 +602,12 @@ def _settings(cfg: dict) -> dict:
 
 
 def _config(src: Sources) -> str:
+    """The run's config.toml, and a timed run's time_plan.json (what its plan decided)."""
+    plan = "" if src.time_plan_text is None else \
+        f"\n<h2>Time plan (time_plan.json)</h2>\n<pre>{_e(src.time_plan_text)}</pre>"
     if src.config_text is None:
-        return "<h2>Config (config.toml)</h2>\n<p>Not read (see above).</p>"
-    return f"<h2>Config (config.toml)</h2>\n<pre>{_e(src.config_text)}</pre>"
+        return "<h2>Config (config.toml)</h2>\n<p>Not read (see above).</p>" + plan
+    return f"<h2>Config (config.toml)</h2>\n<pre>{_e(src.config_text)}</pre>" + plan
 
 
 _CSS = """

@@ -7,5 +7,6 @@ runs, not a model), `outputs` (where evaluate and predict may write, checked bef
     outputs: where evaluate and predict may write, decided before a model is loaded
     paths: every name in a run folder: the run-folder format, in one place
     rundir: run directories, never silently overwritten: made, locked, recorded, opened
+    time_plan_file: time_plan.json, what a time budget's plan decided, checked when read back
     tracking: experiment tracking (MLflow, W&B), one module a tracker; a tracked run's end
 """

@@ -2,6 +2,8 @@
 
     runs/<model>-<YYYYmmdd-HHMMSS>/
         config.toml  plan.json  classes.txt      what the run is (written first)
+        time_plan.json                           --time: what the plan decided beyond the
+                                                 schedule (its line, shortened epochs)
         backup/ (state.json, epoch files)        the state of a run in training; gone once trained
         history.csv  logs/                       one row per epoch; TensorBoard's events
         model.keras  last.keras                  the best epoch's model (marks the run trained),
@@ -69,6 +71,7 @@ ENSEMBLE_PREFIX = "ensemble"  # runs/ensemble-<timestamp>/
 LR_FIND = "lr_find.json"  # the range test (`--lr find`): rates, losses, the rate suggested
 LR_FIND_PICTURE = "lr_find.png"  # ... its loss against the rate
 REFIT = "refit.keras"  # --refit: the model trained again on train + val (predicts the test split)
+TIME_PLAN = "time_plan.json"  # a timed run's plan: its line, shortened epochs (training.timing)
 REFIT_PLAN = "refit.json"  # ... its epochs and steps, decided once (a resumed refit keeps them)
 REFIT_HISTORY = "refit-history.csv"  # ... one row per epoch
 REFIT_BACKUP = "refit-backup"  # ... its backup while it trains

@@ -18,6 +18,7 @@ from corolla.errors import UserError
 from corolla.files import (UNMAKEABLE, hold_lock, lock_is_free, read_json, remove_partials,
                            write_text_atomic)
 from corolla.runs.kfold import refuse_parent
+from corolla.runs import time_plan_file
 from corolla.runs.paths import CLASSES, CONFIG, FINISHED, LOCK, MODEL, PLAN
 
 
@@ -104,9 +105,16 @@ def _session(plan) -> dict:
 def record(run_dir: Path, config, plan, class_names) -> None:
     """Writes what a new run is: its resolved config, the plan and versions it runs with, and
     the names of its classes."""
-    save_config(config, run_dir / CONFIG)
+    save(run_dir, config)
     write_text_atomic(run_dir / CLASSES, format_classes_file(class_names))
     write_text_atomic(run_dir / PLAN, json.dumps({"sessions": [_session(plan)]}, indent=1))
+
+
+def save(run_dir: Path, config: RunConfig) -> None:
+    """The run's config: what its time plan decided into time_plan.json (first: where a kill
+    comes between the two, its schedule holds), the rest into config.toml."""
+    time_plan_file.write(run_dir, config)
+    save_config(config, run_dir / CONFIG)
 
 
 def record_session(run_dir: Path, plan) -> None:
@@ -154,10 +162,17 @@ def _open(run_dir: str | Path) -> Path:
 
 
 def read(run_dir: str | Path) -> tuple[Path, RunConfig]:
-    """The run's folder and its config.toml, parsed: the one read of it a command makes (the
-    config is passed down, not read again)."""
+    """The run's folder and its config (config.toml, parsed, with its time plan's decisions:
+    `config_of`): the one read of it a command makes (the config is passed down, not read
+    again)."""
     run_dir = _open(run_dir)
-    return run_dir, load_config(run_dir / CONFIG)
+    return run_dir, config_of(run_dir)
+
+
+def config_of(run_dir: Path) -> RunConfig:
+    """The run's config: its config.toml with what its time plan decided (time_plan.json,
+    `time_plan_file.merged`)."""
+    return time_plan_file.merged(run_dir, load_config(run_dir / CONFIG))
 
 
 def load(run: str | Path, config: RunConfig | None = None) -> tuple[
@@ -192,7 +207,7 @@ def load_unfinished(run_dir: str | Path) -> tuple[Path, RunConfig]:
     if status(run_dir) == FINISHED_STATUS:
         raise UserError(f"run {str(run_dir)!r} already finished; evaluate or predict with it, "
                         f"or start a new run")
-    return run_dir, load_config(run_dir / CONFIG)
+    return run_dir, config_of(run_dir)
 
 
 _held: dict[Path, int] = {}  # run folder -> the open lock file this process holds

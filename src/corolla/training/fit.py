@@ -1,9 +1,9 @@
 """Training: `run(config, plan)` is what `corolla train` and `corolla demo` call, a run's story
 from its settings to its saved model. Each step is a module of this package: `preparing`
-(settings, backup, epoch length), `trainer` (the model through its phases), `time_plan` (a
-time budget) and `saving`; the run's folder and what the log says of the training are this
-module's, below `run`. A timed run that fit the linear head (`linear_head`) ends with it where
-training does not beat it on val, or fails.
+(settings, backup, epoch length), `trainer` (the model through its phases), `timing` (a time
+budget: `timing.plan.TimePlan`) and `saving`; the run's folder and what the log says of the
+training are this module's, below `run`. A timed run that fit the linear head (`linear_head`)
+ends with it where training does not beat it on val, or fails.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from corolla.runtime.clock import Clock, default_clock
 from corolla.training.phases import epochs_text
 from corolla.training.preparing import Prepared, prepare
 from corolla.training.saving import TrainResult
-from corolla.training.timing.time_plan import plan_time, replan
+from corolla.training.timing.plan import TimePlan
 from corolla.training.trainer import Trainer
 
 
@@ -57,9 +57,10 @@ def run(config: RunConfig, plan: Plan, log=print, resume: Path | None = None,
     if lr_find is not None and resume is None:
         found = range_test.train_at_found_rate(trainer, lr_find, config.train, log)
         ready = trainer.ready
+    timed = None  # the time plan, where this session makes it
     if ready.to_plan:
-        ready = plan_time(trainer, val_split, began, log)
-        trainer.adopt_plan(ready)
+        timed = TimePlan(trainer, val_split, began, log)
+        ready = timed.make()
     saved = trainer.saved_model()
     trainer.start()  # before the folder too: a pipeline that cannot be built leaves no run
     run_dir, backup_dir = _open_folder(ready, plan, log, resume)
@@ -79,10 +80,10 @@ def run(config: RunConfig, plan: Plan, log=print, resume: Path | None = None,
     # run ends KILLED (FAILED on an error) here.
     with tracking.ended_on_error(run_dir, log):
         # A plan made in this session is made again from the pace of its first epoch trained
-        # on images (`time_plan.replan`).
+        # on images (`TimePlan.replan`).
         try:
-            if trainer.fit_phases(until=ready.deadline.replan_after if ready.deadline else 0):
-                replan(trainer, run_dir, log)
+            if trainer.fit_phases(until=timed.replan_after if timed else 0):
+                timed.replan(run_dir)
                 trainer.fit_phases()
         except Exception as e:  # (a Ctrl-C is no Exception: it stops the run as ever)
             if checkpoint.state.linear_head is None:
@@ -97,9 +98,13 @@ def run(config: RunConfig, plan: Plan, log=print, resume: Path | None = None,
         _log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
         result.refit = ready.config.train.refit == "on"
         if result.refit and resume is None:  # a resumed one: `refit.train`
-            result.refit_deadline = refit.plan_in_time(
-                run_dir, trainer.ready, checkpoint.state.history, began, val_split.count, log,
-                clock)
+            # Planned right after the validated training, in the time it left (the room its
+            # time plan gives it, where this session made one).
+            room = timed.refit_room(checkpoint.state.history) if timed else None
+            ready = trainer.ready
+            refit.make_plan(run_dir, ready.config, ready.steps,
+                            (ready.layout.split("train").count, val_split.count), log, room)
+            result.refit_deadline = room
         return result
 
 

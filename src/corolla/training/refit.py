@@ -22,8 +22,6 @@ from __future__ import annotations
 import itertools
 import shutil
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from corolla.config import RunConfig, TrainConfig, with_settings
@@ -33,10 +31,10 @@ from corolla.files import read_history, read_json, write_json
 from corolla.runs import paths, rundir
 from corolla.runtime import Plan
 from corolla.training import saving
-from corolla.training.timing import budget, pacing
-from corolla.runtime.clock import Clock, SYSTEM_CLOCK, default_clock
+from corolla.training.timing import budget
+from corolla.training.timing.plan import RefitRoom
+from corolla.runtime.clock import default_clock
 from corolla.training.backup import BackupState, read_state
-from corolla.training.phases import of_config
 from corolla.training.preparing import Prepared, epoch_steps, set_determinism
 from corolla.training.settings import resolve
 from corolla.training.trainer import Trainer
@@ -80,33 +78,14 @@ def stopped_early(history: list[dict], train: TrainConfig) -> bool:
 LONGEST = 2.0
 
 
-@dataclass(frozen=True)
-class RefitDeadline:
-    """Where a timed refit stops short of its plan (the session that planned it alone): the
-    monotonic time its budget `ends`, each planned epoch's estimated seconds by steps
-    (`each_at`, at the validated epochs' pace) and the final save's (`save`). A refit fills
-    the time its validated training left (`LONGEST`), so a host that turns busier during it
-    would otherwise end it past the budget."""
-    ends: float
-    each_at: Callable[[int], list]
-    save: float
-    clock: Clock = SYSTEM_CLOCK  # what `ends` is read on
-
-    def deadline(self, began: float, epochs: int, steps: int) -> pacing.Deadline:
-        """The `pacing.Deadline` of a refit of `epochs` epochs of `steps` steps that starts
-        at monotonic time `began` (its history counts from there)."""
-        return pacing.Deadline(self.ends - began, tuple(self.each_at(steps)[:epochs]), 0.0,
-                               self.save)
-
-
 def make_plan(run_dir: Path, config: RunConfig, steps: int, counts: tuple[int, int],
-              log, room: tuple | None = None) -> dict:
+              log, room: RefitRoom | None = None) -> dict:
     """The refit's plan, written to refit.json: its `epochs` (trained), the config `settings`
     it trains with, its `steps` per epoch, and the `photos` it trains on; where the run kept
     its linear head, no epoch and `linear_head` (`linear_head_refit`). `steps`: the validated
-    run's per epoch; `counts`: (train, val) photos. `room`: (seconds left, a function of the
-    steps of an epoch giving each refit epoch's estimated seconds) under a time budget: the
-    epochs that fit, or where all fit with time to spare, their steps lengthened (`longer`)."""
+    run's per epoch; `counts`: (train, val) photos. `room`: under a time budget, the time the
+    validated training left (`timing.plan.RefitRoom`): the epochs that fit, or where all fit
+    with time to spare, their steps lengthened (`longer`)."""
     history = read_history(run_dir / paths.HISTORY)
     train, val = counts
     if kept_linear_head(run_dir):
@@ -118,7 +97,7 @@ def make_plan(run_dir: Path, config: RunConfig, steps: int, counts: tuple[int, i
     each_steps = budget.refit_steps(steps, counts)
     settings = {"train.early_stopping_patience": 0, "train.time_steps": each_steps}
     if room is not None:
-        left, each_at = room
+        left, each_at = room.left, room.each_at
         fit = sum(1 for end in itertools.accumulate(each_at(each_steps)[:epochs])
                   if end <= left)
         if fit < epochs:
@@ -148,37 +127,12 @@ def _longer(each_at, steps: int, epochs: int, left: float) -> int:
     return budget.most(lambda n: sum(each_at(n)[:epochs]) <= left, steps, int(LONGEST * steps))
 
 
-def plan_in_time(run_dir: Path, ready: Prepared, history: list[dict], began: float,
-                 val_count: int, log, clock: Clock) -> RefitDeadline | None:
-    """The refit's plan, right after the validated training of this session (`ready`, with its
-    time plan's deadline where it made one): the refit's epochs estimated on the probe's costs
-    (`budget.refit_costs`) at the pace the validated epochs kept (`Deadline.refit_pace`: a
-    plan made again at 0.81x the probe's estimates, its refit estimated at 1x, left room for 5
-    of its 6 epochs and 16% of a 10-minute budget unused), in the time the budget has left.
-    Returns where the refit stops short of it (None without a time plan). `began`: when the
-    budget started, on `clock`."""
-    deadline, config = ready.deadline, ready.config
-    counts = (ready.layout.split("train").count, val_count)
-    if deadline is None or deadline.refit is None:
-        make_plan(run_dir, config, ready.steps, counts, log)
-        return None
-    total = deadline.total  # (the budget less what follows training)
-    pace, refit = deadline.refit_pace(history), deadline.refit
-    left = pacing.REPLAN_SHARE * total - clock.since(began) - pace * deadline.save
-
-    def each_at(steps):
-        return [pace * s for s in refit.each(of_config(config), config.model.input_size, steps)]
-
-    make_plan(run_dir, config, ready.steps, counts, log, (left, each_at))
-    return RefitDeadline(began + total, each_at, pace * deadline.save, clock)
-
-
-def train(run_dir: Path, plan: Plan, log, timed: RefitDeadline | None = None) -> Path | None:
+def train(run_dir: Path, plan: Plan, log, timed: RefitRoom | None = None) -> Path | None:
     """Trains the refit of the trained run `run_dir` on its plan (refit.json; made now, with
     no time budget's room, where a run was stopped before it was written): returns refit.keras,
     or None where the plan has no epoch. Continues a refit killed midway from its backup.
-    `timed`: where it stops short of its plan to end inside the budget (`plan_in_time`'s, in
-    the session that planned it)."""
+    `timed`: the room its time plan gave it, where it stops short of its plan to end inside the
+    budget (`timing.plan.TimePlan.refit_room`, in the session that planned it)."""
     check_plan(plan)
     config, layout = resolve(rundir.read(run_dir)[1], plan, resume=True, log=lambda *args: None)
     record_path = run_dir / paths.REFIT_PLAN

@@ -22,8 +22,8 @@ class TrainResult:
     model: object
     history: dict
     refit: bool = False  # whether a refit follows (train.refit as the run decided it)
-    # Where the refit is timed in this session (`refit.plan_in_time`): where it stops short
-    # (`refit.RefitDeadline`).
+    # Where the refit is timed in this session: the room its time plan gave it, where it stops
+    # short (`timing.plan.RefitRoom`).
     refit_deadline: object = None
 
 

@@ -60,7 +60,7 @@ class Trainer:
         self.current: Phase | None = None
         self.own: list = []  # Corolla's callbacks, with their checkpoint and val F1: `callbacks`
         self.checkpoint, self.val_f1 = None, None
-        self.stop_in_time = None  # `callbacks.StopInTime`, where a plan made here stops
+        self.stop_in_time = None  # `timing.stop.StopInTime`, where a plan made here stops
         self.first_data = None  # the stream the run starts (or resumes) with: `start`
         self.stream = TrainingStream(config, ready.layout, plan, log)
         self.frozen = FrozenPath(self.model, plan, config.data.augment, log)
@@ -135,9 +135,9 @@ class Trainer:
         every epoch; None for a refit (`refit`), which trains on them, and whose `history`
         goes to its own file (no TensorBoard's). `tracker`: the run's experiment tracker
         (`runs.tracking`), sent each epoch once it is committed."""
-        from corolla.training.callbacks import (EpochTensorBoard, StopInTime, SwapEMA,
-                                                TrackEpochs, ValMacroF1)
+        from corolla.training.callbacks import EpochTensorBoard, SwapEMA, TrackEpochs, ValMacroF1
         from corolla.training.checkpoint import Checkpoint
+        from corolla.training.timing.stop import StopInTime
 
         config, plan = self.ready.config, self.plan
         t = config.train

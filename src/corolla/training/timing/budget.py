@@ -28,14 +28,15 @@ at SHORTEST of its steps or more, the plan takes it with fewer steps each (`epoc
 A plan is a forecast: `pacing` keeps a run to it (its deadline, and the plan made again from
 the pace of its first epochs).
 
-This module is the arithmetic (plain Python): `probe` measures, `time_plan` applies,
-`callbacks.StopInTime` stops.
+This module is the arithmetic (plain Python): `probe` measures, `plan.TimePlan` applies,
+`stop.StopInTime` stops.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from corolla.config import RunConfig, TrainConfig, format_duration, with_settings
 from corolla.config.schema import MAX_EPOCHS
@@ -81,6 +82,10 @@ class Costs:
     def final_save(self) -> float:
         """The final save's seconds: as measured, else as a commit's."""
         return self.save or self.backup
+
+    def copy(self) -> Costs:
+        """A copy whose tables can change without changing these."""
+        return Costs(**{k: dict(v) if isinstance(v, dict) else v for k, v in vars(self).items()})
 
 
 def cached_views(flips: bool, epochs: int) -> int:
@@ -164,7 +169,7 @@ def refit_costs(costs: Costs, caching: Caching | None, train: int,
                 val: int) -> tuple[Costs, Caching | None]:
     """The costs of a refit's epochs (`training.refit`), from the validated run's: no
     validation pass; frozen features cached of train + val (`train`, `val` photos) alike."""
-    out = Costs(**{k: dict(v) if isinstance(v, dict) else v for k, v in vars(costs).items()})
+    out = costs.copy()
     out.val = {size: 0.0 for size in costs.val}
     out.val_first = {size: 0.0 for size in costs.val_first}
     if caching is None:
@@ -183,8 +188,7 @@ def validated_share(config: RunConfig, phases_of, costs: Costs, steps: int,
     plan_phases = phases_of(config.train, final)
     validated = seconds(plan_phases, costs, final, steps, caching)
     costs_r, caching_r = refit_costs(costs, caching, train, val)
-    refit = seconds(plan_phases, costs_r, final, math.ceil(steps * (train + val) / train),
-                    caching_r)
+    refit = seconds(plan_phases, costs_r, final, refit_steps(steps, (train, val)), caching_r)
     return validated / (validated + refit)
 
 
@@ -192,7 +196,7 @@ def scaled(costs: Costs, measured: int, size: int) -> Costs:
     """`costs` with those missing at `size` px estimated from those at `measured` px, by the
     pixels (what a convolution's work scales with): only to choose the size to measure."""
     ratio = (size / measured) ** 2
-    out = Costs(**{k: dict(v) if isinstance(v, dict) else v for k, v in vars(costs).items()})
+    out = costs.copy()
     for frozen, at in list(costs.step):
         if at == measured:  # the tracing and an epoch's start kept: not only the pixels' work
             out.step.setdefault((frozen, size), costs.step[(frozen, at)] * ratio)
@@ -277,9 +281,19 @@ TIME_LEFT = "in the time whole ones left"
 TO_REPLAN = "so that the plan is made again from the first trained epoch's pace"
 
 
+class EpochsFit(NamedTuple):
+    """The epochs a plan takes (`epochs_that_fit`): how many, their `steps` each, their
+    `estimate`d seconds and `why` they are shorter than the steps asked for ("" where they are
+    not)."""
+    epochs: int
+    steps: int
+    estimate: float
+    why: str
+
+
 def epochs_that_fit(config: RunConfig, phases_of, costs: Costs, left: float, steps: int,
                     caching: Caching | None = None, unit: int = 1,
-                    replans=None) -> tuple[int, int, float, str]:
+                    replans=None) -> EpochsFit:
     """(epochs, steps per epoch, their estimated seconds, why the epochs are shorter than
     `steps`): the most whole epochs of `steps` that fit in `left` seconds, or one more of fewer
     steps where that fits (`shortened`; TIME_LEFT); (0, `steps`, one epoch's seconds, "")
@@ -298,9 +312,9 @@ def epochs_that_fit(config: RunConfig, phases_of, costs: Costs, left: float, ste
         if short and replans(phases_at(config, phases_of, epochs + 1), short):
             epochs, each, why = epochs + 1, short, TO_REPLAN
     if each == steps:
-        return epochs, steps, estimate, why
-    return epochs, each, seconds(phases_at(config, phases_of, epochs), costs,
-                                 config.model.input_size, each, caching), why
+        return EpochsFit(epochs, steps, estimate, why)
+    return EpochsFit(epochs, each, seconds(phases_at(config, phases_of, epochs), costs,
+                                           config.model.input_size, each, caching), why)
 
 
 def candidates(config: RunConfig) -> list[int]:

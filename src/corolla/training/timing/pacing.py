@@ -3,18 +3,19 @@ of it (`Deadline`), and the plan made again mid-run from the pace of its epochs 
 
 A plan is a forecast, and the margin it keeps for that leaves part of the budget unused on an
 idle host. So the plan is made again after the first
-epoch that trains on images (`replanned`), from the pace of its steps (`time_plan.replan`), to
+epoch that trains on images (`replanned`), from the pace of its steps (`plan.TimePlan.replan`), to
 fill REPLAN_SHARE of the budget: more epochs on a host faster than the probe found, fewer on a
 busier one, the schedule's shape kept, so that its learning rate still ends at its floor;
 where whole epochs leave part of one, one more, the epochs after it shorter. A run
 that falls behind after that (a host that turned busier) stops short of its plan where the next
-epoch would end past the budget (`Deadline`; `callbacks.StopInTime` stops it).
+epoch would end past the budget (`Deadline`; `stop.StopInTime` stops it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from corolla.config import RunConfig, TrainConfig
 from corolla.config.schema import MAX_EPOCHS
@@ -42,7 +43,7 @@ class Refit:
         return epoch_seconds(plan_phases, self.costs, final, steps or self.steps, self.caching)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Deadline:
     """Where a timed run stops short of its plan to end inside its budget: on a host busier
     than the probe found, the plan's margin is not enough. After each epoch, the next one's
@@ -65,7 +66,7 @@ class Deadline:
     unused, the refit taking no more epochs than the validated training had, and on a host
     busier than the probe found it stopped a run before its first trained epoch.) `pace`: the
     pace the plan was made at, in times the probe's estimates (1 until it is made again), which
-    the refit's plan scales the probe's costs by (`training.refit.plan_in_time`)."""
+    the refit's plan scales the probe's costs by (`plan.TimePlan.refit_room`)."""
     total: float
     planned: tuple
     planned_at: float
@@ -174,11 +175,18 @@ def refit_seconds(config: RunConfig, phases_of, deadline: Deadline,
                                config.model.input_size)
 
 
+class Replanned(NamedTuple):
+    """A plan made again (`replanned`): its `epochs`, and the `steps` of those after the
+    epochs it was made after."""
+    epochs: int
+    steps: int
+
+
 def replanned(config: RunConfig, phases_of, deadline: Deadline, done: int,
-              pace: float, retrace: float, spent: float, unit: int = 1) -> tuple[int, int]:
+              pace: float, retrace: float, spent: float, unit: int = 1) -> Replanned:
     """(epochs, steps of those after `done`) of the run's plan made again after its first
     `done` epochs, `spent` seconds into the budget, at `pace` times the probe's estimates (as
-    measured: `time_plan.replan`) with `retrace` seconds of tracing for another schedule than
+    measured: `plan.TimePlan.replan`) with `retrace` seconds of tracing for another schedule than
     the plan's (`remaining`): the most epochs of the plan's steps whose epochs after `done` and
     the final save (and with a refit, its epochs and save) end by REPLAN_SHARE of the budget
     (`done`: the run ends, where not one more does); then, as `budget.epochs_that_fit` does, one
@@ -189,7 +197,7 @@ def replanned(config: RunConfig, phases_of, deadline: Deadline, done: int,
     left = REPLAN_SHARE * deadline.total - spent - saves * pace * deadline.save
     epochs = _most_replanned(config, phases_of, deadline, done, pace, retrace, left)
     return _shortened(config, phases_of, deadline, done, pace, retrace, left, epochs, unit) \
-        or (epochs, deadline.steps)
+        or Replanned(epochs, deadline.steps)
 
 
 def _after(config, phases_of, deadline: Deadline, done: int, pace: float, retrace: float,
@@ -201,7 +209,7 @@ def _after(config, phases_of, deadline: Deadline, done: int, pace: float, retrac
 
 
 def _shortened(config, phases_of, deadline: Deadline, done: int, pace: float, retrace: float,
-               left: float, epochs: int, unit: int) -> tuple[int, int] | None:
+               left: float, epochs: int, unit: int) -> Replanned | None:
     """(`epochs` + 1, the most steps below the plan's at which the epochs after `done` fit in
     `left` seconds), where those are at least budget.SHORTEST of the plan's and train more steps in
     all than `epochs`; else None."""
@@ -213,7 +221,7 @@ def _shortened(config, phases_of, deadline: Deadline, done: int, pace: float, re
         steps, unit)
     # (Not where the epoch more's own start and validation would take what it adds.)
     trains_more = (more - done) * fits > (epochs - done) * steps
-    return (more, fits) if fits and trains_more else None
+    return Replanned(more, fits) if fits and trains_more else None
 
 
 def _most_replanned(config, phases_of, deadline: Deadline, done: int, pace: float,
