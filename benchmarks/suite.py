@@ -360,24 +360,33 @@ def table(files: list[Path]) -> None:
         if not path.is_file():
             raise SystemExit(f"{path}: no such results file")
         rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    probes = {}
+    probes = {}  # the latest of each set, backbone and size
     for row in rows:
         if row["kind"] == "probe":
-            probes[(row["data"], row["weights"])] = row
-    header = ["data", "classes", "photos a class (train/val/test)", "probe F1", "Corolla F1",
-              "seconds / T", "load before-after", "pace"]
-    lines, gains = [], []
+            probes[(row["data"], row["weights"], row["size"])] = row
+    header = ["data", "classes", "photos a class (train/val/test)",
+              "probe F1 at the run's size (at 224 px)", "Corolla F1", "seconds / T",
+              "load before-after", "pace"]
+    lines, gains, gains224 = [], [], []
     trained = {r["data"] for r in rows if r["kind"] == "train"}
     shown = [r for r in rows if r["kind"] == "train"] + \
         [r for r in probes.values() if r["data"] not in trained]
     order = list(dict.fromkeys(r["data"] for r in rows))
     shown.sort(key=lambda r: order.index(r["data"]))
     for row in shown:
-        # The probe of the backbone the run trained (the ladder's rung where it chose one).
-        p = probes.get((row["data"], row.get("rung") or row["weights"]))
+        # The probes of the backbone the run trained (the ladder's rung where it chose one):
+        # on its own frozen features (the run's input size), and at 224 px.
+        backbone = row.get("rung") or row["weights"]
+        p = probes.get((row["data"], backbone, row.get("size")))
+        at224 = probes.get((row["data"], backbone, 224))
+        if row["kind"] == "probe":
+            p, at224 = row, None
+        elif p is None:
+            p, at224 = at224, None
         cells = [row["data"], str(row["classes"]), row["per_class"],
                  "-" if not p else f"{p['f1']:.4f}" + (
-                     f" ({p['tested']} test photos)" if p.get("test_cap") else "")]
+                     f" ({p['tested']} test photos)" if p.get("test_cap") else "")
+                 + (f" ({at224['f1']:.4f})" if at224 and at224 is not p else "")]
         if row.get("refused"):
             least = re.search(r"give at least (--time \S+)", row["refused"])
             cells += [f"refused (--time {row['time']}, seed {row['seed']}): "
@@ -391,6 +400,8 @@ def table(files: list[Path]) -> None:
                       f"{row['seconds']:.0f} / {_seconds(row['time']):.0f}"]
             if p:
                 gains.append(row["f1"] - p["f1"])
+            if at224 or (p and p["size"] == 224):
+                gains224.append(row["f1"] - (at224 or p)["f1"])
         else:
             cells += ["-", f"{row['seconds']:.0f} (probe)"]
         cells += [f"{row['load_before'][0]:.1f}-{row['load_after'][0]:.1f} "
@@ -401,8 +412,11 @@ def table(files: list[Path]) -> None:
     for cells in lines:
         print("| " + " | ".join(cells) + " |")
     if gains:
-        print(f"\nCorolla - probe: mean {statistics.mean(gains):+.4f}, worst {min(gains):+.4f} "
-              f"({len(gains)} runs)")
+        print(f"\nCorolla - probe at the run's size (or 224 px where none): mean "
+              f"{statistics.mean(gains):+.4f}, worst {min(gains):+.4f} ({len(gains)} runs)")
+    if gains224:
+        print(f"Corolla - probe at 224 px: mean {statistics.mean(gains224):+.4f}, worst "
+              f"{min(gains224):+.4f} ({len(gains224)} runs)")
 
 
 def main(argv=None) -> int:
