@@ -102,7 +102,9 @@ def load_recipe(name_or_path: str) -> Recipe:
 
 def _recipe_keys() -> set[str]:
     defaults = schema.RunConfig().to_dict()
-    return {f"{s}.{k}" for s in SECTIONS for k in defaults[s]} - {"train.recipe"}
+    # (a time budget's plan is Corolla's, kept in the run's time_plan.json, not config.toml)
+    return {f"{s}.{k}" for s in SECTIONS for k in defaults[s]} - {"train.recipe"} - \
+        set(schema.TIME_PLAN_KEYS)
 
 
 def is_read(file: schema.ConfigFile | None) -> bool:
