@@ -94,7 +94,7 @@ def test_a_run_trains_the_top_on_cached_outputs_and_saves_the_full_model(train_t
     import corolla.models.layers  # noqa: F401 (registers Corolla's layers)
 
     saved = keras.saving.load_model(run / paths.MODEL, compile=False)
-    classes = (run / paths.CLASSES).read_text().split()
+    classes = (run / paths.CLASSES).read_text().splitlines()
     assert saved.input_shape == (None, 32, 32, 3)
     assert saved.output_shape == (None, len(classes))
     assert len(saved_weights(run / paths.LAST)) == len(saved.get_weights())
