@@ -174,3 +174,18 @@ def test_a_killed_run_resumes_on_cached_outputs(train_tiny, tmp_path):
     assert any(line.startswith("backbone's frozen lower part") for line in lines)
     assert [row["epoch"] for row in history(tmp_path / "r")] == ["1", "2"]
     assert (tmp_path / "r" / paths.MODEL).is_file()
+
+
+def test_a_timed_runs_probe_measures_the_top_on_cached_outputs_and_their_caching(
+        train_tiny, tmp_path):
+    import keras
+
+    def stop(epoch, logs):  # the plan and the first epoch are what this looks at
+        raise Stop
+
+    lines = []
+    train_tiny.fit(tmp_path, "r", {**THAWED, "train.time_budget": "10m"},
+                   [keras.callbacks.LambdaCallback(on_epoch_end=stop)], log=lines.append)
+    probe = next(line for line in lines if line.startswith("time probe: "))
+    assert "the backbone's lower part's outputs cached at 32 px in " in probe
+    assert any(line.startswith("backbone's frozen lower part") for line in lines)

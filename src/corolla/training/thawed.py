@@ -165,6 +165,31 @@ class ViewCache:
             shutil.rmtree(self.path.parent, ignore_errors=True)
 
 
+def cache_views(lower, split, size: int, batch: int, flips: bool, skip_bad_records: bool,
+                bound: float, folder: Path) -> ViewCache:
+    """`lower`'s outputs (`split_at`) of every image of `split` at `size` px in file order (the
+    order of `pipeline.metadata`'s labels), and with `flips` of its mirror image too, computed
+    `batch` images at a time into a `ViewCache` (in memory up to `bound` bytes, else in
+    `folder`)."""
+    views = [lambda x: x] + ([tf.image.flip_left_right] if flips else [])
+    table = None
+    for v, view in enumerate(views):
+        done = 0
+        ds = pipeline.eval_dataset(split, size, batch, skip_bad_records=skip_bad_records)
+        for images in ds.map(view):
+            out = lower.predict_on_batch(images)[: split.count - done]
+            if table is None:
+                table = ViewCache(len(views), split.count, out.shape[1:], out.dtype, bound,
+                                  folder)
+            table.table[v, done:done + len(out)] = out
+            done += len(out)
+            if done >= split.count:
+                break
+    if table.path is not None:
+        table.table.flush()
+    return table
+
+
 class ThawedPath:
     """A run's trained phases trained as the backbone's top on its lower part's cached outputs,
     where they can be (`usable`): the cut found and the model split once, the outputs computed
@@ -230,24 +255,9 @@ class ThawedPath:
         began = time.monotonic()
         lower, _ = self.halves()
         split, skip = ready.layout.split("train"), ready.config.data.skip_bad_records
-        batch = self.plan.inference_batch
-        views = [lambda x: x] + ([tf.image.flip_left_right] if flips else [])
-        table = None
-        for v, view in enumerate(views):
-            done = 0
-            ds = pipeline.eval_dataset(split, size, batch, skip_bad_records=skip).map(view)
-            for images in ds:
-                out = lower.predict_on_batch(images)[: split.count - done]
-                if table is None:
-                    bound = pipeline.memory_budget() if self.bound is None else self.bound
-                    table = ViewCache(len(views), split.count, out.shape[1:], out.dtype, bound,
-                                      self.folder / FOLDER)
-                table.table[v, done:done + len(out)] = out
-                done += len(out)
-                if done >= split.count:
-                    break
-        if table.path is not None:
-            table.table.flush()
+        table = cache_views(lower, split, size, self.plan.inference_batch, flips, skip,
+                            pipeline.memory_budget() if self.bound is None else self.bound,
+                            self.folder / FOLDER)
         self.cached = (table, pipeline.metadata(split, skip)["labels"])
         self.cached_size = size
         where = "in memory" if table.path is None else f"in {table.path}"
