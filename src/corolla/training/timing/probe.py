@@ -17,6 +17,7 @@ from corolla.scoring.batched import predict_probabilities, split_batches
 from corolla.runs import paths
 from corolla.training.timing import budget
 from corolla.training.backup import BackupState
+from corolla.training.compiling import compile_head
 from corolla.training.phases import Phase
 from corolla.training.trainer import Trainer
 
@@ -80,7 +81,6 @@ def _time_thawed(trainer: Trainer, size: int, per_call: int, costs: budget.Costs
     of the caching pass at `size` px as for the frozen features' (`costs.thawed_cache`: the
     whole pass over every view of the training images, its tracing included), then the top's
     steps on those batches' outputs, fed as the run feeds them (`_time_steps`)."""
-    from corolla.training.compiling import compile_head
     from corolla.training.thawed import ViewCache
 
     ready, plan, clock = trainer.ready, trainer.plan, trainer.clock
