@@ -66,7 +66,7 @@ def split(model, fraction: float):
     if cut is None:
         raise SystemExit("no single tensor crosses below the lowest trained layer")
     lower, top = thawed.split_at(model, backbone, cut)
-    return cut.operation.name, lower, top
+    return cut[-1][1].operation.name, lower, top
 
 
 def rates(model, data, steps: int, rounds: int, batch: int, xla: bool = False) -> list:

@@ -34,14 +34,39 @@ def test_the_cut_lies_below_every_trained_layer_and_one_tensor_crosses_it():
     from corolla.training import thawed
 
     model, backbone, cut = _split()
+    (_, node), = cut
     nodes = thawed.graph_nodes(backbone)
-    at = nodes.index(cut)
+    at = nodes.index(node)
     assert not any(node.operation.trainable_weights for node in nodes[:at + 1])
     assert any(node.operation.trainable_weights for node in nodes[at + 1:])
-    assert cut.operation.name == "stage0_out"  # part of stage1 trains: its block's input
+    assert node.operation.name == "stage0_out"  # part of stage1 trains: its block's input
     lower, top = thawed.split_at(model, backbone, cut)
     assert {id(v) for v in top.trainable_weights} == {id(v) for v in model.trainable_weights}
     assert not lower.trainable_weights
+
+
+def test_a_backbone_that_wraps_another_behind_its_preprocessing_is_cut_inside_it():
+    """As the registered efficientnet_lite0 wraps keras-hub's backbone: the cut is found in
+    the model the wrapper calls, and the two halves compute the whole model's outputs."""
+    import keras
+
+    from corolla import models
+    from corolla.training import phases, thawed
+
+    keras.utils.set_random_seed(0)
+    inner = models.get("small_resnet").backbone((32, 32, 3), None)
+    images = keras.Input((32, 32, 3))
+    wrapper = keras.Model(images, inner(keras.layers.Rescaling(0.5, name="scale")(images)))
+    inputs = keras.Input((32, 32, 3))
+    pooled = keras.layers.GlobalAveragePooling2D(name="pool")(wrapper(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(3, name="probabilities")(pooled))
+    phases.freeze(wrapper, phases.Phase(0, 1, frozen=False), 0.5, frozen_bn=True)
+    cut = thawed.clean_cut(wrapper, 0.5)
+    assert [node.operation.name for _, node in cut] == [inner.name, "stage0_out"]
+    lower, top = thawed.split_at(model, wrapper, cut)
+    x = np.random.default_rng(0).uniform(0, 255, (4, 32, 32, 3)).astype("float32")
+    np.testing.assert_allclose(top.predict(lower.predict(x, verbose=0), verbose=0),
+                               model.predict(x, verbose=0), rtol=1e-5, atol=1e-6)
 
 
 def test_no_cut_where_the_whole_backbone_trains():

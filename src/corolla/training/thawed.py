@@ -57,16 +57,22 @@ def trained_layers(backbone, fraction: float) -> set:
             if layer.weights and not isinstance(layer, keras.Model) and id(layer) not in frozen}
 
 
-def clean_cut(backbone, fraction: float):
-    """The node of `backbone`'s graph whose one output alone crosses to the nodes after it,
-    below the lowest that holds a trained layer (`trained_layers`): of those down to the first
-    residual `Add` and at the highest one's resolution, the one of fewest values an image (a
-    block's expanded activations can be six times its input, and recomputing a frozen 1x1
-    expansion is cheap; the highest of equals). None where there is none, or where nothing
-    trains."""
-    nodes = graph_nodes(backbone)
+def clean_cut(backbone, fraction: float) -> list | None:
+    """Where `backbone` is cut (`split_at`): [(model, node), ...] from `backbone` down through
+    the nested models that hold its lowest trained layer (`trained_layers`; a registered
+    backbone can wrap a keras-hub one behind its preprocessing), the last node the cut: in
+    its model's graph, one whose one output alone crosses to the nodes after it, below the
+    lowest that holds a trained layer; of those down to the first residual `Add` and at the
+    highest one's resolution, the one of fewest values an image (a block's expanded activations
+    can be six times its input, and recomputing a frozen 1x1 expansion is cheap; the highest
+    of equals). None where there is none, or where nothing trains."""
     trained = trained_layers(backbone, fraction)
-    if nodes is None or not trained:
+    return _cut(backbone, trained) if trained else None
+
+
+def _cut(model, trained: set) -> list | None:
+    nodes = graph_nodes(model)
+    if nodes is None:
         return None
     holds = [any(id(layer) in trained for layer in [node.operation,
                                                     *models.sublayers(node.operation)])
@@ -75,11 +81,21 @@ def clean_cut(backbone, fraction: float):
         return None
     position = {id(node): k for k, node in enumerate(nodes)}
     parents = [[position[id(p)] for p in node.parent_nodes] for node in nodes]
+
+    def crossing(boundary):
+        return {p for j in range(boundary + 1, len(nodes)) for p in parents[j] if p <= boundary}
+
+    first = holds.index(True)
+    nested = nodes[first]
+    if isinstance(nested.operation, keras.Model) and crossing(first - 1) == {first - 1} and \
+            crossing(first) <= {first} and len(nested.input_tensors) == 1 and \
+            len(nested.output_tensors) == 1:
+        inner = _cut(nested.operation, trained)  # the cut inside the model it calls
+        if inner is not None:
+            return [(model, nested), *inner]
     cuts = []
-    for boundary in range(holds.index(True) - 1, 0, -1):
-        crossing = {p for j in range(boundary + 1, len(nodes)) for p in parents[j]
-                    if p <= boundary}
-        if crossing != {boundary} or len(nodes[boundary].output_tensors) != 1:
+    for boundary in range(first - 1, 0, -1):
+        if crossing(boundary) != {boundary} or len(nodes[boundary].output_tensors) != 1:
             continue
         if cuts and _shape(nodes[boundary])[:-1] != _shape(cuts[0])[:-1]:
             break
@@ -88,7 +104,7 @@ def clean_cut(backbone, fraction: float):
             break
     if not cuts:
         return None
-    return min(cuts, key=lambda node: np.prod([d or 1 for d in _shape(node)]))
+    return [(model, min(cuts, key=lambda node: np.prod([d or 1 for d in _shape(node)])))]
 
 
 def _shape(node) -> tuple:
@@ -97,20 +113,35 @@ def _shape(node) -> tuple:
     return tuple(node.operation._inbound_nodes[0].output_tensors[0].shape[1:])
 
 
-def split_at(model, backbone, cut) -> tuple[keras.Model, keras.Model]:
-    """(lower, top) of a model from `models.create_model` cut at the node `cut` of its
-    backbone (`clean_cut`): images -> the cut's output (preprocessing and the backbone below),
-    and the cut's output -> probabilities (the backbone above, the pooling, the head), sharing
-    the model's layers (training the top trains the model)."""
-    tensor = cut.output_tensors[0]
+def _between(inputs, outputs):
+    """The model from `inputs` to `outputs` of one graph; None where they are the same
+    tensor (nothing to compute)."""
+    return None if inputs is outputs else keras.Model(inputs, outputs)
+
+
+def split_at(model, backbone, cut: list) -> tuple[keras.Model, keras.Model]:
+    """(lower, top) of a model from `models.create_model` cut where `clean_cut` says in its
+    `backbone`: images -> the cut's output (preprocessing and the backbone below), and the
+    cut's output -> probabilities (the backbone above, the pooling, the head), sharing the
+    model's layers (training the top trains the model)."""
+    (outer, node), inner = cut[-1], cut[:-1]
+    tensor = node.output_tensors[0]
+    lowers = [_between(m.inputs[0], n.input_tensors[0]) for m, n in inner] + \
+        [_between(outer.inputs[0], tensor)]
+    tops = [_between(tensor, outer.outputs[0])] + \
+        [_between(n.output_tensors[0], m.outputs[0]) for m, n in reversed(inner)]
     # The preprocessed images the backbone takes in the model's own graph.
     (call,) = [node for nodes in model._nodes_by_depth.values() for node in nodes
                if node.operation is backbone]
-    lower = keras.Model(model.inputs,
-                        keras.Model(backbone.inputs, tensor)(call.input_tensors[0]),
-                        name="thawed_lower")
+    x = call.input_tensors[0]
+    for part in lowers:
+        x = x if part is None else part(x)
+    lower = keras.Model(model.inputs, x, name="thawed_lower")
     inputs = keras.Input(tensor.shape[1:], name="lower_outputs")
-    x = model.get_layer("pool")(keras.Model(tensor, backbone.output)(inputs))
+    x = inputs
+    for part in tops:
+        x = x if part is None else part(x)
+    x = model.get_layer("pool")(x)
     names = {layer.name for layer in model.layers}
     for name in HEAD_LAYERS:
         if name in names:
@@ -242,7 +273,7 @@ class ThawedPath:
             else:
                 with self.plan.scope():
                     self._split = split_at(self.model, self.backbone, cut)
-                self.cut = cut.operation.name
+                self.cut = cut[-1][1].operation.name
         return self._split or None
 
     def cache(self, size: int, ready: Prepared, flips: bool) -> None:
