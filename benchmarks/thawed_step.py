@@ -156,7 +156,8 @@ def main(argv=None) -> int:
         print(f"the cache of {split_.count} training images and their mirror images: built in "
               f"{build:.0f} s once ({cache.bytes / 1e6:.0f} MB); an epoch {epoch_before:.0f} s "
               f"before, {epoch_now:.0f} s now: even after "
-              f"{build / max(epoch_before - epoch_now, 1e-9):.1f} epochs")
+              + (f"{build / (epoch_before - epoch_now):.1f} epochs" if epoch_now < epoch_before
+                 else "none (an epoch no cheaper here)"))
     print(f"host load {load:.2f} before, {os.getloadavg()[0]:.2f} after, {os.cpu_count()} cores")
     return 0
 

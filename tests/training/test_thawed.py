@@ -125,6 +125,13 @@ def test_a_run_trains_the_top_on_cached_outputs_and_saves_the_full_model(train_t
     assert len(saved_weights(run / paths.LAST)) == len(saved.get_weights())
 
 
+def test_one_trained_epoch_caches_the_images_as_they_are_alone(train_tiny, tmp_path):
+    lines = []
+    train_tiny.fit(tmp_path, "r", {**THAWED, "train.epochs": 1}, log=lines.append)
+    said = next(line for line in lines if line.startswith("backbone's frozen lower part"))
+    assert "training images cached in" in said  # no mirror images
+
+
 @pytest.mark.parametrize("setting, why", [
     ({"data.augment": ["flip", "color"]}, "the augmentation (flip, color) changes the images"),
     ({"train.batchnorm": "train"}, "its BatchNorm trains"),

@@ -35,6 +35,7 @@ from corolla.training.compiling import compile_head
 from corolla.training.features import ALLOWED, HEAD_LAYERS, OnModel, cacheable, epoch_order
 from corolla.training.phases import Phase, batchnorm_layers, below_unfrozen
 from corolla.training.preparing import Prepared
+from corolla.training.timing import budget
 
 FOLDER = "thawed-cache"  # inside the backup folder: the lower part's outputs past the bound
 
@@ -202,12 +203,12 @@ def cache_views(lower, split, size: int, batch: int, flips: bool, skip_bad_recor
     order of `pipeline.metadata`'s labels), and with `flips` of its mirror image too, computed
     `batch` images at a time into a `ViewCache` (in memory up to `bound` bytes, else in
     `folder`)."""
-    views = [lambda x: x] + ([tf.image.flip_left_right] if flips else [])
+    views = [None] + ([tf.image.flip_left_right] if flips else [])
     table = None
     for v, view in enumerate(views):
         done = 0
         ds = pipeline.eval_dataset(split, size, batch, skip_bad_records=skip_bad_records)
-        for images in ds.map(view):
+        for images in ds if view is None else ds.map(view):
             out = lower.predict_on_batch(images)[: split.count - done]
             if table is None:
                 table = ViewCache(len(views), split.count, out.shape[1:], out.dtype, bound,
@@ -300,10 +301,14 @@ class ThawedPath:
     def fit(self, phase: Phase, first: int, end: int, ready: Prepared, steps: int, callbacks,
             class_weights, verbose) -> None:
         """Trains the top on the cached outputs for epochs [first, end) of `steps`
-        each (computed once per size; with their mirror images' where flips augment);
-        `callbacks` see the full model (`features.OnModel`)."""
+        each (computed once per size; with their mirror images' where flips augment more than
+        one trained epoch there: `budget.cached_views`); `callbacks` see the full model
+        (`features.OnModel`)."""
         config, plan, t = ready.config, self.plan, ready.config.train
-        self.cache(phase.size or config.model.input_size, ready, "flip" in config.data.augment)
+        size = phase.size or config.model.input_size
+        epochs = sum(p.end - p.start for p in ready.phases
+                     if not p.frozen and (p.size or config.model.input_size) == size)
+        self.cache(size, ready, budget.cached_views("flip" in config.data.augment, epochs) > 1)
         _, top = self.halves()
         table, labels = self.cached
         with plan.scope():

@@ -89,9 +89,11 @@ class Costs:
 
 def cached_views(flips: bool, epochs: int) -> int:
     """The views of each training image a frozen phase of `epochs` epochs caches features of
-    (`features.FrozenPath.fit`): with flips, the image and its mirror image, except in a phase
-    of one epoch, which draws one view per image, and the image as it is serves as well as a
-    mirror image drawn at random (half the caching, a large share of a short budget)."""
+    (`features.FrozenPath.fit`; trained phases at a size their backbone's lower part's
+    outputs alike: `thawed.ThawedPath.fit`): with flips, the image and its mirror image, except
+    in a phase of one epoch, which draws one view per image, and the image as it is serves as
+    well as a mirror image drawn at random (half the caching, a large share of a short
+    budget)."""
     return 2 if flips and epochs > 1 else 1
 
 
