@@ -420,3 +420,21 @@ def test_one_search_finds_the_most_that_fits_in_few_calls():
     assert budget.most(lambda n: True, 5, 9) == 9
     assert budget.most(lambda n: False, 5, 9) == 5  # (its start is taken to fit)
     assert budget.most(lambda n: n <= 260, 200, 400) == 260  # a refit's steps, up to twice
+
+
+def test_trained_epochs_on_cached_lower_outputs_pay_their_caching_once_a_size():
+    """The thawed top's steps on cached outputs (`thawed.ThawedPath`) are cheap, but the cache
+    is a pass over every view of the training images: the first trained epoch at a size pays
+    it, a refit's over train + val pays it in proportion, another size's is by the pixels."""
+    two = config.load_config(overrides={"train.epochs": 4, "train.frozen_epochs": 1,
+                                        "model.input_size": 64}).train
+    costs = budget.Costs(step={(True, 64): 0.1, (False, 64): 0.3},
+                         first={(True, 64): 1.0, (False, 64): 2.0},
+                         epoch={(True, 64): 0.1, (False, 64): 0.1}, val={64: 0.5},
+                         val_first={64: 4.0}, backup=0.2, thawed_cache={64: 30.0})
+    each = budget.epoch_seconds(phases.phases(two, True, 64), costs, 64, 10)
+    trained = 10 * 0.3 + 0.1 + 0.5 + 0.2
+    assert each[1:] == pytest.approx([30.0 + 2.0 + 4.0 + trained, trained, trained])
+    refit, _ = budget.refit_costs(costs, None, 80, 20)
+    assert refit.thawed_cache == {64: pytest.approx(37.5)}
+    assert budget.scaled(costs, 64, 32).thawed_cache[32] == pytest.approx(7.5)

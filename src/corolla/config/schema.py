@@ -206,6 +206,11 @@ class TrainConfig:
     unfreeze_fraction: float = setting(
         1.0, low=0, high=1, flag="--unfreeze-fraction", help="the part of the backbone trained "
         "once it thaws, from the top (cheaper steps below 1); {recipe}")
+    # Where only the backbone's top trains (BatchNorm in inference mode, the augmentation none
+    # or flip): its frozen lower part's outputs computed once per view and the top trained on
+    # them (training.thawed). Off until the suite shows it pays for its caching pass (a
+    # forward pass per view), whose step is not yet the 2x cheaper aimed for.
+    cache_thawed: bool = False
     # Fine-tuning a pre-trained backbone. BatchNorm of a trained backbone: "auto" =
     # "inference" for pre-trained weights (moving statistics and scales kept, Keras' transfer-
     # learning guide: small batches would overwrite ImageNet's statistics) and "train" from

@@ -171,13 +171,21 @@ def decoded_bytes(count: int, image_size: int) -> int:
     return count * image_size * image_size * 3
 
 
+def memory_budget() -> float:
+    """The bytes a run's caches may fill: CACHE_SHARE of this host's memory (infinite where
+    the host does not say: not POSIX, trust the recipe)."""
+    try:
+        return CACHE_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return float("inf")
+
+
 def cache_fits(count: int, image_size: int) -> tuple[bool, float, float]:
     """Whether `count` decoded images of `image_size` px fit in CACHE_SHARE of this host's
-    memory; with their GB and the budget's (0 where the host does not say)."""
+    memory (`memory_budget`); with their GB and the budget's (0 where the host does not say)."""
     need = decoded_bytes(count, image_size) / 1e9
-    try:
-        budget = CACHE_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
-    except (AttributeError, ValueError, OSError):  # not POSIX: trust the recipe
+    budget = memory_budget() / 1e9
+    if budget == float("inf"):
         return True, need, 0.0
     return need <= budget, need, budget
 

@@ -20,6 +20,7 @@ Importing this package does not import Keras (the backend is chosen first).
     saving: the end of training: last.keras, model.keras, the backup removed, safe at every step
     schedule: learning-rate schedules evaluated on the optimizer's own step counter
     settings: a run's settings resolved once from its config, the plan and the data
+    thawed: a thawed top trained on its frozen lower part's outputs, computed once per view
     timing: a run's time budget: its plan's arithmetic, probe, plan and deadline, one home
     trainer: the fit loop: the model built, compiled, fed its stream per phase, with callbacks
 """

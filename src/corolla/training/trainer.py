@@ -1,9 +1,10 @@
 """The fit loop: the run's model built, compiled per phase, fed per phase (`TrainingStream`;
 on cached features where a frozen phase can be: `features.FrozenPath`, which in a timed run
-first fits the linear head there), with Corolla's callbacks.
+first fits the linear head there; the backbone's top on its frozen lower part's cached outputs
+where a trained phase can be: `thawed.ThawedPath`), with Corolla's callbacks.
 
-Keras and the modules that import it (callbacks, checkpoint, features) are imported in the
-methods: the backend is chosen first."""
+Keras and the modules that import it (callbacks, checkpoint, features, thawed) are imported in
+the methods: the backend is chosen first."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class Trainer:
     def __init__(self, ready: Prepared, plan: Plan, log, extra_callbacks=(),
                  clock: Clock | None = None):
         from corolla.training.features import FrozenPath
+        from corolla.training.thawed import ThawedPath
 
         self.ready, self.plan, self.log = ready, plan, log
         self.clock = clock or default_clock()
@@ -64,6 +66,7 @@ class Trainer:
         self.first_data = None  # the stream the run starts (or resumes) with: `start`
         self.stream = TrainingStream(config, ready.layout, plan, log)
         self.frozen = FrozenPath(self.model, plan, config.data.augment, log)
+        self.thawed = ThawedPath(self.model, self.backbone, plan, config, self.frozen_bn, log)
 
     def build(self):
         """A new model of the run (`models.create_model`), at its input size."""
@@ -76,6 +79,7 @@ class Trainer:
     def adopt_plan(self, ready: Prepared) -> None:
         """Trains as `ready` (this run's, with a time plan's settings) says from now on."""
         self.ready = ready
+        self.thawed.config = ready.config
         if self.stop_in_time is not None:
             self.stop_in_time.deadline = ready.deadline
 
@@ -164,6 +168,7 @@ class Trainer:
                                            t.time_budget, self.log, self.clock)
             self.own.append(self.stop_in_time)
         self.checkpoint = checkpoint
+        self.thawed.folder = backup_dir  # the lower part's outputs past the memory bound
         return checkpoint
 
     def restore(self, checkpoint: Checkpoint) -> None:
@@ -210,6 +215,9 @@ class Trainer:
                 self.frozen.fit(phase, first, self.ready, steps, self.val_f1,
                                 self.own + self.extra, self.stream.class_weights, verbose,
                                 self.checkpoint if t.time_budget else None)
+            elif self.thawed.usable(phase):
+                self.thawed.fit(phase, first, end, self.ready, steps, self.own + self.extra,
+                                self.stream.class_weights, verbose)
             else:
                 data = self.first_data if first == self.ready.state.epochs_done else \
                     self.data(first, phase.size)

@@ -68,7 +68,10 @@ class Costs:
     (its tracing); per epoch's commit (`backup`: the checkpoint's files); per batch of the
     frozen features' caching pass (`Caching`) by size, and its tracing beyond that; the final
     save (`save`: last.keras and model.keras, each a whole model where a commit writes weights;
-    0: as a commit, `final_save`)."""
+    0: as a commit, `final_save`). Where trained phases train the backbone's top on its lower
+    part's cached outputs (`thawed.ThawedPath`), a trained step is the top's, and
+    `thawed_cache` the seconds of caching them by size (every view of every training image),
+    paid once by the first trained epoch at that size."""
     step: dict = field(default_factory=dict)
     first: dict = field(default_factory=dict)
     epoch: dict = field(default_factory=dict)
@@ -78,6 +81,7 @@ class Costs:
     cache: dict = field(default_factory=dict)
     cache_first: dict = field(default_factory=dict)
     save: float = 0.0
+    thawed_cache: dict = field(default_factory=dict)
 
     def final_save(self) -> float:
         """The final save's seconds: as measured, else as a commit's."""
@@ -90,9 +94,11 @@ class Costs:
 
 def cached_views(flips: bool, epochs: int) -> int:
     """The views of each training image a frozen phase of `epochs` epochs caches features of
-    (`features.FrozenPath.fit`): with flips, the image and its mirror image, except in a phase
-    of one epoch, which draws one view per image, and the image as it is serves as well as a
-    mirror image drawn at random (half the caching, a large share of a short budget)."""
+    (`features.FrozenPath.fit`; trained phases at a size their backbone's lower part's
+    outputs alike: `thawed.ThawedPath.fit`): with flips, the image and its mirror image, except
+    in a phase of one epoch, which draws one view per image, and the image as it is serves as
+    well as a mirror image drawn at random (half the caching, a large share of a short
+    budget)."""
     return 2 if flips and epochs > 1 else 1
 
 
@@ -143,7 +149,7 @@ def epoch_seconds(plan_phases, costs: Costs, final: int, steps: int,
     caching passes instead, and each epoch its backup. The probe has traced the caching at its
     size (the run predicts with the same model); the val pass at another final size traces
     again."""
-    out = []
+    out, built = [], set()
     for p in plan_phases:
         kind, epochs = (p.frozen, p.size or final), p.end - p.start
         if p.frozen and caching:
@@ -155,7 +161,11 @@ def epoch_seconds(plan_phases, costs: Costs, final: int, steps: int,
             out += [first + costs.backup] + [costs.backup] * (epochs - 1)
             continue
         each = steps * costs.step[kind] + costs.epoch[kind] + costs.val[final] + costs.backup
-        out += [costs.first[kind] + costs.val_first[final] + each] + [each] * (epochs - 1)
+        first = costs.first[kind] + costs.val_first[final]
+        if not p.frozen and kind[1] not in built:  # the lower part's outputs, once a size
+            first += costs.thawed_cache.get(kind[1], 0.0)
+            built.add(kind[1])
+        out += [first + each] + [each] * (epochs - 1)
     return out
 
 
@@ -172,6 +182,7 @@ def refit_costs(costs: Costs, caching: Caching | None, train: int,
     out = costs.copy()
     out.val = {size: 0.0 for size in costs.val}
     out.val_first = {size: 0.0 for size in costs.val_first}
+    out.thawed_cache = {size: s * (train + val) / train for size, s in costs.thawed_cache.items()}
     if caching is None:
         return out, None
     batches = math.ceil(caching.train * (train + val) / train)
@@ -205,6 +216,8 @@ def scaled(costs: Costs, measured: int, size: int) -> Costs:
     if measured in costs.cache:
         out.cache.setdefault(size, costs.cache[measured] * ratio)
         out.cache_first.setdefault(size, costs.cache_first[measured])
+    if measured in costs.thawed_cache:
+        out.thawed_cache.setdefault(size, costs.thawed_cache[measured] * ratio)
     out.val.setdefault(size, costs.val[measured] * ratio)
     out.val_first.setdefault(size, costs.val_first[measured])
     return out

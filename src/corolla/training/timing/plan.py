@@ -302,6 +302,8 @@ def probe_line(costs: budget.Costs, batch: int) -> str:
     return "time probe: " + ", ".join(
         [f"frozen features cached at {at} px {costs.cache[at]:.3g} s a batch of {batch}"
          f" (+{costs.cache_first[at]:.0f} s tracing)" for at in sorted(costs.cache)] +
+        [f"the backbone's lower part's outputs cached at {at} px in "
+         f"{costs.thawed_cache[at]:.0f} s" for at in sorted(costs.thawed_cache)] +
         [f"{'frozen' if frozen else 'trained'} {at} px {costs.step[(frozen, at)]:.3g} s a step"
          f" (+{costs.first[(frozen, at)]:.0f} s tracing, +{costs.epoch[(frozen, at)]:.2g} s an "
          f"epoch's start)" for frozen, at in sorted(costs.step)]) \

@@ -10,11 +10,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from corolla.data import pipeline
 from corolla.scoring.batched import predict_probabilities, split_batches
 from corolla.runs import paths
 from corolla.training.timing import budget
 from corolla.training.backup import BackupState
+from corolla.training.compiling import compile_head
 from corolla.training.phases import Phase
 from corolla.training.trainer import Trainer
 
@@ -38,8 +41,12 @@ def measure(trainer: Trainer, kinds: set, costs: budget.Costs, final: int, val_s
             continue
         if (frozen, size) in costs.step:
             continue
-        trainer.configure(Phase(0, 1, frozen, size=size))
-        _time_steps(trainer, (frozen, size), per_call, costs)
+        phase = Phase(0, 1, frozen, size=size)
+        trainer.configure(phase)
+        if trainer.thawed.usable(phase, say=False):
+            _time_thawed(trainer, size, per_call, costs)
+        else:
+            _time_steps(trainer, (frozen, size), per_call, costs)
     if final not in costs.val:
         _time_validation(trainer, val_split, final, costs)
     if not costs.backup:
@@ -69,21 +76,58 @@ def _time_caching(trainer: Trainer, size: int, costs: budget.Costs) -> None:
         trainer.clock, settle=budget.PROBE_STEPS)
 
 
-def _time_steps(trainer: Trainer, kind: tuple, per_call: int, costs: budget.Costs) -> None:
+def _time_thawed(trainer: Trainer, size: int, per_call: int, costs: budget.Costs) -> None:
+    """Times a trained phase on its lower part's cached outputs (`thawed.ThawedPath`): batches
+    of the caching pass at `size` px as for the frozen features' (`costs.thawed_cache`: the
+    whole pass over every view of the training images, its tracing included), then the top's
+    steps on those batches' outputs, fed as the run feeds them (`_time_steps`)."""
+    from corolla.training.thawed import ViewCache
+
+    ready, plan, clock = trainer.ready, trainer.plan, trainer.clock
+    lower, top = trainer.thawed.halves()
+    split = ready.layout.split("train")
+    ds = pipeline.eval_dataset(split, size, plan.inference_batch,
+                               skip_bad_records=ready.config.data.skip_bad_records)
+    outputs = []
+    batch, first = timed_batches(
+        "on_predict_batch_end",
+        lambda timer: outputs.append(lower.predict(ds.repeat(), steps=1 + 2 * budget.PROBE_STEPS,
+                                                   verbose=0, callbacks=[timer])),
+        clock, settle=budget.PROBE_STEPS)
+    views = 2 if "flip" in ready.config.data.augment else 1
+    costs.thawed_cache[size] = views * -(-split.count // plan.inference_batch) * batch + first
+    (outputs,) = outputs
+    table = ViewCache(1, len(outputs), outputs.shape[1:], outputs.dtype, float("inf"), None)
+    table.table[0] = outputs
+    classes = len(ready.layout.class_names)
+    with plan.scope():
+        compile_head(top, trainer.model, plan, ready.steps_per_execution)
+    calls = 1 + budget.PROBE_STEPS // 2
+    data = table.batches(np.zeros(len(outputs), int), classes, plan.global_batch,
+                         per_call * calls, 0, 2, seed=0)
+    _time_steps(trainer, (False, size), per_call, costs, top, data)
+
+
+def _time_steps(trainer: Trainer, kind: tuple, per_call: int, costs: budget.Costs,
+                model=None, data=None) -> None:
     """Times training steps of `kind` (frozen, size) over two epochs of a stream of their
     steps, as the run's stream has them: a step (`costs.step`: the median, the first epoch's
     first left out), the first's tracing beyond that (`costs.first`), and what an epoch's
     first step pays beyond a step (`costs.epoch`: Keras' epoch boundary, and the stream's next
     epoch, its own shuffle, begun where it was not read ahead). Not past the input pipeline's
     read-ahead, as for the caching pass: a training stream's next steps still wait for
-    tf.data's tuning of its decoding (slower than the epochs after it); these err short."""
-    model, size = trainer.model, kind[1]
+    tf.data's tuning of its decoding (slower than the epochs after it); these err short.
+    `model` and `data`: another model trained on another stream than the trainer's (its model
+    on its stream)."""
+    size = kind[1]
+    model = model or trainer.model
     calls = 1 + budget.PROBE_STEPS // 2  # executions an epoch; the steady ones: PROBE_STEPS
     steps = per_call * calls
     ends, clock = [], trainer.clock
     timer = _timer("on_train_batch_end", ends, clock)
     start = clock.now()
-    model.fit(trainer.stream.at(0, size, steps), epochs=2, verbose=0, shuffle=False,
+    data = data if data is not None else trainer.stream.at(0, size, steps)
+    model.fit(data, epochs=2, verbose=0, shuffle=False,
               steps_per_epoch=steps, callbacks=[timer])
     between = [b - a for a, b in zip(ends, ends[1:])]
     boundary = between.pop(calls - 1)  # from the first epoch's last call to the second's first
