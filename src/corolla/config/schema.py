@@ -209,7 +209,7 @@ class TrainConfig:
     # Where only the backbone's top trains (BatchNorm in inference mode, the augmentation none
     # or flip): its frozen lower part's outputs computed once per view and the top trained on
     # them (training.thawed). Off until the suite shows it pays for its caching pass (a
-    # forward pass per view), whose step is not yet the 2x cheaper aimed for.
+    # forward pass per view; docs/benchmarks.md, "A thawed step's cost").
     cache_thawed: bool = False
     # Fine-tuning a pre-trained backbone. BatchNorm of a trained backbone: "auto" =
     # "inference" for pre-trained weights (moving statistics and scales kept, Keras' transfer-
