@@ -24,6 +24,9 @@ def test_train_on_a_folder_converts_once_into_the_cache(photos, tmp_path, monkey
     # Converted by the training step; the evaluation after it reads the cache, said once.
     assert printed.count("data: converting") == 1
     assert printed.count("unchanged since its conversion") == 1
+    # No test split: said of the folder the user named (not the cache), with what to do.
+    assert f"no test split in {root}: no submission.csv written; predict new photos with " \
+        f"`corolla predict {run} PHOTOS`" in printed
     config = (run / paths.CONFIG).read_text()
     cached = list((tmp_path / "cache" / "converted").iterdir())
     assert len(cached) == 1

@@ -305,7 +305,8 @@ def test_a_run_that_keeps_its_head_without_a_refit_predicts_with_it_fit_on_train
     assert rows[-1] == 96 and set(rows[:-1]) == {rows[0]} and rows[0] < 96
     assert len(rows) == len(linear_head.GRID) + 2
     assert "refit: refit.keras is model.keras with its linear head fit again on the frozen " \
-           "features of train + val (no refit follows); it predicts the test split" in out
+           "features of train + val (no refit follows); it is the model that predicts (the " \
+           "test split, `corolla predict`) and is exported" in out
     assert len(heads) == 2  # the head on train into the model, then the one on train + val
     for a, b in zip(_classifier(run / paths.MODEL), heads[0]):
         np.testing.assert_allclose(a, b, atol=1e-6)

@@ -84,7 +84,9 @@ def _evaluate_predict(run_dir: Path, plan: Plan, model, log, config=None) -> dic
         predict_run(opened, model=None if (run_dir / paths.REFIT).is_file() else model,
                     log=log, report_skipped=False)
     else:
-        log(f"no test split in {layout.size_dir}: no submission.csv written")
+        # (the data as the user named it, not the converted cache it was read from)
+        log(f"no test split in {layout.source}: no submission.csv written; predict "
+            f"new photos with `corolla predict {run_dir} PHOTOS`")
     # Damaged records skipped (data.skip_bad_records): one line per file, at the end.
     for line in check.skipped_summary([layout.split(name) for name in
                                        ("train", "val", "test") if layout.has_split(name)]):

@@ -174,7 +174,7 @@ def _log_training(ready: Prepared, plan: Plan, log) -> None:
     """What the run trains, before its first epoch: its recipe, model, hardware and phases."""
     config = ready.config
     t, size = config.train, config.model.input_size
-    _log_recipe(config, log)
+    _log_optimizer(config, log)
     data_size = ready.layout.image_size
     scaled = f" (scaled from the data's {data_size})" if size != data_size else ""
     log(f"training {config.model.name} at {size}x{size}{scaled} on {plan.strategy_name} "
@@ -188,10 +188,11 @@ def _log_training(ready: Prepared, plan: Plan, log) -> None:
             f"size {size}, or {t.epochs} epoch(s) leave no room for a ramp")
 
 
-def _log_recipe(config: RunConfig, log) -> None:
-    """The recipe's line: its optimizer, schedule and the settings it turns on."""
+def _log_optimizer(config: RunConfig, log) -> None:
+    """The training's line: its optimizer, schedule and the settings the config turns on (the
+    recipe's own line, its description, is said before: `config.recipe.Recipe.line`)."""
     t = config.train
-    log(f"recipe {t.recipe}: {t.optimizer}, {t.schedule} schedule, peak learning rate "
+    log(f"training with {t.optimizer}, a {t.schedule} schedule, peak learning rate "
         f"{t.learning_rate:g}"
         + (f", weight decay {t.weight_decay:g}" if t.weight_decay else "")
         + (f", dropout {config.model.dropout:g}" if config.model.dropout else "")

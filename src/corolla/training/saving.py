@@ -95,4 +95,5 @@ def head_refit(run_dir: Path, plan: Plan, config, log, load_model) -> None:
         linear_head.put(model, *arrays)
     _write(model, run_dir / paths.REFIT, config.output.run_id)
     log(f"refit: {paths.REFIT} is model.keras with its linear head fit again on the frozen "
-        f"features of train + val (no refit follows); it predicts the test split")
+        f"features of train + val (no refit follows); it is the model that predicts (the test "
+        f"split, `corolla predict`) and is exported")
