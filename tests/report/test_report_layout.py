@@ -176,3 +176,20 @@ def test_a_timed_runs_plan_is_shown_beside_its_config(tmp_path):
     config, plan = page.index("<h2>Config (config.toml)</h2>"), \
         page.index("<h2>Time plan (time_plan.json)</h2>")
     assert config < plan and "5 epochs &lt;of&gt;" in page[plan:]
+
+
+def test_the_header_says_where_the_run_kept_its_linear_head(tmp_path):
+    """The curves show the trained epochs; where none beat the linear head the metrics are the
+    head's, and the header says so. A record that is not Corolla's says nothing."""
+    folder = _run(tmp_path / "run")
+    assert "model kept" not in _page(folder)
+    (folder / paths.LINEAR_HEAD).write_text(json.dumps({"val_f1": 0.988, "c": 0.1,
+                                                        "kept": True}))
+    assert "<th>model kept</th><td>the linear head on the frozen features (val macro F1 " \
+        "0.9880): no trained epoch beat it</td>" in _page(folder)
+    for record in ({"val_f1": 0.988, "c": 0.1, "kept": False}, {"val_f1": 7, "kept": True},
+                   {"val_f1": "0.9", "kept": True}, [1], "x"):
+        (folder / paths.LINEAR_HEAD).write_text(json.dumps(record))
+        assert "model kept" not in _page(folder)
+    (folder / paths.LINEAR_HEAD).write_text("{not json")
+    assert "model kept" not in _page(folder)

@@ -124,6 +124,26 @@ class Sources:
         return _history(self)
 
     @cached_property
+    def kept_head(self) -> float | None:
+        """The val macro F1 of the linear head where linear_head.json says the run kept it
+        over every trained epoch; None where it did not, there is none, or it is not a record
+        Corolla wrote (the page then says nothing of it)."""
+        path = self.file(self.run_dir, paths.LINEAR_HEAD)
+        if path is None:
+            return None
+        try:
+            record = read_json(path, "train the run again")
+        except (OSError, UserError):
+            return None
+        if not isinstance(record, dict):
+            return None
+        f1 = record.get("val_f1")
+        if record.get("kept") is not True or isinstance(f1, bool) or \
+                not isinstance(f1, (int, float)) or not 0 <= f1 <= 1:
+            return None
+        return float(f1)
+
+    @cached_property
     def data_check(self) -> dict | None:
         """The run's data_check.json; None where there is none."""
         path = self.file(self.run_dir, paths.DATA_CHECK)
@@ -283,6 +303,9 @@ def _header(src: Sources) -> str:
         epochs = _epochs(src.settings.get("epochs"), len(src.history))
         if epochs:
             facts.append(("epochs", epochs))
+        if src.kept_head is not None:  # (the curves show the epochs, none of which it is)
+            facts.append(("model kept", f"the linear head on the frozen features (val macro "
+                                        f"F1 {src.kept_head:.4f}): no trained epoch beat it"))
     rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts)
     return f'<table class="facts">{rows}</table>'
 
