@@ -363,7 +363,7 @@ def table(files: list[Path]) -> None:
     probes = {}  # the latest of each set, backbone and size
     for row in rows:
         if row["kind"] == "probe":
-            probes[(row["data"], row["weights"], row["size"])] = row
+            probes[(row["data"], row["weights"], row.get("size"))] = row
     header = ["data", "classes", "photos a class (train/val/test)",
               "probe F1 at the run's size (at 224 px)", "Corolla F1", "seconds / T",
               "load before-after", "pace"]
@@ -400,7 +400,7 @@ def table(files: list[Path]) -> None:
                       f"{row['seconds']:.0f} / {_seconds(row['time']):.0f}"]
             if p:
                 gains.append(row["f1"] - p["f1"])
-            if at224 or (p and p["size"] == 224):
+            if at224 or (p and p.get("size") == 224):
                 gains224.append(row["f1"] - (at224 or p)["f1"])
         else:
             cells += ["-", f"{row['seconds']:.0f} (probe)"]

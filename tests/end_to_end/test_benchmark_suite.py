@@ -139,16 +139,29 @@ def test_a_folder_source_pools_its_split_folders_names_its_classes_keeps_its_lar
 
 
 def test_the_table_merges_the_rows_of_several_results_files(tmp_path):
-    """A probe measured in one invocation stands beside the timed runs of another; a set
-    with a probe and no run yet keeps its row; the gain over the probe is summed up."""
+    """A probe measured in one invocation stands beside the timed runs of another: the probe
+    of the backbone and input size the run trained (its own frozen features), the 224-px one
+    beside it; a refused run is a row naming the least budget; a set with a probe and no run
+    yet keeps its row; the gain over each probe is summed up."""
     common = {"host": "h", "cores": 2, "weights": "lite0", "classes": 6,
               "per_class": "90/20/27-484", "load_before": [1.0, 1, 1],
               "load_after": [2.5, 1, 1]}
-    first = [{**common, "kind": "probe", "data": "trash", "f1": 0.9, "seconds": 100.0},
-             {**common, "kind": "probe", "data": "textures", "f1": 0.8, "seconds": 50.0}]
+    first = [{**common, "kind": "probe", "data": "trash", "f1": 0.9, "seconds": 100.0,
+              "size": 192},
+             {**common, "kind": "probe", "data": "trash", "f1": 0.91, "seconds": 120.0,
+              "size": 224},
+             {**common, "kind": "probe", "data": "textures", "f1": 0.8, "seconds": 50.0,
+              "size": 224},
+             {**common, "kind": "probe", "data": "scenes", "f1": 0.7, "seconds": 50.0,
+              "size": 224}]
     second = [{**common, "kind": "train", "data": "trash", "time": "3m", "seed": s,
-               "extra": "", "f1": f1, "seconds": 190.0, "pace": "0.8 s a step at 192 px"}
+               "extra": "", "f1": f1, "seconds": 190.0, "pace": "0.8 s a step at 192 px",
+               "rung": "lite0", "size": 192}
               for s, f1 in ((42, 0.92), (7, 0.87))]
+    second.append({**common, "kind": "train", "data": "textures", "time": "3m", "seed": 42,
+                   "extra": "", "seconds": 60.0,
+                   "refused": "corolla: error: --time 3m is too short ...; give at least "
+                              "--time 320s"})
     for name, table in (("a.jsonl", first), ("b.jsonl", second)):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in table))
 
@@ -156,12 +169,18 @@ def test_the_table_merges_the_rows_of_several_results_files(tmp_path):
 
     lines = [line for line in said.splitlines() if line.startswith("| ")][1:]
     assert [line.split(" | ")[:5] for line in lines] == [
-        ["| trash", "6", "90/20/27-484", "0.9000", "0.9200 (--time 3m, seed 42)"],
-        ["| trash", "6", "90/20/27-484", "0.9000", "0.8700 (--time 3m, seed 7)"],
-        ["| textures", "6", "90/20/27-484", "0.8000", "-"]]
+        ["| trash", "6", "90/20/27-484", "0.9000 (0.9100)",
+         "0.9200 (lite0@192, --time 3m, seed 42)"],
+        ["| trash", "6", "90/20/27-484", "0.9000 (0.9100)",
+         "0.8700 (lite0@192, --time 3m, seed 7)"],
+        ["| textures", "6", "90/20/27-484", "0.8000",
+         "refused (--time 3m, seed 42): --time 320s needed"],
+        ["| scenes", "6", "90/20/27-484", "0.7000", "-"]]
     assert "190 / 180" in lines[0] and "1.0-2.5 (2 cores)" in lines[0]
     assert lines[0].endswith("| 0.8 s a step at 192 px |")
-    assert "Corolla - probe: mean -0.0050, worst -0.0300 (2 runs)" in said
+    assert "Corolla - probe at the run's size (or 224 px where none): mean -0.0050, worst " \
+        "-0.0300 (2 runs)" in said
+    assert "Corolla - probe at 224 px: mean -0.0150, worst -0.0400 (2 runs)" in said
 
 
 def test_a_set_whose_classes_are_listed_takes_each_photos_class_from_the_lists(tmp_path):
