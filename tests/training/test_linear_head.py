@@ -122,7 +122,8 @@ def test_a_run_whose_training_diverges_ends_with_the_linear_head_and_says_so(
     assert len(said) == 1 and "the training loss became nan" in said[0] and \
         said[0].endswith("the run ends with its best so far")
     assert json.loads((run / paths.LINEAR_HEAD).read_text())["kept"] is True
-    assert any(line.endswith("kept the linear head") for line in lines)
+    assert any(line.startswith("no epoch that trained the backbone was validated: kept the "
+                               "linear head (val macro F1 1.0000") for line in lines)
     # model.keras the head; last.keras the last committed epoch, not the diverged weights.
     model = _classifier(run / paths.MODEL)
     for a, b in zip(model, heads[0]):
@@ -140,7 +141,7 @@ def test_a_run_whose_trained_epochs_score_below_the_linear_head_keeps_the_head(
                for line in lines)
     rows = result.history["val_f1_macro"]
     assert len(rows) >= 2  # a frozen epoch and trained ones, all validated
-    assert f"training did not beat the linear head on val ({max(rows):.4f} <= 1.0000): " \
+    assert f"training did not beat the linear head on val ({max(rows[1:]):.4f} <= 1.0000): " \
         f"kept the linear head" in lines
     assert f"model.keras: the linear head (val macro F1 1.0000, the best); last.keras: epoch " \
         f"{len(rows)}" in lines
@@ -189,11 +190,48 @@ def test_a_budget_with_no_time_for_a_thawed_epoch_ends_with_the_linear_head(
     # Evaluated, predicted and finished as any run; its refit repeats the winner's recipe.
     assert all((run / name).is_file() for name in (paths.METRICS, paths.SUBMISSION,
                                                    paths.FINISHED, paths.REFIT))
-    kept = json.loads((run / paths.LINEAR_HEAD).read_text())["kept"]
-    refit_plan = json.loads((run / paths.REFIT_PLAN).read_text())
-    assert refit_plan.get("linear_head", False) == kept
-    assert ("refit: the run kept its linear head: the logistic regression fit again on the "
-            "frozen features of train + val (96 photos)" in out) == kept
+    # The frozen epoch trains the same head on the same features: never kept over it.
+    assert json.loads((run / paths.LINEAR_HEAD).read_text())["kept"] is True
+    assert json.loads((run / paths.REFIT_PLAN).read_text())["linear_head"] is True
+    assert "refit: the run kept its linear head: the logistic regression fit again on the " \
+        "frozen features of train + val (96 photos)" in out
+
+
+def test_a_frozen_epoch_above_the_linear_head_on_val_is_not_kept_over_it(
+        train_tiny, tmp_path, fixed_costs, heads, monkeypatch):
+    """The frozen phase's epochs train the same linear model on the same features as the head,
+    less converged and on train alone: a val photo or two above it is val's noise. Only an
+    epoch that trains the backbone may replace it."""
+    fixed_costs.thawed = 1000.0  # no time for a thawed epoch: the frozen one alone
+    monkeypatch.setattr(linear_head, "score", lambda *a: 0.0)  # any epoch scores above it
+    lines = []
+    result, _ = train_tiny.fit(tmp_path, "f", TIMED, log=lines.append)
+    run = tmp_path / "f"
+    [frozen] = result.history["val_f1_macro"]
+    assert frozen > 0.0
+    assert f"no epoch that trained the backbone was validated: kept the linear head (val " \
+        f"macro F1 0.0000; the frozen epochs' best, {frozen:.4f}, is the same head on the same " \
+        f"features fit on train alone)" in lines
+    assert json.loads((run / paths.LINEAR_HEAD).read_text())["kept"] is True
+    assert any(line.startswith("model.keras: the linear head (val macro F1 0.0000")
+               for line in lines)
+    for a, b in zip(_classifier(run / paths.MODEL), heads[0]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_the_verdict_weighs_only_the_epochs_that_trained_the_backbone():
+    verdict = linear_head.verdict
+    assert verdict(0.8, [0.9, 0.7, 0.85], frozen={0}) == \
+        (False, "training beat the linear head on val (0.8500 > 0.8000): kept epoch 3")
+    assert verdict(0.8, [0.9, 0.7, 0.75], frozen={0}) == \
+        (True, "training did not beat the linear head on val (0.7500 <= 0.8000): kept the "
+               "linear head")
+    # Without frozen epochs (a run that trains everything from the first) every one counts.
+    assert verdict(0.8, [0.9, 0.7], frozen=set())[0] is False
+    assert verdict(0.8, [None, float("nan")], frozen=set()) == \
+        (True, "no trained epoch was validated: kept the linear head (val macro F1 0.8000)")
+    # Ties keep the earlier epoch, as the checkpoint does (a later one must be better).
+    assert verdict(0.8, [0.5, 0.9, 0.9], frozen={0})[1].endswith("kept epoch 2")
 
 
 def test_a_budget_too_short_for_the_frozen_features_is_refused_naming_them(

@@ -35,12 +35,19 @@ class Checkpoint(keras.callbacks.Callback):
     training. The backup itself holds the raw weights and the optimizer (with its EMA), so a
     resumed run continues exactly. `saved`: the model the best epoch is saved as, when not the
     one trained (a view of it at the run's input size: see `models.at_size`). `chiefs_file`:
-    the chief's backup, where every process continues from it (`restore`)."""
+    the chief's backup, where every process continues from it (`restore`).
+
+    `frozen_epochs` (counted from 0): the epochs that train the head alone on the frozen
+    features. Where the run fit its linear head (`seed`) they are never kept over it: the same
+    linear model on the same features, less converged and fit on train alone (a refit fits the
+    head on train + val), whose edge on val is val's noise (`linear_head.verdict`)."""
 
     def __init__(self, backup_dir: Path, state: BackupState, history_path: Path | None = None,
                  swap=None, patience: int = 0, log=print, saved=None,
-                 chiefs_file: str | None = None, began: float | None = None, clock=None):
+                 chiefs_file: str | None = None, began: float | None = None, clock=None,
+                 frozen_epochs: frozenset[int] = frozenset()):
         super().__init__()
+        self.frozen_epochs = frozenset(frozen_epochs)
         # Training seconds (history.csv's `seconds`, after each epoch): this session's since
         # `began` (on `clock`, a `clock.Clock`: the host's by default) added to those of the
         # sessions before it, so that a time budget counts what a killed run spent up to its
@@ -53,6 +60,11 @@ class Checkpoint(keras.callbacks.Callback):
         self.chiefs_file = chiefs_file
         self.backup_dir.mkdir(parents=True, exist_ok=True)
         remove_partials(self.backup_dir)  # a weights file a killed run never put in place
+
+    def may_keep(self, epoch: int) -> bool:
+        """Whether `epoch` (counted from 0) may be kept as the best: not a frozen one where the
+        run fit its linear head."""
+        return self.state.linear_head is None or epoch not in self.frozen_epochs
 
     def spent(self) -> float:
         """Training seconds so far, the sessions before this one's included."""
@@ -112,7 +124,8 @@ class Checkpoint(keras.callbacks.Callback):
         old, old_best = self.state.weights, self.state.best
         best_epoch, best_f1, best = self.state.best_epoch, self.state.best_f1, old_best
         f1 = row.get(VAL_F1)
-        if f1 is not None and math.isfinite(f1) and (best_f1 is None or f1 > best_f1):
+        if f1 is not None and math.isfinite(f1) and (best_f1 is None or f1 > best_f1) and \
+                self.may_keep(epoch):
             best_epoch, best_f1, best = epoch, f1, f"best-epoch-{epoch:04d}.npz"
             with ema_weights(self.swap):
                 backup.save_model_weights(self.model if self.saved is None else self.saved,

@@ -215,8 +215,8 @@ class FrozenPath:
                                 checkpoint.history_path.parent / paths.LINEAR_HEAD_ALL)
         self.log(f"linear head: val macro F1 {f1:.4f} (a logistic regression on the frozen "
                  f"features, C {c:g} chosen on val of {', '.join(map(str, linear_head.GRID))}, "
-                 f"fit in {took:.1f} s); training starts from it, and an epoch is kept only "
-                 f"where it beats it on val")
+                 f"fit in {took:.1f} s); training starts from it, and an epoch that trains the "
+                 f"backbone is kept only where it beats it on val")
 
     def fit(self, phase: Phase, first: int, ready: Prepared, steps: int, val_f1, callbacks,
             class_weights, verbose, checkpoint=None) -> None:

@@ -92,7 +92,7 @@ def run(config: RunConfig, plan: Plan, log=print, resume: Path | None = None,
                 f"({first_line(e, typed=not isinstance(e, UserError))}): the run ends with "
                 f"its best so far")
             _recover(trainer, saved, checkpoint)
-        _end_linear_head(checkpoint.state, run_dir, plan, log)
+        _end_linear_head(checkpoint, run_dir, plan, log)
         result = saving.save(trainer.model, saved, checkpoint.state, plan, run_dir, backup_dir,
                              ready.config.output.run_id, log)
         _log_time_spent(trainer.ready.config.train, checkpoint.spent(), log)
@@ -122,16 +122,18 @@ def _recover(trainer: Trainer, saved, checkpoint) -> None:
             backup.load_model_weights(saved, folder / state.best)
 
 
-def _end_linear_head(state: backup.BackupState, run_dir: Path | None, plan: Plan, log) -> None:
+def _end_linear_head(checkpoint, run_dir: Path | None, plan: Plan, log) -> None:
     """Where the run fit the linear head: which of it and the trained epochs the run keeps,
     and why (`linear_head.verdict`), in the log and in linear_head.json (its record; the
     refit repeats the winner's recipe)."""
     from corolla.training.callbacks import VAL_F1
 
+    state = checkpoint.state
     if state.linear_head is None:
         return
     kept, why = linear_head.verdict(state.linear_head["val_f1"],
-                                    [row.get(VAL_F1) for row in state.history])
+                                    [row.get(VAL_F1) for row in state.history],
+                                    checkpoint.frozen_epochs)
     log(why)
     if plan.is_chief:
         write_json({**state.linear_head, "kept": kept}, run_dir / paths.LINEAR_HEAD)

@@ -126,17 +126,24 @@ def put(model, kernel: np.ndarray, bias: np.ndarray) -> None:
     model.get_layer("probabilities").set_weights([kernel, bias])
 
 
-def verdict(head_f1: float, epochs_f1) -> tuple[bool, str]:
+def verdict(head_f1: float, epochs_f1, frozen=frozenset()) -> tuple[bool, str]:
     """(whether the run keeps the linear head, the line that says why): kept unless a
     fine-tuned epoch's val macro F1 (`epochs_f1`, one per epoch; None: not validated) beats
-    its `head_f1`, as the checkpoint keeps the best."""
-    scored = [f for f in epochs_f1 if f is not None and np.isfinite(f)]
-    best = max(scored, default=None)
-    if best is None:
-        return True, f"no trained epoch was validated: kept the linear head (val macro F1 " \
-            f"{head_f1:.4f})"
-    if best > head_f1:
-        return False, f"training beat the linear head on val ({best:.4f} > {head_f1:.4f}): " \
-            f"kept epoch {epochs_f1.index(best) + 1}"
-    return True, f"training did not beat the linear head on val ({best:.4f} <= " \
+    its `head_f1`, as the checkpoint keeps the best. The epochs of `frozen` (counted from 0)
+    trained the head alone on the same features: never kept over it (`Checkpoint.may_keep`)."""
+    scored = {i: f for i, f in enumerate(epochs_f1) if f is not None and np.isfinite(f)}
+    rivals = {i: f for i, f in scored.items() if i not in frozen}
+    if not rivals:
+        if not scored:
+            return True, f"no trained epoch was validated: kept the linear head (val macro " \
+                f"F1 {head_f1:.4f})"
+        return True, f"no epoch that trained the backbone was validated: kept the linear " \
+            f"head (val macro F1 " \
+            f"{head_f1:.4f}; the frozen epochs' best, {max(scored.values()):.4f}, is the same " \
+            f"head on the same features fit on train alone)"
+    best = max(rivals, key=lambda i: (rivals[i], -i))
+    if rivals[best] > head_f1:
+        return False, f"training beat the linear head on val ({rivals[best]:.4f} > " \
+            f"{head_f1:.4f}): kept epoch {best + 1}"
+    return True, f"training did not beat the linear head on val ({rivals[best]:.4f} <= " \
         f"{head_f1:.4f}): kept the linear head"

@@ -151,7 +151,9 @@ class Trainer:
                                 (history or run_dir / paths.HISTORY) if plan.is_chief else None,
                                 swap=swap, patience=t.early_stopping_patience, log=self.log,
                                 saved=saved, chiefs_file=self.ready.chiefs_file, began=began,
-                                clock=self.clock)
+                                clock=self.clock,
+                                frozen_epochs=frozenset(e for p in self.ready.phases if p.frozen
+                                                        for e in range(p.start, p.end)))
         self.val_f1 = None if val is None else \
             ValMacroF1(val[0], config.model.input_size, val[1], plan, swap,
                        config.data.skip_bad_records)
