@@ -21,6 +21,12 @@ TIMED_FLAGS = ("--frozen-epochs", "1", "--augment", "flip", "--time", "10m", "--
                "--steps-per-epoch", "2")
 
 
+# What a run that kept its head says of its refit.keras (the head fit on train + val).
+REFIT_LINE = "refit: the run kept its linear head: refit.keras is model.keras with the head fit " \
+    "again on the frozen features of train + val, in seconds from those at hand; it is the " \
+    "model that predicts (the test split, `corolla predict`) and is exported"
+
+
 class Kill(BaseException):
     """A kill in the middle of a run: no Exception, which a run that fit its linear head would
     take for a failed training."""
@@ -28,20 +34,21 @@ class Kill(BaseException):
 
 @pytest.fixture
 def fixed_costs(monkeypatch):
-    """The time probe measures nothing: a frozen epoch's caching costs 5 s a batch (no host
-    is so slow: the run never falls behind its plan), a trained step `costs.thawed` s (100:
-    a few trained epochs of 1-2 steps fit in 10 minutes), a validation pass and a commit next
-    to nothing; the plan is not made again."""
+    """The time probe measures nothing: a frozen epoch's caching costs `costs.cache` s a
+    batch (5: no host is so slow, the run never falls behind its plan), a trained step
+    `costs.thawed` s (100: a few trained epochs of 1-2 steps fit in 10 minutes), a validation
+    pass and a commit next to nothing; the plan is not made again."""
     from corolla.training.timing import probe
     from corolla.training.timing.plan import TimePlan
 
     class Costs:
         thawed = 100.0
+        cache = 5.0
 
     def measure(trainer, kinds, costs, final, val_split, cached):
         for frozen, size in kinds:
             if frozen and cached:
-                costs.cache[size], costs.cache_first[size] = 5.0, 0.0
+                costs.cache[size], costs.cache_first[size] = Costs.cache, 0.0
             else:
                 costs.step[(frozen, size)] = Costs.thawed
                 costs.first[(frozen, size)] = costs.epoch[(frozen, size)] = 0.0
@@ -190,11 +197,32 @@ def test_a_budget_with_no_time_for_a_thawed_epoch_ends_with_the_linear_head(
     # Evaluated, predicted and finished as any run; its refit repeats the winner's recipe.
     assert all((run / name).is_file() for name in (paths.METRICS, paths.SUBMISSION,
                                                    paths.FINISHED, paths.REFIT))
-    # The frozen epoch trains the same head on the same features: never kept over it.
+    # The frozen epoch trains the same head on the same features: never kept over it. Its
+    # refit is the head fit on train + val when it was first fit, no feature extracted again.
     assert json.loads((run / paths.LINEAR_HEAD).read_text())["kept"] is True
     assert json.loads((run / paths.REFIT_PLAN).read_text())["linear_head"] is True
-    assert "refit: the run kept its linear head: the logistic regression fit again on the " \
-        "frozen features of train + val (96 photos)" in out
+    assert REFIT_LINE in out and "frozen backbone: features of 96 training images" not in out
+
+
+def test_a_budget_that_holds_the_linear_head_but_not_a_refits_share_plans_the_head_alone(
+        train_tiny, tmp_path, fixed_costs, capsys):
+    """With a refit, a plan gives the validated training a share of the time (the rest for the
+    refit's epochs). The linear head alone needs none: its refit is seconds. So a budget whose
+    whole time left holds the frozen features and the head, and whose share does not, plans
+    them; one too short for them names the least without a share."""
+    fixed_costs.thawed = 1000.0  # the refit of a thawed epoch would take most of the budget
+    fixed_costs.cache = 30.0  # the frozen features: 13 batches, 390 s of the 10 minutes
+    run = train_tiny(tmp_path, *TIMED_FLAGS, "--refit", "on", name="h", tiny=())
+    out = capsys.readouterr().out
+    assert "the frozen one alone (no time for a thawed epoch): the model is the linear head" \
+        in out and "of the time left for the validated training" not in out
+    assert REFIT_LINE in out and (run / paths.SUBMISSION).is_file()
+    fixed_costs.cache = 60.0  # 780 s: too long for 10 minutes
+    train_tiny(tmp_path, *TIMED_FLAGS, "--refit", "on", name="s", tiny=(), code=2)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("corolla: error: --time 10m (train.time_budget) is too short for "
+                          "the frozen features and the linear head") and \
+        "before the refit" not in err
 
 
 def test_a_frozen_epoch_above_the_linear_head_on_val_is_not_kept_over_it(
@@ -342,9 +370,7 @@ def test_a_run_that_keeps_its_head_without_a_refit_predicts_with_it_fit_on_train
     # The grid on train, the head on train, then on train + val (96 photos).
     assert rows[-1] == 96 and set(rows[:-1]) == {rows[0]} and rows[0] < 96
     assert len(rows) == len(linear_head.GRID) + 2
-    assert "refit: refit.keras is model.keras with its linear head fit again on the frozen " \
-           "features of train + val (no refit follows); it is the model that predicts (the " \
-           "test split, `corolla predict`) and is exported" in out
+    assert REFIT_LINE in out
     assert len(heads) == 2  # the head on train into the model, then the one on train + val
     for a, b in zip(_classifier(run / paths.MODEL), heads[0]):
         np.testing.assert_allclose(a, b, atol=1e-6)

@@ -14,7 +14,7 @@
         linear_head.json                         a timed run's linear head: its val macro F1,
                                                  its C, whether the run kept it
         linear_head.npz                          ... fit again on train + val: refit.keras
-                                                 where the run keeps it and no refit follows
+                                                 where the run keeps it
         metrics.json  *.png  report.html        scores on val, pictures, the offline page
         data_check.json                          the check of the data before training
         lr_find.json  lr_find.png                the range test of `--lr find`: the rate found

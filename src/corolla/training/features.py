@@ -185,8 +185,8 @@ class FrozenPath:
         chosen on the cached val features (`linear_head.choose_c`), scored there and recorded
         in `checkpoint` as the best so far (`Checkpoint.seed`), its figure said in the log,
         and the same head fit on train + val into the chief's run folder (`saving.head_refit`
-        submits it where no refit follows). Without (a refit): at the C its run chose
-        (`chosen_c`)."""
+        makes it refit.keras where the run keeps it). Without (the refit of a run folder
+        that lacks that fit): at the C its run chose (`chosen_c`)."""
         train_features, labels, val_features = self.cached
         train_features = train_features[0] if train_features.ndim == 3 else train_features
         classes = len(ready.layout.class_names)

@@ -14,7 +14,9 @@ trains: a refit killed midway continues from its own backup (refit-backup/) on t
 
 A timed run that kept its linear head (`linear_head`; linear_head.json says) repeats that
 recipe instead: the logistic regression fit again on the frozen features of train + val, no
-epoch trained (`linear_head_refit`).
+epoch trained. It was fit there when the head was, from the features at hand
+(`saving.head_refit` writes it); a run folder without that fit extracts them again
+(`linear_head_refit`).
 """
 
 from __future__ import annotations

@@ -80,9 +80,10 @@ def _write(model, path: Path, run_id: str) -> None:
 
 
 def head_refit(run_dir: Path, plan: Plan, config, log, load_model) -> None:
-    """refit.keras of a run that kept its linear head where no refit follows: model.keras with
-    the classifier fit on train + val at the same C (linear_head.npz, written when the head
-    was fit), as the probe fits and a refit would. Seconds: nothing is extracted or trained.
+    """refit.keras of a run that kept its linear head, its refit or, where none follows, what
+    predicts: model.keras with the classifier fit on train + val at the same C (linear_head.npz,
+    written when the head was fit, from the features at hand), as the probe fits it. Seconds:
+    nothing is extracted or trained.
     `config`: the run's; `load_model(run_dir, plan, classes, config)`: its model.keras, loaded
     and checked as evaluation loads it (`evaluation.inference.load_model`)."""
     path = run_dir / paths.LINEAR_HEAD_ALL
@@ -94,6 +95,6 @@ def head_refit(run_dir: Path, plan: Plan, config, log, load_model) -> None:
     with plan.inference_scope():
         linear_head.put(model, *arrays)
     _write(model, run_dir / paths.REFIT, config.output.run_id)
-    log(f"refit: {paths.REFIT} is model.keras with its linear head fit again on the frozen "
-        f"features of train + val (no refit follows); it is the model that predicts (the test "
-        f"split, `corolla predict`) and is exported")
+    log(f"refit: the run kept its linear head: {paths.REFIT} is model.keras with the head fit "
+        f"again on the frozen features of train + val, in seconds from those at hand; it is the "
+        f"model that predicts (the test split, `corolla predict`) and is exported")

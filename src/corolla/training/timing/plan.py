@@ -143,7 +143,7 @@ class TimePlan:
                 f"{fit.why or budget.TIME_LEFT})"
         if self.caching and epochs <= budget.shaped(t, epochs)["train.frozen_epochs"] < t.epochs:
             note += ", the frozen one alone (no time for a thawed epoch): the model is the " \
-                "linear head or its head epoch, the better on val"
+                "linear head"
         log(probe_line(self.costs, trainer.plan.inference_batch))
         if fit.share < 1:
             log(f"time {t.time_budget}: {fit.share:.0%} of the time left for the validated "
@@ -200,6 +200,14 @@ class TimePlan:
         fits = budget.epochs_that_fit(
             sized, self._phases_of, known, left, steps, self.caching, ready.unit,
             lambda plan_phases, n: bool(self._replan_after(plan_phases, n)))
+        if not fits.epochs and self.caching and share < 1:
+            # The linear head alone needs no share for a refit: the frozen epoch never
+            # replaces it (`Checkpoint.may_keep`), and its refit is the head fit on train + val
+            # from the features at hand, in seconds (`saving.head_refit`).
+            share = 1.0
+            if fits.estimate <= budget.MARGIN * (self.total - after -
+                                                 self.clock.since(self.began)):
+                fits = budget.EpochsFit(1, fits.steps, fits.estimate, "")
         return Fit(sized, fits.epochs, fits.steps, fits.estimate, fits.why, share, after)
 
     def _refit(self, steps: int) -> pacing.Refit:
