@@ -181,7 +181,7 @@ def _log_training(ready: Prepared, plan: Plan, log) -> None:
     scaled = f" (scaled from the data's {data_size})" if size != data_size else ""
     log(f"training {config.model.name} at {size}x{size}{scaled} on {plan.strategy_name} "
         f"({plan.replicas} replica(s), global batch {plan.global_batch}): "
-        f"{t.epochs} epochs x {ready.steps} steps")
+        f"{t.epochs} epoch{'s' * (t.epochs != 1)} x {ready.steps} steps")
     if ready.progressive:
         log("progressive resizing: " + ", ".join(f"{p.size} px in {epochs_text(p)}"
                                                  for p in ready.phases))

@@ -350,7 +350,7 @@ def least_budget(spent: float, one: float, share: float = 1.0, after: float = 0.
 # plan fills (`after_training`). The report's plots, pages and files beyond its predictions are
 # bounded by this; its explanations (`report.scored.EXPLAINED` right and as many wrong), a
 # forward and a backward pass each, count as three predictions of an image.
-REPORT_SECONDS = 5.0
+REPORT_SECONDS = 8.0
 EXPLAINED_IMAGES = 12
 
 
