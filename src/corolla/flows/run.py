@@ -52,15 +52,14 @@ def train_evaluate_predict(config: RunConfig, plan: Plan, log=print,
         # trained); the tracked run ends KILLED (FAILED on an error) here.
         with tracking.ended_on_error(run_dir, log):
             read = None  # the run's config, where read here (evaluation reads it once)
-            if (run_dir / paths.REFIT).is_file():
-                pass
-            elif (run_dir / paths.LINEAR_HEAD_ALL).is_file() and \
+            written = (run_dir / paths.REFIT).is_file()
+            if not written and (run_dir / paths.LINEAR_HEAD_ALL).is_file() and \
                     refit.kept_linear_head(run_dir):
                 # A kept head's refit, or what a run without one predicts: fit on train + val
                 # when the head was, from the features at hand (seconds, nothing extracted).
                 read = rundir.load(run_dir)[1]
                 saving.head_refit(run_dir, plan, read, log, inference.load_model)
-            elif refits:  # (continued, where a kill stopped it)
+            elif not written and refits:  # (continued, where a kill stopped it)
                 refit.train(run_dir, plan, log, refit_deadline)
             return run_dir, _evaluate_predict(run_dir, plan, model, log, read)
     finally:

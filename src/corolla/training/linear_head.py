@@ -138,9 +138,9 @@ def verdict(head_f1: float, epochs_f1, frozen=frozenset()) -> tuple[bool, str]:
             return True, f"no trained epoch was validated: kept the linear head (val macro " \
                 f"F1 {head_f1:.4f})"
         return True, f"no epoch that trained the backbone was validated: kept the linear " \
-            f"head (val macro F1 " \
-            f"{head_f1:.4f}; the frozen epochs' best, {max(scored.values()):.4f}, is the same " \
-            f"head on the same features fit on train alone)"
+            f"head (val macro F1 {head_f1:.4f}; the frozen epochs' best, " \
+            f"{max(scored.values()):.4f}, is the same head on the same features fit on train " \
+            f"alone)"
     best = max(rivals, key=lambda i: (rivals[i], -i))
     if rivals[best] > head_f1:
         return False, f"training beat the linear head on val ({rivals[best]:.4f} > " \
