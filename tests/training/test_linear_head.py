@@ -378,3 +378,24 @@ def test_a_run_that_keeps_its_head_without_a_refit_predicts_with_it_fit_on_train
         np.testing.assert_allclose(a, b, atol=1e-6)
     assert not np.allclose(heads[0][0], heads[1][0])
     assert (run / paths.SUBMISSION).is_file() and not (run / paths.REFIT_PLAN).exists()
+
+
+def test_a_run_folder_without_its_heads_train_and_val_fit_refits_it_from_the_features(
+        train_tiny, tmp_path, fixed_costs, heads, monkeypatch):
+    """A kept head's refit is the head fit on train + val when it was first fit
+    (linear_head.npz). A run folder without that file (written before it existed, or lost)
+    still refits: the features of train + val extracted again, the head fit at its C."""
+    from corolla.training import refit
+
+    fixed_costs.thawed = 1000.0  # no time for a thawed epoch: the head is kept
+    _, plan = train_tiny.fit(tmp_path, "o", {**TIMED, "train.refit": "on"})
+    run = tmp_path / "o"
+    assert json.loads((run / paths.REFIT_PLAN).read_text())["linear_head"] is True
+    (run / paths.LINEAR_HEAD_ALL).unlink()
+    lines = []
+    assert refit.train(run, plan, lines.append) == run / paths.REFIT
+    assert "refit: the run kept its linear head: the logistic regression fit again on the " \
+        "frozen features of train + val (96 photos)" in lines
+    for a, b in zip(_classifier(run / paths.REFIT), heads[-1]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert not np.allclose(heads[0][0], heads[-1][0])  # not the head fit on train alone
