@@ -55,13 +55,14 @@ def cpu_auto(config_file: str | config.ConfigFile | None,
     from-scratch cpu recipe (`finetune_or_scratch`); fine-tuning, the backbone and input size
     of the ladder (`backbone`) where the user chose neither model nor preset."""
     asked = asked_keys(config_file, flags)
-    name, _, why = finetune_or_scratch(asked, CPU_FINETUNE)
+    name, model, why = finetune_or_scratch(asked, CPU_FINETUNE)
     decided = {}
     if name == CPU_FINETUNE:
         chosen = backbone(asked, load_recipe(name).values)
         if chosen is not None:
+            # The rung first: the recipe's own model is named only where it is the one trained.
             decided, said = chosen
-            why += f"; backbone {said}"
+            why = f"backbone {said}; weights: {why.removeprefix(f'{model}: ')}"
     return name, decided, why
 
 
