@@ -34,6 +34,22 @@ def flowers5() -> Path:
     return FLOWERS5
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_test_writes_the_users_cache(tmp_path_factory):
+    """Corolla's cache folder for the whole session (conversions, data checks, JAX's compiled
+    programs), not the user's ~/.cache/corolla: one folder beside every xdist worker's, so
+    that they share conversions as they would share the user's. A test that wants its own
+    takes `cache`."""
+    from corolla.runtime.compile_cache import CACHE_ENV
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    patch = pytest.MonkeyPatch()
+    patch.setenv(CACHE_ENV, str(shared / "corolla-cache"))
+    yield
+    patch.undo()
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch) -> Path:
     """Corolla's cache folder for this test alone (COROLLA_CACHE_DIR: conversions, checks)."""

@@ -74,11 +74,12 @@ def test_pip_install_beside_tensorflow_cpu_keeps_one_tensorflow(tmp_path, source
     assert missing.stderr == f"corolla: error: {NO_TENSORFLOW}\n"
 
 
-def test_the_readmes_set_up_command_on_a_fresh_machine(tmp_path, source):
+def test_the_readmes_set_up_command_on_a_fresh_machine(tmp_path, source, cache):
     """`pip install ".[tensorflow]"` in an empty environment: one TensorFlow, the full build,
     keras-hub for the default CPU fine-tune (`cpu-finetune`'s EfficientNet-Lite0), the demo's
     command line works (`corolla demo --tiny`, a few seconds of training), and a photo folder
-    fine-tunes from a local preset folder."""
+    fine-tunes from a local preset folder. Its conversion goes to the test's own cache folder
+    (`cache`), not the user's."""
     venv = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", venv)
     python, corolla = venv / "bin" / "python", venv / "bin" / "corolla"
@@ -109,6 +110,7 @@ def test_the_readmes_set_up_command_on_a_fresh_machine(tmp_path, source):
     assert "efficientnet_lite0" in tuned.stdout and "from scratch" not in tuned.stdout, \
         tuned.stdout[-3000:]
     assert (tmp_path / "runs" / "tuned" / "model.keras").is_file()
+    assert any((cache / "converted").iterdir())
 
 
 # The CUDA libraries a GPU stack needs as pip wheels (JAX's documented `jax[cuda12]` install).

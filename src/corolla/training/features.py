@@ -181,9 +181,9 @@ class FrozenPath:
 
     def fit_linear_head(self, ready: Prepared, val_f1, checkpoint, class_weights) -> None:
         """The linear head (`linear_head.fit`) on the cached training features (the images as
-        they are), written into the model's classifier. With `val_f1` (a validated run): its C
-        chosen on the cached val features (`linear_head.choose_c`), scored there and recorded
-        in `checkpoint` as the best so far (`Checkpoint.seed`), its figure said in the log,
+        they are), written into the model's classifier. With `val_f1` (a validated run): at
+        `linear_head.C`, scored on the cached val features and recorded in `checkpoint` (with
+        its C) as the best so far (`Checkpoint.seed`), its figure said in the log,
         and the same head fit on train + val into the chief's run folder (`saving.head_refit`
         makes it refit.keras where the run keeps it). Without (the refit of a run folder
         that lacks that fit): at the C its run chose (`chosen_c`)."""
@@ -191,11 +191,7 @@ class FrozenPath:
         train_features = train_features[0] if train_features.ndim == 3 else train_features
         classes = len(ready.layout.class_names)
         began = time.monotonic()
-        if val_f1 is None:
-            c = chosen_c(ready.run_dir)
-        else:
-            c, _ = linear_head.choose_c(train_features, labels, val_features, val_f1.labels,
-                                        classes, class_weights)
+        c = linear_head.C if val_f1 is not None else chosen_c(ready.run_dir)
         kernel, bias = linear_head.fit(train_features, labels, classes, class_weights, c)
         with self.plan.scope():
             linear_head.put(self.model, kernel, bias)
@@ -214,9 +210,9 @@ class FrozenPath:
             backup.write_arrays(list(everything),
                                 checkpoint.history_path.parent / paths.LINEAR_HEAD_ALL)
         self.log(f"linear head: val macro F1 {f1:.4f} (a logistic regression on the frozen "
-                 f"features, C {c:g} chosen on val of {', '.join(map(str, linear_head.GRID))}, "
-                 f"fit in {took:.1f} s); training starts from it, and an epoch that trains the "
-                 f"backbone is kept only where it beats it on val")
+                 f"features at C {c:g}, the linear probe's, fit in {took:.1f} s); training "
+                 f"starts from it, and an epoch that trains the backbone is kept only where it "
+                 f"beats it on val")
 
     def fit(self, phase: Phase, first: int, ready: Prepared, steps: int, val_f1, callbacks,
             class_weights, verbose, checkpoint=None) -> None:
@@ -250,14 +246,19 @@ class FrozenPath:
                 val_f1.cached = None
 
 
+# The C of the heads of runs whose linear_head.json records none (made before it did).
+UNRECORDED_C = 0.01
+
+
 def chosen_c(run_dir) -> float:
-    """The C of the linear head the run `run_dir` fit (its linear_head.json), for its refit;
-    `linear_head.C` where it has none (a run whose head recorded no C) or no folder is given."""
+    """The C of the linear head the run `run_dir` fit (its linear_head.json), for its refit:
+    `linear_head.C` where no folder is given or it holds no head, UNRECORDED_C where the head
+    recorded no C."""
     path = None if run_dir is None else run_dir / paths.LINEAR_HEAD
     if path is None or not path.is_file():
         return linear_head.C
     record = read_json(path, "train the run again")
-    c = record.get("c", linear_head.C) if isinstance(record, dict) else None
+    c = record.get("c", UNRECORDED_C) if isinstance(record, dict) else None
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < float("inf"):
         raise UserError(f"{path}: c is {c!r}, not a positive number; train the run again")
     return float(c)

@@ -15,25 +15,19 @@ given."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
 from corolla.scoring.metrics import macro_f1
 
-# The default inverse regularisation strength, the first `choose_c` tries (docs/benchmarks.md,
-# "The linear head, a timed run's floor"). The images' mirror images as extra rows did not
-# help (and doubled the fit's time): the head fits on the images as they are.
-C = 0.01
+# The inverse regularisation strength: scikit-learn's default, the linear probe's, so the head a
+# run starts from and falls back to is the probe it is measured against. Chosen on val from
+# 0.01, 0.1 and 1 instead, over the suite's five sets and four rungs (docs/benchmarks.md, "The
+# linear head's levers"), the head scored lower on the mean at three rungs of four and as high
+# at the fourth, and the few val photos picked 0.01 where it lost up to 0.025 on test.
+C = 1.0
 MAX_ITER = 1000
-# The inverse regularisation strengths `choose_c` tries on val, the fixed C first. On the
-# suite's five sets (Lite0, 192 px; docs/benchmarks.md) this coarse grid never chose below the
-# fixed C's test score, where a finer one (0.001 to 1, a factor of 3 apart) overfit the few val
-# photos (textures: 0.003, -0.017); the fixed C alone lost 0.07 on the fine-grained cars.
-GRID = (0.01, 0.1, 1.0)
 # A class the training split lacks gets no weights and a bias this far below the lowest of the
 # training examples' top logits: never predicted on data like them, and its share of a
 # label-smoothed loss stays moderate for the epochs that train from it.
@@ -72,39 +66,6 @@ def fit(features: np.ndarray, labels, num_classes: int, class_weights=None,
         bias[absent] = (x @ kernel[:, present] + bias[present]).max(axis=1).min() - \
             ABSENT_MARGIN
     return kernel, bias
-
-
-def choose_c(train: np.ndarray, labels, val: np.ndarray, val_labels, num_classes: int,
-             class_weights=None, grid=GRID) -> tuple[float, dict[float, float]]:
-    """(the C of `grid` whose head, fit on `train`, scores the best val macro F1; each C's
-    score). A tie (few val photos score several C alike) goes to the C nearest the fixed `C`
-    (by ratio), then to the smaller: the choice moves off the default only for a gain."""
-    scores = {c: score(val, val_labels, *fit(train, labels, num_classes, class_weights, c))
-              for c in grid}
-    return _best(scores), scores
-
-
-def choose_c_cv(features: np.ndarray, labels, num_classes: int, class_weights=None,
-                grid=GRID, folds: int = 3, seed: int = 0) -> tuple[float, dict[float, float]]:
-    """(the C of `grid` whose heads score the best mean macro F1 over `folds` stratified folds
-    of `features`, each fit on the others; each C's mean): `choose_c` on every photo instead
-    of one val split's few. Ties as there. At most as many folds as the rarest class has
-    photos (at least 2)."""
-    labels = np.asarray(labels)
-    k = max(2, min(folds, int(np.bincount(labels)[np.unique(labels)].min())))
-    splits = list(StratifiedKFold(k, shuffle=True, random_state=seed).split(features, labels))
-    scores = {c: float(np.mean([score(features[b], labels[b],
-                                      *fit(features[a], labels[a], num_classes,
-                                           class_weights, c)) for a, b in splits]))
-              for c in grid}
-    return _best(scores), scores
-
-
-def _best(scores: dict[float, float]) -> float:
-    """The C of the best score; of tied ones the nearest `C` by ratio, then the smaller."""
-    best = max(scores.values())
-    tied = [c for c, f in scores.items() if f >= best - 1e-9]
-    return min(tied, key=lambda c: (round(abs(math.log(c / C)), 6), c))
 
 
 def probabilities(features: np.ndarray, kernel: np.ndarray, bias: np.ndarray) -> np.ndarray:
