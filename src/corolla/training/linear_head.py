@@ -24,8 +24,9 @@ from corolla.scoring.metrics import macro_f1
 # The inverse regularisation strength: scikit-learn's default, the linear probe's, so the head a
 # run starts from and falls back to is the probe it is measured against. Chosen on val from
 # 0.01, 0.1 and 1 instead, over the suite's five sets and four rungs (docs/benchmarks.md, "The
-# linear head's levers"), the head scored lower on the mean at three rungs of four and as high
-# at the fourth, and the few val photos picked 0.01 where it lost up to 0.025 on test.
+# linear head's levers"), the head scored lower on the mean at two rungs of four, as high at a
+# third and 0.0012 higher at the fourth, and the few val photos picked 0.01 where it lost up to
+# 0.025 on test.
 C = 1.0
 MAX_ITER = 1000
 # A class the training split lacks gets no weights and a bias this far below the lowest of the
