@@ -32,6 +32,21 @@ def test_the_pace_of_an_epoch_is_measured_on_the_clock_handed_in():
     assert stop.measured() == (0.25, 1.5)
 
 
+def test_a_burst_of_other_work_during_a_few_steps_is_not_the_measured_pace():
+    """The plan is made again for the host's pace: 2 of 11 steps slowed 12x by other work
+    (the mean step would be 0.7 s) measure the other steps' 0.25 s; executions of 2 steps
+    count as 2."""
+    clock = StepClock()
+    stop = _stop_in_time(pacing.Deadline(total=30.0, planned=(2.0, 2.0), planned_at=5.0,
+                                         save=0.5, replan_after=1), [], clock, [])
+    stop.on_epoch_begin(0)
+    clock.advance(1.5)  # the epoch's start and its step's tracing
+    for batch in range(1, 22, 2):
+        clock.advance(6.0 if batch in (5, 7) else 0.5)
+        stop.on_train_batch_end(batch)
+    assert stop.measured() == (0.25, 1.5)
+
+
 def test_a_run_that_fell_behind_stops_where_its_next_epoch_would_end_past_its_budget():
     deadline = pacing.Deadline(total=14.0, planned=(3.0, 1.0, 1.0, 1.0), planned_at=5.0,
                                save=0.5)

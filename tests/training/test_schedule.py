@@ -126,3 +126,35 @@ def test_later_epochs_of_other_steps_follow_the_schedule_epoch_by_epoch_to_its_f
     assert value(third, 3) == pytest.approx(value(plain, 55))
     # The same steps: the plan's schedule itself.
     assert value(for_training(t, 10, later=(4, 10)), 43) == pytest.approx(value(plain, 43))
+
+
+def test_a_thawed_phase_rises_from_near_zero_over_its_warmup_then_follows_the_schedule():
+    """train.finetune_warmup_epochs: the optimizer of the thawed phase after a frozen one (from
+    epoch 2, 10 updates an epoch, 2 micro-steps an update) rises over its first 1.5 epochs;
+    the frozen phase and a run of one phase keep the schedule as it is."""
+    import keras
+
+    from corolla.training import phases
+    from corolla.training.compiling import phase_schedule
+    from corolla.training.schedule import for_training
+
+    t = config.with_settings(config.RunConfig(), {
+        "train.schedule": "cosine", "train.epochs": 8, "train.warmup_epochs": 0,
+        "train.learning_rate": 1e-3, "train.frozen_epochs": 2, "train.accumulation_steps": 2,
+        "train.finetune_warmup_epochs": 1.5}).train
+    frozen, thawed = phases.phases(t, train_backbone=True)
+    value = lambda s, step: float(keras.ops.convert_to_numpy(s(step)))  # noqa: E731
+    plain, ramped = for_training(t, 10, 2, first_epoch=2, scale=0.1), phase_schedule(thawed, t, 20)
+    for update in (0, 4, 14):  # (u + 1) / 15 of the plain rate
+        assert value(ramped, 2 * update + 1) == pytest.approx(
+            value(plain, 2 * update) * (update + 1) / 15, rel=1e-5), update
+    for update in (15, 33, 59):  # the schedule itself once risen, to its floor
+        assert value(ramped, 2 * update) == pytest.approx(value(plain, 2 * update)), update
+    assert value(phase_schedule(frozen, t, 20), 0) == pytest.approx(1e-3)
+    one = config.with_settings(config.RunConfig(), {"train.finetune_warmup_epochs": 1.5}).train
+    assert value(phase_schedule(phases.phases(one, True)[0], one, 20), 0) == \
+        pytest.approx(value(for_training(one, 20), 0))
+    # A saved optimizer's schedule comes back with its warm-up.
+    again = keras.optimizers.schedules.deserialize(
+        keras.optimizers.schedules.serialize(ramped))
+    assert value(again, 2 * 4) == pytest.approx(value(ramped, 2 * 4))

@@ -181,7 +181,8 @@ def _recipe_flags(p) -> None:
                              "--config)")
     for key in ("train.recipe", "train.schedule", "train.warmup_epochs", "train.optimizer",
                 "train.weight_decay", "train.label_smoothing", "model.dropout", "train.ema",
-                "train.frozen_epochs", "train.finetune_lr_scale", "train.unfreeze_fraction",
+                "train.frozen_epochs", "train.finetune_lr_scale", "train.finetune_warmup_epochs",
+                "train.unfreeze_fraction",
                 "train.accumulation_steps", "train.early_stopping_patience",
                 "train.class_weight", "train.refit"):
         option(g, key)

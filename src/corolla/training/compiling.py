@@ -5,6 +5,8 @@ Keras is imported in the functions: the backend is chosen first."""
 
 from __future__ import annotations
 
+import math
+
 from corolla import config
 from corolla.runtime import Plan
 from corolla.training import phases
@@ -53,12 +55,15 @@ def phase_schedule(phase: phases.Phase, train: config.TrainConfig, steps: int,
                    later_steps: int = 0):
     """The learning-rate schedule of `phase` as its optimizer calls it: over epochs of `steps`
     steps (schedules count updates), or from train.time_steps_from on, of `later_steps` where
-    given; from the phase's first epoch, x its rate's scale."""
+    given; from the phase's first epoch, x its rate's scale; a thawed phase after a frozen one
+    rising over its first train.finetune_warmup_epochs."""
     updates = train.accumulation_steps
     later = (train.time_steps_from, later_steps // updates) \
         if later_steps and train.time_steps_from else None
+    thawing = phase.start > 0 and not phase.frozen
+    ramp = math.ceil(train.finetune_warmup_epochs * (steps // updates)) if thawing else 0
     return for_training(train, steps // updates, updates, first_epoch=phase.start,
-                        scale=phase.lr_scale, later=later)
+                        scale=phase.lr_scale, later=later, ramp=ramp)
 
 
 def compile_head(head, model, plan: Plan, steps_per_execution: int) -> None:

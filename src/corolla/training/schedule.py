@@ -66,29 +66,33 @@ def _classes():
     @keras.saving.register_keras_serializable(package="corolla")
     class OnUpdates(base):
         """scale * schedule(u + offset), u = step // accumulation; past `boundary` updates
-        (-1: none), each counts `stretch` (later epochs of other steps: `later`)."""
+        (-1: none), each counts `stretch` (later epochs of other steps: `later`); over the
+        first `ramp` updates (0: none) x (u + 1) / ramp, a linear rise from near 0."""
 
         def __init__(self, schedule, accumulation=1, offset=0, scale=1.0, boundary=-1,
-                     stretch=1.0):
+                     stretch=1.0, ramp=0):
             if isinstance(schedule, dict):
                 schedule = keras.optimizers.schedules.deserialize(schedule)
             self.schedule, self.accumulation = schedule, accumulation
             self.offset, self.scale = offset, scale
-            self.boundary, self.stretch = boundary, stretch
+            self.boundary, self.stretch, self.ramp = boundary, stretch, ramp
 
         def __call__(self, step):
             update = ops.floor_divide(ops.cast(step, "int32"), self.accumulation)
+            rising = 1.0 if not self.ramp else \
+                ops.minimum(ops.cast(update + 1, "float32") / float(self.ramp), 1.0)
             if self.boundary < 0:
-                return self.scale * self.schedule(update + self.offset)
+                return self.scale * rising * self.schedule(update + self.offset)
             update = ops.cast(update, "float32")
             at = float(self.boundary)
             update = ops.minimum(update, at) + ops.maximum(update - at, 0.0) * self.stretch
-            return self.scale * self.schedule(update + float(self.offset))
+            return self.scale * rising * self.schedule(update + float(self.offset))
 
         def get_config(self):
             return {"schedule": keras.optimizers.schedules.serialize(self.schedule),
                     "accumulation": self.accumulation, "offset": self.offset,
-                    "scale": self.scale, "boundary": self.boundary, "stretch": self.stretch}
+                    "scale": self.scale, "boundary": self.boundary, "stretch": self.stretch,
+                    "ramp": self.ramp}
 
     return Ramp, OnUpdates
 
@@ -116,12 +120,15 @@ def ramp_schedule(start: float, peak: float, minimum: float, rampup_epochs: floa
 
 
 def for_training(train, updates_per_epoch: int, accumulation: int = 1, first_epoch: int = 0,
-                 scale: float = 1.0, later: tuple[int, int] | None = None):
+                 scale: float = 1.0, later: tuple[int, int] | None = None, ramp: int = 0):
     """The schedule a resolved TrainConfig asks for, as the optimizer calls it: on micro-steps
     (`accumulation` per update), for an optimizer that starts at `first_epoch` (the second phase
     of a two-phase fine-tuning), times `scale`. `later`: (epoch, updates): the epochs from that
     one (from 0) have that many updates each, and the schedule follows them epoch by epoch (a
-    time plan made again mid-run: its epochs' shape kept, its rate still ending at its floor)."""
+    time plan made again mid-run: its epochs' shape kept, its rate still ending at its floor).
+    `ramp`: over this optimizer's first that many updates its rate rises linearly from near 0
+    (a thawed phase's warm-up: counted on the optimizer's own updates, so a resumed run
+    continues it)."""
     if train.schedule == "ramp":
         schedule = ramp_schedule(train.start_learning_rate, train.learning_rate,
                                  train.min_learning_rate, train.warmup_epochs,
@@ -137,11 +144,11 @@ def for_training(train, updates_per_epoch: int, accumulation: int = 1, first_epo
         # share of one of the schedule's epochs.
         boundary = max(later[0] - first_epoch, 0) * updates_per_epoch
         stretch = updates_per_epoch / later[1]
-    if (accumulation, first_epoch, scale, boundary) == (1, 0, 1.0, -1):
+    if (accumulation, first_epoch, scale, boundary, ramp) == (1, 0, 1.0, -1, 0):
         return schedule
     _, on_updates = _classes()
     return on_updates(schedule, accumulation, first_epoch * updates_per_epoch, scale, boundary,
-                      stretch)
+                      stretch, ramp)
 
 
 SIZE_STEP = 16  # progressive resizing's sizes are multiples of this (below the final size)

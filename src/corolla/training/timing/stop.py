@@ -7,6 +7,9 @@ chosen."""
 
 from __future__ import annotations
 
+import itertools
+import statistics
+
 import keras
 
 from corolla.runtime import collective
@@ -35,13 +38,16 @@ class StopInTime(keras.callbacks.Callback):
 
     def measured(self) -> tuple[float, float] | None:
         """(seconds a step, seconds of tracing) of the epoch just trained, from the ends of its
-        executions of steps: a step as the executions after the first took, the tracing as
-        the first took beyond its steps (the epoch's start with it); None where it had fewer
-        than three executions."""
+        executions of steps: a step as the median execution after the first took (a burst of
+        other work on the host during a few of them is not the pace the plan is made again
+        for: a run whose one measured epoch met one had planned a third of its budget
+        unused), the tracing as the first took beyond its steps (the epoch's start with it);
+        None where it had fewer than three executions."""
         if len(self.ends) < 3:
             return None
-        (first, at), (last, end) = self.ends[0], self.ends[-1]
-        step = (end - at) / (last - first)
+        first, at = self.ends[0]
+        step = statistics.median((end - before) / (batch - earlier) for (earlier, before),
+                                 (batch, end) in itertools.pairwise(self.ends))
         return step, max(at - self.began - (first + 1) * step, 0.0)
 
     def on_epoch_end(self, epoch, logs=None):
