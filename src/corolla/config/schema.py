@@ -200,9 +200,9 @@ class TrainConfig:
         "then everything at the rate x --finetune-lr-scale; {recipe}")
     finetune_lr_scale: float = setting(  # then trained with the schedule's rate x this
         0.1, low=0, flag="--finetune-lr-scale", help="{recipe}")
-    # The thawed phase's rate rises from near 0 over its first N epochs: a fresh Adam's first
-    # updates are full-sized whatever their gradients' noise, and moved the ImageNet features
-    # enough to cost the first thawed epoch (docs/benchmarks.md, "The thawed phase's warm-up").
+    # The thawed phase's rate rises from near 0 over its first N epochs (a fresh Adam's first
+    # updates are full-sized whatever their gradients' noise). Off until the suite shows it
+    # pays (docs/benchmarks.md, "The thawed phase's warm-up").
     finetune_warmup_epochs: float = setting(
         0.0, low=0, high=MAX_EPOCHS, flag="--finetune-warmup-epochs", help="after the frozen "
         "epochs, the rate rises from near 0 over the first N thawed epochs; {recipe}")
