@@ -38,11 +38,11 @@ class StopInTime(keras.callbacks.Callback):
 
     def measured(self) -> tuple[float, float] | None:
         """(seconds a step, seconds of tracing) of the epoch just trained, from the ends of its
-        executions of steps: a step as the median execution after the first took (a burst of
-        other work on the host during a few of them is not the pace the plan is made again
-        for: a run whose one measured epoch met one had planned a third of its budget
-        unused), the tracing as the first took beyond its steps (the epoch's start with it);
-        None where it had fewer than three executions."""
+        executions of steps: a step as the median execution after the first took (other work
+        on the host that slows a few of them is not the pace the plan is made again for, and
+        a plan made from it would leave the rest of the budget unused), the tracing as the
+        first took beyond its steps (the epoch's start with it); None where it had fewer than
+        three executions."""
         if len(self.ends) < 3:
             return None
         first, at = self.ends[0]
