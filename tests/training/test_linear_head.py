@@ -375,3 +375,78 @@ def test_a_run_folder_without_its_heads_train_and_val_fit_refits_it_from_the_fea
     for a, b in zip(_classifier(run / paths.REFIT), heads[-1]):
         np.testing.assert_allclose(a, b, atol=1e-6)
     assert not np.allclose(heads[0][0], heads[-1][0])  # not the head fit on train alone
+
+
+def _classifier_recorder():
+    """A callback that records the model's classifier weights as each epoch begins and ends,
+    in its `seen` under ("begin", epoch) and ("end", epoch), counted from 0."""
+    import keras
+
+    class Recorder(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seen = {}
+
+        def _record(self, when, epoch):
+            weights = self.model.get_layer("probabilities").get_weights()
+            self.seen[(when, epoch)] = [np.array(w) for w in weights]
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._record("begin", epoch)
+
+        def on_epoch_end(self, epoch, logs=None):
+            self._record("end", epoch)
+
+    return Recorder()
+
+
+# A timed run whose recipe freezes the backbone for 2 of 4 epochs, planned at more (a trained
+# step 50 s of the 10 minutes): frozen epochs in the recipe's share, more than one.
+THAWING = {**TIMED, "train.epochs": 4, "train.frozen_epochs": 2}
+
+
+def test_a_run_that_thaws_from_its_head_trains_one_frozen_epoch_and_starts_the_backbone_there(
+        train_tiny, tmp_path, fixed_costs, heads, monkeypatch):
+    """train.thaw_from_head: the thawed phase starts from the linear head itself, not from the
+    frozen epochs trained on after it (lower on val in every 10-minute suite run, and never kept
+    over it); so the plan's frozen phase is its one epoch, where the head is fit."""
+    fixed_costs.thawed = 50.0
+    monkeypatch.setattr(linear_head, "score", lambda *a: 0.0)
+    train_tiny.fit(tmp_path, "as-recipe", THAWING)
+    planned = tomllib.loads((tmp_path / "as-recipe" / paths.CONFIG).read_text())["train"]
+    assert 1 < planned["frozen_epochs"] < planned["epochs"]  # the recipe's share, without it
+    recorder, lines = _classifier_recorder(), []
+    train_tiny.fit(tmp_path, "t", {**THAWING, "train.thaw_from_head": True}, [recorder],
+                   log=lines.append)
+    planned = tomllib.loads((tmp_path / "t" / paths.CONFIG).read_text())["train"]
+    assert planned["frozen_epochs"] == 1 < planned["epochs"]
+    assert "the backbone thaws from the linear head it fit, not from the epochs that trained " \
+        "the head after it" in lines
+    # The frozen epoch moved the head; the first thawed epoch begins from the head as fit.
+    kernel, bias = heads[0]
+    moved = recorder.seen[("end", 0)]
+    assert np.abs(moved[0] - kernel).max() > 1e-4
+    for a, b in zip(recorder.seen[("begin", 1)], (kernel, bias)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_a_run_killed_before_its_thaw_resumes_from_the_linear_head_its_backup_holds(
+        train_tiny, tmp_path, fixed_costs, heads, monkeypatch):
+    import keras
+
+    fixed_costs.thawed = 50.0
+    monkeypatch.setattr(linear_head, "score", lambda *a: 0.0)
+
+    class KillAfterFirst(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise Kill
+
+    with pytest.raises(Kill):
+        train_tiny.fit(tmp_path, "r", {**THAWING, "train.thaw_from_head": True},
+                       [KillAfterFirst()])
+    recorder, lines = _classifier_recorder(), []
+    train_tiny.fit(tmp_path, "r", {}, [recorder], resume=True, log=lines.append)
+    assert "the backbone thaws from the linear head its backup holds, not from the epochs that " \
+        "trained the head after it" in lines
+    for a, b in zip(recorder.seen[("begin", 1)], heads[0]):
+        np.testing.assert_allclose(a, b, atol=1e-6)

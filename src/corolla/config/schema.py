@@ -206,6 +206,11 @@ class TrainConfig:
     finetune_warmup_epochs: float = setting(
         0.0, low=0, high=MAX_EPOCHS, flag="--finetune-warmup-epochs", help="after the frozen "
         "epochs, the rate rises from near 0 over the first N thawed epochs; {recipe}")
+    # A timed run that fits its linear head on cached frozen features: the thawed phase starts
+    # from that head, and the frozen phase is its one epoch (Adam's epochs on the head after
+    # it drift from the converged fit, lower on val, and are never kept over it). Off until
+    # the suite shows it pays (docs/benchmarks.md, "The thaw from the linear head").
+    thaw_from_head: bool = False
     # The part of the backbone trained once it thaws, from its top (by weighted layers, in
     # their order from the input): 1 = all of it. Below it no gradient is computed, which
     # makes a step cheaper (figures: docs/benchmarks.md#figures-behind-the-defaults).

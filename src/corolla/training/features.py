@@ -133,6 +133,7 @@ class FrozenPath:
         self.model, self.plan, self.augment, self.log = model, plan, augment, log
         self._halves = None
         self.head, self.cached, self.cached_size, self.said_slow = None, None, None, False
+        self.linear = None  # (kernel, bias) of the linear head this session fit: `linear_head`
 
     def halves(self) -> tuple[keras.Model, keras.Model]:
         """(frozen features, head) of the model (`split_model`), made once."""
@@ -195,6 +196,7 @@ class FrozenPath:
         kernel, bias = linear_head.fit(train_features, labels, classes, class_weights, c)
         with self.plan.scope():
             linear_head.put(self.model, kernel, bias)
+        self.linear = (kernel, bias)
         took = time.monotonic() - began
         if val_f1 is None:
             self.log(f"linear head: a logistic regression (C {c:g}) on the frozen features of "

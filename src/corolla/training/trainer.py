@@ -205,6 +205,9 @@ class Trainer:
             if not phase.same_optimizer(self.current):
                 # The model enters the phase as a finished one leaves it: on its EMA weights.
                 finalize_ema(self.model)
+                thawing = self.current is not None and self.current.frozen and not phase.frozen
+                if thawing and t.thaw_from_head:
+                    self.thaw_from_head()
                 self.configure(phase)
             self.current = phase
             if phase.start in starts or not said:  # a split's second half goes on silently
@@ -233,6 +236,29 @@ class Trainer:
         done = self.checkpoint.state.epochs_done
         return bool(until) and done >= until and not self.model.stop_training and \
             done < self.ready.config.train.epochs
+
+    def thaw_from_head(self) -> None:
+        """The linear head put back into the model's classifier before its backbone thaws
+        (`train.thaw_from_head`): the one this session fit (`FrozenPath.linear`), or a resumed
+        run's, where its backup holds it as the best so far (the backbone was frozen since:
+        its weights are the model's own). Nothing where the run fit none (a frozen phase not
+        on cached features, or an untimed run)."""
+        from corolla.training import backup, linear_head
+
+        state = self.checkpoint.state
+        if self.frozen.linear is not None:
+            with self.plan.scope():
+                linear_head.put(self.model, *self.frozen.linear)
+            said = "the linear head it fit"
+        elif state.linear_head is not None and state.best_epoch == backup.LINEAR_HEAD:
+            with self.plan.scope():
+                backup.load_model_weights(self.saved_model(),
+                                          self.checkpoint.backup_dir / state.best)
+            said = "the linear head its backup holds"
+        else:
+            return
+        self.log(f"the backbone thaws from {said}, not from the epochs that trained the head "
+                 f"after it")
 
     def _say(self, phase: Phase) -> None:
         """The phase's line in the log: what it trains, at which rate and size."""

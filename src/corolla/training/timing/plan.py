@@ -88,8 +88,19 @@ class TimePlan:
         return self.deadline.replan_after if self.deadline is not None else 0
 
     def _phases_of(self, train, size):
-        """The run's phases (`phases.phases`) of a train config at a final size."""
+        """The run's phases (`phases.phases`) of a train config at a final size (its frozen
+        epochs as `_frozen_epochs` says)."""
+        train = dataclasses.replace(train, frozen_epochs=self._frozen_epochs(train))
         return phases(train, self.trainer.ready.config.model.train_backbone, size)
+
+    def _frozen_epochs(self, train) -> int:
+        """The frozen epochs of a train config as this run plans them: one where it thaws
+        from the linear head it fits there (`train.thaw_from_head`, the frozen phase on cached
+        features: `Trainer.thaw_from_head`), whose later frozen epochs would be undone at the
+        thaw; as the config says otherwise."""
+        if train.thaw_from_head and self.caching and 1 < train.frozen_epochs < train.epochs:
+            return 1
+        return train.frozen_epochs
 
     def _caching(self) -> budget.Caching | None:
         """How the run's frozen phases train on cached features (`features.FrozenPath`: passes
@@ -153,8 +164,10 @@ class TimePlan:
         log(line)
         # train.time_steps: only a shortened epoch's (a resumed run reads it: `epoch_steps`).
         shortened = epoch_steps * (epoch_steps != steps)
-        planned = with_settings(fit.config, {**budget.shaped(t, epochs),
-                                             "train.time_steps": shortened,
+        shape = budget.shaped(t, epochs)
+        shape["train.frozen_epochs"] = self._frozen_epochs(
+            dataclasses.replace(t, epochs=epochs, frozen_epochs=shape["train.frozen_epochs"]))
+        planned = with_settings(fit.config, {**shape, "train.time_steps": shortened,
                                              "train.time_plan": line.partition(": ")[2]})
         # The plan's epochs, each as measured, for the run to stop short of them where it falls
         # behind (`pacing.Deadline`); where a refit follows, its epochs count there too.
