@@ -208,8 +208,8 @@ class TrainConfig:
         "epochs, the rate rises from near 0 over the first N thawed epochs; {recipe}")
     # A timed run that fits its linear head on cached frozen features: the thawed phase starts
     # from that head, and the frozen phase is its one epoch (Adam's epochs on the head after
-    # it drift from the converged fit, lower on val, and are never kept over it). Off until
-    # the suite shows it pays (docs/benchmarks.md, "The thaw from the linear head").
+    # it drift from the converged fit, lower on val, and are never kept over it). Off: on the
+    # suite it did not pay (docs/benchmarks.md, "The thaw from the linear head").
     thaw_from_head: bool = False
     # The part of the backbone trained once it thaws, from its top (by weighted layers, in
     # their order from the input): 1 = all of it. Below it no gradient is computed, which
