@@ -21,10 +21,9 @@ from corolla.data import pipeline
 from corolla.scoring.batched import stop_check
 from corolla.runs import paths
 from corolla.runtime import Plan
-from corolla.training import resuming
+from corolla.training import backup, linear_head, resuming
 from corolla.training.timing import budget
 from corolla.runtime.clock import Clock, default_clock
-from corolla.training.backup import stops_early
 from corolla.training.compiling import compile_phase, phase_schedule
 from corolla.training.optimizer import finalize_ema
 from corolla.training.phases import (Phase, backbone_of, batchnorm_inference, epochs_text,
@@ -196,8 +195,8 @@ class Trainer:
         starts, said = {p.start for p in self.ready.phases}, False
         for phase in split_at(self.ready.phases, self.ready.config.train.time_steps_from):
             done = self.checkpoint.state.epochs_done
-            if phase.end <= done or stops_early(self.checkpoint.state,
-                                                t.early_stopping_patience):
+            if phase.end <= done or backup.stops_early(self.checkpoint.state,
+                                                       t.early_stopping_patience):
                 continue
             if until and done >= until:
                 return True
@@ -243,8 +242,6 @@ class Trainer:
         run's, where its backup holds it as the best so far (the backbone was frozen since:
         its weights are the model's own). Nothing where the run fit none (a frozen phase not
         on cached features, or an untimed run)."""
-        from corolla.training import backup, linear_head
-
         state = self.checkpoint.state
         if self.frozen.linear is not None:
             with self.plan.scope():
