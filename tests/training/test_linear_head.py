@@ -405,6 +405,7 @@ def _classifier_recorder():
 THAWING = {**TIMED, "train.epochs": 4, "train.frozen_epochs": 2}
 
 
+@pytest.mark.slow  # two tiny runs, with the key and without: about 11 s
 def test_a_run_that_thaws_from_its_head_trains_one_frozen_epoch_and_starts_the_backbone_there(
         train_tiny, tmp_path, fixed_costs, heads, monkeypatch):
     """train.thaw_from_head: the thawed phase starts from the linear head itself, not from the
