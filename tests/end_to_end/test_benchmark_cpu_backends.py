@@ -15,7 +15,7 @@ from helpers.processes import REPO
 SCRIPT = REPO / "benchmarks" / "cpu_backends.py"
 
 
-@pytest.mark.slow
+@pytest.mark.large  # 24 s (a benchmark trains in a subprocess): CI's large step, as the others
 def test_tiny_run_times_float32_and_bfloat16_side_by_side(tmp_path):
     out = subprocess.run([sys.executable, str(SCRIPT), "--model", "small_cnn", "--size", "32",
                           "--batch", "4", "--steps", "2", "--variants",

@@ -47,7 +47,7 @@ def test_a_second_jax_process_loads_what_the_first_compiled(tmp_path, tiny_petal
     assert _entries(cache) == first
 
 
-@pytest.mark.slow
+@pytest.mark.large  # 29 s (a training in a fresh process): CI's large step
 def test_compile_cache_off_writes_nothing(tmp_path, tiny_petals):
     _train(tmp_path, tiny_petals, tmp_path / "cache", "--compile-cache", "off")
     assert _entries(tmp_path / "cache" / compile_cache.FOLDER) == set()

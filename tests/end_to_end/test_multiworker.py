@@ -57,10 +57,11 @@ def _run_workers(backend, tmp_path, args, expect=0, cluster_env=_cluster_env):
 CRASH = SCRIPTS / "crash_train.py"
 
 
-# JAX's pair (~100 s on a slow 2-core host) runs in CI's large step: the README's suite
-# keeps to 20 min.
-@pytest.mark.parametrize("backend", ["tensorflow",
-                                     pytest.param("jax", marks=pytest.mark.large)])
+# About a minute for TensorFlow's pair, 100 s for JAX's: CI's large step runs both. Two real
+# workers fitting in step under MultiWorkerMirroredStrategy (with Corolla's fix) stay in the
+# README's suite: tests/runtime/test_multiworker_keras.py, half a minute.
+@pytest.mark.large
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_two_workers_train_in_step_and_resume_an_unnamed_run(backend, tiny_petals, tmp_path):
     """Two workers train together and only the chief writes the run; both die after epoch 0
     (as under SIGKILL); `--resume` without --name (the same command on both) continues every

@@ -50,7 +50,9 @@ def test_the_notebooks_are_stored_without_outputs():
                 assert cell["outputs"] == [] and cell["execution_count"] is None, path.name
 
 
-@pytest.mark.slow
+# 33 s: CI's large step. The README's suite runs the photos notebook (22 s), and the petals
+# notebook's calls in tests/end_to_end/test_notebook_and_report.py.
+@pytest.mark.large
 def test_petals_notebook_trains_evaluates_and_writes_the_submission(tmp_path, monkeypatch):
     text = _execute("petals_to_the_metal.ipynb", tmp_path, monkeypatch)
     assert "tiny mode (synthetic data)" in text

@@ -32,6 +32,17 @@ class Kill(BaseException):
     take for a failed training."""
 
 
+def kill_after_the_first_epoch():
+    """A callback that kills the run (`Kill`) as its first epoch ends."""
+    import keras
+
+    class KillAfterFirst(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            raise Kill
+
+    return KillAfterFirst()
+
+
 @pytest.fixture
 def fixed_costs(monkeypatch):
     """The time probe measures nothing: a frozen epoch's caching costs `costs.cache` s a
@@ -161,16 +172,9 @@ def test_a_run_whose_trained_epochs_score_below_the_linear_head_keeps_the_head(
 
 def test_a_killed_run_keeps_its_linear_head_in_its_backup_and_ends_with_it(
         train_tiny, tmp_path, fixed_costs, monkeypatch):
-    import keras
-
     monkeypatch.setattr(linear_head, "score", lambda *a: 1.0)
-
-    class KillAfterFirst(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            raise Kill
-
     with pytest.raises(Kill):
-        train_tiny.fit(tmp_path, "r", TIMED, [KillAfterFirst()])
+        train_tiny.fit(tmp_path, "r", TIMED, [kill_after_the_first_epoch()])
     state = json.loads((tmp_path / "r" / paths.BACKUP / paths.STATE).read_text())
     assert state["epochs_done"] == 1 and state["linear_head"]["val_f1"] == 1.0
     assert (state["best_epoch"], state["best"]) == (-1, "linear-head.npz")
@@ -433,18 +437,11 @@ def test_a_run_that_thaws_from_its_head_trains_one_frozen_epoch_and_starts_the_b
 
 def test_a_run_killed_before_its_thaw_resumes_from_the_linear_head_its_backup_holds(
         train_tiny, tmp_path, fixed_costs, heads, monkeypatch):
-    import keras
-
     fixed_costs.thawed = 50.0
     monkeypatch.setattr(linear_head, "score", lambda *a: 0.0)
-
-    class KillAfterFirst(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            raise Kill
-
     with pytest.raises(Kill):
         train_tiny.fit(tmp_path, "r", {**THAWING, "train.thaw_from_head": True},
-                       [KillAfterFirst()])
+                       [kill_after_the_first_epoch()])
     recorder, lines = _classifier_recorder(), []
     train_tiny.fit(tmp_path, "r", {}, [recorder], resume=True, log=lines.append)
     assert "the backbone thaws from the linear head its backup holds, not from the epochs that " \

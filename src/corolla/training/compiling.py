@@ -58,11 +58,12 @@ def phase_schedule(phase: phases.Phase, train: config.TrainConfig, steps: int,
     given; from the phase's first epoch, x its rate's scale; a thawed phase after a frozen one
     rising over its first train.finetune_warmup_epochs."""
     updates = train.accumulation_steps
+    epoch_updates = steps // updates
     later = (train.time_steps_from, later_steps // updates) \
         if later_steps and train.time_steps_from else None
     thawing = phase.start > 0 and not phase.frozen
-    ramp = math.ceil(train.finetune_warmup_epochs * (steps // updates)) if thawing else 0
-    return for_training(train, steps // updates, updates, first_epoch=phase.start,
+    ramp = math.ceil(train.finetune_warmup_epochs * epoch_updates) if thawing else 0
+    return for_training(train, epoch_updates, updates, first_epoch=phase.start,
                         scale=phase.lr_scale, later=later, ramp=ramp)
 
 

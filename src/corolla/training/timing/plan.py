@@ -90,17 +90,18 @@ class TimePlan:
     def _phases_of(self, train, size):
         """The run's phases (`phases.phases`) of a train config at a final size (its frozen
         epochs as `_frozen_epochs` says)."""
-        train = dataclasses.replace(train, frozen_epochs=self._frozen_epochs(train))
+        train = dataclasses.replace(train, frozen_epochs=self._frozen_epochs(
+            train.thaw_from_head, train.frozen_epochs, train.epochs))
         return phases(train, self.trainer.ready.config.model.train_backbone, size)
 
-    def _frozen_epochs(self, train) -> int:
-        """The frozen epochs of a train config as this run plans them: one where it thaws
-        from the linear head it fits there (`train.thaw_from_head`, the frozen phase on cached
-        features: `Trainer.thaw_from_head`), whose later frozen epochs would be undone at the
-        thaw; as the config says otherwise."""
-        if train.thaw_from_head and self.caching and 1 < train.frozen_epochs < train.epochs:
+    def _frozen_epochs(self, thaw_from_head: bool, frozen: int, epochs: int) -> int:
+        """The frozen epochs of `frozen` of `epochs` as this run plans them: one where it
+        thaws from the linear head it fits there (`train.thaw_from_head`, the frozen phase on
+        cached features: `Trainer.thaw_from_head`), whose later frozen epochs would be undone
+        at the thaw; `frozen` otherwise."""
+        if thaw_from_head and self.caching and 1 < frozen < epochs:
             return 1
-        return train.frozen_epochs
+        return frozen
 
     def _caching(self) -> budget.Caching | None:
         """How the run's frozen phases train on cached features (`features.FrozenPath`: passes
@@ -166,7 +167,7 @@ class TimePlan:
         shortened = epoch_steps * (epoch_steps != steps)
         shape = budget.shaped(t, epochs)
         shape["train.frozen_epochs"] = self._frozen_epochs(
-            dataclasses.replace(t, epochs=epochs, frozen_epochs=shape["train.frozen_epochs"]))
+            t.thaw_from_head, shape["train.frozen_epochs"], epochs)
         planned = with_settings(fit.config, {**shape, "train.time_steps": shortened,
                                              "train.time_plan": line.partition(": ")[2]})
         # The plan's epochs, each as measured, for the run to stop short of them where it falls
